@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       out << static_cast<unsigned>(static_cast<unsigned char>(bytes[b])) << ",";
     }
     out << "0};\nconstexpr size_t kSize" << entries.size() << " = " << bytes.size() << ";\n";
-    entries.emplace_back(url, content_type_for(url));
+    entries.emplace_back(url, content_type_for(file));  // by the file: "/" is HTML
   }
   out << "}  // namespace\n\nconst std::vector<StaticFile>& static_files() {\n"
       << "  static const std::vector<StaticFile> files = {\n";

@@ -316,7 +316,89 @@ Result<SweepColumns> sweep_columns(Connection& db, int64_t sweep_id) {
   return cols;
 }
 
-Result<TrialPage> list_trials(Connection& db, const TrialQuery& q) {
+Result<std::shared_ptr<const std::vector<ParamSortCache::Key>>> ParamSortCache::sorted(Connection& db, int64_t sweep_id,
+                                                                                       const std::string& json_path) {
+  std::lock_guard<std::mutex> lock(mu_);  // one loader at a time: the first load is the expensive one
+  auto key = std::make_pair(sweep_id, json_path);
+  Entry& entry = entries_[key];
+  entry.last_used = ++clock_;
+  // Index: UNIQUE (sweep_id, idx) for the range; json_extract runs on new rows only.
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT id, idx, json_extract(params, ?), json_type(params, ?) FROM trials "
+                                          "WHERE sweep_id = ? AND idx > ? ORDER BY idx"));
+  stmt.bind(1, std::string_view(json_path)).bind(2, std::string_view(json_path)).bind(3, sweep_id).bind(4, entry.max_idx);
+  std::vector<Key> added;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    Key k;
+    k.id = stmt.int64(0);
+    k.idx = stmt.int64(1);
+    std::string type = stmt.is_null(3) ? "" : stmt.text(3);
+    if (type == "integer" || type == "real") {
+      k.kind = 0;
+      k.number = stmt.real(2);
+    } else if (type == "true" || type == "false") {
+      k.kind = 0;
+      k.number = type == "true" ? 1 : 0;
+    } else if (!type.empty() && type != "null") {
+      k.kind = 1;
+      k.text = stmt.text(2);
+    }
+    added.push_back(std::move(k));
+  }
+  if (!added.empty() || !entry.keys) {
+    auto merged = std::make_shared<std::vector<Key>>();
+    if (entry.keys) *merged = *entry.keys;
+    for (auto& k : added) {
+      entry.max_idx = std::max(entry.max_idx, k.idx);
+      merged->push_back(std::move(k));
+    }
+    std::sort(merged->begin(), merged->end(), [](const Key& a, const Key& b) {
+      if (a.kind != b.kind) return a.kind < b.kind;
+      if (a.kind == 0 && a.number != b.number) return a.number < b.number;
+      if (a.kind == 1 && a.text != b.text) return a.text < b.text;
+      return a.idx < b.idx;
+    });
+    entry.keys = std::move(merged);
+  }
+  auto result = entry.keys;
+  while (entries_.size() > max_entries_) {
+    auto oldest = entries_.begin();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    entries_.erase(oldest);
+  }
+  return result;
+}
+
+namespace {
+
+// Phase 2 of a page: the full rows of the chosen ids, in the chosen order.
+Result<std::vector<TrialRow>> rows_by_id(Connection& db, const std::vector<int64_t>& ids) {
+  std::vector<TrialRow> rows;
+  if (ids.empty()) return rows;
+  std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trials t WHERE t.id IN (";
+  for (size_t i = 0; i < ids.size(); ++i) sql += i ? ",?" : "?";
+  sql += ")";
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
+  for (size_t i = 0; i < ids.size(); ++i) stmt.bind(static_cast<int>(i + 1), ids[i]);
+  std::map<int64_t, TrialRow> by_id;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    TrialRow r = trial_from_row(stmt);
+    by_id.emplace(r.id, std::move(r));
+  }
+  for (int64_t id : ids) {
+    auto it = by_id.find(id);
+    if (it != by_id.end()) rows.push_back(std::move(it->second));
+  }
+  return rows;
+}
+
+}  // namespace
+
+Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCache* param_cache) {
   if (q.limit < 1 || q.limit > 1000) return Status::InvalidArgument("limit must be between 1 and 1000");
   if (q.offset < 0) return Status::InvalidArgument("offset must be 0 or more");
   for (const auto& st : q.states) {
@@ -335,67 +417,113 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q) {
   SWEPT_ASSIGN_OR_RETURN(metrics, metric_names(db, q.sweep_id));
   page.columns.metrics = metrics;
 
-  // The sort expression: a fixed column, a parameter or a final metric.
-  static const std::map<std::string, std::string> kColumns = {
-      {"id", "t.id"},         {"idx", "t.idx"},
-      {"state", "t.state"},   {"attempts", "t.attempts"},
-      {"agent", "t.agent"},   {"metric", "t.metric_value"},
-      {"started_at", "t.started_at"}, {"ended_at", "t.ended_at"}};
-  std::string sort_expr, join, bind_text;
-  if (auto it = kColumns.find(q.sort); it != kColumns.end()) {
-    sort_expr = it->second;
-  } else if (q.sort.rfind("param:", 0) == 0) {
-    std::string name = q.sort.substr(6);
-    auto p = paths.find(name);
-    if (p == paths.end()) return Status::InvalidArgument("unknown parameter '" + name + "' in sort; the sweep's parameters are listed in columns.params");
-    SWEPT_ASSIGN_OR_RETURN(path, json_path(p->second, name));
-    // The path is built from the sweep's own keys and has no '"'; it is
-    // inlined as an SQL literal with quotes doubled.
-    std::string literal;
-    for (char c : path) literal += (c == '\'' ? std::string("''") : std::string(1, c));
-    sort_expr = "json_extract(t.params, '" + literal + "')";
-  } else if (q.sort.rfind("metric:", 0) == 0) {
-    std::string name = q.sort.substr(7);
-    if (std::find(metrics.begin(), metrics.end(), name) == metrics.end())
-      return Status::InvalidArgument("unknown metric '" + name + "' in sort; the sweep's metrics are listed in columns.metrics");
-    join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
-    sort_expr = "s.value";
-    bind_text = name;
-  } else {
-    return Status::InvalidArgument("unknown sort key '" + q.sort +
-                                   "'; use id, idx, state, attempts, agent, metric, started_at, ended_at, "
-                                   "param:NAME or metric:NAME");
-  }
   std::string where = " WHERE t.sweep_id = ?";
   if (!q.states.empty()) {
     where += " AND t.state IN (";
     for (size_t i = 0; i < q.states.size(); ++i) where += i ? ",?" : "?";
     where += ")";
   }
-  // Total for the pager. Index: trials_by_sweep_state.
+  auto bind_where = [&](Statement& st, int first) {
+    st.bind(first++, q.sweep_id);
+    for (const auto& s : q.states) st.bind(first++, std::string_view(s));
+    return first;
+  };
+  // Total for the pager. Index: trials_by_sweep_state (covering).
   SWEPT_ASSIGN_OR_RETURN(count, db.prepare("SELECT count(*) FROM trials t" + where));
-  int bi = 1;
-  count.bind(bi++, q.sweep_id);
-  for (const auto& st : q.states) count.bind(bi++, std::string_view(st));
+  bind_where(count, 1);
   SWEPT_ASSIGN_OR_RETURN(has_count, count.step());
   page.total = has_count ? count.int64(0) : 0;
 
-  // NULLs last in either direction; ties broken by idx for stable paging.
-  std::string dir = q.descending ? " DESC" : " ASC";
-  std::string order = " ORDER BY (" + sort_expr + ") IS NULL, " + sort_expr + dir + ", t.idx" + dir;
-  std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trials t" + join + where + order + " LIMIT ? OFFSET ?";
-  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  bi = 1;
-  if (!join.empty()) stmt.bind(bi++, std::string_view(bind_text));
-  stmt.bind(bi++, q.sweep_id);
-  for (const auto& st : q.states) stmt.bind(bi++, std::string_view(st));
-  stmt.bind(bi, q.limit);
-  stmt.bind(bi + 1, q.offset);
-  while (true) {
-    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-    if (!row) break;
-    page.rows.push_back(trial_from_row(stmt));
+  // Phase 1: the ids of the page, ordered; only ids and sort keys go through
+  // the sorter. Phase 2 (rows_by_id) reads the full rows of those ids.
+  std::vector<int64_t> ids;
+  const std::string dir = q.descending ? " DESC" : " ASC";
+  static const std::map<std::string, std::pair<std::string, bool>> kColumns = {  // expr, nullable
+      {"id", {"t.id", false}},          {"idx", {"t.idx", false}},
+      {"state", {"t.state", false}},    {"attempts", {"t.attempts", false}},
+      {"agent", {"t.agent", true}},     {"metric", {"t.metric_value", true}},
+      {"started_at", {"t.started_at", true}}, {"ended_at", {"t.ended_at", true}}};
+  std::string sort_expr, join, join_name;
+  bool nullable = true;
+  if (auto it = kColumns.find(q.sort); it != kColumns.end()) {
+    sort_expr = it->second.first;
+    nullable = it->second.second;
+  } else if (q.sort.rfind("param:", 0) == 0) {
+    std::string name = q.sort.substr(6);
+    auto p = paths.find(name);
+    if (p == paths.end())
+      return Status::InvalidArgument("unknown parameter '" + name +
+                                     "' in sort; the sweep's parameters are listed in columns.params");
+    SWEPT_ASSIGN_OR_RETURN(path, json_path(p->second, name));
+    if (param_cache) {
+      SWEPT_ASSIGN_OR_RETURN(sorted, param_cache->sorted(db, q.sweep_id, path));
+      std::set<int64_t> allowed;
+      if (!q.states.empty()) {
+        SWEPT_ASSIGN_OR_RETURN(st, db.prepare("SELECT t.id FROM trials t" + where));
+        bind_where(st, 1);
+        while (true) {
+          SWEPT_ASSIGN_OR_RETURN(row, st.step());
+          if (!row) break;
+          allowed.insert(st.int64(0));
+        }
+      }
+      // Ascending: as sorted. Descending: present values reversed, then the
+      // trials without the parameter (still last), by idx descending.
+      const auto& keys = *sorted;
+      size_t present = 0;
+      while (present < keys.size() && keys[present].kind != 2) ++present;
+      std::vector<size_t> order;
+      order.reserve(keys.size());
+      if (q.descending) {
+        for (size_t i = present; i-- > 0;) order.push_back(i);
+        for (size_t i = keys.size(); i-- > present;) order.push_back(i);
+      } else {
+        for (size_t i = 0; i < keys.size(); ++i) order.push_back(i);
+      }
+      int64_t skipped = 0;
+      for (size_t i : order) {
+        if (!q.states.empty() && !allowed.count(keys[i].id)) continue;
+        if (skipped++ < q.offset) continue;
+        ids.push_back(keys[i].id);
+        if (static_cast<int64_t>(ids.size()) >= q.limit) break;
+      }
+    } else {
+      std::string literal;
+      for (char c : path) literal += (c == '\'' ? std::string("''") : std::string(1, c));
+      sort_expr = "json_extract(t.params, '" + literal + "')";
+    }
+  } else if (q.sort.rfind("metric:", 0) == 0) {
+    std::string name = q.sort.substr(7);
+    if (std::find(metrics.begin(), metrics.end(), name) == metrics.end())
+      return Status::InvalidArgument("unknown metric '" + name +
+                                     "' in sort; the sweep's metrics are listed in columns.metrics");
+    // Primary key of trial_latest (trial_id, name): one lookup per trial.
+    join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
+    join_name = name;
+    sort_expr = "s.value";
+  } else {
+    return Status::InvalidArgument("unknown sort key '" + q.sort +
+                                   "'; use id, idx, state, attempts, agent, metric, started_at, ended_at, "
+                                   "param:NAME or metric:NAME");
   }
+  if (!sort_expr.empty()) {
+    // NULLs last in either direction; ties broken by idx for stable paging.
+    std::string order = " ORDER BY " + sort_expr + dir + (nullable ? " NULLS LAST" : "") +
+                        (sort_expr == "t.idx" ? "" : ", t.idx" + dir);
+    SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT t.id FROM trials t" + join + where + order + " LIMIT ? OFFSET ?"));
+    int bi = 1;
+    if (!join.empty()) stmt.bind(bi++, std::string_view(join_name));
+    bi = bind_where(stmt, bi);
+    stmt.bind(bi, q.limit);
+    stmt.bind(bi + 1, q.offset);
+    while (true) {
+      SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+      if (!row) break;
+      ids.push_back(stmt.int64(0));
+    }
+  }
+  SWEPT_ASSIGN_OR_RETURN(rows, rows_by_id(db, ids));
+  page.rows = std::move(rows);
   SWEPT_RETURN_IF_ERROR(fill_final_metrics(db, page.rows));
   return page;
 }

@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -153,10 +155,43 @@ struct LiveSnapshot {
   int64_t max_trial_id = 0;
 };
 
+// Trials of a sweep ordered by one parameter, kept in memory between requests.
+// A trial's parameters never change once it exists (schema.sql), so an entry
+// only grows: each use reads the trials added since (by idx) and re-sorts.
+// Sorting 100,000 trials by a JSON value in SQL costs a parse of every row on
+// every request; this pays it once per (sweep, parameter). At most
+// `max_entries` entries are kept (least recently used dropped).
+// Order: numbers ascending, then text, then trials without the parameter;
+// ties by idx. Thread-safe.
+class ParamSortCache {
+ public:
+  explicit ParamSortCache(size_t max_entries = 16) : max_entries_(max_entries) {}
+  struct Key {
+    int64_t id = 0, idx = 0;
+    int kind = 2;  // 0 number, 1 text, 2 absent
+    double number = 0;
+    std::string text;
+  };
+  // The sweep's trials sorted ascending by `json_path` (see above).
+  Result<std::shared_ptr<const std::vector<Key>>> sorted(Connection& db, int64_t sweep_id, const std::string& json_path);
+
+ private:
+  struct Entry {
+    std::shared_ptr<const std::vector<Key>> keys;
+    int64_t max_idx = -1;
+    uint64_t last_used = 0;
+  };
+  size_t max_entries_;
+  std::mutex mu_;
+  uint64_t clock_ = 0;
+  std::map<std::pair<int64_t, std::string>, Entry> entries_;
+};
+
 Result<std::vector<SweepSummary>> list_sweeps(Connection& db);
 Result<SweepSummary> get_sweep(Connection& db, int64_t sweep_id);
 Result<SweepColumns> sweep_columns(Connection& db, int64_t sweep_id);
-Result<TrialPage> list_trials(Connection& db, const TrialQuery& query);
+// `param_cache` (may be null: sort in SQL) serves sorts by parameter.
+Result<TrialPage> list_trials(Connection& db, const TrialQuery& query, ParamSortCache* param_cache = nullptr);
 Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_points);
 // Series of `metric` (all metrics when empty) for each trial, each downsampled
 // to at most `max_points`. Unknown trial ids yield no series.

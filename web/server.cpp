@@ -106,6 +106,7 @@ struct Server::Impl {
   httplib::Server http;
   ConnectionPool pool;
   LiveFeed feed;
+  ParamSortCache param_sort_cache;
   std::thread listener;
   std::string host;
   int port = 0;
@@ -274,7 +275,7 @@ void Server::Impl::install_routes() {
       if (!id.ok()) return id.status();
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto report = sweep_importance(**conn, *id, 5000);
+      auto report = sweep_importance(**conn, *id, 2000);
       if (!report.ok()) return report.status();
       return importance_json(*report);
     });
@@ -395,7 +396,7 @@ Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t swee
   }
   auto conn = pool.acquire();
   if (!conn.ok()) return conn.status();
-  auto page = list_trials(**conn, q);
+  auto page = list_trials(**conn, q, &param_sort_cache);
   if (!page.ok()) return page.status();
   return trial_page_json(*page);
 }
@@ -468,6 +469,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
   p->http.set_keep_alive_timeout(2);
+  p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs
   p->http.set_read_timeout(10);
   p->http.set_payload_max_length(64 * 1024);
   p->install_routes();

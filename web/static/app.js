@@ -152,6 +152,10 @@
     container.replaceChildren(el('div', { className: 'empty', text: text }));
   }
 
+  // Tick labels: short numbers ("100", "0.002"), long text cut with an ellipsis.
+  function tickNumber(v) { return String(Number(Number(v).toPrecision(4))); }
+  function shorten(text, n) { text = String(text); return text.length > n ? text.slice(0, n - 1) + '…' : text; }
+
   function extent(values) {
     var e = d3.extent(values.filter(function (v) { return v !== null && isFinite(v); }));
     if (e[0] === undefined) return [0, 1];
@@ -221,10 +225,11 @@
       .attr('d', path).style('stroke', function (t) { return c(t.metric_value); })
       .append('title').text(function (t) { return '#' + t.id + ' ' + metricName + '=' + fmt(t.metric_value); });
     dims.forEach(function (d, i) {
-      var axis = f.g.append('g').attr('class', 'axis').attr('transform', 'translate(' + x(i) + ',0)')
-        .call(d3.svg.axis().scale(d.scale).orient('left').ticks(5));
-      axis.append('text').attr('y', -10).attr('text-anchor', 'middle').style('font-weight', d.metric ? 700 : 400)
-        .text(d.key);
+      var ax = d3.svg.axis().scale(d.scale).orient('left').ticks(5)
+        .tickFormat(d.cat ? function (v) { return shorten(v, 14); } : tickNumber);
+      var axis = f.g.append('g').attr('class', 'axis').attr('transform', 'translate(' + x(i) + ',0)').call(ax);
+      axis.append('text').attr('y', -10).attr('text-anchor', i === 0 ? 'start' : i === dims.length - 1 ? 'end' : 'middle')
+        .style('font-weight', d.metric ? 700 : 400).text(shorten(d.key, 28)).append('title').text(d.key);
     });
   }
 
@@ -248,10 +253,13 @@
       x = d3.scale.ordinal().domain(cats).rangePoints([0, f.width], 0.5);
     }
     var y = d3.scale.linear().domain(extent(pts.map(function (t) { return t.metric_value; }))).nice().range([f.height, 0]);
-    var xAxis = d3.svg.axis().scale(x).orient('bottom').ticks(5, numeric ? 'g' : undefined);
+    var xAxis = d3.svg.axis().scale(x).orient('bottom').ticks(5);
+    if (!numeric) xAxis.tickFormat(function (v) { return shorten(v, 12); });
+    else if (x.base) xAxis.tickFormat(function (v) { var l = Math.log(v) / Math.LN10; return Math.abs(l - Math.round(l)) < 1e-9 ? tickNumber(v) : ''; });
+    else xAxis.tickFormat(tickNumber);
     f.g.append('g').attr('class', 'axis').attr('transform', 'translate(0,' + f.height + ')').call(xAxis);
     f.g.append('g').attr('class', 'axis').call(d3.svg.axis().scale(y).orient('left').ticks(4));
-    f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', -6).text(param);
+    f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', -6).text(shorten(param, 40)).append('title').text(param);
     f.g.selectAll('circle').data(pts).enter().append('circle')
       .attr('class', function (t) { return 'dot' + (t.id === bestId ? ' best' : ''); })
       .attr('r', function (t) { return t.id === bestId ? 5 : 3; })
