@@ -155,10 +155,10 @@ void Server::Impl::install_routes() {
     res.set_header("Referrer-Policy", "no-referrer");
     if (!authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
-      send_error(res, Status::InvalidArgument(
-                          "this dashboard needs its token: send 'Authorization: Bearer TOKEN', or open "
-                          "the page once as /?token=TOKEN"));
-      res.status = 401;
+      send_json(res, 401,
+                json{{"error", {{"code", "unauthenticated"},
+                                {"message", "this dashboard needs its token: send 'Authorization: Bearer TOKEN', "
+                                            "or open the page once as /?token=TOKEN"}}}});
       return httplib::Server::HandlerResponse::Handled;
     }
     // A page opened with ?token=: remember it in a cookie and drop it from the URL.

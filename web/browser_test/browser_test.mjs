@@ -109,6 +109,7 @@ try {
   await until('the sweeps list', () => page.locator('tr[data-sweep-id="1"]').count());
   const sweepName = await page.locator('tr[data-sweep-id="1"] td:nth-child(2)').textContent();
   if (!sweepName.includes('<script>')) throw new Error(`sweep name not shown as text: ${sweepName}`);
+  await page.screenshot({ path: path.join(shots, 'sweeps-1280.png'), fullPage: true });
 
   await page.goto(`${server.url}#/sweeps/1`);
   await until(`${TRIALS} trial rows`, async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) === TRIALS);

@@ -167,7 +167,7 @@
   function drawLines(container, series, yLabel) {
     series = series.filter(function (s) { return s.steps.length > 0; });
     if (!series.length) return emptyChart(container, 'no metric values yet');
-    var f = chartFrame(container, { top: 10, right: 140, bottom: 28, left: 56 });
+    var f = chartFrame(container, { top: 10, right: series.length > 1 ? 90 : 16, bottom: 28, left: 56 });
     var xs = [], ys = [];
     series.forEach(function (s) { xs = xs.concat(s.steps); ys = ys.concat(s.values); });
     var x = d3.scale.linear().domain(extent(xs)).range([0, f.width]);
@@ -175,14 +175,16 @@
     f.g.append('g').attr('class', 'axis').attr('transform', 'translate(0,' + f.height + ')')
       .call(d3.svg.axis().scale(x).orient('bottom').ticks(6));
     f.g.append('g').attr('class', 'axis').call(d3.svg.axis().scale(y).orient('left').ticks(5));
-    f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', 10).text(yLabel || '');
+    f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', 10).text(shorten(yLabel || '', 60));
     var line = d3.svg.line().defined(function (d) { return d[1] !== null; })
       .x(function (d) { return x(d[0]); }).y(function (d) { return y(d[1]); });
     series.forEach(function (s, i) {
       var pts = s.steps.map(function (st, k) { return [st, s.values[k]]; });
       f.g.append('path').attr('class', 'line').attr('d', line(pts)).style('stroke', color(s.label));
-      f.g.append('text').attr('class', 'legend').attr('x', f.width + 8).attr('y', 12 + i * 15)
-        .style('fill', color(s.label)).text(s.label);
+      if (series.length > 1) {
+        f.g.append('text').attr('class', 'legend').attr('x', f.width + 8).attr('y', 12 + i * 15)
+          .style('fill', color(s.label)).text(shorten(s.label, 18));
+      }
     });
   }
 
@@ -193,7 +195,7 @@
     var metricName = data.metric.name || 'metric';
     var dims = data.params.map(function (p) { return { key: p, get: function (t) { return t.params[p]; } }; });
     dims.push({ key: metricName, get: function (t) { return t.metric_value; }, metric: true });
-    var f = chartFrame(container, { top: 24, right: 30, bottom: 12, left: 30 });
+    var f = chartFrame(container, { top: 24, right: 40, bottom: 12, left: 70 });
     var x = d3.scale.ordinal().domain(dims.map(function (d, i) { return i; })).rangePoints([0, f.width]);
     dims.forEach(function (d) {
       var vals = points.map(d.get);
@@ -309,7 +311,7 @@
           el('td', { text: s.metric.name ? s.metric.name + ' (' + (s.metric.goal || '') + ')' : '—' }),
           el('td', null, stateBadge(s.state)),
           el('td', null, progressBar(s.counts)),
-          el('td', { className: 'muted', text: countsText(s.counts) + (s.total_trials !== null ? ' of ' + s.total_trials : '') }),
+          el('td', { className: 'muted counts', text: countsText(s.counts) + (s.total_trials !== null ? ' of ' + s.total_trials : '') }),
           el('td', null, best)));
       });
       rows.push(body);
@@ -539,7 +541,7 @@
         } });
       }
       body.replaceChildren(
-        el('div', null, el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: '← sweep' })), header, actions,
+        el('div', null, el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: '← sweep' })), header, actions || el('div'),
         el('div', { className: 'grid' },
           el('section', { className: 'panel' }, el('h2', { text: 'Run' }), kv),
           el('section', { className: 'panel' }, el('h2', { text: 'Parameters' }), params, el('h2', { text: 'Final metrics', style: 'margin-top:12px' }), metrics),
@@ -588,7 +590,7 @@
         if (!a.cpu_trials.length) cpu.appendChild(document.createTextNode('none'));
         a.cpu_trials.forEach(function (id) { cpu.appendChild(trialLink(id)); cpu.appendChild(document.createTextNode(' ')); });
         return el('section', { className: 'panel', 'data-agent': a.name },
-          el('h2', null, a.name + ' ', stateBadge(a.state === 'alive' ? 'running' : 'lost')),
+          el('h2', null, a.name + ' ', el('span', { className: 'state ' + (a.state === 'alive' ? 'completed' : 'lost'), text: a.state })),
           el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state }),
           a.gpus.length ? gpus : el('div', { className: 'muted', text: 'no GPUs' }), cpu);
       }));
