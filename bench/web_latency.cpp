@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       {"series of 10 long trials (400 pts)", "/api/series?metric=loss&points=400&trials=" + join(longest)},
       {"series of 20 running trials", "/api/series?metric=loss&points=400&trials=" +
                                           join(std::vector<long long>(running.begin(), running.begin() + std::min<size_t>(20, running.size())))},
-      {"points (parallel coords/scatter)", s + "/points?limit=1500"},
+      {"points (parallel coords/scatter)", s + "/points?limit=1000"},
       {"parameter importance", s + "/importance"},
       {"agents and GPUs", "/api/agents"},
   };

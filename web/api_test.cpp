@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "web/db.h"
+#include "web/queries.h"
 #include "web/server.h"
 
 using nlohmann::json;
@@ -265,6 +266,20 @@ TEST_CASE("trials are paged, filtered by state and sorted by columns, parameters
   }
   CHECK(with_loss == 27);
   CHECK(by_loss["trials"][29]["state"] == "queued");
+  // Small pages take the index-walk plan, a whole page the per-trial plan:
+  // both must give the same order, trials without the metric last.
+  for (std::string order : {"asc", "desc"}) {
+    auto whole = get_json(*r.client, "/api/sweeps/1/trials?sort=metric:loss&limit=30&order=" + order, 200)["trials"];
+    std::vector<int64_t> expected, paged;
+    for (const auto& t : whole) expected.push_back(t["id"].get<int64_t>());
+    for (int offset = 0; offset < 32; offset += 4) {
+      auto page = get_json(*r.client, "/api/sweeps/1/trials?sort=metric:loss&limit=4&order=" + order +
+                                          "&offset=" + std::to_string(offset), 200);
+      for (const auto& t : page["trials"]) paged.push_back(t["id"].get<int64_t>());
+    }
+    CHECK(paged == expected);
+    CHECK(whole[29]["state"] == "queued");
+  }
   auto by_metric = get_json(*r.client, "/api/sweeps/1/trials?sort=metric&limit=1", 200);
   CHECK(by_metric["trials"][0]["id"] == 127);  // the failed i = 27 has the lowest stored value
   auto by_state = get_json(*r.client, "/api/sweeps/1/trials?sort=state&order=desc&limit=1", 200);
@@ -463,6 +478,36 @@ TEST_CASE("live events report a trial that starts running after the stream opene
   db.exec("UPDATE trials SET state = 'completed' WHERE id = 125");  // one more event unblocks the reader
   r.server->stop();  // also ends the stream
   reader.join();
+}
+
+TEST_CASE("both plans for sorting by a final metric give the same pages") {
+  TestDb db;
+  db.fill();
+  auto conn = swept::web::Connection::open_read_only(db.path(), 100);
+  REQUIRE(conn.ok());
+  using Plan = swept::web::TrialQuery::MetricPlan;
+  for (bool desc : {false, true}) {
+    for (auto states : {std::vector<std::string>{}, std::vector<std::string>{"running", "queued"}}) {
+      std::vector<int64_t> walk, per_trial;
+      for (int64_t offset = 0; offset < 34; offset += 4) {
+        for (Plan plan : {Plan::kIndexWalk, Plan::kPerTrial}) {
+          swept::web::TrialQuery q;
+          q.sweep_id = 1;
+          q.sort = "metric:loss";
+          q.descending = desc;
+          q.states = states;
+          q.limit = 4;
+          q.offset = offset;
+          q.metric_plan = plan;
+          auto page = swept::web::list_trials(**conn, q);
+          REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+          for (const auto& row : page->rows) (plan == Plan::kIndexWalk ? walk : per_trial).push_back(row.id);
+        }
+      }
+      CHECK(walk == per_trial);
+      CHECK(walk.size() == (states.empty() ? 30u : 7u));
+    }
+  }
 }
 
 TEST_CASE("the server's connections cannot write") {

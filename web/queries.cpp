@@ -497,10 +497,64 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
     if (std::find(metrics.begin(), metrics.end(), name) == metrics.end())
       return Status::InvalidArgument("unknown metric '" + name +
                                      "' in sort; the sweep's metrics are listed in columns.metrics");
-    // Primary key of trial_latest (trial_id, name): one lookup per trial.
-    join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
-    join_name = name;
-    sort_expr = "s.value";
+    // Two plans. Walking trial_latest_by_name_value (name, value) in order and
+    // keeping this sweep's trials stops after about (offset + limit) *
+    // (all trials / matching trials) index entries: cheap for the first pages
+    // of a large sweep. Looking up trial_latest's primary key once per trial
+    // of the sweep costs the sweep's size. Take the cheaper estimate.
+    SWEPT_ASSIGN_OR_RETURN(max_id, db.prepare("SELECT max(id) FROM trials"));
+    SWEPT_ASSIGN_OR_RETURN(has_max, max_id.step());
+    const double all_trials = has_max && !max_id.is_null(0) ? static_cast<double>(max_id.int64(0)) : 0.0;
+    const double walk_cost = static_cast<double>(q.offset + q.limit) * all_trials /
+                             static_cast<double>(std::max<int64_t>(1, page.total));
+    int64_t sweep_size = 0;
+    for (const auto& [state, n] : sweep.counts) sweep_size += n;
+    bool walk_plan = q.metric_plan == TrialQuery::MetricPlan::kAuto ? walk_cost < static_cast<double>(sweep_size)
+                                                                     : q.metric_plan == TrialQuery::MetricPlan::kIndexWalk;
+    if (walk_plan) {
+      SWEPT_ASSIGN_OR_RETURN(walk, db.prepare(
+          "SELECT t.id FROM trial_latest s CROSS JOIN trials t ON t.id = s.trial_id" + where +
+          " AND s.name = ? ORDER BY s.value" + dir + ", t.idx" + dir + " LIMIT ? OFFSET ?"));
+      int bi = bind_where(walk, 1);
+      walk.bind(bi, std::string_view(name));
+      walk.bind(bi + 1, q.limit);
+      walk.bind(bi + 2, q.offset);
+      while (true) {
+        SWEPT_ASSIGN_OR_RETURN(row, walk.step());
+        if (!row) break;
+        ids.push_back(walk.int64(0));
+      }
+      if (static_cast<int64_t>(ids.size()) < q.limit) {
+        // Past the trials with the metric: those without it follow, by idx.
+        int64_t with_metric = q.offset + static_cast<int64_t>(ids.size());
+        if (ids.empty() && q.offset > 0) {
+          SWEPT_ASSIGN_OR_RETURN(count_with, db.prepare(
+              "SELECT count(*) FROM trials t" + where +
+              " AND EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?)"));
+          int ci = bind_where(count_with, 1);
+          count_with.bind(ci, std::string_view(name));
+          SWEPT_ASSIGN_OR_RETURN(counted, count_with.step());
+          with_metric = counted ? count_with.int64(0) : 0;
+        }
+        SWEPT_ASSIGN_OR_RETURN(rest, db.prepare(
+            "SELECT t.id FROM trials t" + where +
+            " AND NOT EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?) ORDER BY t.idx" +
+            dir + " LIMIT ? OFFSET ?"));
+        int ri = bind_where(rest, 1);
+        rest.bind(ri, std::string_view(name));
+        rest.bind(ri + 1, q.limit - static_cast<int64_t>(ids.size()));
+        rest.bind(ri + 2, std::max<int64_t>(0, q.offset - with_metric));
+        while (true) {
+          SWEPT_ASSIGN_OR_RETURN(row, rest.step());
+          if (!row) break;
+          ids.push_back(rest.int64(0));
+        }
+      }
+    } else {
+      join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
+      join_name = name;
+      sort_expr = "s.value";
+    }
   } else {
     return Status::InvalidArgument("unknown sort key '" + q.sort +
                                    "'; use id, idx, state, attempts, agent, metric, started_at, ended_at, "

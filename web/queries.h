@@ -64,6 +64,8 @@ struct TrialQuery {
   bool descending = false;
   int64_t limit = 50;  // 1..1000
   int64_t offset = 0;  // >= 0
+  // How to sort by metric:NAME (see list_trials); tests force each plan.
+  enum class MetricPlan { kAuto, kIndexWalk, kPerTrial } metric_plan = MetricPlan::kAuto;
 };
 
 struct TrialRow {

@@ -457,7 +457,7 @@
 
     function loadCharts() {
       var best = state.sweep && state.sweep.best ? state.sweep.best.trial_id : null;
-      api('/api/sweeps/' + sweepId + '/points?limit=1500').then(function (data) {
+      api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) {
         drawParallel(parallel, data, best);
         scatters.replaceChildren();
         data.params.forEach(function (p) {
