@@ -369,14 +369,16 @@ TEST_CASE("points and importance summarise a sweep from a sample") {
   db.fill();
   auto r = start(db.path());
   auto pts = get_json(*r.client, "/api/sweeps/1/points?limit=10", 200);
-  CHECK(pts["population"] == 27);
+  CHECK(pts["population"] == 30);
   CHECK(pts["stride"] == 3);
+  for (const auto& p : pts["points"]) CHECK(!p["metric_value"].is_null());
   bool has_best = false;
   for (const auto& p : pts["points"]) has_best |= p["id"] == 121;
   CHECK(has_best);
   auto imp = get_json(*r.client, "/api/sweeps/1/importance", 200);
   CHECK(imp["method"].get<std::string>().find("eta^2") != std::string::npos);
-  CHECK(imp["sampled"] == 27);
+  CHECK(imp["sampled"] == 27);  // the 3 queued trials have no metric value
+  CHECK(imp["population"] == 30);
   REQUIRE(imp["params"].size() == 3);
   CHECK(imp["params"][0]["name"] == "lr");  // loss falls with lr here: it explains most
   CHECK(imp["params"][0]["eta_squared"].get<double>() > 0.5);

@@ -109,7 +109,7 @@ Result<std::vector<std::string>> metric_names(Connection& db, int64_t sweep_id) 
 
 // Reads one sweeps row (the columns of kSweepColumns) into a summary.
 constexpr const char* kSweepColumns =
-    "id, name, method, metric_name, metric_goal, state, total_trials, created_at, finished_at";
+    "id, name, method, metric_name, metric_goal, state, total_trials, created_at, finished_at, next_index";
 
 SweepSummary sweep_from_row(const Statement& s) {
   SweepSummary sw;
@@ -122,6 +122,7 @@ SweepSummary sweep_from_row(const Statement& s) {
   sw.total_trials = s.optional_int64(6);
   sw.created_at = s.real(7);
   sw.finished_at = s.optional_real(8);
+  sw.trials_created = s.int64(9);
   for (const auto& st : trial_states()) sw.counts[st] = 0;
   return sw;
 }
@@ -159,7 +160,9 @@ Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optio
   return Status::Ok();
 }
 
-Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int64_t> only) {
+// Sweep rows with their best trial; with `with_counts`, also the counts per
+// state (one scan of the trials_by_sweep_state index range).
+Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true) {
   std::vector<SweepSummary> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
@@ -170,7 +173,7 @@ Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int6
     if (!row) break;
     out.push_back(sweep_from_row(stmt));
   }
-  SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
+  if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) SWEPT_RETURN_IF_ERROR(fill_best(db, sw));
   return out;
 }
@@ -239,21 +242,17 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
   out.metric_goal = sw.metric_goal;
   SWEPT_ASSIGN_OR_RETURN(paths, param_paths(db, sw.id));
   for (const auto& [name, _] : paths) out.params.push_back(name);
-  // Index: trials_by_sweep_metric.
-  SWEPT_ASSIGN_OR_RETURN(count, db.prepare("SELECT count(*) FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL"));
-  count.bind(1, sw.id);
-  SWEPT_ASSIGN_OR_RETURN(has_count, count.step());
-  out.population = has_count ? count.int64(0) : 0;
+  out.population = sw.trials_created;
   if (out.population == 0) return out;
   out.stride = std::max<int64_t>(1, (out.population + max_points - 1) / max_points);
   std::set<int64_t> seen;
-  // Index: trials_by_sweep_idx_metric (sweep_id, idx, metric_value): the
-  // stride filter runs on the index, only sampled rows are read.
-  std::string sql = std::string("SELECT ") + kTrialColumns +
-                    " FROM trials t WHERE t.sweep_id = ? AND t.metric_value IS NOT NULL AND t.idx % ? = 0 "
-                    "ORDER BY t.idx LIMIT ?";
+  // The sampled indices 0, stride, 2*stride, ... are generated and each looked
+  // up in UNIQUE (sweep_id, idx): one seek per sample, no scan of the sweep.
+  std::string sql = std::string("WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + ?1 FROM k WHERE i + ?1 < ?2) SELECT ") +
+                    kTrialColumns +
+                    " FROM k CROSS JOIN trials t ON t.sweep_id = ?3 AND t.idx = k.i WHERE t.metric_value IS NOT NULL LIMIT ?4";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  stmt.bind(1, sw.id).bind(2, out.stride).bind(3, max_points);
+  stmt.bind(1, out.stride).bind(2, out.population).bind(3, sw.id).bind(4, max_points);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
@@ -292,10 +291,10 @@ Result<std::vector<SweepSummary>> list_sweeps(Connection& db) {
 }
 
 namespace {
-Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id) {
+Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
-  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id));
+  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
   if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; GET /api/sweeps lists them");
   return sweeps.front();
 }
@@ -408,7 +407,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   }
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, q.sweep_id));
+  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, q.sweep_id, /*with_counts=*/false));
   TrialPage page;
   page.query = q;
   if (sweep.best) page.best_trial_id = sweep.best->trial_id;
@@ -507,8 +506,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
     const double all_trials = has_max && !max_id.is_null(0) ? static_cast<double>(max_id.int64(0)) : 0.0;
     const double walk_cost = static_cast<double>(q.offset + q.limit) * all_trials /
                              static_cast<double>(std::max<int64_t>(1, page.total));
-    int64_t sweep_size = 0;
-    for (const auto& [state, n] : sweep.counts) sweep_size += n;
+    const int64_t sweep_size = sweep.trials_created;
     bool walk_plan = q.metric_plan == TrialQuery::MetricPlan::kAuto ? walk_cost < static_cast<double>(sweep_size)
                                                                      : q.metric_plan == TrialQuery::MetricPlan::kIndexWalk;
     if (walk_plan) {
@@ -753,7 +751,7 @@ Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_p
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id));
+  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
   return sample_points(db, sweep, max_points, 20);
 }
 
@@ -762,7 +760,7 @@ Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int6
   {
     ReadTransaction txn(db);
     SWEPT_RETURN_IF_ERROR(txn.status());
-    SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id));
+    SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
     report.metric_name = sweep.metric_name;
     SWEPT_ASSIGN_OR_RETURN(sample, sample_points(db, sweep, max_trials, 0));
     report.population = sample.population;

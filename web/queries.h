@@ -42,6 +42,7 @@ struct SweepSummary {
   std::string name, method, state;
   std::optional<std::string> metric_name, metric_goal;
   std::optional<int64_t> total_trials;
+  int64_t trials_created = 0;  // next_index: trials 0..trials_created-1 exist
   double created_at = 0;
   std::optional<double> finished_at;
   std::map<std::string, int64_t> counts;  // every state of trial_states(), zeros included
@@ -137,8 +138,8 @@ struct AgentInfo {
 struct SweepPoints {
   std::vector<std::string> params;
   std::optional<std::string> metric_name, metric_goal;
-  int64_t population = 0;  // trials with a metric value
-  int64_t stride = 1;      // every stride-th trial by idx, plus the best ones
+  int64_t population = 0;  // trials in the sweep (sampled or not)
+  int64_t stride = 1;      // every stride-th trial by idx (those with a metric value), plus the best ones
   std::vector<TrialRow> points;  // params + metric_value only
 };
 
