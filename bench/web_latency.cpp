@@ -49,6 +49,17 @@ std::vector<long long> ids(sqlite3* db, const char* sql) {
   return out;
 }
 
+// The machine's 1-minute load average: benchmarks here share 2 cores with builds.
+std::string load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "?";
+  char buf[64] = {0};
+  if (!std::fgets(buf, sizeof buf, f)) buf[0] = 0;
+  std::fclose(f);
+  std::string s(buf);
+  return s.substr(0, s.find(' '));
+}
+
 std::string join(const std::vector<long long>& v) {
   std::string s;
   for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -178,8 +189,9 @@ int main(int argc, char** argv) {
   }
   double peer_p50 = percentile(peer, 0.5);
 
-  std::printf("database: %s, largest sweep %lld with %lld trials, %lld metric rows, writer %s\n\n", path.c_str(), big_sweep,
-              sweep_trials, total_rows, writer ? "on (every 100 ms)" : "off");
+  std::printf("database: %s, largest sweep %lld with %lld trials, %lld metric rows, writer %s, load average %s\n\n",
+              path.c_str(), big_sweep, sweep_trials, total_rows, writer ? "on (every 100 ms)" : "off",
+              load_average().c_str());
   std::printf("| query | p50 ms | p99 ms | bytes | p99 / peer p50 |\n|---|---:|---:|---:|---:|\n");
   bool all_ok = true;
   double worst = 0;
@@ -204,7 +216,8 @@ int main(int argc, char** argv) {
     std::printf("| %s | %.1f | %.1f | %zu | %.2f |\n", name.c_str(), percentile(times, 0.5), p99, bytes, p99 / peer_p50);
   }
   std::printf("| peer: whole sweep from SQLite, no HTTP/JSON | %.1f | %.1f | | 1 |\n", peer_p50, percentile(peer, 0.99));
-  std::printf("\nworst p99: %.1f ms (target < 100 ms); writer inserted %lld metric rows meanwhile\n", worst, written);
+  std::printf("\nworst p99: %.1f ms (target < 100 ms); writer inserted %lld metric rows meanwhile; load average %s\n",
+              worst, written, load_average().c_str());
   stop = true;
   if (writer_thread.joinable()) writer_thread.join();
   (*server)->stop();

@@ -16,7 +16,7 @@ skip() { echo "SKIPPED: $*" >&2; exit 77; }
 if [[ ! -x /usr/bin/chromium ]]; then
   if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
     echo "browser test: installing Debian's chromium" >&2
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null 2>&1; } ||
       skip "chromium is not installed and 'apt-get install chromium' failed; run scripts/install-deps.sh"
   else
     skip "chromium is not installed (/usr/bin/chromium) and this user cannot install it; run scripts/install-deps.sh"
