@@ -45,9 +45,11 @@ class LiveFeed {
   bool stopping() const;
 
  private:
+  friend struct LiveFeedTestPeer;  // live_test.cpp publishes events directly
   void run();
-  void poll_once();
-  void publish(std::string event_without_seq_close);
+  // Appends an event (a JSON object's text) with the next sequence number,
+  // dropping the oldest beyond kKeptEvents, and wakes the readers.
+  void publish(std::string event);
 
   const std::string db_path_;
   const int poll_interval_ms_;
