@@ -10,14 +10,14 @@ using swept::web::ImportanceInput;
 using swept::web::parameter_importance;
 using swept::web::SeriesPoint;
 
-TEST_CASE("lttb returns short series unchanged") {
+TEST_CASE("web: lttb returns short series unchanged") {
   std::vector<SeriesPoint> pts = {{0, 1}, {1, 2}, {2, 3}};
   auto out = downsample_lttb(pts, 10);
   REQUIRE(out.size() == 3);
   CHECK(out[1].step == 1);
 }
 
-TEST_CASE("lttb keeps endpoints, the requested count, order and a lone spike") {
+TEST_CASE("web: lttb keeps endpoints, the requested count, order and a lone spike") {
   std::vector<SeriesPoint> pts;
   for (int i = 0; i < 10000; ++i) pts.push_back({i, i == 5003 ? 100.0 : std::sin(i / 500.0)});
   auto out = downsample_lttb(pts, 200);
@@ -32,14 +32,14 @@ TEST_CASE("lttb keeps endpoints, the requested count, order and a lone spike") {
   CHECK(spike);  // plain striding would drop it
 }
 
-TEST_CASE("lttb treats fewer than 3 points as 3") {
+TEST_CASE("web: lttb treats fewer than 3 points as 3") {
   std::vector<SeriesPoint> pts = {{0, 0}, {1, 5}, {2, 0}, {3, 0}, {4, 1}};
   auto out = downsample_lttb(pts, 1);
   REQUIRE(out.size() == 3);
   CHECK(out[1].step == 1);  // the peak forms the largest triangle
 }
 
-TEST_CASE("eta squared matches a hand-computed one-way ANOVA") {
+TEST_CASE("web: eta squared matches a hand-computed one-way ANOVA") {
   ImportanceInput in;
   in.names = {"a", "b", "c"};
   in.metric = {1, 2, 3, 4};
@@ -59,7 +59,7 @@ TEST_CASE("eta squared matches a hand-computed one-way ANOVA") {
   CHECK(out[2].eta_squared == 0.0);
 }
 
-TEST_CASE("eta squared bins many numeric values by rank and skips absent values") {
+TEST_CASE("web: eta squared bins many numeric values by rank and skips absent values") {
   ImportanceInput in;
   in.names = {"lr"};
   in.values.resize(1);

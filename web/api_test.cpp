@@ -187,7 +187,7 @@ json get_json(httplib::Client& c, const std::string& path, int expect_status) {
 
 }  // namespace
 
-TEST_CASE("a missing database, an empty file and a schema without rows answer empty lists") {
+TEST_CASE("web: a missing database, an empty file and a schema without rows answer empty lists") {
   TestDb db;
   auto r = start(db.path());
   CHECK(get_json(*r.client, "/api/sweeps", 200)["sweeps"].empty());
@@ -205,7 +205,7 @@ TEST_CASE("a missing database, an empty file and a schema without rows answer em
   CHECK(get_json(*r.client, "/api/info", 200)["database"]["schema"] == true);
 }
 
-TEST_CASE("sweeps list counts per state and the best trial") {
+TEST_CASE("web: sweeps list counts per state and the best trial") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -226,7 +226,7 @@ TEST_CASE("sweeps list counts per state and the best trial") {
   CHECK(get_json(*r.client, "/api/sweeps/1", 200)["counts"]["running"] == 4);
 }
 
-TEST_CASE("trials are paged, filtered by state and sorted by columns, parameters and metrics") {
+TEST_CASE("web: trials are paged, filtered by state and sorted by columns, parameters and metrics") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -289,7 +289,7 @@ TEST_CASE("trials are paged, filtered by state and sorted by columns, parameters
   CHECK(hostile["error"]["message"].get<std::string>().find("double quote") != std::string::npos);
 }
 
-TEST_CASE("bad requests get 4xx JSON errors naming the problem") {
+TEST_CASE("web: bad requests get 4xx JSON errors naming the problem") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -324,7 +324,7 @@ TEST_CASE("bad requests get 4xx JSON errors naming the problem") {
   CHECK(post->status == 404);  // no cancel without a scheduler
 }
 
-TEST_CASE("one trial has its command, environment, attempts, log tail and downsampled series") {
+TEST_CASE("web: one trial has its command, environment, attempts, log tail and downsampled series") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -348,7 +348,7 @@ TEST_CASE("one trial has its command, environment, attempts, log tail and downsa
   CHECK(many["series"][1]["values"].size() == 20);
 }
 
-TEST_CASE("agents show their GPUs and which trial holds which share") {
+TEST_CASE("web: agents show their GPUs and which trial holds which share") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -364,7 +364,7 @@ TEST_CASE("agents show their GPUs and which trial holds which share") {
   CHECK(agents[0]["gpus"][1]["trials"][0]["fraction"] == 0.5);
 }
 
-TEST_CASE("points and importance summarise a sweep from a sample") {
+TEST_CASE("web: points and importance summarise a sweep from a sample") {
   TestDb db;
   db.fill();
   auto r = start(db.path());
@@ -386,7 +386,7 @@ TEST_CASE("points and importance summarise a sweep from a sample") {
   CHECK(empty["population"] == 0);
 }
 
-TEST_CASE("the token guards every request: header, ?token= then cookie") {
+TEST_CASE("web: the token guards every request: header, ?token= then cookie") {
   TestDb db;
   db.fill();
   auto r = start(db.path(), "s3cret-T0ken");
@@ -418,7 +418,7 @@ TEST_CASE("the token guards every request: header, ?token= then cookie") {
   CHECK(Server::start(bad).status().code() == swept::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("cancel exists only with a callback and needs the custom header") {
+TEST_CASE("web: cancel exists only with a callback and needs the custom header") {
   TestDb db;
   db.fill();
   std::mutex mu;
@@ -446,7 +446,7 @@ TEST_CASE("cancel exists only with a callback and needs the custom header") {
   CHECK(calls[1] == std::make_pair<int64_t, int64_t>(-1, 999));
 }
 
-TEST_CASE("live events report a trial that starts running after the stream opened") {
+TEST_CASE("web: live events report a trial that starts running after the stream opened") {
   TestDb db;
   db.fill();
   auto r = start(db.path(), "", nullptr, 20);
@@ -482,7 +482,7 @@ TEST_CASE("live events report a trial that starts running after the stream opene
   reader.join();
 }
 
-TEST_CASE("both plans for sorting by a final metric give the same pages") {
+TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
   TestDb db;
   db.fill();
   auto conn = swept::web::Connection::open_read_only(db.path(), 100);
@@ -512,7 +512,7 @@ TEST_CASE("both plans for sorting by a final metric give the same pages") {
   }
 }
 
-TEST_CASE("the server's connections cannot write") {
+TEST_CASE("web: the server's connections cannot write") {
   TestDb db;
   db.fill();
   auto conn = swept::web::Connection::open_read_only(db.path(), 100);
@@ -522,7 +522,7 @@ TEST_CASE("the server's connections cannot write") {
   CHECK(s.message().find("sqlite3_exec") != std::string::npos);  // the check macro names the call
 }
 
-TEST_CASE("a bad listen address is a clear error") {
+TEST_CASE("web: a bad listen address is a clear error") {
   ServerOptions o;
   o.listen = "localhost";
   CHECK(Server::start(o).status().code() == swept::StatusCode::kInvalidArgument);

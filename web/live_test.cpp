@@ -16,7 +16,7 @@ struct LiveFeedTestPeer {
 using swept::web::LiveFeed;
 using swept::web::LiveFeedTestPeer;
 
-TEST_CASE("a reader gets the events after its cursor, each with its sequence number") {
+TEST_CASE("web: a reader gets the events after its cursor, each with its sequence number") {
   LiveFeed feed("/nonexistent/swept.db", 1000);
   uint64_t cursor = feed.latest();
   CHECK(cursor == 0);
@@ -30,7 +30,7 @@ TEST_CASE("a reader gets the events after its cursor, each with its sequence num
   CHECK(cursor == 3);
 }
 
-TEST_CASE("memory stays bounded: a reader that fell behind gets one resync") {
+TEST_CASE("web: memory stays bounded: a reader that fell behind gets one resync") {
   LiveFeed feed("/nonexistent/swept.db", 1000);
   uint64_t slow = 0;
   uint64_t recent = 0;
@@ -48,7 +48,7 @@ TEST_CASE("memory stays bounded: a reader that fell behind gets one resync") {
   CHECK(feed.wait_events(&edge, 1000).size() == LiveFeed::kKeptEvents);
 }
 
-TEST_CASE("stop wakes a waiting reader") {
+TEST_CASE("web: stop wakes a waiting reader") {
   LiveFeed feed("/nonexistent/swept.db", 1000);
   feed.start();
   uint64_t cursor = 0;
