@@ -62,7 +62,10 @@ std::string load_average() {
 
 std::string join(const std::vector<long long>& v) {
   std::string s;
-  for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  for (auto x : v) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(x);
+  }
   return s;
 }
 

@@ -59,11 +59,11 @@ namespace {
 std::vector<size_t> group_labels(const std::vector<ParamValue>& values, const std::vector<size_t>& rows,
                                  size_t max_bins, size_t* groups) {
   bool all_numeric = std::all_of(rows.begin(), rows.end(),
-                                 [&](size_t t) { return std::holds_alternative<double>(values[t]); });
+                                 [&](size_t t) { return values[t].is_number; });
   std::vector<size_t> labels(rows.size());
   if (all_numeric) {
     std::vector<double> distinct;
-    for (size_t t : rows) distinct.push_back(std::get<double>(values[t]));
+    for (size_t t : rows) distinct.push_back(values[t].number);
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
     if (distinct.size() > max_bins) {
@@ -71,14 +71,14 @@ std::vector<size_t> group_labels(const std::vector<ParamValue>& values, const st
       std::vector<size_t> order(rows.size());
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        return std::get<double>(values[rows[a]]) < std::get<double>(values[rows[b]]);
+        return values[rows[a]].number < values[rows[b]].number;
       });
       for (size_t r = 0; r < order.size(); ++r) labels[order[r]] = r * max_bins / order.size();
       *groups = std::min(max_bins, rows.size());
       return labels;
     }
     for (size_t i = 0; i < rows.size(); ++i) {
-      double v = std::get<double>(values[rows[i]]);
+      double v = values[rows[i]].number;
       labels[i] = static_cast<size_t>(std::lower_bound(distinct.begin(), distinct.end(), v) - distinct.begin());
     }
     *groups = distinct.size();
@@ -87,8 +87,7 @@ std::vector<size_t> group_labels(const std::vector<ParamValue>& values, const st
   std::map<std::string, size_t> ids;
   for (size_t i = 0; i < rows.size(); ++i) {
     const ParamValue& v = values[rows[i]];
-    std::string key = std::holds_alternative<double>(v) ? "n:" + std::to_string(std::get<double>(v))
-                                                        : "s:" + std::get<std::string>(v);
+    std::string key = v.is_number ? "n:" + std::to_string(v.number) : "s:" + v.text;
     auto it = ids.emplace(key, ids.size()).first;
     labels[i] = it->second;
   }

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <variant>
+#include <utility>
 #include <vector>
 
 namespace swept::web {
@@ -26,7 +26,14 @@ std::vector<SeriesPoint> downsample_lttb(const std::vector<SeriesPoint>& points,
 
 // A parameter value as the importance computation sees it: a number, or
 // anything else as its JSON text (a category).
-using ParamValue = std::variant<double, std::string>;
+struct ParamValue {
+  ParamValue() = default;
+  ParamValue(double n) : is_number(true), number(n) {}               // NOLINT: implicit by design
+  ParamValue(std::string t) : is_number(false), text(std::move(t)) {}  // NOLINT: implicit by design
+  bool is_number = true;
+  double number = 0;
+  std::string text;
+};
 
 struct ParameterImportance {
   std::string name;

@@ -418,6 +418,22 @@ TEST_CASE("web: the token guards every request: header, ?token= then cookie") {
   CHECK(Server::start(bad).status().code() == swept::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("web: without a token, requests naming another host are refused (DNS rebinding)") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  httplib::Headers evil = {{"Host", "attacker.example:8080"}};
+  auto res = r.client->Get("/api/sweeps", evil);
+  REQUIRE(res);
+  CHECK(res->status == 421);
+  CHECK(res->body.find("DNS rebinding") != std::string::npos);
+  httplib::Headers local = {{"Host", "localhost:8080"}};
+  CHECK(r.client->Get("/api/sweeps", local)->status == 200);
+  auto with_token = start(db.path(), "tok");
+  httplib::Headers evil_with_token = {{"Host", "attacker.example"}, {"Authorization", "Bearer tok"}};
+  CHECK(with_token.client->Get("/api/sweeps", evil_with_token)->status == 200);
+}
+
 TEST_CASE("web: cancel exists only with a callback and needs the custom header") {
   TestDb db;
   db.fill();

@@ -788,7 +788,8 @@ Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int6
   report.method =
       "correlation ratio eta^2 (R^2 of a one-way ANOVA) of the sweep's metric on each parameter; numeric "
       "parameters with more than 10 distinct values are grouped into 10 equal-count bins by rank; computed on "
-      "every k-th trial by index (at most " + std::to_string(max_trials) + " trials with a metric value)";
+      "the trials at every k-th index that have a metric value, k chosen so that at most " +
+      std::to_string(max_trials) + " are sampled";
   return report;
 }
 

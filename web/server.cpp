@@ -132,6 +132,23 @@ struct Server::Impl {
     }
   }
 
+  // Without a token, a page on another site could rebind its own name to
+  // 127.0.0.1 and read the API as same-origin; checking the Host header
+  // against the names this server listens under defeats that. A wildcard
+  // listen address (0.0.0.0, ::) has no such list: use a token there.
+  bool host_allowed(const httplib::Request& req) const {
+    if (!options.token.empty() || host.empty() || host == "0.0.0.0" || host == "::") return true;
+    std::string value = req.get_header_value("Host");
+    std::string name = value;
+    if (!name.empty() && name.front() == '[') {
+      name = name.substr(1, name.find(']') == std::string::npos ? std::string::npos : name.find(']') - 1);
+    } else if (auto colon = name.rfind(':'); colon != std::string::npos) {
+      name = name.substr(0, colon);
+    }
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name == host || name == "localhost" || name == "127.0.0.1" || name == "::1";
+  }
+
   bool authorized(const httplib::Request& req) const {
     if (options.token.empty()) return true;
     std::string auth = req.get_header_value("Authorization");
@@ -153,6 +170,14 @@ void Server::Impl::install_routes() {
                    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
                    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
     res.set_header("Referrer-Policy", "no-referrer");
+    if (!host_allowed(req)) {
+      send_json(res, 421,
+                json{{"error", {{"code", "invalid_argument"},
+                                {"message", "unexpected Host header '" + req.get_header_value("Host") +
+                                                "': without a token this server answers only to its own address "
+                                                "(a guard against DNS rebinding); open it by that address or set a token"}}}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (!authorized(req)) {
       res.set_header("WWW-Authenticate", "Bearer");
       send_json(res, 401,
