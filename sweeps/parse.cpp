@@ -8,6 +8,7 @@
 // them at once. Nothing here throws past parse_sweep: nlohmann's exceptions are
 // caught at the parse call, and every other access checks types first.
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -453,10 +454,9 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
           leaf.cumulative.push_back(sum);
         }
         if (ok && std::fabs(sum - 1.0) > kProbabilitySumTolerance) {
-          std::ostringstream s;
-          s.precision(17);
-          s << sum;
-          ck.add(ppath, "expected probabilities that sum to 1, found a sum of " + s.str());
+          char buf[32];
+          const auto end = std::to_chars(buf, buf + sizeof buf, sum).ptr;  // shortest round trip
+          ck.add(ppath, "expected probabilities that sum to 1, found a sum of " + std::string(buf, end));
         }
       }
       break;
