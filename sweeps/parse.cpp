@@ -54,6 +54,7 @@ constexpr double kProbabilitySumTolerance = 1e-6;
 constexpr double kNormalReach = 9.0;
 // exp(709) is about the largest finite double.
 constexpr double kMaxExpArgument = 709.0;
+const char* const kNotFinite = "expected a finite number, found a number beyond the range of a double";
 // Integer results must fit an int64 with room to spare.
 constexpr double kMaxIntegerMagnitude = 9.0e18;
 
@@ -227,6 +228,9 @@ class Checker {
   size_t dropped = 0;
 
   void add(const std::string& path, std::string message) {
+    for (const Problem& p : problems) {
+      if (p.path == path && p.message == message) return;  // found twice (JSON gate and key check)
+    }
     if (problems.size() >= kMaxProblems) {
       ++dropped;
       return;
@@ -243,7 +247,7 @@ class Checker {
     }
     const double d = v.get<double>();
     if (!std::isfinite(d)) {
-      add(path, "expected a finite number, found a number beyond the range of a double");
+      add(path, kNotFinite);
       return std::nullopt;
     }
     return d;
@@ -916,11 +920,9 @@ ParseOutcome parse_sweep(std::string_view text) {
     std::set<std::string> keys;
   };
   std::vector<Frame> frames;
-  auto frame_path = [&frames]() {
+  auto current_path = [&frames]() {  // the value being parsed
     std::string p;
-    for (size_t i = 0; i + 1 < frames.size(); ++i) {
-      p = frames[i].array ? index_path(p, frames[i].index - 1) : join(p, frames[i].key);
-    }
+    for (const Frame& f : frames) p = f.array ? index_path(p, f.index - 1) : join(p, f.key);
     return p;
   };
   json root;
@@ -942,19 +944,33 @@ ParseOutcome parse_sweep(std::string_view text) {
               Frame& f = frames.back();
               f.key = parsed.get<std::string>();
               if (!f.keys.insert(f.key).second) {
-                frames.push_back(Frame{});  // so frame_path includes f.key
-                ck.add(frame_path(), "expected each key once in an object, found a duplicate (JSON keeps only the last)");
-                frames.pop_back();
+                ck.add(current_path(), "expected each key once in an object, found a duplicate (JSON keeps only the last)");
               }
               break;
             }
             case json::parse_event_t::value:
               if (!frames.empty() && frames.back().array) ++frames.back().index;
+              // JSON has no infinity, but nlohmann reads 1e999 as one.
+              if (parsed.is_number_float() && !std::isfinite(parsed.get<double>())) {
+                ck.add(current_path(), kNotFinite);
+              }
               break;
           }
           return true;
         },
         /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::out_of_range& e) {
+    // "number overflow parsing '1e999'": find the literal to say where it is.
+    std::string what = e.what();
+    const size_t open = what.find('\''), close = what.rfind('\'');
+    if (open != std::string::npos && close > open) {
+      const std::string literal = what.substr(open + 1, close - open - 1);
+      const size_t at = text.find(literal);
+      const LineColumn lc = line_column(text, at == std::string_view::npos ? 0 : at);
+      return fail("expected numbers within the range of a double, found " + literal + " at line " + std::to_string(lc.line) +
+                  ", column " + std::to_string(lc.column));
+    }
+    return fail("expected valid JSON, found " + what);
   } catch (const json::exception& e) {
     std::string what = e.what();
     const size_t at = what.find("] ");
