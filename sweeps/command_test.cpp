@@ -32,13 +32,13 @@ std::vector<std::string> argv_of(const SweepSpec& spec, const json& params, cons
   return *r;
 }
 
-TEST_CASE("command: the default is swept-train ${args}; with a program, W&B's env/interpreter/program/args") {
+TEST_CASE("sweeps.command: the default is swept-train args - with a program WandBs env/interpreter/program/args") {
   CHECK(argv_of(spec_with(""), json{{"lr", 0.1}, {"bs", 64}}) == std::vector<std::string>{"swept-train", "--bs=64", "--lr=0.1"});
   CHECK(argv_of(spec_with(R"(, "program": "train.py")"), json{{"lr", 0.1}}) ==
         std::vector<std::string>{"/usr/bin/env", "python3", "train.py", "--lr=0.1"});
 }
 
-TEST_CASE("command: every macro") {
+TEST_CASE("sweeps.command: every macro") {
   const json params = json::parse(R"({"flag": true, "off": false, "lr": 0.001, "name": "a b", "none": null})");
   SweepSpec spec = spec_with(R"(, "program": "t.py", "command": ["${env}", "${interpreter}", "${program}",
       "${args_no_hyphens}", "--", "${args_no_boolean_flags}", "${args_json}", "${args_json_file}", "${args_override_hydra}"])");
@@ -54,7 +54,7 @@ TEST_CASE("command: every macro") {
                                  "++flag=True", "++lr=0.001", "++name=a b", "++none=None", "++off=False"});
 }
 
-TEST_CASE("command: values are written as Python's str() writes them") {
+TEST_CASE("sweeps.command: values are written as Pythons str writes them") {
   SweepSpec spec = spec_with(R"(, "command": ["${args_no_hyphens}"])");
   auto one = [&](const char* value) { return argv_of(spec, json{{"v", json::parse(value)}})[0]; };
   CHECK(one("0.1") == "v=0.1");
@@ -75,14 +75,14 @@ TEST_CASE("command: values are written as Python's str() writes them") {
   CHECK(one(R"(["tab\there"])") == R"(v=['tab\there'])");
 }
 
-TEST_CASE("command: args_json is json.dumps text, ASCII only") {
+TEST_CASE("sweeps.command: args_json is json.dumps text ASCII only") {
   CHECK(args_json(json::parse(R"({"a": 1, "b": [1.5, "é😀"], "c": {"d": null}})")) ==
         R"({"a": 1, "b": [1.5, "\u00e9\ud83d\ude00"], "c": {"d": null}})");
   CHECK(args_json(json::parse(R"({"q": "say \"hi\"\n"})")) == R"({"q": "say \"hi\"\n"})");
   CHECK(args_json(json::object()) == "{}");
 }
 
-TEST_CASE("command: ${envvar:NAME} anywhere in an element; unset is an error that names it") {
+TEST_CASE("sweeps.command: envvar macros anywhere in an element - unset is an error that names it") {
   SweepSpec spec = spec_with(R"(, "command": ["run", "--out=${envvar:OUT}/${envvar:RUN}-x", "${args}"])");
   CHECK(argv_of(spec, json{{"x", 1}}, context_with({{"OUT", "/data"}, {"RUN", "r1"}})) ==
         std::vector<std::string>{"run", "--out=/data/r1-x", "--x=1"});
@@ -94,12 +94,12 @@ TEST_CASE("command: ${envvar:NAME} anywhere in an element; unset is an error tha
   CHECK_FALSE(build_command(spec, json{{"x", 1}}, CommandContext{}).ok());
 }
 
-TEST_CASE("command: text that only looks like a macro stays as written") {
+TEST_CASE("sweeps.command: text that only looks like a macro stays as written") {
   SweepSpec spec = spec_with(R"(, "command": ["bash", "-c", "echo ${HOME} ${args}", "x${args}", "${}"])");
   CHECK(argv_of(spec, json{{"x", 1}}) == std::vector<std::string>{"bash", "-c", "echo ${HOME} ${args}", "x${args}", "${}"});
 }
 
-TEST_CASE("command: a spec built in code with an unknown macro or no program fails cleanly") {
+TEST_CASE("sweeps.command: a spec built in code with an unknown macro or no program fails cleanly") {
   SweepSpec spec = spec_with("");
   spec.command = {"${nope}"};
   auto r = build_command(spec, json::object(), context_with());

@@ -88,7 +88,7 @@ std::vector<std::string> expand(const json& params, const std::string& macro, co
   return *argv;
 }
 
-TEST_CASE("conformance: every W&B vector of the kinds this issue covers") {
+TEST_CASE("sweeps.conformance: every WandB vector of the kinds this issue covers") {
   const json vectors = load_vectors();
   std::map<std::string, int> checked;
   int skipped_later_issue = 0;

@@ -42,7 +42,7 @@ double documented_u(uint64_t seed, int64_t index, const std::string& path) {
   return (static_cast<double>(bits >> 11) + 0.5) / 9007199254740992.0;
 }
 
-TEST_CASE("grid: sorted names, the last varying fastest; constants in every trial") {
+TEST_CASE("sweeps.grid: sorted names the last varying fastest - constants in every trial") {
   SweepSpec spec = parse_ok(R"({"method": "grid", "parameters": {
       "b": {"values": [1, 2]}, "a": {"values": ["x", "y", "z"]}, "c": {"value": "k"}}})");
   CHECK(trial_count(spec) == 6);
@@ -54,7 +54,7 @@ TEST_CASE("grid: sorted names, the last varying fastest; constants in every tria
   CHECK(describe(spec) == "grid, 3 parameters, 6 trials");
 }
 
-TEST_CASE("grid: duplicates dropped keeping the first; 3.0 == 3, true != 1, objects by content") {
+TEST_CASE("sweeps.grid: duplicates dropped keeping the first - 3.0 == 3 true != 1 objects by content") {
   SweepSpec spec = parse_ok(R"({"method": "grid", "parameters": {
       "v": {"values": [3, true, 3.0, 1, {"a": 1, "b": 2}, {"b": 2, "a": 1}, "3", [1, 2], [1.0, 2]]}}})");
   const auto trials = all_trials(spec);
@@ -69,7 +69,7 @@ TEST_CASE("grid: duplicates dropped keeping the first; 3.0 == 3, true != 1, obje
   CHECK(trials[5]["v"] == json::parse("[1, 2]"));
 }
 
-TEST_CASE("grid: int_uniform includes both ends; q_uniform is numpy.arange (max excluded)") {
+TEST_CASE("sweeps.grid: int_uniform includes both ends - q_uniform is numpy.arange max excluded") {
   SweepSpec spec = parse_ok(R"({"method": "grid", "parameters": {"n": {"min": -2, "max": 2}}})");
   std::vector<int64_t> ns;
   for (const auto& t : all_trials(spec)) ns.push_back(t["n"].get<int64_t>());
@@ -88,7 +88,7 @@ TEST_CASE("grid: int_uniform includes both ends; q_uniform is numpy.arange (max 
   CHECK(is[2]["x"].is_number_integer());
 }
 
-TEST_CASE("grid: nested blocks sort per level and come back nested") {
+TEST_CASE("sweeps.grid: nested blocks sort per level and come back nested") {
   SweepSpec spec = parse_ok(R"({"method": "grid", "parameters": {
       "opt": {"parameters": {"name": {"values": ["adam", "sgd"]}, "beta": {"values": [0.9, 0.99]}}},
       "lr": {"values": [0.1, 0.01]}}})");
@@ -101,7 +101,7 @@ TEST_CASE("grid: nested blocks sort per level and come back nested") {
   CHECK(parameter_count(spec) == 3);
 }
 
-TEST_CASE("grid: run_cap caps; order random is a seeded permutation of the same trials") {
+TEST_CASE("sweeps.grid: run_cap caps - order random is a seeded permutation of the same trials") {
   const std::string base = R"({"method": "grid", "parameters": {"a": {"values": [1,2,3,4,5]}, "b": {"values": [1,2,3,4]}}})";
   SweepSpec capped = parse_ok(base.substr(0, base.size() - 1) + R"(, "run_cap": 7})");
   CHECK(trial_count(capped) == 7);
@@ -121,7 +121,7 @@ TEST_CASE("grid: run_cap caps; order random is a seeded permutation of the same 
   CHECK(sb.size() == 20);
 }
 
-TEST_CASE("explicit trials: listed in order, constants merged, run_cap applies") {
+TEST_CASE("sweeps.explicit trials: listed in order constants merged run_cap applies") {
   SweepSpec spec = parse_ok(R"({"parameters": {"epochs": {"value": 2}},
       "trials": [{"lr": 0.1, "opt": {"name": "adam"}}, {"lr": 0.01, "opt": {"name": "sgd"}}, {"lr": 1e-3}]})");
   const auto trials = all_trials(spec);
@@ -134,7 +134,7 @@ TEST_CASE("explicit trials: listed in order, constants merged, run_cap applies")
   CHECK(next->params == trials[1]);
 }
 
-TEST_CASE("random: same seed same trials, other seed other trials; run_cap or unbounded") {
+TEST_CASE("sweeps.random: same seed same trials other seed other trials - run_cap or unbounded") {
   const std::string text = R"({"method": "random", "seed": 11, "run_cap": 50, "parameters": {
       "lr": {"distribution": "log_uniform_values", "min": 1e-5, "max": 1e-1},
       "layers": {"min": 1, "max": 8}, "act": {"values": ["relu", "gelu"]}}})";
@@ -151,7 +151,7 @@ TEST_CASE("random: same seed same trials, other seed other trials; run_cap or un
   CHECK(describe(unbounded) == "random, 1 parameter, unbounded (no run_cap)");
 }
 
-TEST_CASE("random: draws follow the documented recipe (recomputed here)") {
+TEST_CASE("sweeps.random: draws follow the documented recipe recomputed here") {
   SweepSpec spec = parse_ok(R"({"method": "random", "seed": 42, "parameters": {
       "u": {"min": 2.0, "max": 6.0},
       "i": {"min": 1, "max": 10},
@@ -183,7 +183,7 @@ TEST_CASE("random: draws follow the documented recipe (recomputed here)") {
   }
 }
 
-TEST_CASE("random: pinned draws, identical on every machine") {
+TEST_CASE("sweeps.random: pinned draws identical on every machine") {
   // Computed once from the recipe; a change here breaks reproducibility of
   // every random sweep already run.
   SweepSpec spec = parse_ok(R"({"method": "random", "seed": 42, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
@@ -200,7 +200,7 @@ struct Case {
   bool integers;   // results are JSON integers
 };
 
-TEST_CASE("random: every distribution's bounds, quantization and result type") {
+TEST_CASE("sweeps.random: every distributions bounds quantization and result type") {
   const Case cases[] = {
       {R"({"value": 7})", 7, 7, 0, true},
       {R"({"values": [1, 5, 9]})", 1, 9, 0, true},
@@ -239,7 +239,7 @@ TEST_CASE("random: every distribution's bounds, quantization and result type") {
   }
 }
 
-TEST_CASE("random: categorical probabilities are honoured, zero never drawn") {
+TEST_CASE("sweeps.random: categorical probabilities are honoured zero never drawn") {
   SweepSpec spec = parse_ok(R"({"method": "random", "seed": 1, "parameters": {
       "v": {"values": ["a", "b", "c"], "probabilities": [0.25, 0.0, 0.75]}}})");
   int a = 0, c = 0;
@@ -253,7 +253,7 @@ TEST_CASE("random: categorical probabilities are honoured, zero never drawn") {
   CHECK(a + c == 4000);
 }
 
-TEST_CASE("random without replacement: every combination once, capped by run_cap") {
+TEST_CASE("sweeps.random without replacement: every combination once capped by run_cap") {
   SweepSpec spec = parse_ok(R"({"method": "random", "seed": 9, "without_replacement": true, "run_cap": 10,
       "parameters": {"a": {"values": [1, 2, 3]}, "b": {"min": 0, "max": 3}}})");
   CHECK(trial_count(spec) == 10);
@@ -269,7 +269,7 @@ TEST_CASE("random without replacement: every combination once, capped by run_cap
   CHECK(describe(uncapped) == "random without replacement, 2 parameters, 12 trials");
 }
 
-TEST_CASE("next_untried_trial: a grid resumes at its first gap; random hands out the next index") {
+TEST_CASE("sweeps.next_untried_trial: a grid resumes at its first gap - random hands out the next index") {
   SweepSpec grid = parse_ok(R"({"method": "grid", "parameters": {"a": {"values": [1, 2]}, "b": {"values": [{"k": 1}, {"k": 2}]}}})");
   std::vector<json> tried = {json::parse(R"({"a": 1.0, "b": {"k": 1, "injected": true}})")};
   auto next = next_untried_trial(grid, tried);

@@ -11,7 +11,7 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-TEST_CASE("numeric: normal quantile matches published values and inverts erfc") {
+TEST_CASE("sweeps.numeric: normal quantile matches published values and inverts erfc") {
   CHECK(normal_quantile(0.5) == 0.0);
   CHECK(normal_quantile(0.975) == doctest::Approx(1.959963984540054).epsilon(1e-14));
   CHECK(normal_quantile(0.8413447460685429) == doctest::Approx(1.0).epsilon(1e-13));  // Phi(1)
@@ -26,7 +26,7 @@ TEST_CASE("numeric: normal quantile matches published values and inverts erfc") 
   }
 }
 
-TEST_CASE("numeric: log gamma against factorials and Gamma(1/2)") {
+TEST_CASE("sweeps.numeric: log gamma against factorials and Gamma1/2") {
   CHECK(std::fabs(log_gamma(1.0)) < 1e-14);
   CHECK(log_gamma(10.0) == doctest::Approx(std::log(362880.0)).epsilon(1e-14));
   CHECK(log_gamma(0.5) == doctest::Approx(0.5 * std::log(kPi)).epsilon(1e-14));
@@ -34,7 +34,7 @@ TEST_CASE("numeric: log gamma against factorials and Gamma(1/2)") {
   CHECK(log_gamma(1e-5) == doctest::Approx(11.512919692895824).epsilon(1e-12));
 }
 
-TEST_CASE("numeric: incomplete beta against closed forms") {
+TEST_CASE("sweeps.numeric: incomplete beta against closed forms") {
   for (double x : {0.01, 0.1, 0.3, 0.5, 0.77, 0.99}) {
     CHECK(incomplete_beta(x, 1, 1) == doctest::Approx(x).epsilon(1e-14));
     CHECK(incomplete_beta(x, 2, 1) == doctest::Approx(x * x).epsilon(1e-13));
@@ -46,7 +46,7 @@ TEST_CASE("numeric: incomplete beta against closed forms") {
   CHECK(incomplete_beta(1.0, 2, 3) == 1.0);
 }
 
-TEST_CASE("numeric: beta quantile inverts the closed forms, also in the tails") {
+TEST_CASE("sweeps.numeric: beta quantile inverts the closed forms also in the tails") {
   for (double p : {1e-12, 0.001, 0.05, 0.3, 0.5, 0.8, 0.999, 1 - 1e-12}) {
     CHECK(beta_quantile(p, 1, 1) == doctest::Approx(p).epsilon(1e-12));
     CHECK(beta_quantile(p, 2, 1) == doctest::Approx(std::sqrt(p)).epsilon(1e-12));
@@ -62,7 +62,7 @@ TEST_CASE("numeric: beta quantile inverts the closed forms, also in the tails") 
   }
 }
 
-TEST_CASE("numeric: rounding halves to even, like numpy.round") {
+TEST_CASE("sweeps.numeric: rounding halves to even like numpy.round") {
   CHECK(round_half_even(0.5) == 0.0);
   CHECK(round_half_even(1.5) == 2.0);
   CHECK(round_half_even(2.5) == 2.0);
@@ -73,7 +73,7 @@ TEST_CASE("numeric: rounding halves to even, like numpy.round") {
   CHECK(round_half_even(-0.2) == 0.0);
 }
 
-TEST_CASE("numeric: the PRNG is the documented SplitMix64 composition") {
+TEST_CASE("sweeps.numeric: the PRNG is the documented SplitMix64 composition") {
   // mix64 is SplitMix64's finalizer: its first output for state 0 is mix64(golden).
   CHECK(mix64(0x9e3779b97f4a7c15ULL) == 0xe220a8397b1dcdafULL);
   CHECK(fnv1a64("") == 0xcbf29ce484222325ULL);
@@ -93,7 +93,7 @@ TEST_CASE("numeric: the PRNG is the documented SplitMix64 composition") {
   CHECK(uniform_open01(7, 0, 1) != uniform_open01(7, 0, 2));
 }
 
-TEST_CASE("numeric: permute_index is a bijection of [0, n) that depends on the key") {
+TEST_CASE("sweeps.numeric: permute_index is a bijection of 0..n-1 that depends on the key") {
   for (uint64_t n : {1u, 2u, 3u, 4u, 5u, 17u, 64u, 100u, 1000u, 4097u}) {
     std::set<uint64_t> images;
     for (uint64_t i = 0; i < n; ++i) {

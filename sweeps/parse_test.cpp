@@ -216,7 +216,7 @@ const std::vector<Malformed>& malformed_files() {
   return cases;
 }
 
-TEST_CASE("parse: at least 40 malformed files, each with exactly the problems expected") {
+TEST_CASE("sweeps.parse: at least 40 malformed files each with exactly the problems expected") {
   const auto& cases = malformed_files();
   CHECK(cases.size() >= 40);
   for (const Malformed& c : cases) {
@@ -229,7 +229,7 @@ TEST_CASE("parse: at least 40 malformed files, each with exactly the problems ex
   }
 }
 
-TEST_CASE("parse: problems are capped, with a final line saying how many more") {
+TEST_CASE("sweeps.parse: problems are capped with a final line saying how many more") {
   std::string text = R"({"method": "grid", "parameters": {)";
   for (int i = 0; i < 150; ++i) text += (i ? "," : "") + std::string("\"p") + std::to_string(1000 + i) + "\": {\"values\": []}";
   text += "}}";
@@ -238,7 +238,7 @@ TEST_CASE("parse: problems are capped, with a final line saying how many more") 
   CHECK(outcome.problems.back().ToString() == "... and 50 more problems; fix these first");
 }
 
-TEST_CASE("parse: a full file becomes typed values, defaults filled") {
+TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   const ParseOutcome outcome = parse_sweep(R"({
     "name": "mnist", "description": "lr sweep", "method": "random", "run_cap": 20, "seed": 18446744073709551615,
     "metric": {"name": "val_loss", "goal": "maximize", "target": 0.1},
@@ -270,7 +270,7 @@ TEST_CASE("parse: a full file becomes typed values, defaults filled") {
   CHECK(describe(s) == "random, 1 parameter, 20 trials");
 }
 
-TEST_CASE("parse: defaults when keys are absent; inference keeps 1 and 1.0 apart") {
+TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1.0 apart") {
   const ParseOutcome a = parse_sweep(R"({"method": "grid", "parameters": {"x": {"values": [1]}}})");
   REQUIRE(a.spec.has_value());
   CHECK(a.spec->name.empty());
@@ -288,7 +288,7 @@ TEST_CASE("parse: defaults when keys are absent; inference keeps 1 and 1.0 apart
   CHECK(f.problems[0].ToString().find("found uniform (continuous)") != std::string::npos);
 }
 
-TEST_CASE("parse: never throws on hostile input") {
+TEST_CASE("sweeps.parse: never throws on hostile input") {
   const std::string inputs[] = {"null", "1", "\"s\"", "{\"method\": null, \"parameters\": null}", "{\"parameters\": {\"a\": null}}",
                                 "{\"trials\": []}", "{\"trials\": [{}]}", std::string("{\"a\":\0}", 7), "\xef\xbb\xbf{}",
                                 "{\"method\": \"grid\", \"parameters\": {\"a\": {\"values\": [1e400]}}}"};
