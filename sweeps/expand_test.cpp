@@ -286,3 +286,22 @@ TEST_CASE("sweeps.next_untried_trial: a grid resumes at its first gap - random h
 
 }  // namespace
 }  // namespace swept::sweeps
+
+namespace swept::sweeps {
+namespace {
+
+TEST_CASE("sweeps.grid: dedup of a long values list keeps first occurrences in order") {
+  // 60000 values, each written twice (as int, then as the equal float):
+  // dedup must be hash-based, not quadratic.
+  std::string values;
+  for (int i = 0; i < 60000; ++i) values += (i ? "," : "") + std::to_string(i);
+  for (int i = 0; i < 60000; ++i) values += "," + std::to_string(i) + ".0";
+  const ParseOutcome outcome = parse_sweep(R"({"method": "grid", "parameters": {"v": {"values": [)" + values + "]}}}");
+  REQUIRE(outcome.spec.has_value());
+  CHECK(trial_count(*outcome.spec) == 60000);
+  CHECK(trial_at(*outcome.spec, 59999).params["v"] == 59999);
+  CHECK(trial_at(*outcome.spec, 59999).params["v"].is_number_integer());
+}
+
+}  // namespace
+}  // namespace swept::sweeps

@@ -9,6 +9,8 @@
 // caught at the parse call, and every other access checks types first.
 #include <algorithm>
 #include <charconv>
+#include <cstring>
+#include <unordered_map>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -299,6 +301,37 @@ class Checker {
   }
 };
 
+// A hash under which values equal by nlohmann's == (3 and 3.0, objects with
+// the same members) collide: numbers hash by their double value.
+uint64_t value_hash(const json& v) {
+  uint64_t h = static_cast<uint64_t>(v.type() == json::value_t::number_integer || v.type() == json::value_t::number_unsigned
+                                         ? json::value_t::number_float
+                                         : v.type());
+  auto mix_in = [&h](uint64_t x) { h = numeric::mix64(h ^ x); };
+  switch (v.type()) {
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: {
+      double d = v.get<double>();
+      if (d == 0) d = 0;  // -0.0 == 0.0
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      mix_in(bits);
+      break;
+    }
+    case json::value_t::boolean: mix_in(v.get<bool>() ? 1 : 2); break;
+    case json::value_t::string: mix_in(numeric::fnv1a64(v.get_ref<const std::string&>())); break;
+    case json::value_t::array:
+      for (const auto& item : v) mix_in(value_hash(item));
+      break;
+    case json::value_t::object:
+      for (auto it = v.begin(); it != v.end(); ++it) mix_in(numeric::fnv1a64(it.key()) ^ value_hash(it.value()));
+      break;
+    default: break;
+  }
+  return h;
+}
+
 struct DistributionInfo {
   Distribution distribution;
   std::vector<std::string> keys;  // allowed keys besides "distribution"
@@ -417,16 +450,18 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
         ck.add(join(path, "values"), "expected a non-empty array of values, found " + found(*v));
         break;
       }
+      // Dedup in O(n) expected: bucket by a hash that equal values share,
+      // then compare with nlohmann's == inside the bucket.
+      std::unordered_map<uint64_t, std::vector<size_t>> buckets;
       for (const auto& item : *v) {
         leaf.values.push_back(item);
+        auto& bucket = buckets[value_hash(item)];
         bool seen = false;
-        for (const auto& kept : leaf.grid_values) {
-          if (kept == item) {
-            seen = true;
-            break;
-          }
+        for (size_t k : bucket) seen = seen || leaf.grid_values[k] == item;
+        if (!seen) {
+          bucket.push_back(leaf.grid_values.size());
+          leaf.grid_values.push_back(item);
         }
-        if (!seen) leaf.grid_values.push_back(item);
       }
       if (d == Distribution::kCategoricalWithProbabilities) {
         const json* p = required("probabilities");
