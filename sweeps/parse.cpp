@@ -572,9 +572,11 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
     case Distribution::kQBeta: {
       auto a = optional_number("a", 1.0);
       auto b = optional_number("b", 1.0);
-      if (a && *a <= 0) ck.add(join(path, "a"), "expected a shape parameter > 0, found " + found(config["a"]));
-      if (b && *b <= 0) ck.add(join(path, "b"), "expected a shape parameter > 0, found " + found(config["b"]));
-      if (!a || !b || *a <= 0 || *b <= 0) break;
+      // Above 1e6 log B(a, b) cancels catastrophically in double precision.
+      constexpr double kMaxShape = 1e6;
+      if (a && (*a <= 0 || *a > kMaxShape)) ck.add(join(path, "a"), "expected a shape parameter in (0, 1e6], found " + found(config["a"]));
+      if (b && (*b <= 0 || *b > kMaxShape)) ck.add(join(path, "b"), "expected a shape parameter in (0, 1e6], found " + found(config["b"]));
+      if (!a || !b || *a <= 0 || *b <= 0 || *a > kMaxShape || *b > kMaxShape) break;
       leaf.a = *a, leaf.b = *b;
       break;
     }

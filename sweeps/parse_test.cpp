@@ -109,7 +109,9 @@ const std::vector<Malformed>& malformed_files() {
       {"log_normal that overflows", param(R"({"distribution": "log_normal", "mu": 700, "sigma": 10})"),
        {"parameters.p: expected mu + 9 sigma <= 709 so that exp() of a draw stays finite, found 790.000000"}},
       {"beta shape 0", param(R"({"distribution": "beta", "a": 0})"),
-       {"parameters.p.a: expected a shape parameter > 0, found 0"}},
+       {"parameters.p.a: expected a shape parameter in (0, 1e6], found 0"}},
+      {"beta shape too large", param(R"({"distribution": "q_beta", "b": 1e7, "q": 0.1})"),
+       {"parameters.p.b: expected a shape parameter in (0, 1e6], found 10000000.0"}},
       {"q-only without distribution", param(R"({"q": 1})"),
        {"parameters.p: expected a \"distribution\" key: mu, sigma, q, a, b and probabilities only mean something with "
         "one (e.g. normal, q_uniform, beta)"}},
