@@ -294,8 +294,15 @@ TEST_CASE("sweeps.grid: dedup of a long values list keeps first occurrences in o
   // 60000 values, each written twice (as int, then as the equal float):
   // dedup must be hash-based, not quadratic.
   std::string values;
-  for (int i = 0; i < 60000; ++i) values += (i ? "," : "") + std::to_string(i);
-  for (int i = 0; i < 60000; ++i) values += "," + std::to_string(i) + ".0";
+  for (int i = 0; i < 60000; ++i) {
+    if (i) values += ',';
+    values += std::to_string(i);
+  }
+  for (int i = 0; i < 60000; ++i) {
+    values += ',';
+    values += std::to_string(i);
+    values += ".0";
+  }
   const ParseOutcome outcome = parse_sweep(R"({"method": "grid", "parameters": {"v": {"values": [)" + values + "]}}}");
   REQUIRE(outcome.spec.has_value());
   CHECK(trial_count(*outcome.spec) == 60000);

@@ -233,7 +233,12 @@ TEST_CASE("sweeps.parse: at least 40 malformed files each with exactly the probl
 
 TEST_CASE("sweeps.parse: problems are capped with a final line saying how many more") {
   std::string text = R"({"method": "grid", "parameters": {)";
-  for (int i = 0; i < 150; ++i) text += (i ? "," : "") + std::string("\"p") + std::to_string(1000 + i) + "\": {\"values\": []}";
+  for (int i = 0; i < 150; ++i) {
+    if (i) text += ",";
+    text += "\"p";
+    text += std::to_string(1000 + i);
+    text += "\": {\"values\": []}";
+  }
   text += "}}";
   const ParseOutcome outcome = parse_sweep(text);
   REQUIRE(outcome.problems.size() == kMaxProblems + 1);
