@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -37,9 +38,15 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
+// CTest runs test cases in parallel, each in its own process: each gets its
+// own scratch folder so that captured outputs and temp files never collide.
+std::string scratch_dir() {
+  return SWEPT_BINARY_DIR "/sweeps-cli-test/" + std::to_string(::getpid());
+}
+
 // Runs `swept ARGS` with stdout and stderr captured apart.
 Run swept(const std::string& args) {
-  const std::string dir = SWEPT_BINARY_DIR "/sweeps-cli-test";
+  const std::string dir = scratch_dir();
   std::filesystem::create_directories(dir);
   const std::string out = dir + "/stdout", err = dir + "/stderr";
   const std::string cmd = quote(SWEPT_BINARY_DIR "/bin/swept") + " " + args + " >" + quote(out) + " 2>" + quote(err);
@@ -52,7 +59,7 @@ Run swept(const std::string& args) {
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string dir = SWEPT_BINARY_DIR "/sweeps-cli-test";
+  const std::string dir = scratch_dir();
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/" + name;
   std::ofstream(path, std::ios::binary) << text;
@@ -153,9 +160,9 @@ TEST_CASE("sweeps.cli: an unset envvar macros fails expand with no partial outpu
   const Run set = swept("expand " + quote(path) + " --limit 1");  // still unset: same
   CHECK(set.exit_code == swept::kExitUsage);
   const std::string cmd_env = "env SWEPT_TEST_SURELY_UNSET_VARIABLE=v " + quote(SWEPT_BINARY_DIR "/bin/swept") + " expand " +
-                              quote(path) + " >" + quote(SWEPT_BINARY_DIR "/sweeps-cli-test/env.out") + " 2>&1";
+                              quote(path) + " >" + quote(scratch_dir() + "/env.out") + " 2>&1";
   CHECK(std::system(cmd_env.c_str()) == 0);
-  CHECK(lines(slurp(SWEPT_BINARY_DIR "/sweeps-cli-test/env.out"))[0] ==
+  CHECK(lines(slurp(scratch_dir() + "/env.out"))[0] ==
         R"({"index":0,"params":{"x":1},"command":["run","v"]})");
 }
 
