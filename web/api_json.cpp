@@ -158,6 +158,8 @@ json error_json(const Status& s) {
     case StatusCode::kFailedPrecondition: code = "failed_precondition"; break;
     case StatusCode::kUnavailable: code = "unavailable"; break;
     case StatusCode::kResourceExhausted: code = "resource_exhausted"; break;
+    case StatusCode::kIoError: code = "io_error"; break;
+    case StatusCode::kCorruption: code = "corruption"; break;
     default: code = "internal"; break;
   }
   return {{"error", {{"code", code}, {"message", s.message()}}}};

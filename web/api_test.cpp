@@ -205,6 +205,16 @@ TEST_CASE("web: a missing database, an empty file and a schema without rows answ
   CHECK(get_json(*r.client, "/api/info", 200)["database"]["schema"] == true);
 }
 
+TEST_CASE("web: a file that is not a database is a clear error, not a crash") {
+  TestDb db;
+  std::ofstream(db.path()) << std::string(8192, 'x');
+  auto r = start(db.path());
+  auto err = get_json(*r.client, "/api/sweeps", 500);
+  CHECK(err["error"]["code"] == "corruption");
+  CHECK(err["error"]["message"].get<std::string>().find("not a database") != std::string::npos);
+  get_json(*r.client, "/api/trials/1", 500);
+}
+
 TEST_CASE("web: sweeps list counts per state and the best trial") {
   TestDb db;
   db.fill();

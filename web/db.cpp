@@ -16,6 +16,9 @@ Status sqlite_error(sqlite3* db, int rc, const char* call, const char* file, int
       return Status::Unavailable(msg + " (the database is busy; retry)");
     case SQLITE_CANTOPEN:
       return Status::NotFound(msg);
+    case SQLITE_NOTADB:
+    case SQLITE_CORRUPT:
+      return Status::Corruption(msg + " (is --db the scheduler's database?)");
     default:
       return Status::IoError(msg);
   }
