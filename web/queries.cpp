@@ -27,6 +27,8 @@ class ReadTransaction {
   Status status_;
 };
 
+// Binds `lhs` to the value of a Result, or returns its Status: keeps the
+// many query steps below flat. Local to this file.
 #define SWEPT_ASSIGN_OR_RETURN(lhs, expr) \
   auto lhs##_result = (expr);             \
   if (!lhs##_result.ok()) return lhs##_result.status(); \
