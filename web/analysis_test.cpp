@@ -1,0 +1,78 @@
+// Tests of web/analysis.h against hand-computed cases.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "web/analysis.h"
+
+using swept::web::downsample_lttb;
+using swept::web::ImportanceInput;
+using swept::web::parameter_importance;
+using swept::web::SeriesPoint;
+
+TEST_CASE("web: lttb returns short series unchanged") {
+  std::vector<SeriesPoint> pts = {{0, 1}, {1, 2}, {2, 3}};
+  auto out = downsample_lttb(pts, 10);
+  REQUIRE(out.size() == 3);
+  CHECK(out[1].step == 1);
+}
+
+TEST_CASE("web: lttb keeps endpoints, the requested count, order and a lone spike") {
+  std::vector<SeriesPoint> pts;
+  for (int i = 0; i < 10000; ++i) pts.push_back({i, i == 5003 ? 100.0 : std::sin(i / 500.0)});
+  auto out = downsample_lttb(pts, 200);
+  REQUIRE(out.size() == 200);
+  CHECK(out.front().step == 0);
+  CHECK(out.back().step == 9999);
+  bool spike = false;
+  for (size_t i = 1; i < out.size(); ++i) {
+    CHECK(out[i].step > out[i - 1].step);
+    if (out[i].value == 100.0) spike = true;
+  }
+  CHECK(spike);  // plain striding would drop it
+}
+
+TEST_CASE("web: lttb treats fewer than 3 points as 3") {
+  std::vector<SeriesPoint> pts = {{0, 0}, {1, 5}, {2, 0}, {3, 0}, {4, 1}};
+  auto out = downsample_lttb(pts, 1);
+  REQUIRE(out.size() == 3);
+  CHECK(out[1].step == 1);  // the peak forms the largest triangle
+}
+
+TEST_CASE("web: eta squared matches a hand-computed one-way ANOVA") {
+  ImportanceInput in;
+  in.names = {"a", "b", "c"};
+  in.metric = {1, 2, 3, 4};
+  in.values = {{std::string("x"), std::string("x"), std::string("y"), std::string("y")},  // groups {1,2} {3,4}
+               {1.0, 1.0, 1.0, 1.0},                                                     // constant
+               {1.0, 2.0, 3.0, 4.0}};                                                    // explains all
+  in.present.assign(3, std::vector<bool>(4, true));
+  auto out = parameter_importance(in, 10);
+  REQUIRE(out.size() == 3);
+  // SS_total = 5; SS_between(a) = 2*1 + 2*1 = 4 -> 0.8; c: one trial per group -> 1.
+  CHECK(out[0].name == "c");
+  CHECK(out[0].eta_squared == doctest::Approx(1.0));
+  CHECK(out[1].name == "a");
+  CHECK(out[1].eta_squared == doctest::Approx(0.8));
+  CHECK(out[1].groups == 2);
+  CHECK(out[2].name == "b");
+  CHECK(out[2].eta_squared == 0.0);
+}
+
+TEST_CASE("web: eta squared bins many numeric values by rank and skips absent values") {
+  ImportanceInput in;
+  in.names = {"lr"};
+  in.values.resize(1);
+  in.present.resize(1);
+  for (int i = 0; i < 100; ++i) {
+    double lr = std::pow(10.0, -5 + i * 0.04);  // log-spaced
+    in.values[0].push_back(lr);
+    in.present[0].push_back(i != 7);
+    in.metric.push_back(i < 50 ? 1.0 : 2.0);  // a step at the median
+  }
+  auto out = parameter_importance(in, 10);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].groups == 10);
+  CHECK(out[0].trials == 99);
+  CHECK(out[0].eta_squared > 0.95);  // rank bins separate the two halves almost exactly
+}

@@ -1,0 +1,181 @@
+// JSON of the dashboard's API (docs/api.md): see api_json.h.
+#include "web/api_json.h"
+
+#include <cmath>
+
+namespace swept::web {
+
+using nlohmann::json;
+
+namespace {
+template <typename T>
+json opt(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+json opt_number(const std::optional<double>& v) { return v ? number(*v) : json(nullptr); }
+}  // namespace
+
+json sweep_json(const SweepSummary& s) {
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"method", s.method},
+            {"state", s.state},
+            {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
+            {"total_trials", opt(s.total_trials)},
+            {"created_at", s.created_at},
+            {"finished_at", opt_number(s.finished_at)},
+            {"counts", s.counts}};
+  j["best"] = s.best ? json{{"trial_id", s.best->trial_id}, {"value", number(s.best->value)}} : json(nullptr);
+  return j;
+}
+
+json trial_row_json(const TrialRow& r) {
+  json metrics = json::object();
+  for (const auto& [name, value] : r.final_metrics) metrics[name] = number(value);
+  return {{"id", r.id},
+          {"sweep_id", r.sweep_id},
+          {"index", r.idx},
+          {"state", r.state},
+          {"attempts", r.attempts},
+          {"agent", opt(r.agent)},
+          {"gpus", r.gpus},
+          {"gpu_fraction", opt_number(r.gpu_fraction)},
+          {"metric_value", opt_number(r.metric_value)},
+          {"started_at", opt_number(r.started_at)},
+          {"ended_at", opt_number(r.ended_at)},
+          {"params", r.params},
+          {"metrics", metrics}};
+}
+
+json trial_page_json(const TrialPage& p) {
+  json rows = json::array();
+  for (const auto& r : p.rows) rows.push_back(trial_row_json(r));
+  return {{"sweep_id", p.query.sweep_id},
+          {"total", p.total},
+          {"limit", p.query.limit},
+          {"offset", p.query.offset},
+          {"sort", p.query.sort},
+          {"order", p.query.descending ? "desc" : "asc"},
+          {"states", p.query.states},
+          {"columns", {{"params", p.columns.params}, {"metrics", p.columns.metrics}}},
+          {"best_trial_id", opt(p.best_trial_id)},
+          {"trials", rows}};
+}
+
+json series_json(const MetricSeries& s) {
+  json steps = json::array(), values = json::array();
+  for (const auto& pt : s.points) {
+    steps.push_back(pt.step);
+    values.push_back(number(pt.value));
+  }
+  return {{"trial_id", s.trial_id},
+          {"name", s.name},
+          {"total_points", s.total_points},
+          {"steps", steps},
+          {"values", values}};
+}
+
+json trial_detail_json(const TrialDetail& d) {
+  json j = trial_row_json(d.row);
+  j["sweep_name"] = d.sweep_name;
+  j["sweep_metric"] = opt(d.sweep_metric);
+  j["command"] = d.command;
+  j["env"] = d.env;
+  j["exit_code"] = opt(d.exit_code);
+  j["reason"] = opt(d.reason);
+  j["created_at"] = d.created_at;
+  j["log_tail"] = d.log_tail;
+  json attempts = json::array();
+  for (const auto& a : d.attempts) {
+    attempts.push_back({{"attempt", a.attempt},
+                        {"agent", a.agent},
+                        {"gpus", a.gpus},
+                        {"gpu_fraction", opt_number(a.gpu_fraction)},
+                        {"state", a.state},
+                        {"exit_code", opt(a.exit_code)},
+                        {"reason", opt(a.reason)},
+                        {"started_at", a.started_at},
+                        {"ended_at", opt_number(a.ended_at)}});
+  }
+  j["attempt_history"] = attempts;
+  json series = json::array();
+  for (const auto& s : d.series) series.push_back(series_json(s));
+  j["series"] = series;
+  return j;
+}
+
+json agent_json(const AgentInfo& a) {
+  json gpus = json::array();
+  for (const auto& g : a.gpus) {
+    json holders = json::array();
+    for (const auto& h : g.holders)
+      holders.push_back({{"trial_id", h.trial_id}, {"sweep_id", h.sweep_id}, {"fraction", opt_number(h.fraction)}});
+    gpus.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"name", g.name},
+                    {"memory_bytes", g.memory_bytes},
+                    {"trials", holders}});
+  }
+  return {{"name", a.name},
+          {"host", a.host},
+          {"state", a.state},
+          {"slots", a.slots},
+          {"registered_at", a.registered_at},
+          {"last_seen", a.last_seen},
+          {"gpus", gpus},
+          {"cpu_trials", a.cpu_trials}};
+}
+
+json points_json(const SweepPoints& p) {
+  json points = json::array();
+  for (const auto& r : p.points)
+    points.push_back({{"id", r.id}, {"index", r.idx}, {"state", r.state},
+                      {"metric_value", opt_number(r.metric_value)}, {"params", r.params}});
+  return {{"params", p.params},
+          {"metric", {{"name", opt(p.metric_name)}, {"goal", opt(p.metric_goal)}}},
+          {"population", p.population},
+          {"stride", p.stride},
+          {"points", points}};
+}
+
+json importance_json(const ImportanceReport& r) {
+  json params = json::array();
+  for (const auto& p : r.params)
+    params.push_back({{"name", p.name}, {"eta_squared", number(p.eta_squared)}, {"groups", p.groups}, {"trials", p.trials}});
+  return {{"method", r.method},
+          {"metric", opt(r.metric_name)},
+          {"population", r.population},
+          {"sampled", r.sampled},
+          {"params", params}};
+}
+
+json error_json(const Status& s) {
+  std::string code;
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: code = "invalid_argument"; break;
+    case StatusCode::kNotFound: code = "not_found"; break;
+    case StatusCode::kFailedPrecondition: code = "failed_precondition"; break;
+    case StatusCode::kUnavailable: code = "unavailable"; break;
+    case StatusCode::kResourceExhausted: code = "resource_exhausted"; break;
+    case StatusCode::kIoError: code = "io_error"; break;
+    case StatusCode::kCorruption: code = "corruption"; break;
+    default: code = "internal"; break;
+  }
+  return {{"error", {{"code", code}, {"message", s.message()}}}};
+}
+
+int http_status_for(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kFailedPrecondition: return 409;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kResourceExhausted: return 503;
+    default: return 500;
+  }
+}
+
+std::string dump_json(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+}  // namespace swept::web

@@ -1,0 +1,27 @@
+// The JSON shapes of docs/api.md, built from the typed query results of
+// queries.h. Pure functions; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "web/queries.h"
+
+namespace swept::web {
+
+nlohmann::json sweep_json(const SweepSummary& sweep);
+nlohmann::json trial_row_json(const TrialRow& row);
+nlohmann::json trial_page_json(const TrialPage& page);
+nlohmann::json trial_detail_json(const TrialDetail& detail);
+nlohmann::json series_json(const MetricSeries& series);
+nlohmann::json agent_json(const AgentInfo& agent);
+nlohmann::json points_json(const SweepPoints& points);
+nlohmann::json importance_json(const ImportanceReport& report);
+// {"error": {"code": "not_found", "message": "..."}}
+nlohmann::json error_json(const Status& status);
+// HTTP status for a failed Status: 400, 404, 409, 503 or 500.
+int http_status_for(const Status& status);
+// Serializes for the wire: invalid UTF-8 (in logs, say) is replaced, never thrown on.
+std::string dump_json(const nlohmann::json& j);
+
+}  // namespace swept::web

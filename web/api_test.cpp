@@ -1,0 +1,563 @@
+// API tests: a real Server on a port picked at run time, over a database the
+// test creates with scheduler/schema.sql and fills, queried with httplib's
+// client. Covers every endpoint, paging/sorting/filtering, bad requests,
+// user text with <script> and quotes, the token, cancel, live events, and
+// that the server never writes.
+#include <doctest/doctest.h>
+#include <httplib.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "web/db.h"
+#include "web/queries.h"
+#include "web/server.h"
+
+using nlohmann::json;
+using swept::web::Server;
+using swept::web::ServerOptions;
+
+namespace {
+
+const std::string kXss = "<script>window.__xss=1</script>\"'&<img src=x onerror=alert(1)>";
+
+// A scratch database created from the schema contract; the test is its writer.
+class TestDb {
+ public:
+  TestDb() {
+    char tmpl[] = "/tmp/swept_web_test_XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/swept.db";
+  }
+  ~TestDb() {
+    if (db_) sqlite3_close(db_);
+    std::filesystem::remove_all(dir_);
+  }
+  const std::string& path() const { return path_; }
+
+  void create_empty_file() { std::ofstream(path_).put('\0').flush(); std::filesystem::resize_file(path_, 0); }
+
+  void create_schema() {
+    REQUIRE(sqlite3_open(path_.c_str(), &db_) == SQLITE_OK);
+    std::ifstream in(std::string(SWEPT_SOURCE_DIR) + "/scheduler/schema.sql");
+    REQUIRE(in.good());
+    std::stringstream ss;
+    ss << in.rdbuf();
+    exec("PRAGMA journal_mode=WAL");
+    exec(ss.str());
+  }
+
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err);
+    INFO(sql.substr(0, 200), " -> ", err ? err : "");
+    REQUIRE(rc == SQLITE_OK);
+  }
+
+  // Binds text parameters positionally and runs one statement.
+  void run(const std::string& sql, const std::vector<std::string>& args) {
+    sqlite3_stmt* st = nullptr;
+    REQUIRE(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+    for (size_t i = 0; i < args.size(); ++i)
+      sqlite3_bind_text(st, static_cast<int>(i + 1), args[i].c_str(), -1, SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st);
+    sqlite3_finalize(st);
+    REQUIRE(rc == SQLITE_DONE);
+  }
+
+  // Sweep 1: 30 trials, lr/layers params (and a hostile one), loss metric.
+  void fill() {
+    create_schema();
+    exec("BEGIN");
+    run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at) "
+        "VALUES (1, ?, 'grid', 'loss', 'minimize', 'spec', 'running', 30, 30, 1700000000)",
+        {"mnist " + kXss});
+    run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at) "
+        "VALUES (2, 'empty', 'random', NULL, NULL, 'spec', 'running', NULL, 0, 1700000001)", {});
+    for (int i = 0; i < 30; ++i) {
+      std::string state = i < 20 ? "completed" : i < 24 ? "running" : i < 27 ? "queued" : "failed";
+      json params = {{"lr", 0.001 * (i + 1)}, {"model", {{"layers", i % 3}}}, {kXss, kXss}};
+      double loss = 1.0 / (i + 1) + (i % 3) * 0.01;
+      std::string metric = state == "queued" ? "NULL" : std::to_string(loss);
+      std::string gpus = state == "running" ? (i == 20 ? "'[0]'" : "'[1]'") : "NULL";
+      std::string frac = (state == "running" && i != 20) ? "0.5" : "NULL";
+      std::string agent = state == "queued" ? "NULL" : "'host-a'";
+      run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, agent, gpus, gpu_fraction, env, "
+          "metric_value, created_at, started_at) VALUES (" +
+              std::to_string(100 + i) + ", 1, " + std::to_string(i) + ", ?, ?, '" + state + "', " +
+              (state == "queued" ? "0" : "1") + ", " + agent + ", " + gpus + ", " + frac + ", ?, " + metric +
+              ", 1700000000, 1700000001)",
+          {params.dump(), json::array({"python3", "train.py", kXss}).dump(),
+           json{{"SWEPT_TRIAL_ID", std::to_string(100 + i)}, {"XSS", kXss}}.dump()});
+      if (state == "queued") continue;
+      for (int step = 0; step < 300; ++step) {
+        double v = loss + 1.0 / (step + 1);
+        run("INSERT INTO metrics (trial_id, name, step, value) VALUES (" + std::to_string(100 + i) + ", 'loss', " +
+                std::to_string(step) + ", " + std::to_string(v) + ")",
+            {});
+        run("INSERT INTO metrics (trial_id, name, step, value) VALUES (" + std::to_string(100 + i) + ", ?, " +
+                std::to_string(step) + ", " + std::to_string(step * 0.5) + ")",
+            {kXss});
+      }
+      run("INSERT INTO trial_latest (trial_id, name, step, value) VALUES (" + std::to_string(100 + i) + ", 'loss', 299, " +
+              std::to_string(loss) + ")",
+          {});
+      run("INSERT INTO trial_latest (trial_id, name, step, value) VALUES (" + std::to_string(100 + i) + ", ?, 299, " +
+              std::to_string(149.5) + ")",
+          {kXss});
+      run("INSERT INTO trial_logs (trial_id, tail) VALUES (" + std::to_string(100 + i) + ", ?)",
+          {"epoch 1\n" + kXss + "\n\xff\xfe invalid utf-8\n"});
+      run("INSERT INTO attempts (trial_id, attempt, agent, gpus, state, started_at) VALUES (" + std::to_string(100 + i) +
+              ", 1, 'host-a', NULL, ?, 1700000001)",
+          {state});
+    }
+    run("INSERT INTO agents (name, host, state, slots, registered_at, last_seen) VALUES ('host-a', ?, 'alive', 4, 1, 2)",
+        {kXss});
+    run("INSERT INTO agent_gpus (agent, idx, uuid, name, memory_bytes) VALUES ('host-a', 0, 'GPU-0', 'H100', 85899345920)", {});
+    run("INSERT INTO agent_gpus (agent, idx, uuid, name, memory_bytes) VALUES ('host-a', 1, 'GPU-1', ?, 85899345920)", {kXss});
+    exec("COMMIT");
+  }
+
+ private:
+  std::string dir_, path_;
+  sqlite3* db_ = nullptr;
+};
+
+std::string percent_encode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+struct Running {
+  std::unique_ptr<Server> server;
+  std::unique_ptr<httplib::Client> client;
+};
+
+Running start(const std::string& db, const std::string& token = "", swept::web::CancelFn cancel = nullptr,
+              int poll_ms = 50) {
+  ServerOptions o;
+  o.listen = "127.0.0.1:0";
+  o.db_path = db;
+  o.token = token;
+  o.cancel = std::move(cancel);
+  o.poll_interval_ms = poll_ms;
+  auto s = Server::start(o);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  Running r;
+  r.server = std::move(*s);
+  r.client = std::make_unique<httplib::Client>("127.0.0.1", r.server->port());
+  r.client->set_read_timeout(20, 0);
+  return r;
+}
+
+json get_json(httplib::Client& c, const std::string& path, int expect_status) {
+  auto res = c.Get(path.c_str());
+  REQUIRE_MESSAGE(res, "no response for " << path);
+  INFO(path, " -> ", res->status, " ", res->body.substr(0, 300));
+  CHECK(res->status == expect_status);
+  CHECK(res->get_header_value("Content-Type").find("application/json") == 0);
+  json j = json::parse(res->body, nullptr, false);
+  REQUIRE(!j.is_discarded());
+  if (expect_status >= 400) {
+    REQUIRE(j.contains("error"));
+    CHECK(j["error"]["message"].get<std::string>().size() > 10);
+  }
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("web: a missing database, an empty file and a schema without rows answer empty lists") {
+  TestDb db;
+  auto r = start(db.path());
+  CHECK(get_json(*r.client, "/api/sweeps", 200)["sweeps"].empty());
+  CHECK(get_json(*r.client, "/api/agents", 200)["agents"].empty());
+  CHECK(get_json(*r.client, "/api/info", 200)["database"]["exists"] == false);
+  auto missing = get_json(*r.client, "/api/sweeps/1", 404);
+  CHECK(missing["error"]["message"].get<std::string>().find("does not exist") != std::string::npos);
+  db.create_empty_file();
+  CHECK(get_json(*r.client, "/api/sweeps", 200)["sweeps"].empty());
+  get_json(*r.client, "/api/sweeps/1/trials", 404);
+  get_json(*r.client, "/api/trials/1", 404);
+  CHECK(get_json(*r.client, "/api/series?trials=1", 200)["series"].empty());
+  db.create_schema();
+  CHECK(get_json(*r.client, "/api/sweeps", 200)["sweeps"].empty());
+  CHECK(get_json(*r.client, "/api/info", 200)["database"]["schema"] == true);
+}
+
+TEST_CASE("web: a file that is not a database is a clear error, not a crash") {
+  TestDb db;
+  std::ofstream(db.path()) << std::string(8192, 'x');
+  auto r = start(db.path());
+  auto err = get_json(*r.client, "/api/sweeps", 500);
+  CHECK(err["error"]["code"] == "corruption");
+  CHECK(err["error"]["message"].get<std::string>().find("not a database") != std::string::npos);
+  get_json(*r.client, "/api/trials/1", 500);
+}
+
+TEST_CASE("web: sweeps list counts per state and the best trial") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  auto sweeps = get_json(*r.client, "/api/sweeps", 200)["sweeps"];
+  REQUIRE(sweeps.size() == 2);
+  json s1 = sweeps[1];
+  CHECK(s1["id"] == 1);
+  CHECK(s1["name"] == "mnist " + kXss);  // returned verbatim: escaping is the page's job
+  CHECK(s1["counts"]["completed"] == 20);
+  CHECK(s1["counts"]["running"] == 4);
+  CHECK(s1["counts"]["queued"] == 3);
+  CHECK(s1["counts"]["failed"] == 3);
+  CHECK(s1["counts"]["lost"] == 0);
+  // Lowest loss among completed/running trials: i = 21 (running), 1/22 + 0;
+  // the failed i = 27 (1/28) is lower but does not count.
+  CHECK(s1["best"]["trial_id"] == 121);
+  CHECK(sweeps[0]["best"].is_null());
+  CHECK(get_json(*r.client, "/api/sweeps/1", 200)["counts"]["running"] == 4);
+}
+
+TEST_CASE("web: trials are paged, filtered by state and sorted by columns, parameters and metrics") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  auto page = get_json(*r.client, "/api/sweeps/1/trials?limit=10&offset=5", 200);
+  CHECK(page["total"] == 30);
+  REQUIRE(page["trials"].size() == 10);
+  CHECK(page["trials"][0]["index"] == 5);
+  CHECK(page["best_trial_id"] == 121);
+  auto params = page["columns"]["params"].get<std::vector<std::string>>();
+  CHECK(std::find(params.begin(), params.end(), "lr") != params.end());
+  CHECK(std::find(params.begin(), params.end(), "model.layers") != params.end());
+  CHECK(std::find(params.begin(), params.end(), kXss) != params.end());
+  auto metrics = page["columns"]["metrics"].get<std::vector<std::string>>();
+  CHECK(metrics == std::vector<std::string>{"<script>window.__xss=1</script>\"'&<img src=x onerror=alert(1)>", "loss"});
+  json t5 = page["trials"][0];
+  CHECK(t5["params"]["model.layers"] == 2);
+  CHECK(t5["params"][kXss] == kXss);
+  CHECK(t5["metrics"]["loss"].get<double>() == doctest::Approx(1.0 / 6 + 0.02).epsilon(1e-5));
+
+  auto running = get_json(*r.client, "/api/sweeps/1/trials?state=running,queued", 200);
+  CHECK(running["total"] == 7);
+  for (const auto& t : running["trials"]) CHECK((t["state"] == "running" || t["state"] == "queued"));
+
+  auto by_lr = get_json(*r.client, "/api/sweeps/1/trials?sort=param:lr&order=desc&limit=3", 200);
+  CHECK(by_lr["trials"][0]["index"] == 29);
+  auto by_layers = get_json(*r.client, "/api/sweeps/1/trials?sort=param:model.layers&limit=30", 200);
+  CHECK(by_layers["trials"][0]["params"]["model.layers"] == 0);
+  CHECK(by_layers["trials"][29]["params"]["model.layers"] == 2);
+  auto by_loss = get_json(*r.client, "/api/sweeps/1/trials?sort=metric:loss&limit=30", 200);
+  double prev = -1;
+  int with_loss = 0;
+  for (const auto& t : by_loss["trials"]) {
+    if (!t["metrics"].contains("loss")) continue;  // NULLs last
+    CHECK(t["metrics"]["loss"].get<double>() >= prev);
+    prev = t["metrics"]["loss"].get<double>();
+    ++with_loss;
+  }
+  CHECK(with_loss == 27);
+  CHECK(by_loss["trials"][29]["state"] == "queued");
+  // Small pages take the index-walk plan, a whole page the per-trial plan:
+  // both must give the same order, trials without the metric last.
+  for (std::string order : {"asc", "desc"}) {
+    auto whole = get_json(*r.client, "/api/sweeps/1/trials?sort=metric:loss&limit=30&order=" + order, 200)["trials"];
+    std::vector<int64_t> expected, paged;
+    for (const auto& t : whole) expected.push_back(t["id"].get<int64_t>());
+    for (int offset = 0; offset < 32; offset += 4) {
+      auto page = get_json(*r.client, "/api/sweeps/1/trials?sort=metric:loss&limit=4&order=" + order +
+                                          "&offset=" + std::to_string(offset), 200);
+      for (const auto& t : page["trials"]) paged.push_back(t["id"].get<int64_t>());
+    }
+    CHECK(paged == expected);
+    CHECK(whole[29]["state"] == "queued");
+  }
+  auto by_metric = get_json(*r.client, "/api/sweeps/1/trials?sort=metric&limit=1", 200);
+  CHECK(by_metric["trials"][0]["id"] == 127);  // the failed i = 27 has the lowest stored value
+  auto by_state = get_json(*r.client, "/api/sweeps/1/trials?sort=state&order=desc&limit=1", 200);
+  CHECK(by_state["trials"][0]["state"] == "running");
+  // A hostile parameter name is a column like any other; only sorting by it is refused.
+  auto hostile = get_json(*r.client, "/api/sweeps/1/trials?sort=param:" + percent_encode(kXss), 400);
+  CHECK(hostile["error"]["message"].get<std::string>().find("double quote") != std::string::npos);
+}
+
+TEST_CASE("web: bad requests get 4xx JSON errors naming the problem") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  get_json(*r.client, "/api/sweeps/1/trials?limit=0", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?limit=abc", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?limit=5000", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?offset=-1", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?offset=1e3", 400);
+  auto sort = get_json(*r.client, "/api/sweeps/1/trials?sort=bogus", 400);
+  CHECK(sort["error"]["message"].get<std::string>().find("bogus") != std::string::npos);
+  get_json(*r.client, "/api/sweeps/1/trials?sort=param:nope", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?sort=metric:nope", 400);
+  get_json(*r.client, "/api/sweeps/1/trials?order=up", 400);
+  auto st = get_json(*r.client, "/api/sweeps/1/trials?state=zombie", 400);
+  CHECK(st["error"]["message"].get<std::string>().find("zombie") != std::string::npos);
+  auto unknown = get_json(*r.client, "/api/sweeps/1/trials?colour=red", 400);
+  CHECK(unknown["error"]["message"].get<std::string>().find("colour") != std::string::npos);
+  get_json(*r.client, "/api/sweeps/1/trials?limit=%zz%", 400);
+  get_json(*r.client, "/api/sweeps/999/trials", 404);
+  get_json(*r.client, "/api/sweeps/99999999999999999999999", 400);
+  get_json(*r.client, "/api/sweeps/0", 400);
+  get_json(*r.client, "/api/trials/999", 404);
+  get_json(*r.client, "/api/trials/100?points=1", 400);
+  get_json(*r.client, "/api/series", 400);
+  get_json(*r.client, "/api/series?trials=1,x", 400);
+  get_json(*r.client, "/api/series?trials=", 400);
+  get_json(*r.client, "/api/sweeps/1/points?limit=0", 400);
+  get_json(*r.client, "/api/nothing/here", 404);
+  get_json(*r.client, "/api/sweeps/abc", 404);
+  auto post = r.client->Post("/api/sweeps/1/cancel", "", "application/json");
+  REQUIRE(post);
+  CHECK(post->status == 404);  // no cancel without a scheduler
+}
+
+TEST_CASE("web: one trial has its command, environment, attempts, log tail and downsampled series") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  auto t = get_json(*r.client, "/api/trials/103?points=50", 200);
+  CHECK(t["sweep_id"] == 1);
+  CHECK(t["sweep_name"] == "mnist " + kXss);
+  CHECK(t["command"] == json::array({"python3", "train.py", kXss}));
+  CHECK(t["env"]["XSS"] == kXss);
+  CHECK(t["log_tail"].get<std::string>().find(kXss) != std::string::npos);  // invalid UTF-8 replaced, not fatal
+  CHECK(t["attempt_history"].size() == 1);
+  REQUIRE(t["series"].size() == 2);
+  for (const auto& s : t["series"]) {
+    CHECK(s["total_points"] == 300);
+    CHECK(s["steps"].size() == 50);
+    CHECK(s["steps"][0] == 0);
+    CHECK(s["steps"][49] == 299);
+  }
+  auto many = get_json(*r.client, "/api/series?trials=100,101,999&metric=loss&points=20", 200);
+  REQUIRE(many["series"].size() == 2);
+  CHECK(many["series"][1]["trial_id"] == 101);
+  CHECK(many["series"][1]["values"].size() == 20);
+}
+
+TEST_CASE("web: agents show their GPUs and which trial holds which share") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  auto agents = get_json(*r.client, "/api/agents", 200)["agents"];
+  REQUIRE(agents.size() == 1);
+  CHECK(agents[0]["host"] == kXss);
+  REQUIRE(agents[0]["gpus"].size() == 2);
+  CHECK(agents[0]["gpus"][0]["trials"].size() == 1);
+  CHECK(agents[0]["gpus"][0]["trials"][0]["trial_id"] == 120);
+  CHECK(agents[0]["gpus"][0]["trials"][0]["fraction"].is_null());
+  CHECK(agents[0]["gpus"][1]["name"] == kXss);
+  REQUIRE(agents[0]["gpus"][1]["trials"].size() == 3);
+  CHECK(agents[0]["gpus"][1]["trials"][0]["fraction"] == 0.5);
+}
+
+TEST_CASE("web: points and importance summarise a sweep from a sample") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  auto pts = get_json(*r.client, "/api/sweeps/1/points?limit=10", 200);
+  CHECK(pts["population"] == 30);
+  CHECK(pts["stride"] == 3);
+  for (const auto& p : pts["points"]) CHECK(!p["metric_value"].is_null());
+  bool has_best = false;
+  for (const auto& p : pts["points"]) has_best |= p["id"] == 121;
+  CHECK(has_best);
+  auto imp = get_json(*r.client, "/api/sweeps/1/importance", 200);
+  CHECK(imp["method"].get<std::string>().find("eta^2") != std::string::npos);
+  CHECK(imp["sampled"] == 27);  // the 3 queued trials have no metric value
+  CHECK(imp["population"] == 30);
+  REQUIRE(imp["params"].size() == 3);
+  CHECK(imp["params"][0]["name"] == "lr");  // loss falls with lr here: it explains most
+  CHECK(imp["params"][0]["eta_squared"].get<double>() > 0.5);
+  auto empty = get_json(*r.client, "/api/sweeps/2/importance", 200);
+  CHECK(empty["population"] == 0);
+}
+
+TEST_CASE("web: the token guards every request: header, ?token= then cookie") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path(), "s3cret-T0ken");
+  get_json(*r.client, "/api/sweeps", 401);
+  auto page = r.client->Get("/");
+  REQUIRE(page);
+  CHECK(page->status == 401);
+  httplib::Headers bearer = {{"Authorization", "Bearer s3cret-T0ken"}};
+  auto ok = r.client->Get("/api/sweeps", bearer);
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  httplib::Headers wrong = {{"Authorization", "Bearer s3cret-T0kem"}};
+  CHECK(r.client->Get("/api/sweeps", wrong)->status == 401);
+  auto login = r.client->Get("/?token=s3cret-T0ken");
+  REQUIRE(login);
+  CHECK(login->status == 302);
+  std::string cookie = login->get_header_value("Set-Cookie");
+  CHECK(cookie.find("swept_token=s3cret-T0ken") == 0);
+  CHECK(cookie.find("HttpOnly") != std::string::npos);
+  httplib::Headers with_cookie = {{"Cookie", "other=1; swept_token=s3cret-T0ken"}};
+  auto index = r.client->Get("/", with_cookie);
+  REQUIRE(index);
+  CHECK(index->status == 200);
+  CHECK(index->body.find("<title>swept</title>") != std::string::npos);
+  CHECK(r.client->Get("/d3.min.js", with_cookie)->body.find("d3") != std::string::npos);
+  ServerOptions bad;
+  bad.listen = "127.0.0.1:0";
+  bad.token = "has space";
+  CHECK(Server::start(bad).status().code() == swept::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("web: without a token, requests naming another host are refused (DNS rebinding)") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  httplib::Headers evil = {{"Host", "attacker.example:8080"}};
+  auto res = r.client->Get("/api/sweeps", evil);
+  REQUIRE(res);
+  CHECK(res->status == 421);
+  CHECK(res->body.find("DNS rebinding") != std::string::npos);
+  httplib::Headers local = {{"Host", "localhost:8080"}};
+  CHECK(r.client->Get("/api/sweeps", local)->status == 200);
+  auto with_token = start(db.path(), "tok");
+  httplib::Headers evil_with_token = {{"Host", "attacker.example"}, {"Authorization", "Bearer tok"}};
+  CHECK(with_token.client->Get("/api/sweeps", evil_with_token)->status == 200);
+}
+
+TEST_CASE("web: cancel exists only with a callback and needs the custom header") {
+  TestDb db;
+  db.fill();
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  auto r = start(db.path(), "", [&](std::optional<int64_t> sweep, std::optional<int64_t> trial) {
+    std::lock_guard<std::mutex> lock(mu);
+    calls.emplace_back(sweep.value_or(-1), trial.value_or(-1));
+    if (trial && *trial == 999) return swept::Status::NotFound("trial 999 does not exist");
+    return swept::Status::Ok();
+  });
+  CHECK(get_json(*r.client, "/api/info", 200)["cancel"] == true);
+  auto no_header = r.client->Post("/api/sweeps/1/cancel", "", "application/json");
+  REQUIRE(no_header);
+  CHECK(no_header->status == 400);
+  httplib::Headers h = {{"X-Requested-With", "swept"}};
+  auto ok = r.client->Post("/api/sweeps/1/cancel", h, "", "application/json");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  auto trial = r.client->Post("/api/trials/999/cancel", h, "", "application/json");
+  REQUIRE(trial);
+  CHECK(trial->status == 404);
+  std::lock_guard<std::mutex> lock(mu);
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0] == std::make_pair<int64_t, int64_t>(1, -1));
+  CHECK(calls[1] == std::make_pair<int64_t, int64_t>(-1, 999));
+}
+
+TEST_CASE("web: live events report a trial that starts running after the stream opened") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path(), "", nullptr, 20);
+  std::mutex mu;
+  std::string received;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    httplib::Client c("127.0.0.1", r.server->port());
+    c.set_read_timeout(30, 0);
+    c.Get("/api/events", [&](const char* data, size_t n) {
+      std::lock_guard<std::mutex> lock(mu);
+      received.append(data, n);
+      return !done.load();
+    });
+  });
+  auto wait_for = [&](const std::string& needle) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (received.find(needle) != std::string::npos) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  };
+  CHECK(wait_for("event: hello"));
+  db.exec("UPDATE trials SET state = 'running', agent = 'host-a' WHERE id = 125");
+  CHECK(wait_for("{\"id\":125,\"sweep_id\":1}"));
+  done = true;
+  db.exec("UPDATE trials SET state = 'completed' WHERE id = 125");  // one more event unblocks the reader
+  r.server->stop();  // also ends the stream
+  reader.join();
+}
+
+TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
+  TestDb db;
+  db.fill();
+  auto conn = swept::web::Connection::open_read_only(db.path(), 100);
+  REQUIRE(conn.ok());
+  using Plan = swept::web::TrialQuery::MetricPlan;
+  for (bool desc : {false, true}) {
+    for (auto states : {std::vector<std::string>{}, std::vector<std::string>{"running", "queued"}}) {
+      std::vector<int64_t> walk, per_trial;
+      for (int64_t offset = 0; offset < 34; offset += 4) {
+        for (Plan plan : {Plan::kIndexWalk, Plan::kPerTrial}) {
+          swept::web::TrialQuery q;
+          q.sweep_id = 1;
+          q.sort = "metric:loss";
+          q.descending = desc;
+          q.states = states;
+          q.limit = 4;
+          q.offset = offset;
+          q.metric_plan = plan;
+          auto page = swept::web::list_trials(**conn, q);
+          REQUIRE_MESSAGE(page.ok(), page.status().ToString());
+          for (const auto& row : page->rows) (plan == Plan::kIndexWalk ? walk : per_trial).push_back(row.id);
+        }
+      }
+      CHECK(walk == per_trial);
+      CHECK(walk.size() == (states.empty() ? 30u : 7u));
+    }
+  }
+}
+
+TEST_CASE("web: the server's connections cannot write") {
+  TestDb db;
+  db.fill();
+  auto conn = swept::web::Connection::open_read_only(db.path(), 100);
+  REQUIRE(conn.ok());
+  auto s = (*conn)->exec("DELETE FROM trials");
+  CHECK(!s.ok());
+  CHECK(s.message().find("sqlite3_exec") != std::string::npos);  // the check macro names the call
+}
+
+TEST_CASE("web: a bad listen address is a clear error") {
+  ServerOptions o;
+  o.listen = "localhost";
+  CHECK(Server::start(o).status().code() == swept::StatusCode::kInvalidArgument);
+  o.listen = "127.0.0.1:99999";
+  CHECK(Server::start(o).status().code() == swept::StatusCode::kInvalidArgument);
+  o.listen = "127.0.0.1:0";
+  auto a = Server::start(o);
+  REQUIRE(a.ok());
+  o.listen = "127.0.0.1:" + std::to_string((*a)->port());
+  CHECK(Server::start(o).status().code() == swept::StatusCode::kIoError);  // in use
+  CHECK((*a)->url() == "http://127.0.0.1:" + std::to_string((*a)->port()) + "/");
+}

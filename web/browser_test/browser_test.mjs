@@ -1,0 +1,161 @@
+// Real-browser test of the swept dashboard (run by run.sh).
+//   node browser_test.mjs SWEPT_BINARY WORK_DIR SCHEMA_SQL
+// Creates a database from scheduler/schema.sql with the sqlite3 command,
+// fills it with trials whose names and values hold <script> and quotes,
+// serves it with the real `swept web` (port 0, with a token), drives Debian's
+// chromium through it with playwright-core and checks: the trials table lists
+// the trials, the charts have drawn, hostile text shows as text and never runs,
+// and rows the test inserts while the page is open appear (live update).
+// Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
+// a deadline; exit 0 on success, 1 on any failure.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+
+const [swept, work, schemaPath] = process.argv.slice(2);
+const XSS = `<script>window.__xss=1</script>"'&<img src=x onerror="window.__xss=2">`;
+const TOKEN = 'browser-test-token';
+const TRIALS = 12;
+const shots = path.join(work, 'screenshots');
+mkdirSync(shots, { recursive: true });
+const scratch = mkdtempSync(path.join(tmpdir(), 'swept-browser-'));
+const db = path.join(scratch, 'swept.db');
+
+const q = (s) => `'${String(s).replaceAll("'", "''")}'`;
+function sql(text) {
+  execFileSync('sqlite3', ['-bail', db], { input: text });
+}
+
+function trialSql(i, state, steps) {
+  const id = 1000 + i;
+  const params = JSON.stringify({ lr: 0.001 * (i + 1), hidden: [64, 128, 256][i % 3], [XSS]: XSS });
+  const loss = 1 / (i + 1) + (i % 3) * 0.05;
+  let s = `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, agent, gpus, gpu_fraction, env,
+           metric_value, created_at, started_at) VALUES (${id}, 1, ${i}, ${q(params)},
+           ${q(JSON.stringify(['swept-train', XSS]))}, '${state}', 1, 'host-a', '[0]', 0.5,
+           ${q(JSON.stringify({ SWEPT_TRIAL_ID: String(id) }))}, ${loss}, 1700000000, 1700000001);\n`;
+  for (let step = 0; step < steps; step++) {
+    s += `INSERT INTO metrics VALUES (${id}, 'loss', ${step}, ${loss + 1 / (step + 1)});\n`;
+    s += `INSERT INTO metrics VALUES (${id}, ${q(XSS)}, ${step}, ${step});\n`;
+  }
+  s += `INSERT INTO trial_latest VALUES (${id}, 'loss', ${steps - 1}, ${loss});\n`;
+  s += `INSERT INTO trial_latest VALUES (${id}, ${q(XSS)}, ${steps - 1}, ${steps - 1});\n`;
+  s += `INSERT INTO trial_logs VALUES (${id}, ${q('epoch 1 done\n' + XSS + '\n')});\n`;
+  return s;
+}
+
+function fixture() {
+  let s = readFileSync(schemaPath, 'utf8') + '\nPRAGMA journal_mode=WAL;\nBEGIN;\n';
+  s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
+  for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
+  s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100);\n`;
+  s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
+  return s + 'COMMIT;\n';
+}
+
+async function until(what, fn, ms = 20000) {
+  const deadline = Date.now() + ms;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${last})`);
+}
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const child = spawn(swept, ['web', '--db', db, '--listen', '127.0.0.1:0', '--token', TOKEN],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('swept web did not print its address within 15 s')), 15000);
+    child.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/serving (http:\/\/\S+)/);
+      if (m) { clearTimeout(timer); resolve({ child, url: m[1] }); }
+    });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`swept web exited with ${code}`)); });
+  });
+}
+
+let server, context, failed = false;
+try {
+  sql(fixture());
+  server = await startServer();
+  console.log(`browser test: ${server.url} over ${db}`);
+  const profile = mkdtempSync(path.join(tmpdir(), 'swept-chromium-'));
+  context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] || await context.newPage();
+  const problems = [];
+  page.on('dialog', (d) => { problems.push(`a dialog opened: ${d.message()}`); d.dismiss(); });
+  page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+
+  // The token once in the URL; the server answers with a cookie and a redirect.
+  await page.goto(`${server.url}?token=${TOKEN}`);
+  await until('the sweeps list', () => page.locator('tr[data-sweep-id="1"]').count());
+  const sweepName = await page.locator('tr[data-sweep-id="1"] td:nth-child(2)').textContent();
+  if (!sweepName.includes('<script>')) throw new Error(`sweep name not shown as text: ${sweepName}`);
+  await page.screenshot({ path: path.join(shots, 'sweeps-1280.png'), fullPage: true });
+
+  await page.goto(`${server.url}#/sweeps/1`);
+  await until(`${TRIALS} trial rows`, async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) === TRIALS);
+  await until('learning curves', () => page.locator('#curves svg path.line').count());
+  await until('parallel coordinates', () => page.locator('#parallel svg path.pc-line').count());
+  await until('scatter dots', () => page.locator('.scatters svg circle').count());
+  const headers = await page.locator('#trials thead th').allTextContents();
+  if (!headers.includes(XSS)) throw new Error(`hostile parameter/metric name not a column header as text: ${headers}`);
+  if (await page.locator('#trials tr.best').count() !== 1) throw new Error('the best trial is not highlighted');
+  await page.screenshot({ path: path.join(shots, 'sweep-1280.png'), fullPage: true });
+
+  // Live update: a new trial and new metrics written while the page is open.
+  sql(`BEGIN;\n${trialSql(TRIALS, 'running', 80)}UPDATE sweeps SET next_index = ${TRIALS + 1};\nCOMMIT;\n`);
+  await until('the new trial to appear live', () => page.locator(`#trials tr[data-trial-id="${1000 + TRIALS}"]`).count());
+  console.log('browser test: the inserted trial appeared without a reload');
+
+  await page.setViewportSize({ width: 1920, height: 1080 });
+  await page.waitForTimeout(600); // let the resize handler redraw (throttled to 300 ms) before the screenshot
+  await page.screenshot({ path: path.join(shots, 'sweep-1920.png'), fullPage: true });
+
+  await page.goto(`${server.url}#/trials/1000`);
+  await until('the log tail', () => page.locator('#log').count());
+  const log = await page.locator('#log').textContent();
+  if (!log.includes(XSS)) throw new Error(`log tail not shown verbatim: ${log}`);
+  await until('trial charts', () => page.locator('.scatters svg path.line').count());
+  await page.screenshot({ path: path.join(shots, 'trial-1920.png'), fullPage: true });
+
+  await page.goto(`${server.url}#/agents`);
+  await until('the agent card', () => page.locator('[data-agent="host-a"] td').count());
+  await page.screenshot({ path: path.join(shots, 'agents-1920.png'), fullPage: true });
+
+  const xss = await page.evaluate(() => window.__xss);
+  if (xss !== undefined) problems.push(`injected script ran (window.__xss = ${xss})`);
+  if (await page.locator('img[src="x"]').count()) problems.push('an injected <img> became an element');
+  if (problems.length) throw new Error(problems.join('; '));
+
+  // Without the cookie, the API refuses.
+  const anon = await fetch(`${server.url}api/sweeps`);
+  if (anon.status !== 401) throw new Error(`the API answered ${anon.status} without the token`);
+  console.log(`browser test: passed; screenshots in ${shots}`);
+} catch (e) {
+  failed = true;
+  console.error(`browser test FAILED: ${e.stack || e}`);
+} finally {
+  if (context) await context.close().catch(() => {});
+  if (server) server.child.kill('SIGTERM');
+  rmSync(scratch, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,122 @@
+// LiveFeed: polls data_version, publishes bounded delta events. See live.h.
+#include "web/live.h"
+
+#include <chrono>
+#include <memory>
+
+#include "common/log.h"
+#include "web/api_json.h"
+#include "web/db.h"
+#include "web/queries.h"
+
+namespace swept::web {
+
+using nlohmann::json;
+
+LiveFeed::LiveFeed(std::string db_path, int poll_interval_ms)
+    : db_path_(std::move(db_path)), poll_interval_ms_(poll_interval_ms) {}
+
+LiveFeed::~LiveFeed() { stop(); }
+
+void LiveFeed::start() { thread_ = std::thread([this] { run(); }); }
+
+void LiveFeed::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool LiveFeed::stopping() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stop_;
+}
+
+uint64_t LiveFeed::latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seq_;
+}
+
+std::vector<std::string> LiveFeed::wait_events(uint64_t* cursor, int timeout_ms) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || seq_ > *cursor; });
+  std::vector<std::string> out;
+  if (stop_ || seq_ <= *cursor) return out;
+  if (events_.empty() || events_.front().first > *cursor + 1) {
+    // Fell behind what is kept: one resync instead of the missed deltas.
+    out.push_back(json{{"seq", seq_}, {"resync", true}}.dump());
+  } else {
+    for (const auto& [seq, text] : events_)
+      if (seq > *cursor) out.push_back(text);
+  }
+  *cursor = seq_;
+  return out;
+}
+
+void LiveFeed::run() {
+  std::unique_ptr<Connection> conn;
+  while (true) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_), [&] { return stop_; })) return;
+    }
+    if (!conn) {
+      auto opened = Connection::open_read_only(db_path_, 2000);
+      if (!opened.ok()) continue;  // not created yet: try again next poll
+      conn = std::move(*opened);
+    }
+    auto version = conn->data_version();
+    if (!version.ok()) {
+      conn.reset();
+      continue;
+    }
+    if (*version == last_version_) continue;
+    auto snap = live_snapshot(*conn, kMaxTrialsPerEvent);
+    if (!snap.ok()) {
+      if (snap.status().code() != StatusCode::kUnavailable)
+        log::warn("web: live update poll failed: " + snap.status().ToString());
+      continue;  // keep last_version_: retry next poll
+    }
+    last_version_ = *version;
+    json sweeps = json::array();
+    std::map<int64_t, std::string> now_sweeps;
+    for (const auto& sw : snap->sweeps) {
+      json j = sweep_json(sw);
+      std::string text = j.dump();
+      auto it = last_sweeps_.find(sw.id);
+      if (it == last_sweeps_.end() || it->second != text) sweeps.push_back(std::move(j));
+      now_sweeps[sw.id] = std::move(text);
+    }
+    json running = json::array(), finished = json::array();
+    for (const auto& [id, sweep] : snap->running) running.push_back({{"id", id}, {"sweep_id", sweep}});
+    for (const auto& [id, sweep] : last_running_)
+      if (!snap->running.count(id) && finished.size() < kMaxTrialsPerEvent)
+        finished.push_back({{"id", id}, {"sweep_id", sweep}});
+    bool changed = !sweeps.empty() || !running.empty() || !finished.empty() ||
+                   snap->max_trial_id != last_max_trial_id_ || now_sweeps.size() != last_sweeps_.size();
+    last_sweeps_ = std::move(now_sweeps);
+    last_running_ = snap->running;
+    last_max_trial_id_ = snap->max_trial_id;
+    if (!changed) continue;
+    publish(dump_json(json{{"sweeps", sweeps},
+                           {"running", running},
+                           {"finished", finished},
+                           {"max_trial_id", snap->max_trial_id}}));
+  }
+}
+
+void LiveFeed::publish(std::string event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++seq_;
+    // Prepend the sequence number to the object: {"seq":N,...}.
+    event = "{\"seq\":" + std::to_string(seq_) + "," + event.substr(1);
+    events_.emplace_back(seq_, std::move(event));
+    while (events_.size() > kKeptEvents) events_.pop_front();
+  }
+  cv_.notify_all();
+}
+
+}  // namespace swept::web

@@ -1,0 +1,208 @@
+// The dashboard's read queries over the store (scheduler/schema.sql), each
+// returning typed values that api_json.cpp turns into the JSON of docs/api.md.
+//
+// Every function takes a read-only Connection and runs inside one read
+// transaction, so a response is a consistent snapshot even while the scheduler
+// writes. A file without swept's tables answers with empty lists; an unknown id
+// is NotFound; a bad request (unknown sort key, bad state) is InvalidArgument.
+// Nothing here loads a whole sweep: trials are paged, series are downsampled,
+// scatter/importance work on an evenly strided sample of at most a few
+// thousand trials.
+//
+// Thread safety: functions are reentrant; the Connection must not be shared
+// between threads while a call runs.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "web/analysis.h"
+#include "web/db.h"
+
+namespace swept::web {
+
+// The trial states of schema.sql, in display order.
+const std::vector<std::string>& trial_states();
+
+struct BestTrial {
+  int64_t trial_id = 0;
+  double value = 0;
+};
+
+struct SweepSummary {
+  int64_t id = 0;
+  std::string name, method, state;
+  std::optional<std::string> metric_name, metric_goal;
+  std::optional<int64_t> total_trials;
+  int64_t trials_created = 0;  // next_index: trials 0..trials_created-1 exist
+  double created_at = 0;
+  std::optional<double> finished_at;
+  std::map<std::string, int64_t> counts;  // every state of trial_states(), zeros included
+  std::optional<BestTrial> best;          // by metric_value and metric_goal
+};
+
+// A parameter or metric column of a sweep's table. Flattened parameter names
+// join nested keys with '.' ("optimizer.lr").
+struct SweepColumns {
+  std::vector<std::string> params;
+  std::vector<std::string> metrics;
+};
+
+struct TrialQuery {
+  int64_t sweep_id = 0;
+  std::vector<std::string> states;  // empty: all
+  // "id", "idx", "state", "attempts", "agent", "metric" (the sweep's metric),
+  // "started_at", "ended_at", "param:NAME", "metric:NAME".
+  std::string sort = "idx";
+  bool descending = false;
+  int64_t limit = 50;  // 1..1000
+  int64_t offset = 0;  // >= 0
+  // How to sort by metric:NAME (see list_trials); tests force each plan.
+  enum class MetricPlan { kAuto, kIndexWalk, kPerTrial } metric_plan = MetricPlan::kAuto;
+};
+
+struct TrialRow {
+  int64_t id = 0, sweep_id = 0, idx = 0, attempts = 0;
+  std::string state;
+  std::optional<std::string> agent;
+  std::vector<int64_t> gpus;
+  std::optional<double> gpu_fraction, metric_value, started_at, ended_at;
+  nlohmann::json params = nlohmann::json::object();   // flattened name -> value
+  std::map<std::string, double> final_metrics;         // trial_latest: name -> value
+};
+
+struct TrialPage {
+  int64_t total = 0;  // rows matching the state filter
+  TrialQuery query;
+  SweepColumns columns;
+  std::optional<int64_t> best_trial_id;
+  std::vector<TrialRow> rows;
+};
+
+struct AttemptRow {
+  int64_t attempt = 0;
+  std::string agent, state;
+  std::vector<int64_t> gpus;
+  std::optional<double> gpu_fraction, ended_at;
+  std::optional<int64_t> exit_code;
+  std::optional<std::string> reason;
+  double started_at = 0;
+};
+
+struct MetricSeries {
+  int64_t trial_id = 0;
+  std::string name;
+  int64_t total_points = 0;  // before downsampling
+  std::vector<SeriesPoint> points;
+};
+
+struct TrialDetail {
+  TrialRow row;
+  std::string sweep_name;
+  std::optional<std::string> sweep_metric;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+  std::optional<int64_t> exit_code;
+  std::optional<std::string> reason;
+  double created_at = 0;
+  std::string log_tail;
+  std::vector<AttemptRow> attempts;
+  std::vector<MetricSeries> series;
+};
+
+struct GpuHolder {
+  int64_t trial_id = 0, sweep_id = 0;
+  std::optional<double> fraction;  // nullopt: the whole GPU
+};
+struct GpuInfo {
+  int64_t index = 0, memory_bytes = 0;
+  std::string uuid, name;
+  std::vector<GpuHolder> holders;
+};
+struct AgentInfo {
+  std::string name, host, state;
+  int64_t slots = 0;
+  double registered_at = 0, last_seen = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<int64_t> cpu_trials;  // running trials without GPUs
+};
+
+struct SweepPoints {
+  std::vector<std::string> params;
+  std::optional<std::string> metric_name, metric_goal;
+  int64_t population = 0;  // trials in the sweep (sampled or not)
+  int64_t stride = 1;      // every stride-th trial by idx (those with a metric value), plus the best ones
+  std::vector<TrialRow> points;  // params + metric_value only
+};
+
+struct ImportanceReport {
+  std::string method;
+  int64_t population = 0, sampled = 0;
+  std::optional<std::string> metric_name;
+  std::vector<ParameterImportance> params;
+};
+
+// Running trials and per-sweep state counts: what the live-update poller
+// compares between polls.
+struct LiveSnapshot {
+  std::vector<SweepSummary> sweeps;
+  std::map<int64_t, int64_t> running;  // trial id -> sweep id
+  int64_t max_trial_id = 0;
+};
+
+// Trials of a sweep ordered by one parameter, kept in memory between requests.
+// A trial's parameters never change once it exists (schema.sql), so an entry
+// only grows: each use reads the trials added since (by idx) and re-sorts.
+// Sorting 100,000 trials by a JSON value in SQL costs a parse of every row on
+// every request; this pays it once per (sweep, parameter). At most
+// `max_entries` entries are kept (least recently used dropped).
+// Order: numbers ascending, then text, then trials without the parameter;
+// ties by idx. Thread-safe.
+class ParamSortCache {
+ public:
+  explicit ParamSortCache(size_t max_entries = 16) : max_entries_(max_entries) {}
+  struct Key {
+    int64_t id = 0, idx = 0;
+    int kind = 2;  // 0 number, 1 text, 2 absent
+    double number = 0;
+    std::string text;
+  };
+  // The sweep's trials sorted ascending by `json_path` (see above).
+  Result<std::shared_ptr<const std::vector<Key>>> sorted(Connection& db, int64_t sweep_id, const std::string& json_path);
+
+ private:
+  struct Entry {
+    std::shared_ptr<const std::vector<Key>> keys;
+    int64_t max_idx = -1;
+    uint64_t last_used = 0;
+  };
+  size_t max_entries_;
+  std::mutex mu_;
+  uint64_t clock_ = 0;
+  std::map<std::pair<int64_t, std::string>, Entry> entries_;
+};
+
+Result<std::vector<SweepSummary>> list_sweeps(Connection& db);
+Result<SweepSummary> get_sweep(Connection& db, int64_t sweep_id);
+Result<SweepColumns> sweep_columns(Connection& db, int64_t sweep_id);
+// `param_cache` (may be null: sort in SQL) serves sorts by parameter.
+Result<TrialPage> list_trials(Connection& db, const TrialQuery& query, ParamSortCache* param_cache = nullptr);
+Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_points);
+// Series of `metric` (all metrics when empty) for each trial, each downsampled
+// to at most `max_points`. Unknown trial ids yield no series.
+Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vector<int64_t>& trial_ids,
+                                                const std::string& metric, size_t max_points);
+Result<std::vector<AgentInfo>> list_agents(Connection& db);
+Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points);
+Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int64_t max_trials);
+Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
+
+}  // namespace swept::web

@@ -1,0 +1,533 @@
+// The dashboard server: routes of docs/api.md over cpp-httplib. See server.h.
+//
+// Every handler runs inside `guarded`, which turns a failed Status into a 4xx/
+// 5xx JSON error and an escaped exception into a 500, so no request can crash
+// the process. Query parameters are checked against each endpoint's list:
+// an unknown or malformed one is a 400 naming it.
+#include "web/server.h"
+
+#include <httplib.h>
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include "common/log.h"
+#include "web/api_json.h"
+#include "web/db.h"
+#include "web/live.h"
+#include "web/queries.h"
+#include "web/static_files.h"
+
+namespace swept::web {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr const char* kJson = "application/json; charset=utf-8";
+constexpr const char* kTokenCookie = "swept_token";
+
+bool constant_time_equal(const std::string& a, const std::string& b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+std::string cookie_value(const httplib::Request& req, const std::string& name) {
+  std::string header = req.get_header_value("Cookie");
+  size_t pos = 0;
+  while (pos < header.size()) {
+    size_t end = header.find(';', pos);
+    if (end == std::string::npos) end = header.size();
+    std::string part = header.substr(pos, end - pos);
+    size_t start = part.find_first_not_of(' ');
+    if (start != std::string::npos) part = part.substr(start);
+    if (part.rfind(name + "=", 0) == 0) return part.substr(name.size() + 1);
+    pos = end + 1;
+  }
+  return {};
+}
+
+Result<int64_t> parse_int(const std::string& text, const std::string& name, int64_t min, int64_t max) {
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
+    return Status::InvalidArgument(name + " must be an integer, got '" + text + "'");
+  if (v < min || v > max)
+    return Status::InvalidArgument(name + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+                                   ", got " + text);
+  return v;
+}
+
+// Rejects parameters the endpoint does not know and repeated ones it does not allow.
+Status check_params(const httplib::Request& req, const std::set<std::string>& allowed) {
+  for (const auto& [key, value] : req.params) {
+    if (key == "token") continue;
+    if (!allowed.count(key)) {
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return Status::InvalidArgument("unknown query parameter '" + key + "'" +
+                                     (list.empty() ? "; this endpoint takes none" : "; this endpoint takes " + list));
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    if (end > pos) out.push_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return out;
+}
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump_json(body), kJson);
+}
+
+void send_error(httplib::Response& res, const Status& s) { send_json(res, http_status_for(s), error_json(s)); }
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  httplib::Server http;
+  ConnectionPool pool;
+  LiveFeed feed;
+  ParamSortCache param_sort_cache;
+  std::thread listener;
+  std::string host;
+  int port = 0;
+  std::atomic<int> streams{0};
+  std::atomic<bool> stopped{false};
+
+  explicit Impl(const ServerOptions& o)
+      : options(o), pool(o.db_path, 2000), feed(o.db_path, o.poll_interval_ms) {}
+
+  // Runs a handler body; turns failures and exceptions into JSON errors.
+  template <typename Fn>
+  void guarded(const httplib::Request& req, httplib::Response& res, Fn&& fn) {
+    try {
+      Result<json> r = fn();
+      if (r.ok()) {
+        send_json(res, 200, *r);
+      } else {
+        send_error(res, r.status());
+      }
+    } catch (const std::exception& e) {
+      log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
+      send_error(res, Status::Internal(std::string("internal error: ") + e.what()));
+    }
+  }
+
+  // Without a token, a page on another site could rebind its own name to
+  // 127.0.0.1 and read the API as same-origin; checking the Host header
+  // against the names this server listens under defeats that. A wildcard
+  // listen address (0.0.0.0, ::) has no such list: use a token there.
+  bool host_allowed(const httplib::Request& req) const {
+    if (!options.token.empty() || host.empty() || host == "0.0.0.0" || host == "::") return true;
+    std::string value = req.get_header_value("Host");
+    std::string name = value;
+    if (!name.empty() && name.front() == '[') {
+      name = name.substr(1, name.find(']') == std::string::npos ? std::string::npos : name.find(']') - 1);
+    } else if (auto colon = name.rfind(':'); colon != std::string::npos) {
+      name = name.substr(0, colon);
+    }
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return name == host || name == "localhost" || name == "127.0.0.1" || name == "::1";
+  }
+
+  bool authorized(const httplib::Request& req) const {
+    if (options.token.empty()) return true;
+    std::string auth = req.get_header_value("Authorization");
+    if (auth.rfind("Bearer ", 0) == 0 && constant_time_equal(auth.substr(7), options.token)) return true;
+    if (constant_time_equal(cookie_value(req, kTokenCookie), options.token)) return true;
+    if (req.has_param("token") && constant_time_equal(req.get_param_value("token"), options.token)) return true;
+    return false;
+  }
+
+  void install_routes();
+  Result<json> trials_page(const httplib::Request& req, int64_t sweep_id);
+  void events(const httplib::Request& req, httplib::Response& res);
+};
+
+void Server::Impl::install_routes() {
+  http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+                   "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'");
+    res.set_header("Referrer-Policy", "no-referrer");
+    if (!host_allowed(req)) {
+      send_json(res, 421,
+                json{{"error", {{"code", "invalid_argument"},
+                                {"message", "unexpected Host header '" + req.get_header_value("Host") +
+                                                "': without a token this server answers only to its own address "
+                                                "(a guard against DNS rebinding); open it by that address or set a token"}}}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (!authorized(req)) {
+      res.set_header("WWW-Authenticate", "Bearer");
+      send_json(res, 401,
+                json{{"error", {{"code", "unauthenticated"},
+                                {"message", "this dashboard needs its token: send 'Authorization: Bearer TOKEN', "
+                                            "or open the page once as /?token=TOKEN"}}}});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // A page opened with ?token=: remember it in a cookie and drop it from the URL.
+    if (!options.token.empty() && req.has_param("token") && req.method == "GET" && req.path.rfind("/api/", 0) != 0) {
+      res.set_header("Set-Cookie", std::string(kTokenCookie) + "=" + options.token +
+                                       "; Path=/; HttpOnly; SameSite=Strict");
+      res.set_redirect(req.path);
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
+  http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    int status = res.status;
+    if (status == 404) {
+      send_error(res, Status::NotFound("no such endpoint: " + req.method + " " + req.path + "; docs/api.md lists them"));
+    } else {
+      send_error(res, Status::InvalidArgument("bad request (HTTP " + std::to_string(status) + ")"));
+    }
+    res.status = status;
+  });
+  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    send_error(res, Status::Internal("internal error while handling the request"));
+  });
+
+  for (const auto& file : static_files()) {
+    std::string pattern;
+    for (char c : file.url_path) {
+      if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) pattern += '\\';
+      pattern += c;
+    }
+    http.Get(pattern, [&file](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_content(std::string(file.body), std::string(file.content_type).c_str());
+    });
+  }
+
+  http.Get("/api/info", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
+      bool exists = false, schema = false;
+      if (auto conn = pool.acquire(); conn.ok()) {
+        exists = true;
+        auto s = (*conn)->has_schema();
+        schema = s.ok() && *s;
+      }
+      return json{{"cancel", static_cast<bool>(options.cancel)},
+                  {"poll_interval_ms", options.poll_interval_ms},
+                  {"database", {{"exists", exists}, {"schema", schema}}}};
+    });
+  });
+
+  http.Get("/api/sweeps", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
+      auto conn = pool.acquire();
+      if (!conn.ok()) {
+        if (conn.status().code() == StatusCode::kNotFound) return json{{"sweeps", json::array()}};
+        return conn.status();
+      }
+      auto sweeps = list_sweeps(**conn);
+      if (!sweeps.ok()) return sweeps.status();
+      json list = json::array();
+      for (const auto& s : *sweeps) list.push_back(sweep_json(s));
+      return json{{"sweeps", list}};
+    });
+  });
+
+  http.Get(R"(/api/sweeps/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
+      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      auto conn = pool.acquire();
+      if (!conn.ok()) return conn.status();
+      auto sweep = get_sweep(**conn, *id);
+      if (!sweep.ok()) return sweep.status();
+      return sweep_json(*sweep);
+    });
+  });
+
+  http.Get(R"(/api/sweeps/(\d+)/trials)", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      return trials_page(req, *id);
+    });
+  });
+
+  http.Get(R"(/api/sweeps/(\d+)/points)", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
+      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      int64_t limit = 2000;
+      if (req.has_param("limit")) {
+        auto l = parse_int(req.get_param_value("limit"), "limit", 1, 20000);
+        if (!l.ok()) return l.status();
+        limit = *l;
+      }
+      auto conn = pool.acquire();
+      if (!conn.ok()) return conn.status();
+      auto points = sweep_points(**conn, *id, limit);
+      if (!points.ok()) return points.status();
+      return points_json(*points);
+    });
+  });
+
+  http.Get(R"(/api/sweeps/(\d+)/importance)", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
+      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      auto conn = pool.acquire();
+      if (!conn.ok()) return conn.status();
+      auto report = sweep_importance(**conn, *id, 2000);
+      if (!report.ok()) return report.status();
+      return importance_json(*report);
+    });
+  });
+
+  http.Get(R"(/api/trials/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {"points"}));
+      auto id = parse_int(req.matches[1], "trial id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      int64_t points = 1000;
+      if (req.has_param("points")) {
+        auto p = parse_int(req.get_param_value("points"), "points", 3, 10000);
+        if (!p.ok()) return p.status();
+        points = *p;
+      }
+      auto conn = pool.acquire();
+      if (!conn.ok()) return conn.status();
+      auto detail = get_trial(**conn, *id, static_cast<size_t>(points));
+      if (!detail.ok()) return detail.status();
+      return trial_detail_json(*detail);
+    });
+  });
+
+  http.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {"trials", "metric", "points"}));
+      if (!req.has_param("trials"))
+        return Status::InvalidArgument("trials is required: a comma-separated list of trial ids, e.g. trials=1,2,3");
+      std::vector<int64_t> ids;
+      for (const auto& part : split_commas(req.get_param_value("trials"))) {
+        auto id = parse_int(part, "trial id in trials", 1, INT64_MAX);
+        if (!id.ok()) return id.status();
+        ids.push_back(*id);
+      }
+      if (ids.empty() || ids.size() > 50) return Status::InvalidArgument("trials must list between 1 and 50 trial ids");
+      int64_t points = 500;
+      if (req.has_param("points")) {
+        auto p = parse_int(req.get_param_value("points"), "points", 3, 10000);
+        if (!p.ok()) return p.status();
+        points = *p;
+      }
+      std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "";
+      auto conn = pool.acquire();
+      if (!conn.ok()) {
+        if (conn.status().code() == StatusCode::kNotFound) return json{{"series", json::array()}};
+        return conn.status();
+      }
+      auto series = metric_series(**conn, ids, metric, static_cast<size_t>(points));
+      if (!series.ok()) return series.status();
+      json list = json::array();
+      for (const auto& s : *series) list.push_back(series_json(s));
+      return json{{"series", list}};
+    });
+  });
+
+  http.Get("/api/agents", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
+      auto conn = pool.acquire();
+      if (!conn.ok()) {
+        if (conn.status().code() == StatusCode::kNotFound) return json{{"agents", json::array()}};
+        return conn.status();
+      }
+      auto agents = list_agents(**conn);
+      if (!agents.ok()) return agents.status();
+      json list = json::array();
+      for (const auto& a : *agents) list.push_back(agent_json(a));
+      return json{{"agents", list}};
+    });
+  });
+
+  http.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) { events(req, res); });
+
+  if (options.cancel) {
+    auto cancel_route = [this](bool is_sweep) {
+      return [this, is_sweep](const httplib::Request& req, httplib::Response& res) {
+        guarded(req, res, [&]() -> Result<json> {
+          // A custom header forces a CORS preflight, which this server never
+          // grants: other sites cannot make a browser send this request.
+          if (req.get_header_value("X-Requested-With") != "swept")
+            return Status::InvalidArgument("cancel requests must carry the header 'X-Requested-With: swept'");
+          auto id = parse_int(req.matches[1], is_sweep ? "sweep id" : "trial id", 1, INT64_MAX);
+          if (!id.ok()) return id.status();
+          Status s = is_sweep ? options.cancel(*id, std::nullopt) : options.cancel(std::nullopt, *id);
+          if (!s.ok()) return s;
+          return json{{"cancelled", {{is_sweep ? "sweep_id" : "trial_id", *id}}}};
+        });
+      };
+    };
+    http.Post(R"(/api/sweeps/(\d+)/cancel)", cancel_route(true));
+    http.Post(R"(/api/trials/(\d+)/cancel)", cancel_route(false));
+  }
+}
+
+Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t sweep_id) {
+  SWEPT_RETURN_IF_ERROR(check_params(req, {"state", "sort", "order", "limit", "offset"}));
+  TrialQuery q;
+  q.sweep_id = sweep_id;
+  size_t n_states = req.get_param_value_count("state");
+  for (size_t i = 0; i < n_states; ++i)
+    for (const auto& st : split_commas(req.get_param_value("state", i))) q.states.push_back(st);
+  if (req.has_param("sort")) q.sort = req.get_param_value("sort");
+  if (req.has_param("order")) {
+    std::string order = req.get_param_value("order");
+    if (order != "asc" && order != "desc") return Status::InvalidArgument("order must be asc or desc, got '" + order + "'");
+    q.descending = order == "desc";
+  }
+  if (req.has_param("limit")) {
+    auto l = parse_int(req.get_param_value("limit"), "limit", 1, 1000);
+    if (!l.ok()) return l.status();
+    q.limit = *l;
+  }
+  if (req.has_param("offset")) {
+    auto o = parse_int(req.get_param_value("offset"), "offset", 0, INT64_MAX / 2);
+    if (!o.ok()) return o.status();
+    q.offset = *o;
+  }
+  auto conn = pool.acquire();
+  if (!conn.ok()) return conn.status();
+  auto page = list_trials(**conn, q, &param_sort_cache);
+  if (!page.ok()) return page.status();
+  return trial_page_json(*page);
+}
+
+void Server::Impl::events(const httplib::Request& req, httplib::Response& res) {
+  if (streams.fetch_add(1) >= options.max_event_streams) {
+    streams.fetch_sub(1);
+    send_error(res, Status::ResourceExhausted("too many live-update streams are open (" +
+                                              std::to_string(options.max_event_streams) +
+                                              "); close some dashboard tabs"));
+    return;
+  }
+  auto cursor = std::make_shared<uint64_t>(feed.latest());
+  auto started = std::make_shared<bool>(false);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  (void)req;
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, cursor, started](size_t, httplib::DataSink& sink) {
+        if (!*started) {
+          *started = true;
+          std::string hello = "retry: 2000\nevent: hello\ndata: {\"seq\":" + std::to_string(*cursor) + "}\n\n";
+          return sink.write(hello.data(), hello.size());
+        }
+        if (stopped.load() || feed.stopping()) return false;
+        std::vector<std::string> events = feed.wait_events(cursor.get(), 15000);
+        if (stopped.load() || feed.stopping()) return false;
+        if (!sink.is_writable()) return false;
+        std::string out;
+        if (events.empty()) out = ": keep-alive\n\n";
+        for (const auto& e : events) out += "id: " + std::to_string(*cursor) + "\nevent: change\ndata: " + e + "\n\n";
+        return sink.write(out.data(), out.size());
+      },
+      [this](bool) { streams.fetch_sub(1); });
+}
+
+Result<std::pair<std::string, int>> parse_listen_address(const std::string& address) {
+  std::string what = "listen address '" + address + "'";
+  size_t colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size())
+    return Status::InvalidArgument(what + " must be HOST:PORT, e.g. 127.0.0.1:8080 (port 0 picks a free one)");
+  std::string host = address.substr(0, colon);
+  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  auto port = parse_int(address.substr(colon + 1), what + ": port", 0, 65535);
+  if (!port.ok()) return port.status();
+  return std::make_pair(host, static_cast<int>(*port));
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() { stop(); }
+
+Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
+  auto address = parse_listen_address(options.listen);
+  if (!address.ok()) return address.status();
+  for (char c : options.token) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("-._~+/=").find(c) != std::string::npos))
+      return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
+  }
+  if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  auto impl = std::make_unique<Impl>(options);
+  Impl* p = impl.get();
+  int threads = std::max(4, options.worker_threads);
+  p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let
+  // a second server share a port in use instead of failing clearly.
+  p->http.set_socket_options([](int sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  p->http.set_keep_alive_timeout(2);
+  p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs
+  p->http.set_read_timeout(10);
+  p->http.set_payload_max_length(64 * 1024);
+  p->install_routes();
+  p->host = address->first;
+  if (address->second == 0) {
+    p->port = p->http.bind_to_any_port(p->host);
+    if (p->port <= 0) return Status::IoError("cannot listen on " + options.listen + ": no free port on that address");
+  } else {
+    if (!p->http.bind_to_port(p->host, address->second))
+      return Status::IoError("cannot listen on " + options.listen +
+                             ": the address is in use or not local; pick another with --listen HOST:PORT");
+    p->port = address->second;
+  }
+  p->feed.start();
+  p->listener = std::thread([p] { p->http.listen_after_bind(); });
+  // Wait until the loop runs, so that a stop() right after start() is not
+  // lost (httplib's stop() does nothing before listening starts).
+  for (int i = 0; i < 5000 && !p->http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+std::string Server::url() const {
+  std::string host = impl_->host.find(':') != std::string::npos ? "[" + impl_->host + "]" : impl_->host;
+  return "http://" + host + ":" + std::to_string(impl_->port) + "/";
+}
+
+int Server::port() const { return impl_->port; }
+
+void Server::stop() {
+  if (!impl_ || impl_->stopped.exchange(true)) return;
+  impl_->feed.stop();  // wakes the event streams first
+  impl_->http.stop();
+  if (impl_->listener.joinable()) impl_->listener.join();
+}
+
+}  // namespace swept::web

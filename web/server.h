@@ -1,0 +1,72 @@
+// swept's dashboard server: the JSON API of docs/api.md, the Server-Sent
+// Events stream of live changes, and the dashboard's pages (compiled in).
+//
+// Embedding (swept web, swept scheduler --web, swept run):
+//
+//   ServerOptions opts;
+//   opts.listen = "127.0.0.1:0";        // port 0: the system picks one
+//   opts.db_path = "swept.db";
+//   auto server = Server::start(opts);  // listening when it returns
+//   if (!server.ok()) ...               // InvalidArgument (bad address) or IoError (bind failed)
+//   std::cout << (*server)->url();      // "http://127.0.0.1:41234/"
+//   (*server)->stop();                  // or destroy it
+//
+// The server reads the store read-only and never writes to it; the file need
+// not exist yet (pages then show empty lists). The one action, cancelling a
+// sweep or a trial, exists only when `cancel` is set: the embedder forwards it
+// to the scheduler. With a token, every request (API and pages) must carry it:
+// "Authorization: Bearer T", the cookie set by visiting any page once with
+// ?token=T, or ?token=T itself.
+//
+// Thread safety: start/stop/url may be called from any thread; stop() is
+// idempotent and waits for the server's threads. Requests are served by a
+// pool of threads; `cancel` is called from them, possibly concurrently.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+
+namespace swept::web {
+
+// Cancels a sweep (sweep_id set) or a trial (trial_id set). Returns the
+// scheduler's answer; a non-ok Status is shown to the user.
+using CancelFn = std::function<Status(std::optional<int64_t> sweep_id, std::optional<int64_t> trial_id)>;
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
+  std::string db_path = "swept.db";
+  std::string token;                      // empty: no authentication (loopback only, please)
+  CancelFn cancel;                        // empty: no cancel button or API
+  int poll_interval_ms = 500;             // live-update polling of the store
+  int max_event_streams = 32;             // concurrent SSE connections; more get 503
+  int worker_threads = 48;                // HTTP worker threads (event streams hold one each)
+};
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> start(const ServerOptions& options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // "http://HOST:PORT/" with the port actually bound.
+  std::string url() const;
+  int port() const;
+  void stop();
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Parses "HOST:PORT" ("[::1]:8080" for IPv6). InvalidArgument says what is wrong.
+Result<std::pair<std::string, int>> parse_listen_address(const std::string& address);
+
+}  // namespace swept::web
