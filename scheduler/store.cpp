@@ -347,6 +347,45 @@ Result<std::vector<TrialRecord>> Store::trials_in_state(int64_t sweep_id, const 
   return out;
 }
 
+Result<TrialRecord> Store::trial_record(int64_t trial_id) {
+  SWEPT_PREPARE(st,
+                "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
+                "started_at IS NOT NULL FROM trials WHERE id=?");
+  SWEPT_SQLITE_CHECK(bind_arg(st, 1, trial_id));
+  int rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_reset(st);
+    SWEPT_SQLITE_CHECK(rc);
+    return Status::NotFound("no trial " + std::to_string(trial_id));
+  }
+  TrialRecord t;
+  t.id = sqlite3_column_int64(st, 0);
+  t.sweep_id = sqlite3_column_int64(st, 1);
+  t.index = sqlite3_column_int64(st, 2);
+  t.state = col_str(st, 3);
+  t.attempts = sqlite3_column_int(st, 4);
+  t.agent = col_str(st, 5);
+  t.gpus = parse_gpus(col_opt_str(st, 6));
+  t.gpu_fraction = col_opt_f64(st, 7).value_or(0.0);
+  t.params = col_str(st, 8);
+  t.command = col_str(st, 9);
+  t.started = sqlite3_column_int(st, 10) != 0;
+  sqlite3_reset(st);
+  return t;
+}
+
+Result<std::vector<int64_t>> Store::trial_ids_in_state(int64_t sweep_id, const std::string& state) {
+  SWEPT_PREPARE(st, "SELECT id FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
+  SWEPT_SQLITE_CHECK(bind_arg(st, 1, sweep_id));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 2, state));
+  std::vector<int64_t> out;
+  int rc;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW) out.push_back(sqlite3_column_int64(st, 0));
+  sqlite3_reset(st);
+  SWEPT_SQLITE_CHECK(rc);
+  return out;
+}
+
 Status Store::start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                             double gpu_fraction, double now) {
   std::optional<double> fraction = gpu_fraction > 0 ? std::optional<double>(gpu_fraction) : std::nullopt;
@@ -370,6 +409,18 @@ Status Store::start_attempt(int64_t trial_id, int attempt, const std::string& ag
   SWEPT_SQLITE_CHECK(bind_arg(ins, 5, fraction));
   SWEPT_SQLITE_CHECK(bind_arg(ins, 6, now));
   SWEPT_STEP_DONE(ins);
+  return Status::Ok();
+}
+
+Status Store::reopen_attempt(int64_t trial_id, int attempt, const std::string& agent) {
+  SWEPT_PREPARE(st, "UPDATE trials SET state='running', agent=?, exit_code=NULL, reason=NULL, ended_at=NULL WHERE id=?");
+  SWEPT_SQLITE_CHECK(bind_arg(st, 1, agent));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 2, trial_id));
+  SWEPT_STEP_DONE(st);
+  SWEPT_PREPARE(at, "UPDATE attempts SET state='running', reason=NULL, ended_at=NULL WHERE trial_id=? AND attempt=?");
+  SWEPT_SQLITE_CHECK(bind_arg(at, 1, trial_id));
+  SWEPT_SQLITE_CHECK(bind_arg(at, 2, attempt));
+  SWEPT_STEP_DONE(at);
   return Status::Ok();
 }
 

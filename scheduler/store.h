@@ -106,6 +106,9 @@ class Store {
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                        double gpu_fraction, double now);
+  // A trial given up (lost, requeued) whose agent came back still running
+  // that same attempt: running again on `agent`, the attempt reopened.
+  Status reopen_attempt(int64_t trial_id, int attempt, const std::string& agent);
   // The agent confirmed the start: the environment it set, the start time.
   Status confirm_started(int64_t trial_id, int attempt, const std::string& env_json, double started_at);
   // Ends an attempt in the history only (state of that attempt).
@@ -114,6 +117,10 @@ class Store {
   // Sets the trial's own state (final or queued) with its exit code and reason.
   Status set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at);
+  // One trial as trials_in_state() returns it, or kNotFound.
+  Result<TrialRecord> trial_record(int64_t trial_id);
+  // Trials of a sweep in a state, ids only, ordered by index.
+  Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, const std::string& state);
   // Trial's state and current attempt, or kNotFound.
   struct TrialBrief {
     int64_t sweep_id = 0;
