@@ -32,9 +32,11 @@ struct AgentOptions {
 
   // Heartbeats (Paranoid Pirate): the agent sends one every
   // heartbeat_interval_ms while connected and considers the scheduler gone
-  // after `liveness` intervals without hearing anything from it.
+  // after `liveness` intervals without hearing anything from it. These are
+  // the agent's values until REGISTER_ACK brings the scheduler's, which then
+  // govern the session (docs/protocol.md).
   int heartbeat_interval_ms = 1000;
-  int liveness = 3;
+  int liveness = 5;
   // Reconnect backoff: first retry after reconnect_initial_ms, doubling up to
   // reconnect_max_ms.
   int reconnect_initial_ms = 1000;
@@ -51,10 +53,13 @@ Status validate_options(const AgentOptions& options);
 
 // Runs the agent until `stop` becomes true (checked at least every 100 ms).
 // On stop it stops every running trial (SIGTERM, then SIGKILL after the
-// grace period), tells the scheduler, and returns.
+// grace period), reports each to the scheduler (cause agent_shutdown), sends
+// DISCONNECT, and returns. Running trials are never abandoned: run_agent does
+// not return while a child of it is alive.
 // Returns kExitOk after a stop, kExitUsage when the options are invalid
-// (message logged), kExitFailure when the agent cannot run at all (e.g. the
-// workdir cannot be created). Never throws.
+// (message logged), kExitFailure when the agent cannot run (the workdir
+// cannot be created, NVML fails midway, the scheduler rejects the REGISTER as
+// a bad request), kExitInternal for a bug. Never throws.
 // Thread safety: may run on any thread, next to other threads of the same
 // process (it spawns trials with posix_spawn only, never a bare fork, and
 // installs no signal handlers). Several agents may run in one process when
