@@ -5,7 +5,7 @@
 
 using namespace swept::agent;
 
-TEST_CASE("gpu inventory: memory sizes take IEC units") {
+TEST_CASE("agent gpu inventory: memory sizes take IEC units") {
   CHECK(*parse_memory_size("80GiB") == (80ull << 30));
   CHECK(*parse_memory_size("512MiB") == (512ull << 20));
   CHECK(*parse_memory_size("4096KiB") == (4096ull << 10));
@@ -19,7 +19,7 @@ TEST_CASE("gpu inventory: memory sizes take IEC units") {
   }
 }
 
-TEST_CASE("gpu inventory: auto, none and fake specs") {
+TEST_CASE("agent gpu inventory: auto, none and fake specs") {
   CHECK(parse_gpu_spec("auto")->kind == GpuSpec::Kind::kAuto);
   CHECK(parse_gpu_spec("none")->kind == GpuSpec::Kind::kNone);
 
@@ -39,7 +39,7 @@ TEST_CASE("gpu inventory: auto, none and fake specs") {
   CHECK(small->fake_memory_bytes == (512ull << 20));
 }
 
-TEST_CASE("gpu inventory: bad specs say what is wrong and what to write") {
+TEST_CASE("agent gpu inventory: bad specs say what is wrong and what to write") {
   for (const char* bad : {"", "all", "fake", "fake:", "fake:0", "fake:-1", "fake:x80GiB", "fake:4x", "fake:4x80",
                           "fake:4x80GB", "fake:2000", "fake:4y80GiB", "FAKE:4"}) {
     INFO(bad);
@@ -51,7 +51,7 @@ TEST_CASE("gpu inventory: bad specs say what is wrong and what to write") {
   CHECK(parse_gpu_spec("all").status().message().find("fake:4x80GiB") != std::string::npos);
 }
 
-TEST_CASE("gpu inventory: fake GPUs are numbered from 0 with distinct uuids") {
+TEST_CASE("agent gpu inventory: fake GPUs are numbered from 0 with distinct uuids") {
   auto gpus = discover_gpus(*parse_gpu_spec("fake:3x16GiB"));
   REQUIRE(gpus.ok());
   REQUIRE(gpus->size() == 3);
@@ -64,7 +64,7 @@ TEST_CASE("gpu inventory: fake GPUs are numbered from 0 with distinct uuids") {
   CHECK(discover_gpus(*parse_gpu_spec("none"))->empty());
 }
 
-TEST_CASE("gpu inventory: auto agrees with NVML, and never fails without a driver") {
+TEST_CASE("agent gpu inventory: auto agrees with NVML, and never fails without a driver") {
   auto nvml = list_nvml_gpus();
   auto gpus = discover_gpus(GpuSpec{});
   REQUIRE(gpus.ok());

@@ -72,7 +72,7 @@ void make_executable(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("launcher: argv reaches the program as written, without a shell") {
+TEST_CASE("agent launcher: argv reaches the program as written, without a shell") {
   TempDir dir;
   LaunchSpec spec;
   spec.argv = {"printf", "%s|", "a b", "$HOME", "*", "'quoted'", "`id`"};
@@ -84,7 +84,7 @@ TEST_CASE("launcher: argv reaches the program as written, without a shell") {
   CHECK(WEXITSTATUS(f.status) == 0);
 }
 
-TEST_CASE("launcher: environment overrides, working directory, stdin from /dev/null") {
+TEST_CASE("agent launcher: environment overrides, working directory, stdin from /dev/null") {
   TempDir dir;
   ::setenv("SWEPT_TEST_INHERITED", "from-agent", 1);
   ::setenv("SWEPT_TEST_REPLACED", "old", 1);
@@ -101,7 +101,7 @@ TEST_CASE("launcher: environment overrides, working directory, stdin from /dev/n
   CHECK(f.err == "err\n");
 }
 
-TEST_CASE("launcher: the child leads its own process group") {
+TEST_CASE("agent launcher: the child leads its own process group") {
   TempDir dir;
   PosixLauncher launcher;
   LaunchSpec spec;
@@ -118,7 +118,7 @@ TEST_CASE("launcher: the child leads its own process group") {
   CHECK(WTERMSIG(f.status) == SIGTERM);
 }
 
-TEST_CASE("launcher: the agent's other descriptors do not leak into the child") {
+TEST_CASE("agent launcher: the agent's other descriptors do not leak into the child") {
   TempDir dir;
   int leaky = ::open("/dev/null", O_RDONLY);  // no O_CLOEXEC on purpose
   REQUIRE(leaky > 2);
@@ -130,7 +130,7 @@ TEST_CASE("launcher: the agent's other descriptors do not leak into the child") 
   CHECK(f.out == "closed\n");
 }
 
-TEST_CASE("launcher: a command that does not exist is an error value, not a crash") {
+TEST_CASE("agent launcher: a command that does not exist is an error value, not a crash") {
   TempDir dir;
   PosixLauncher launcher;
   LaunchSpec spec;
@@ -150,7 +150,7 @@ TEST_CASE("launcher: a command that does not exist is an error value, not a cras
   CHECK(launcher.launch(spec).status().code() == swept::StatusCode::kInvalidArgument);
 }
 
-TEST_CASE("launcher: resolve_command finds swept-train beside the program, then PATH") {
+TEST_CASE("agent launcher: resolve_command finds swept-train beside the program, then PATH") {
   TempDir self, bin;
   make_executable(bin.path() + "/tool", "#!/bin/sh\n");
   std::ofstream(bin.path() + "/not-exec") << "x";
@@ -168,7 +168,7 @@ TEST_CASE("launcher: resolve_command finds swept-train beside the program, then 
   CHECK(*resolve_command(bin.path() + "/tool", "", "") == bin.path() + "/tool");
 }
 
-TEST_CASE("launcher: the running program's directory is found") {
+TEST_CASE("agent launcher: the running program's directory is found") {
   std::string dir = self_exe_dir();
   REQUIRE_FALSE(dir.empty());
   CHECK(std::filesystem::exists(dir + "/agent_tests"));

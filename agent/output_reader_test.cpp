@@ -21,7 +21,7 @@ struct Collect {
 };
 }  // namespace
 
-TEST_CASE("line splitter: lines across chunk boundaries") {
+TEST_CASE("agent output: line splitter: lines across chunk boundaries") {
   LineSplitter s(100);
   Collect c;
   s.feed("ab", c.fn());
@@ -38,7 +38,7 @@ TEST_CASE("line splitter: lines across chunk boundaries") {
   CHECK_FALSE(c.lines[3].overlong);
 }
 
-TEST_CASE("line splitter: a line at the cap is whole, one byte more is cut once") {
+TEST_CASE("agent output: line splitter: a line at the cap is whole, one byte more is cut once") {
   LineSplitter s(8);
   Collect c;
   s.feed("12345678\n", c.fn());
@@ -59,7 +59,7 @@ TEST_CASE("line splitter: a line at the cap is whole, one byte more is cut once"
   CHECK_FALSE(c.lines[2].overlong);
 }
 
-TEST_CASE("line splitter: megabytes without a newline keep memory at the cap") {
+TEST_CASE("agent output: line splitter: megabytes without a newline keep memory at the cap") {
   LineSplitter s;  // kMaxMetricLineBytes
   Collect c;
   std::string chunk(64 * 1024, 'x');
@@ -77,7 +77,7 @@ TEST_CASE("line splitter: megabytes without a newline keep memory at the cap") {
   CHECK(c.lines[1].text == "{\"step\": 1}");
 }
 
-TEST_CASE("metric stepper: lines without step take the last step seen, 0 before any") {
+TEST_CASE("agent output: metric stepper: lines without step take the last step seen, 0 before any") {
   MetricStepper st;
   std::vector<MetricPoint> out;
   st.apply(*swept::parse_metrics_line(R"({"loss": 1.5})"), out);
@@ -92,7 +92,7 @@ TEST_CASE("metric stepper: lines without step take the last step seen, 0 before 
   CHECK(st.current_step() == 20);
 }
 
-TEST_CASE("pending log: keeps the newest bytes and counts the dropped ones") {
+TEST_CASE("agent output: pending log: keeps the newest bytes and counts the dropped ones") {
   PendingLog log(10);
   log.append("hello ");
   log.append("world");

@@ -59,7 +59,7 @@ TrialLaunch shell(const std::string& script) {
 
 }  // namespace
 
-TEST_CASE("supervisor: metric lines become points with steps; other output is log and files") {
+TEST_CASE("agent supervisor: metric lines become points with steps; other output is log and files") {
   Trial t;
   TrialLaunch l = shell(
       "printf '%s\\n' '{\"loss\": 2.0}' 'epoch 1' '{\"step\": 5, \"loss\": 0.5, \"lr\": 0.1}' '{\"acc\": 0.9}' "
@@ -85,7 +85,7 @@ TEST_CASE("supervisor: metric lines become points with steps; other output is lo
   CHECK(r.ended_at >= r.started_at);
 }
 
-TEST_CASE("supervisor: the trial's environment and directories") {
+TEST_CASE("agent supervisor: the trial's environment and directories") {
   Trial t;
   TrialLaunch l = shell(
       "echo \"gpus=[$CUDA_VISIBLE_DEVICES] order=$CUDA_DEVICE_ORDER frac=${SWEPT_GPU_MEMORY_FRACTION-none} "
@@ -110,7 +110,7 @@ TEST_CASE("supervisor: the trial's environment and directories") {
   CHECK(cpu.log == "[] none\n");  // set but empty: the trial sees no GPU
 }
 
-TEST_CASE("supervisor: failures are reported with exit code, signal and reason") {
+TEST_CASE("agent supervisor: failures are reported with exit code, signal and reason") {
   Trial exits;
   exits.start(shell("echo '{\"diverged\": true}'; exit 3"));
   REQUIRE(exits.run_to_end());
@@ -128,7 +128,7 @@ TEST_CASE("supervisor: failures are reported with exit code, signal and reason")
   CHECK(crashes.sup->result().reason == "killed by signal 11 (SIGSEGV)");
 }
 
-TEST_CASE("supervisor: a command that does not exist fails the trial, 127, with a clear reason") {
+TEST_CASE("agent supervisor: a command that does not exist fails the trial, 127, with a clear reason") {
   Trial t;
   TrialLaunch l;
   l.argv = {"swept-no-such-trainer", "--lr=1"};
@@ -148,7 +148,7 @@ TEST_CASE("supervisor: a command that does not exist fails the trial, 127, with 
   CHECK(escape.sup->result().reason.find("'..'") != std::string::npos);
 }
 
-TEST_CASE("supervisor: megabytes without a newline are log, cut, and kept whole in stdout.log") {
+TEST_CASE("agent supervisor: megabytes without a newline are log, cut, and kept whole in stdout.log") {
   Trial t;
   t.start(shell("head -c 3000000 /dev/zero | tr '\\000' a; printf '\\n{\"step\": 2, \"x\": 1}\\n'"));
   REQUIRE(t.run_to_end());
@@ -158,7 +158,7 @@ TEST_CASE("supervisor: megabytes without a newline are log, cut, and kept whole 
   CHECK(t.file("stdout.log").size() == 3000000 + 1 + std::string("{\"step\": 2, \"x\": 1}\n").size());
 }
 
-TEST_CASE("supervisor: a trial that never prints is stopped at its timeout") {
+TEST_CASE("agent supervisor: a trial that never prints is stopped at its timeout") {
   Trial t;
   TrialLaunch l = shell("exec sleep 30");
   l.timeout_s = 0.3;
@@ -169,7 +169,7 @@ TEST_CASE("supervisor: a trial that never prints is stopped at its timeout") {
   CHECK(t.sup->result().reason == "timed out after 0.3 s");
 }
 
-TEST_CASE("supervisor: stop sends SIGTERM to the group; a trial that ignores it gets SIGKILL after the grace") {
+TEST_CASE("agent supervisor: stop sends SIGTERM to the group; a trial that ignores it gets SIGKILL after the grace") {
   Trial polite;
   polite.start(shell("trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
   REQUIRE(polite.run_until([&] { return polite.log.find("ready") != std::string::npos; }));
@@ -191,7 +191,7 @@ TEST_CASE("supervisor: stop sends SIGTERM to the group; a trial that ignores it 
   CHECK(stubborn.sup->result().reason.find("cancelled by the user (still running after SIGTERM") == 0);
 }
 
-TEST_CASE("supervisor: what the trial leaves in its process group dies with it") {
+TEST_CASE("agent supervisor: what the trial leaves in its process group dies with it") {
   Trial t;
   t.start(shell("sleep 30 & echo $!; exit 0"));
   REQUIRE(t.run_to_end());
@@ -212,7 +212,7 @@ TEST_CASE("supervisor: what the trial leaves in its process group dies with it")
   CHECK(dead);
 }
 
-TEST_CASE("supervisor: destroying a running supervisor kills and reaps its trial") {
+TEST_CASE("agent supervisor: destroying a running supervisor kills and reaps its trial") {
   Trial t;
   t.start(shell("echo ready; exec sleep 30"));
   REQUIRE(t.run_until([&] { return t.log.find("ready") != std::string::npos; }));
