@@ -68,6 +68,7 @@ struct TrialState {
   uint64_t dropped_records = 0;
   int64_t last_batch_ms = 0;
   bool stopping_for_shutdown = false;
+  bool started_reported = false;          // TRIAL_STARTED or REGISTER `running` told the scheduler
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
 
@@ -182,6 +183,7 @@ class Agent {
     for (auto& [key, t] : trials_) {
       if (t.running()) {
         reg.running.push_back(pr::RunningTrial{key.trial_id, key.attempt, t.pid, t.started_at});
+        t.started_reported = true;
       } else {
         reg.finished.push_back(*t.exited);
       }
@@ -271,7 +273,12 @@ class Agent {
               ", " + std::to_string(running_count()) + " trials running)");
     apply_acks(ack.acked);
     // Re-send, per trial, what the scheduler has not stored, then the exit.
-    for (auto& [key, t] : trials_) send_outbox(t);
+    // A trial started after the REGISTER left (a START_TRIAL that crossed
+    // it) is announced now; the scheduler stops it if it gave it up.
+    for (auto& [key, t] : trials_) {
+      if (t.running() && !t.started_reported) send_trial_started(key, t);
+      send_outbox(t);
+    }
   }
 
   void on(const pr::RegisterReject& reject, int64_t now) {
@@ -401,8 +408,8 @@ class Agent {
 
   // ---- trials ------------------------------------------------------------------
 
-  void send_trial_started(const TrialKey& key, const TrialState& t) {
-    if (link_state_ != Link::kRegistered) return;  // REGISTER's `running` will say it
+  void send_trial_started(const TrialKey& key, TrialState& t) {
+    if (link_state_ != Link::kRegistered) return;  // announced after the REGISTER_ACK
     pr::TrialStarted started;
     started.trial_id = key.trial_id;
     started.attempt = key.attempt;
@@ -410,7 +417,7 @@ class Agent {
     started.started_at = t.started_at;
     started.workdir = t.supervisor->working_dir();
     for (const auto& [k, v] : t.supervisor->environment()) started.env[k] = v;
-    send(started);
+    t.started_reported = send(started);
   }
 
   void finish_without_start(const TrialKey& key, TrialState& t, pr::ExitCause cause, const std::string& reason) {

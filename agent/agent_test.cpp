@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "agent/launcher.h"
 #include "agent/test_util.h"
 #include "common/exit_codes.h"
 #include "common/protocol.h"
@@ -419,4 +421,44 @@ TEST_CASE("agent: bad options are refused before anything starts") {
   o.gpus = "fake:4x80GB";
   CHECK(validate_options(o).message().find("KiB, MiB, GiB, TiB") != std::string::npos);
   CHECK(run_agent(o, stop) == kExitUsage);
+}
+
+TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping its trials") {
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  // The shell only redirects the agent's log to a file, then becomes the agent.
+  spec.argv = {"/bin/sh", "-c", "exec \"$0\" agent --scheduler \"$1\" --gpus none --name cli-agent --workdir \"$2\" "
+                                "--heartbeat-ms 100 --stop-grace-ms 2000 2>\"$2/agent.log\"",
+               swept, s.endpoint(), dir.path()};
+  spec.working_dir = dir.path();
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  connect(s);
+  s.send(start_trial(6, "trap 'echo stopping; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  ::kill(child->pid, SIGTERM);
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kAgentShutdown);
+  CHECK(exited->exit_code == 0);
+  CHECK(s.wait_for<pr::Disconnect>());
+  // The agent's own exit: its pidfd becomes readable.
+  testing::wait_until([&] {
+    siginfo_t info{};
+    return ::waitid(P_PID, static_cast<id_t>(child->pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
+  }, [&](int w) { testing::poll_readable({child->pidfd}, w); });
+  int status = 0;
+  ::kill(child->pid, SIGKILL);  // no-op when it exited as it should; never leave it behind
+  ::waitpid(child->pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == kExitInterrupted);
+  CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
 }
