@@ -87,6 +87,7 @@ void put_own_directory_on_path() {
 int run_run(const std::vector<std::string>& args) {
   std::string file, db = "swept.db", dashboard = "127.0.0.1:8080", progress = "auto";
   bool verbose = false;
+  std::string stats_file;
   agent::AgentOptions ao;
   ao.name = "local";
   ao.workdir = "swept-work";
@@ -103,7 +104,8 @@ int run_run(const std::vector<std::string>& args) {
       "stop-grace-ms", po::value(&ao.stop_grace_ms)->default_value(ao.stop_grace_ms),
       "on Ctrl-C, how long trials get between SIGTERM and SIGKILL")(
       "heartbeat-ms", po::value(&bo.heartbeat_ms)->default_value(bo.heartbeat_ms), "heartbeat interval (tests)")(
-      "verbose,v", po::bool_switch(&verbose), "log what the scheduler and agent do");
+      "verbose,v", po::bool_switch(&verbose), "log what the scheduler and agent do")(
+      "stats", po::value(&stats_file), "write the scheduler's counters (JSON) to this file at the end (bench/)");
   po::positional_options_description pos;
   pos.add("file", 1);
   if (auto rc = parse_flags("run", "swept run FILE [--db swept.db] [--gpus ...] [--slots N] [--dashboard ADDR|off]",
@@ -244,6 +246,16 @@ int run_run(const std::vector<std::string>& args) {
   if (!broker_status.ok() && rc != kExitFailure) {
     std::cerr << "swept run: the scheduler stopped: " << broker_status.message() << "\n";
     rc = kExitFailure;
+  }
+
+  if (!stats_file.empty()) {
+    scheduler::BrokerStats st = broker.stats();
+    nlohmann::json j = {{"messages_in", st.messages_in},       {"messages_dropped", st.messages_dropped},
+                        {"trials_dispatched", st.trials_dispatched}, {"trials_finished", st.trials_finished},
+                        {"metric_rows", st.metric_rows},       {"loop_cpu_seconds", st.loop_cpu_seconds},
+                        {"ingest_seconds", st.ingest_seconds}, {"turns", st.turns},
+                        {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}};
+    std::ofstream(stats_file) << j.dump(2) << "\n";
   }
 
   // The outcome, from the database.

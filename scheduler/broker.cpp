@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <set>
+#include <time.h>
 
 #include "common/log.h"
 #include "scheduler/zmq_io.h"
@@ -70,7 +71,8 @@ Status Broker::bind() {
 }
 
 BrokerStats Broker::stats() const {
-  return {stat_in_.load(), stat_dropped_.load(), stat_dispatched_.load(), stat_finished_.load(), stat_rows_.load()};
+  return {stat_in_.load(),   stat_dropped_.load(), stat_dispatched_.load(), stat_finished_.load(),
+          stat_rows_.load(), stat_cpu_.load(),     stat_ingest_.load(),     stat_turns_.load()};
 }
 
 Status Broker::ensure_tx() {
@@ -147,9 +149,22 @@ Result<SubmitResult> Broker::submit(const std::string& spec_text) {
 
 // ---- the loop ----
 
+namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
 Status Broker::run(const std::atomic<bool>& stop) {
-  while (!stop.load()) SWEPT_RETURN_IF_ERROR(turn(100));
-  return Status::Ok();
+  const double cpu0 = thread_cpu_seconds();
+  Status s;
+  while (!stop.load() && s.ok()) {
+    s = turn(100);
+    stat_cpu_ = thread_cpu_seconds() - cpu0;
+  }
+  return s;
 }
 
 Status Broker::turn(int max_wait_ms) {
@@ -193,6 +208,7 @@ Status Broker::turn(int max_wait_ms) {
   send_heartbeats();
   flush();
   live_count_ = live_.size();
+  stat_turns_++;
   return Status::Ok();
 }
 
@@ -410,7 +426,9 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
     auto sums = store_.sweep_summaries(sweep_id);
     if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
   }
+  auto t0 = std::chrono::steady_clock::now();
   auto applied = store_.add_metrics(m, metric);
+  stat_ingest_ = stat_ingest_.load() + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!applied.ok()) return applied.status();
   if (*applied) {
     stat_rows_ += static_cast<int64_t>(m.records.size());

@@ -51,6 +51,9 @@ struct BrokerStats {
   int64_t trials_dispatched = 0;
   int64_t trials_finished = 0;
   int64_t metric_rows = 0;
+  double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
+  double ingest_seconds = 0;      // wall time spent storing METRICS batches
+  int64_t turns = 0;
 };
 
 class Broker {
@@ -156,7 +159,8 @@ class Broker {
   std::atomic<bool> cancel_all_requested_{false};
   std::atomic<size_t> live_count_{0};
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
-      stat_rows_{0};
+      stat_rows_{0}, stat_turns_{0};
+  std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 
 }  // namespace swept::scheduler
