@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -187,6 +188,7 @@ int run_run(const std::vector<std::string>& args) {
   auto started = std::chrono::steady_clock::now();
   auto last_line = started;
   bool interrupted = false;
+  bool unfit_exit = false;  // the sweep can never be placed here
   std::chrono::steady_clock::time_point stop_deadline{};
   std::optional<protocol::SweepSummary> last;
   int rc = kExitOk;
@@ -213,10 +215,23 @@ int run_run(const std::vector<std::string>& args) {
     }
     auto sums = (*reader)->sweep_summaries(sweep_id);
     if (sums.ok()) last = sums->front();
+    if (!interrupted) {
+      auto unfit = broker.unplaceable_sweeps();
+      if (std::find(unfit.begin(), unfit.end(), sweep_id) != unfit.end()) {
+        std::cerr << "\nswept run: the trials of " << file << " need more than this machine offers (resources: "
+                  << "GPUs per trial, gpu_memory_fraction or cpus; this agent has --gpus " << ao.gpus
+                  << "): stopping\n";
+        interrupted = true;
+        unfit_exit = true;
+        broker.request_cancel_all();
+        stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
+        continue;
+      }
+    }
     if (interrupted) {
       bool ended = last && last->state != "running" && broker.live_trials() == 0;
       if (ended || signals > 1 || now > stop_deadline) {
-        rc = kExitInterrupted;
+        rc = unfit_exit ? kExitUsage : kExitInterrupted;
         break;
       }
       continue;

@@ -75,6 +75,11 @@ BrokerStats Broker::stats() const {
           stat_rows_.load(), stat_cpu_.load(),     stat_ingest_.load(),     stat_turns_.load()};
 }
 
+std::vector<int64_t> Broker::unplaceable_sweeps() const {
+  std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+  return std::vector<int64_t>(unplaceable_.begin(), unplaceable_.end());
+}
+
 Status Broker::ensure_tx() {
   if (store_.in_transaction()) return Status::Ok();
   return store_.begin();
@@ -365,8 +370,17 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     ack.acked.push_back({f.trial_id, f.attempt, *seq});
   }
   std::vector<int64_t> missing;
-  for (const auto& [id, lt] : live_)
-    if (lt.agent == r.name && !reported.count(id)) missing.push_back(id);
+  for (auto& [id, lt] : live_) {
+    if (lt.agent != r.name || reported.count(id)) continue;
+    if (!lt.started) {
+      // Never confirmed: its START_TRIAL may have crossed this REGISTER (sent
+      // on the agent's previous connection, read after). Wait a liveness
+      // period for the agent's TRIAL_STARTED before requeueing it.
+      lt.await_deadline_ms = now + liveness_ms;
+      continue;
+    }
+    missing.push_back(id);
+  }
   for (int64_t id : missing)
     SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it"));
 
@@ -399,6 +413,7 @@ Status Broker::on_trial_started(Session& s, const TrialStarted& m) {
     send_later(s.routing_id, StopTrial{m.trial_id, m.attempt, "stale attempt"});
     return Status::Ok();
   }
+  it->second.await_deadline_ms = 0;
   if (it->second.started) return Status::Ok();
   it->second.started = true;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -499,7 +514,9 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   live_.erase(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   double now = clock_.wall_seconds();
-  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "lost", std::nullopt, reason, now));
+  // An attempt the agent never confirmed did not run: say so in the history.
+  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
+  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "lost", std::nullopt, attempt_reason, now));
   if (lt.cancelled) {
     runner_.trial_ended(lt.sweep_id);
   } else if (!lt.started || lt.attempt <= lt.max_retries) {
@@ -690,12 +707,18 @@ Status Broker::check_timers() {
               " heartbeats: declared lost");
     SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", "lost"));
   }
-  std::vector<int64_t> orphans;
-  for (const auto& [id, lt] : live_)
-    if (lt.await_deadline_ms > 0 && now > lt.await_deadline_ms && !routing_by_name_.count(lt.agent))
+  std::vector<int64_t> orphans, unconfirmed;
+  for (const auto& [id, lt] : live_) {
+    if (lt.await_deadline_ms <= 0 || now <= lt.await_deadline_ms) continue;
+    if (!routing_by_name_.count(lt.agent))
       orphans.push_back(id);
+    else if (!lt.started)
+      unconfirmed.push_back(id);
+  }
   for (int64_t id : orphans)
     SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " did not come back after the scheduler restarted"));
+  for (int64_t id : unconfirmed)
+    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " never confirmed it"));
   return Status::Ok();
 }
 
@@ -717,7 +740,20 @@ Status Broker::dispatch() {
     auto it = index.find(lt.agent);
     if (it != index.end()) reserve(caps, Placement{it->second, lt.gpus, lt.gpu_fraction, lt.cpus});
   }
-  std::vector<Dispatch> plan = plan_dispatch(caps, runner_.queues());
+  std::vector<SweepQueue> queues = runner_.queues();
+  {
+    std::set<int64_t> unplaceable;
+    for (const SweepQueue& q : queues)
+      if (q.available > 0 && !could_ever_fit(caps, q.demand)) unplaceable.insert(q.sweep_id);
+    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    for (int64_t id : unplaceable)
+      if (!unplaceable_.count(id))
+        log::warn("sweep " + to_s(id) + " asks for more per trial (" + std::to_string(runner_.demand(id).gpus) +
+                  " GPUs, share " + std::to_string(runner_.demand(id).gpu_fraction) + ", " +
+                  std::to_string(runner_.demand(id).cpus) + " CPU slots) than any registered agent has: its trials wait");
+    unplaceable_ = std::move(unplaceable);
+  }
+  std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues));
   if (plan.empty()) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   const double now = clock_.wall_seconds();

@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <set>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -85,6 +87,9 @@ class Broker {
   // Trials out on agents (dispatched or adopted, not yet ended).
   size_t live_trials() const { return live_count_.load(); }
   BrokerStats stats() const;
+  // Sweeps whose trials fit on no registered agent even when it is idle
+  // (e.g. 4 GPUs per trial, agents with 2): they wait for a bigger agent.
+  std::vector<int64_t> unplaceable_sweeps() const;
 
  private:
   struct Session {
@@ -157,6 +162,8 @@ class Broker {
   bool dirty_ = true;  // something changed that may allow a dispatch
   int64_t last_heartbeat_round_ms_ = 0;
   std::atomic<bool> cancel_all_requested_{false};
+  mutable std::mutex unplaceable_mutex_;
+  std::set<int64_t> unplaceable_;  // guarded by unplaceable_mutex_
   std::atomic<size_t> live_count_{0};
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
       stat_rows_{0}, stat_turns_{0};

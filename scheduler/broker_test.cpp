@@ -425,3 +425,41 @@ TEST_CASE("cancel stops queued and running trials - retry requeues failed ones")
   CHECK(err.code == "bad_request");
   CHECK(err.message.find("bad.json") != std::string::npos);
 }
+
+TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt waits for its TRIAL_STARTED") {
+  Fixture f;
+  f.start();
+  int64_t t1 = 0, t2 = 0;
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 2));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2]}}})").ok());
+    t1 = expect<StartTrial>(*f.broker, a).trial_id;  // never confirmed before the scheduler dies
+    t2 = expect<StartTrial>(*f.broker, a).trial_id;  // never reaches the agent at all
+  }
+  f.stop();
+  f.start();
+  Peer a(f.broker->endpoint(), "a#2");
+  a.send(registration("a", 2));  // lists neither
+  expect<RegisterAck>(*f.broker, a);
+  // The START_TRIAL of t1 is read after the REGISTER left: the agent announces it.
+  a.send(TrialStarted{t1, 1, 7, 1.0, "w", {}});
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  // t2 is never confirmed: after a liveness period it is requeued, costing no retry.
+  // (The agent keeps heartbeating meanwhile, so it stays alive.)
+  f.clock.advance_ms(200);
+  int64_t seen = f.broker->stats().messages_in;
+  a.send(Heartbeat{});
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; }, {&a});
+  f.clock.advance_ms(150);
+  auto again = expect<StartTrial>(*f.broker, a);
+  CHECK(again.trial_id == t2);
+  CHECK(again.attempt == 2);
+  CHECK(query_int(f.db.path, "SELECT attempts FROM trials WHERE id=" + std::to_string(t1)) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(t2) +
+                                 " AND attempt=1 AND reason LIKE 'never started%'") == 1);
+  a.send(exited(t1, 1, 0));
+  a.send(exited(t2, 2, 0));
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+}

@@ -163,10 +163,12 @@ TEST_CASE("the scheduler killed with SIGKILL and restarted mid-sweep carries on 
   sched = std::make_unique<Scheduler>(dir, endpoint);
   REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, sweep); }, 45), (sched->process->log() + a->log()));
   check_final_invariants(db, sweep);
-  // Not one trial was started twice: one attempt each, all completed.
-  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts") == 6);
+  // Not one trial was started twice: one attempt each that ran, all completed.
+  // (A START_TRIAL committed just before the kill may never have left: the
+  // agent never saw it, and the history says "never started".)
+  INFO(db_text(db, "SELECT group_concat(trial_id || '/' || attempt || ' ' || state || ' ' || coalesce(reason, ''), '; ') FROM attempts"));
+  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts WHERE coalesce(reason, '') NOT LIKE 'never started%'") == 6);
   CHECK(db_int(db, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 6);
-  CHECK(db_int(db, "SELECT MAX(attempts) FROM trials") == 1);
   CHECK(db_int(db, "SELECT COUNT(*) FROM metrics") == 18);
 }
 
@@ -240,6 +242,14 @@ TEST_CASE("swept run: the whole system in one process - Ctrl-C stops every trial
   CHECK(out.find("best: trial") != std::string::npos);
   check_final_invariants(db, 1);
   CHECK(db_int(db, "SELECT COUNT(*) FROM metrics") == 10);
+
+  // A sweep this machine can never place is refused, not waited on forever.
+  write_file(dir / "big.json", grid(R"("resources": {"gpus": 4}, )", R"({"mode": {"value": "normal"}, "x": {"values": [1, 2]}})"));
+  rc = run_command({kSwept, "run", dir / "big.json", "--db", dir / "big.db", "--gpus", "fake:2", "--workdir", dir / "w3",
+                    "--dashboard", "off"},
+                   dir / "big.log", &out, 30);
+  CHECK_MESSAGE(rc == 2, out);
+  CHECK(out.find("need more than this machine offers") != std::string::npos);
 
   std::string db2 = dir / "stop.db";
   write_file(dir / "slow.json",
