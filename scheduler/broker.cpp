@@ -728,7 +728,9 @@ Status Broker::dispatch() {
   std::vector<AgentCapacity> caps;
   std::map<std::string, size_t> index;
   for (const auto& [name, rid] : routing_by_name_) {
-    const Session& s = sessions_.at(rid);
+    auto found = sessions_.find(rid);
+    if (found == sessions_.end()) continue;  // cannot happen: the two maps change together
+    const Session& s = found->second;
     AgentCapacity c;
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
@@ -793,7 +795,7 @@ Status Broker::dispatch() {
     st.gpus = d.placement.gpus;
     st.gpu_fraction = d.placement.gpu_fraction;
     st.timeout_s = spec ? spec->timeout_s : 0;
-    send_later(routing_by_name_.at(agent), std::move(st));
+    send_later(routing_by_name_[agent], std::move(st));
     stat_dispatched_++;
   }
   return Status::Ok();
