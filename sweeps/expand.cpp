@@ -240,8 +240,20 @@ std::optional<Trial> next_untried_trial(const SweepSpec& spec, const std::vector
         any = false;
         break;
       }
-      for (int64_t i = 0; i < space.radix[k]; ++i) {
-        if (value_matches(*v, grid_value(space.leaves[k], i))) matches[k].push_back(i);
+      const Leaf& leaf = space.leaves[k];
+      if (leaf.distribution == Distribution::kIntUniform) {
+        // Direct: a number equal to min + i (3.0 matches 3, true does not).
+        if (v->is_number()) {
+          const double d = v->get<double>();
+          if (d == std::floor(d) && d >= leaf.min && d <= leaf.max) {
+            const int64_t i = static_cast<int64_t>(d) - leaf.int_min;
+            if (value_matches(*v, grid_value(leaf, i))) matches[k].push_back(i);
+          }
+        }
+      } else {
+        for (int64_t i = 0; i < space.radix[k]; ++i) {
+          if (value_matches(*v, grid_value(leaf, i))) matches[k].push_back(i);
+        }
       }
       any = !matches[k].empty();
     }

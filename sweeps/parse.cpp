@@ -8,6 +8,9 @@
 // them at once. Nothing here throws past parse_sweep: nlohmann's exceptions are
 // caught at the parse call, and every other access checks types first.
 #include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <unordered_map>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -53,6 +56,7 @@ constexpr double kProbabilitySumTolerance = 1e-6;
 constexpr double kNormalReach = 9.0;
 // exp(709) is about the largest finite double.
 constexpr double kMaxExpArgument = 709.0;
+const char* const kNotFinite = "expected a finite number, found a number beyond the range of a double";
 // Integer results must fit an int64 with room to spare.
 constexpr double kMaxIntegerMagnitude = 9.0e18;
 
@@ -226,6 +230,9 @@ class Checker {
   size_t dropped = 0;
 
   void add(const std::string& path, std::string message) {
+    for (const Problem& p : problems) {
+      if (p.path == path && p.message == message) return;  // found twice (JSON gate and key check)
+    }
     if (problems.size() >= kMaxProblems) {
       ++dropped;
       return;
@@ -242,7 +249,7 @@ class Checker {
     }
     const double d = v.get<double>();
     if (!std::isfinite(d)) {
-      add(path, "expected a finite number, found a number beyond the range of a double");
+      add(path, kNotFinite);
       return std::nullopt;
     }
     return d;
@@ -293,6 +300,37 @@ class Checker {
     }
   }
 };
+
+// A hash under which values equal by nlohmann's == (3 and 3.0, objects with
+// the same members) collide: numbers hash by their double value.
+uint64_t value_hash(const json& v) {
+  uint64_t h = static_cast<uint64_t>(v.type() == json::value_t::number_integer || v.type() == json::value_t::number_unsigned
+                                         ? json::value_t::number_float
+                                         : v.type());
+  auto mix_in = [&h](uint64_t x) { h = numeric::mix64(h ^ x); };
+  switch (v.type()) {
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: {
+      double d = v.get<double>();
+      if (d == 0) d = 0;  // -0.0 == 0.0
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      mix_in(bits);
+      break;
+    }
+    case json::value_t::boolean: mix_in(v.get<bool>() ? 1 : 2); break;
+    case json::value_t::string: mix_in(numeric::fnv1a64(v.get_ref<const std::string&>())); break;
+    case json::value_t::array:
+      for (const auto& item : v) mix_in(value_hash(item));
+      break;
+    case json::value_t::object:
+      for (auto it = v.begin(); it != v.end(); ++it) mix_in(numeric::fnv1a64(it.key()) ^ value_hash(it.value()));
+      break;
+    default: break;
+  }
+  return h;
+}
 
 struct DistributionInfo {
   Distribution distribution;
@@ -412,16 +450,18 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
         ck.add(join(path, "values"), "expected a non-empty array of values, found " + found(*v));
         break;
       }
+      // Dedup in O(n) expected: bucket by a hash that equal values share,
+      // then compare with nlohmann's == inside the bucket.
+      std::unordered_map<uint64_t, std::vector<size_t>> buckets;
       for (const auto& item : *v) {
         leaf.values.push_back(item);
+        auto& bucket = buckets[value_hash(item)];
         bool seen = false;
-        for (const auto& kept : leaf.grid_values) {
-          if (kept == item) {
-            seen = true;
-            break;
-          }
+        for (size_t k : bucket) seen = seen || leaf.grid_values[k] == item;
+        if (!seen) {
+          bucket.push_back(leaf.grid_values.size());
+          leaf.grid_values.push_back(item);
         }
-        if (!seen) leaf.grid_values.push_back(item);
       }
       if (d == Distribution::kCategoricalWithProbabilities) {
         const json* p = required("probabilities");
@@ -453,10 +493,9 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
           leaf.cumulative.push_back(sum);
         }
         if (ok && std::fabs(sum - 1.0) > kProbabilitySumTolerance) {
-          std::ostringstream s;
-          s.precision(17);
-          s << sum;
-          ck.add(ppath, "expected probabilities that sum to 1, found a sum of " + s.str());
+          char buf[32];
+          const auto end = std::to_chars(buf, buf + sizeof buf, sum).ptr;  // shortest round trip
+          ck.add(ppath, "expected probabilities that sum to 1, found a sum of " + std::string(buf, end));
         }
       }
       break;
@@ -533,9 +572,11 @@ bool parse_leaf(Checker& ck, const json& config, const std::string& path, Leaf& 
     case Distribution::kQBeta: {
       auto a = optional_number("a", 1.0);
       auto b = optional_number("b", 1.0);
-      if (a && *a <= 0) ck.add(join(path, "a"), "expected a shape parameter > 0, found " + found(config["a"]));
-      if (b && *b <= 0) ck.add(join(path, "b"), "expected a shape parameter > 0, found " + found(config["b"]));
-      if (!a || !b || *a <= 0 || *b <= 0) break;
+      // Above 1e6 log B(a, b) cancels catastrophically in double precision.
+      constexpr double kMaxShape = 1e6;
+      if (a && (*a <= 0 || *a > kMaxShape)) ck.add(join(path, "a"), "expected a shape parameter in (0, 1e6], found " + found(config["a"]));
+      if (b && (*b <= 0 || *b > kMaxShape)) ck.add(join(path, "b"), "expected a shape parameter in (0, 1e6], found " + found(config["b"]));
+      if (!a || !b || *a <= 0 || *b <= 0 || *a > kMaxShape || *b > kMaxShape) break;
       leaf.a = *a, leaf.b = *b;
       break;
     }
@@ -916,11 +957,9 @@ ParseOutcome parse_sweep(std::string_view text) {
     std::set<std::string> keys;
   };
   std::vector<Frame> frames;
-  auto frame_path = [&frames]() {
+  auto current_path = [&frames]() {  // the value being parsed
     std::string p;
-    for (size_t i = 0; i + 1 < frames.size(); ++i) {
-      p = frames[i].array ? index_path(p, frames[i].index - 1) : join(p, frames[i].key);
-    }
+    for (const Frame& f : frames) p = f.array ? index_path(p, f.index - 1) : join(p, f.key);
     return p;
   };
   json root;
@@ -942,19 +981,33 @@ ParseOutcome parse_sweep(std::string_view text) {
               Frame& f = frames.back();
               f.key = parsed.get<std::string>();
               if (!f.keys.insert(f.key).second) {
-                frames.push_back(Frame{});  // so frame_path includes f.key
-                ck.add(frame_path(), "expected each key once in an object, found a duplicate (JSON keeps only the last)");
-                frames.pop_back();
+                ck.add(current_path(), "expected each key once in an object, found a duplicate (JSON keeps only the last)");
               }
               break;
             }
             case json::parse_event_t::value:
               if (!frames.empty() && frames.back().array) ++frames.back().index;
+              // JSON has no infinity, but nlohmann reads 1e999 as one.
+              if (parsed.is_number_float() && !std::isfinite(parsed.get<double>())) {
+                ck.add(current_path(), kNotFinite);
+              }
               break;
           }
           return true;
         },
         /*allow_exceptions=*/true, /*ignore_comments=*/false);
+  } catch (const json::out_of_range& e) {
+    // "number overflow parsing '1e999'": find the literal to say where it is.
+    std::string what = e.what();
+    const size_t open = what.find('\''), close = what.rfind('\'');
+    if (open != std::string::npos && close > open) {
+      const std::string literal = what.substr(open + 1, close - open - 1);
+      const size_t at = text.find(literal);
+      const LineColumn lc = line_column(text, at == std::string_view::npos ? 0 : at);
+      return fail("expected numbers within the range of a double, found " + literal + " at line " + std::to_string(lc.line) +
+                  ", column " + std::to_string(lc.column));
+    }
+    return fail("expected valid JSON, found " + what);
   } catch (const json::exception& e) {
     std::string what = e.what();
     const size_t at = what.find("] ");

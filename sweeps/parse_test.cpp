@@ -1,1 +1,311 @@
+// The validator: malformed sweep files, each with the exact problems expected
+// (every problem, in order), and the typed values of well-formed ones.
 #include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "sweeps/sweep.h"
+
+namespace swept::sweeps {
+namespace {
+
+using json = nlohmann::json;
+
+struct Malformed {
+  const char* what;
+  std::string text;
+  std::vector<std::string> problems;  // Problem::ToString(), in order
+};
+
+// A valid prefix so each case shows only its own problem.
+std::string with(const std::string& extra) {
+  return R"({"method": "grid", "parameters": {"x": {"values": [1, 2]}})" + extra + "}";
+}
+std::string param(const std::string& config, const std::string& method = "random") {
+  return R"({"method": ")" + method + R"(", "parameters": {"p": )" + config + "}}";
+}
+
+const std::vector<Malformed>& malformed_files() {
+  static const std::vector<Malformed> cases = {
+      {"empty file", "", {"expected a JSON object, found an empty file"}},
+      {"only whitespace", " \n\t ", {"expected a JSON object, found an empty file"}},
+      {"invalid JSON with line and column", "{\n  \"method\": \"grid\",\n  \"parameters\": {,}\n}",
+       {"expected valid JSON, found a parse error at line 3, column 18: syntax error while parsing object key - "
+        "unexpected ','; expected string literal"}},
+      {"truncated JSON", R"({"method": "grid")",
+       {"expected valid JSON, found a parse error at line 1, column 18: syntax error while parsing object - unexpected "
+        "end of input; expected '}'"}},
+      {"not UTF-8 (Latin-1 byte)", "{\"name\": \"caf\xe9\"}",
+       {"expected UTF-8 text, found the byte 0xE9 at line 1, column 14; save the file as UTF-8"}},
+      {"UTF-8 surrogate encoded", "{\"name\": \"\xed\xa0\x80\"}",
+       {"expected UTF-8 text, found the byte 0xED at line 1, column 11; save the file as UTF-8"}},
+      {"a file of many megabytes", std::string(3 << 20, ' '),
+       {"expected a sweep file of at most 1048576 bytes (1 MiB), found a larger one; is this really a sweep file?"}},
+      {"JSON nested too deep", std::string(100, '[') + std::string(100, ']'),
+       {"expected JSON nested at most 64 levels deep, found deeper nesting at line 1, column 65"}},
+      {"top level is an array", "[1, 2]",
+       {"expected a JSON object at the top level ({\"method\": ..., \"parameters\": ...}), found an array of 2 items"}},
+      {"duplicate key", R"({"method": "grid", "parameters": {"x": {"values": [1]}, "x": {"values": [2]}}})",
+       {"parameters.x: expected each key once in an object, found a duplicate (JSON keeps only the last)"}},
+      {"unknown top-level key with a suggestion", with(R"(, "paramters": {})"),
+       {"paramters: unknown key (did you mean 'parameters'?); expected one of: method, metric, parameters, run_cap, "
+        "name, description, program, command, early_terminate, resources, max_parallel, seed, max_retries, timeout_s, "
+        "order, without_replacement, trials, apiVersion, kind, controller, entity, project"}},
+      {"W&B Launch key", with(R"(, "job": "x")"),
+       {"job: W&B's job key (Launch, custom schedulers, multi-objective search) is not supported by swept; remove it"}},
+      {"method missing", R"({"parameters": {"x": {"values": [1]}}})",
+       {"method: expected \"grid\" or \"random\", found nothing (the key is required)"}},
+      {"method unknown", R"({"method": "hyperopt", "parameters": {"x": {"values": [1]}}})",
+       {"method: expected \"grid\" or \"random\", found \"hyperopt\""}},
+      {"method bayes", R"({"method": "bayes", "parameters": {"x": {"values": [1]}}})",
+       {"method: expected \"grid\" or \"random\", found \"bayes\": Bayesian search is not supported yet"}},
+      {"parameters missing", R"({"method": "grid"})",
+       {"parameters: expected an object of parameters to sweep (or a trials list), found nothing"}},
+      {"parameters empty", R"({"method": "grid", "parameters": {}})",
+       {"parameters: expected at least one parameter, found an empty object"}},
+      {"parameters not an object", R"({"method": "grid", "parameters": [1]})",
+       {"parameters: expected an object of parameters ({\"name\": {...}}), found an array of 1 items"}},
+      {"bad parameter name", R"({"method": "grid", "parameters": {"1lr": {"values": [1]}}})",
+       {"parameters.1lr: expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or "
+        "'_', found \"1lr\""}},
+      {"parameter name with a space", R"({"method": "grid", "parameters": {"l r": {"values": [1]}}})",
+       {"parameters.\"l r\": expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter "
+        "or '_', found \"l r\""}},
+      {"parameter not an object", param("0.1"),
+       {"parameters.p: expected an object describing the parameter (e.g. {\"values\": [1, 2]}), found 0.1"}},
+      {"parameter with nothing known", param(R"({"foo": 1})"),
+       {"parameters.p: expected a parameter: one of value, values, min and max, distribution, or a nested parameters "
+        "block; found an object"}},
+      {"unknown distribution", param(R"({"distribution": "gaussian"})"),
+       {"parameters.p.distribution: expected a distribution name (beta, categorical, categorical_w_probabilities, "
+        "constant, int_uniform, inv_log_uniform_values, log_normal, log_uniform_values, normal, q_beta, q_log_normal, "
+        "q_log_uniform_values, q_normal, q_uniform, uniform), found \"gaussian\""}},
+      {"deprecated log_uniform", param(R"({"distribution": "log_uniform", "min": 0, "max": 1})"),
+       {"parameters.p.distribution: expected a distribution name, found \"log_uniform\", W&B's deprecated form whose "
+        "min and max are exponents; use \"log_uniform_values\" with min and max as the values themselves"}},
+      {"unknown key for a distribution", param(R"({"distribution": "normal", "mu": 0, "min": 1})"),
+       {"parameters.p.min: unknown key for distribution normal; expected one of: distribution, mu, sigma"}},
+      {"value and values together", param(R"({"value": 1, "values": [1, 2]})"),
+       {"parameters.p.values: unknown key for distribution constant; expected one of: distribution, value"}},
+      {"min >= max", param(R"({"min": 5, "max": 3})"),
+       {"parameters.p.max: expected max > min (5), found 3"}},
+      {"min == max for uniform", param(R"({"min": 1.5, "max": 1.5})"),
+       {"parameters.p.max: expected max > min (1.5), found 1.5"}},
+      {"only min", param(R"({"min": 1})"), {"parameters.p: expected both min and max, found only min"}},
+      {"min of the wrong type", param(R"({"min": "0", "max": 1.0})"),
+       {"parameters.p.min: expected a number, found \"0\""}},
+      {"infinite bound", param(R"({"min": 0, "max": 1e999})"),
+       {"expected numbers within the range of a double, found 1e999 at line 1, column 60"}},
+      {"int_uniform with float bounds", param(R"({"distribution": "int_uniform", "min": 0.0, "max": 1.0})"),
+       {"parameters.p.min: expected an integer (int_uniform), found 0.0",
+        "parameters.p.max: expected an integer (int_uniform), found 1.0"}},
+      {"negative sigma", param(R"({"distribution": "normal", "sigma": -1})"),
+       {"parameters.p.sigma: expected a standard deviation > 0, found -1"}},
+      {"q <= 0", param(R"({"distribution": "q_uniform", "min": 0, "max": 1, "q": 0})"),
+       {"parameters.p.q: expected a quantum q > 0, found 0"}},
+      {"log_uniform_values with min 0", param(R"({"distribution": "log_uniform_values", "min": 0, "max": 1})"),
+       {"parameters.p.min: expected a number > 0 (log_uniform_values takes logarithms), found 0"}},
+      {"log_normal that overflows", param(R"({"distribution": "log_normal", "mu": 700, "sigma": 10})"),
+       {"parameters.p: expected mu + 9 sigma <= 709 so that exp() of a draw stays finite, found 790.000000"}},
+      {"beta shape 0", param(R"({"distribution": "beta", "a": 0})"),
+       {"parameters.p.a: expected a shape parameter in (0, 1e6], found 0"}},
+      {"beta shape too large", param(R"({"distribution": "q_beta", "b": 1e7, "q": 0.1})"),
+       {"parameters.p.b: expected a shape parameter in (0, 1e6], found 10000000.0"}},
+      {"q-only without distribution", param(R"({"q": 1})"),
+       {"parameters.p: expected a \"distribution\" key: mu, sigma, q, a, b and probabilities only mean something with "
+        "one (e.g. normal, q_uniform, beta)"}},
+      {"empty values", param(R"({"values": []})"),
+       {"parameters.p.values: expected a non-empty array of values, found an empty array"}},
+      {"values not an array", param(R"({"values": "abc"})"),
+       {"parameters.p.values: expected a non-empty array of values, found \"abc\""}},
+      {"probabilities of the wrong length", param(R"({"values": [1, 2], "probabilities": [1.0]})"),
+       {"parameters.p.probabilities: expected 2 probabilities (one per value), found 1"}},
+      {"probabilities that do not sum to 1", param(R"({"values": [1, 2], "probabilities": [0.5, 0.4]})"),
+       {"parameters.p.probabilities: expected probabilities that sum to 1, found a sum of 0.9"}},
+      {"negative probability", param(R"({"values": [1, 2], "probabilities": [1.5, -0.5]})"),
+       {"parameters.p.probabilities[1]: expected a probability >= 0, found -0.5"}},
+      {"grid over a continuous distribution", param(R"({"distribution": "normal"})", "grid"),
+       {"parameters.p: expected a distribution that can be enumerated (constant, categorical, int_uniform, q_uniform) "
+        "for method grid, found normal (continuous); use method random or list values"}},
+      {"grid with probabilities", param(R"({"values": [1, 2], "probabilities": [0.5, 0.5]})", "grid"),
+       {"parameters.p.probabilities: expected no probabilities in a grid (every value is tried once), found them; "
+        "remove probabilities or use method random"}},
+      {"grid too large", R"({"method": "grid", "parameters": {"a": {"min": 0, "max": 999}, "b": {"min": 0, "max": 999},
+          "c": {"min": 1, "max": 2}}})",
+       {"parameters: expected at most 1000000 trials in the grid, found a product of 2e+06; use fewer values or method "
+        "random with run_cap"}},
+      {"grid astronomically large", R"({"method": "grid", "parameters": {"a": {"min": -4000000000000000000,
+          "max": 4000000000000000000}, "b": {"min": -4000000000000000000, "max": 4000000000000000000}}})",
+       {"parameters: expected at most 1000000 trials in the grid, found a product of 6.4e+37; use fewer values or "
+        "method random with run_cap"}},
+      {"nesting deeper than the limit",
+       R"({"method": "grid", "parameters": {"a": {"parameters": {"a": {"parameters": {"a": {"parameters": {"a": {"parameters":
+          {"a": {"parameters": {"a": {"parameters": {"a": {"parameters": {"a": {"parameters": {"a": {"value": 1}}}}}}}}}}}}}}}}}}})",
+       {"parameters.a.parameters.a.parameters.a.parameters.a.parameters.a.parameters.a.parameters.a.parameters.a."
+        "parameters: expected at most 8 levels of nested parameters blocks, found more; flatten the deepest ones"}},
+      {"extra key beside nested parameters", param(R"({"parameters": {"a": {"value": 1}}, "values": [1]})"),
+       {"parameters.p.values: unknown key beside a nested parameters block; a nested parameter holds only "
+        "\"parameters\""}},
+      {"run_cap zero", with(R"(, "run_cap": 0)"), {"run_cap: expected a positive integer, found 0"}},
+      {"run_cap float", with(R"(, "run_cap": 5.0)"), {"run_cap: expected a positive integer, found 5.0"}},
+      {"metric without name", with(R"(, "metric": {"goal": "maximize"})"),
+       {"metric: expected key name (the metric to optimize), found none"}},
+      {"metric goal misspelt", with(R"(, "metric": {"name": "loss", "goal": "minimise"})"),
+       {"metric.goal: expected \"minimize\" or \"maximize\", found \"minimise\""}},
+      {"metric not an object", with(R"(, "metric": "loss")"),
+       {"metric: expected an object like {\"name\": \"val_loss\", \"goal\": \"minimize\"}, found \"loss\""}},
+      {"early_terminate as a string", with(R"(, "metric": {"name": "l"}, "early_terminate": "hyperband")"),
+       {"early_terminate: expected an object like {\"type\": \"hyperband\", \"min_iter\": 3}, found \"hyperband\""}},
+      {"hyperband without brackets", with(R"(, "metric": {"name": "l"}, "early_terminate": {"type": "hyperband", "max_iter": 27})"),
+       {"early_terminate: expected min_iter, or both max_iter and s (hyperband needs its brackets), found neither"}},
+      {"hyperband eta 1", with(R"(, "metric": {"name": "l"}, "early_terminate": {"type": "hyperband", "min_iter": 3, "eta": 1})"),
+       {"early_terminate.eta: expected a number > 1, found 1"}},
+      {"early_terminate without metric", with(R"(, "early_terminate": {"type": "hyperband", "min_iter": 3})"),
+       {"metric: expected a metric (early_terminate compares runs on it), found none"}},
+      {"command not a list", with(R"(, "command": "python train.py")"),
+       {"command: expected a non-empty array of strings (the argv, with macros), found \"python train.py\""}},
+      {"command element not a string", with(R"(, "command": ["run", 3])"),
+       {"command[1]: expected a string, found 3"}},
+      {"unknown macro", with(R"(, "command": ["run", "${argz}"])"),
+       {"command[1]: expected a known macro (${env}, ${interpreter}, ${program}, ${args}, ${args_no_hyphens}, "
+        "${args_no_boolean_flags}, ${args_json}, ${args_json_file}, ${envvar:NAME}), found \"${argz}\""}},
+      {"${program} without program", with(R"(, "command": ["${program}"])"),
+       {"command[0]: ${program} needs the sweep's program key, which is not set"}},
+      {"malformed envvar", with(R"(, "command": ["--out=${envvar:OUT DIR}"])"),
+       {"command[0]: expected ${envvar:NAME} with NAME of letters, digits and '_', found \"--out=${envvar:OUT DIR}\""}},
+      {"program empty", with(R"(, "program": "")"), {"program: expected a non-empty string, found \"\""}},
+      {"resources with both gpus and a fraction", with(R"(, "resources": {"gpus": 1, "gpu_memory_fraction": 0.5})"),
+       {"resources: expected either gpus (whole GPUs) or gpu_memory_fraction (a share of one GPU), found both"}},
+      {"gpu_memory_fraction above 1", with(R"(, "resources": {"gpu_memory_fraction": 1.5})"),
+       {"resources.gpu_memory_fraction: expected a share of one GPU in (0, 1], found 1.5"}},
+      {"negative gpus", with(R"(, "resources": {"gpus": -1})"),
+       {"resources.gpus: expected a whole number of GPUs from 0 to 1024, found -1"}},
+      {"unknown resource", with(R"(, "resources": {"memory": 4})"),
+       {"resources.memory: unknown key; expected one of: gpus, gpu_memory_fraction, cpus"}},
+      {"seed negative", with(R"(, "seed": -1)"), {"seed: expected an integer from 0 to 18446744073709551615, found -1"}},
+      {"max_parallel zero", with(R"(, "max_parallel": 0)"),
+       {"max_parallel: expected a positive integer (omit it for no limit), found 0"}},
+      {"timeout_s negative", with(R"(, "timeout_s": -5)"),
+       {"timeout_s: expected a number of seconds > 0 (omit it for no limit), found -5"}},
+      {"max_retries as a string", with(R"(, "max_retries": "3")"),
+       {"max_retries: expected an integer from 0 to 1000, found \"3\""}},
+      {"order unknown", with(R"(, "order": "shuffled")"),
+       {"order: expected \"sequential\" or \"random\", found \"shuffled\""}},
+      {"order with method random", R"({"method": "random", "order": "random", "parameters": {"x": {"values": [1]}}})",
+       {"order: expected order only with method grid or explicit trials (random search has no order to shuffle; see "
+        "without_replacement), found it with method random"}},
+      {"without_replacement over a continuous space",
+       R"({"method": "random", "without_replacement": true, "parameters": {"x": {"min": 0.0, "max": 1.0}}})",
+       {"parameters.x: expected a distribution that can be enumerated (constant, categorical, int_uniform, q_uniform) "
+        "for sampling without replacement, found uniform (continuous); use method random or list values"}},
+      {"trials not a list", R"({"trials": {"lr": 0.1}})",
+       {"trials: expected a non-empty array of trials ([{\"lr\": 0.1}, {\"lr\": 0.01}]), found an object"}},
+      {"trial not an object", R"({"trials": [{"lr": 0.1}, 0.01]})",
+       {"trials[1]: expected an object of parameter values, found 0.01"}},
+      {"trials with a distribution beside", R"({"trials": [{"lr": 0.1}], "parameters": {"bs": {"values": [1, 2]}}})",
+       {"parameters.bs: expected only constants ({\"value\": ...}) beside a trials list, found distribution categorical"}},
+      {"trial repeating a constant", R"({"trials": [{"lr": 0.1, "bs": 2}], "parameters": {"bs": {"value": 4}}})",
+       {"trials[0].bs: expected each name set once, found it both in this trial and as a constant in parameters (bs)"}},
+      {"several problems at once", R"({"method": "grid", "run_cap": -2, "parameters": {"a": {"min": 3, "max": 1},
+          "b": {"values": []}}, "colour": "red"})",
+       {"colour: unknown key; expected one of: method, metric, parameters, run_cap, name, description, program, "
+        "command, early_terminate, resources, max_parallel, seed, max_retries, timeout_s, order, without_replacement, "
+        "trials, apiVersion, kind, controller, entity, project",
+        "run_cap: expected a positive integer, found -2", "parameters.a.max: expected max > min (3), found 1",
+        "parameters.b.values: expected a non-empty array of values, found an empty array"}},
+  };
+  return cases;
+}
+
+TEST_CASE("sweeps.parse: at least 40 malformed files each with exactly the problems expected") {
+  const auto& cases = malformed_files();
+  CHECK(cases.size() >= 40);
+  for (const Malformed& c : cases) {
+    const ParseOutcome outcome = parse_sweep(c.text);
+    CHECK_FALSE(outcome.spec.has_value());
+    std::vector<std::string> got;
+    std::string shown;
+    for (const auto& p : outcome.problems) got.push_back(p.ToString()), shown += "\n  " + p.ToString();
+    CHECK_MESSAGE(got == c.problems, "case: " << std::string(c.what) << "; got:" << shown);
+  }
+}
+
+TEST_CASE("sweeps.parse: problems are capped with a final line saying how many more") {
+  std::string text = R"({"method": "grid", "parameters": {)";
+  for (int i = 0; i < 150; ++i) {
+    if (i) text += ",";
+    text += "\"p";
+    text += std::to_string(1000 + i);
+    text += "\": {\"values\": []}";
+  }
+  text += "}}";
+  const ParseOutcome outcome = parse_sweep(text);
+  REQUIRE(outcome.problems.size() == kMaxProblems + 1);
+  CHECK(outcome.problems.back().ToString() == "... and 50 more problems; fix these first");
+}
+
+TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
+  const ParseOutcome outcome = parse_sweep(R"({
+    "name": "mnist", "description": "lr sweep", "method": "random", "run_cap": 20, "seed": 18446744073709551615,
+    "metric": {"name": "val_loss", "goal": "maximize", "target": 0.1},
+    "program": "train.py", "command": ["${env}", "${interpreter}", "${program}", "${args}"],
+    "early_terminate": {"type": "hyperband", "min_iter": 3},
+    "resources": {"gpus": 2, "cpus": 4}, "max_parallel": 3, "max_retries": 1, "timeout_s": 90.5,
+    "entity": "me", "project": "p", "controller": {"type": "local"}, "kind": "sweep", "apiVersion": "v1",
+    "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1}}})");
+  REQUIRE(outcome.problems.empty());
+  const SweepSpec& s = *outcome.spec;
+  CHECK(s.name == "mnist");
+  CHECK(s.description == "lr sweep");
+  CHECK(s.method == Method::kRandom);
+  CHECK(s.run_cap == 20);
+  CHECK(s.seed == 18446744073709551615ULL);
+  REQUIRE(s.metric.has_value());
+  CHECK(s.metric->name == "val_loss");
+  CHECK(s.metric->goal == Goal::kMaximize);
+  CHECK(s.program == "train.py");
+  CHECK(s.command.size() == 4);
+  CHECK(s.early_terminate == json::parse(R"({"type": "hyperband", "min_iter": 3, "eta": 3, "strict": true})"));
+  CHECK(s.resources.gpus == 2);
+  CHECK(s.resources.cpus == 4);
+  CHECK(s.resources.gpu_memory_fraction == 0.0);
+  CHECK(s.max_parallel == 3);
+  CHECK(s.max_retries == 1);
+  CHECK(s.timeout_s == 90.5);
+  CHECK(s.space != nullptr);
+  CHECK(describe(s) == "random, 1 parameter, 20 trials");
+}
+
+TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1.0 apart") {
+  const ParseOutcome a = parse_sweep(R"({"method": "grid", "parameters": {"x": {"values": [1]}}})");
+  REQUIRE(a.spec.has_value());
+  CHECK(a.spec->name.empty());
+  CHECK_FALSE(a.spec->metric.has_value());
+  CHECK_FALSE(a.spec->run_cap.has_value());
+  CHECK(a.spec->early_terminate.is_null());
+  CHECK(a.spec->resources.gpus == 0);
+  CHECK(a.spec->resources.cpus == 1);
+  CHECK(a.spec->max_parallel == 0);
+  CHECK(a.spec->seed == 0);
+  // {"min": 1, "max": 10} is int_uniform (a grid of 10), {"min": 1.0, ...} uniform (no grid).
+  CHECK(parse_sweep(R"({"method": "grid", "parameters": {"x": {"min": 1, "max": 10}}})").spec.has_value());
+  const ParseOutcome f = parse_sweep(R"({"method": "grid", "parameters": {"x": {"min": 1.0, "max": 10}}})");
+  REQUIRE(f.problems.size() == 1);
+  CHECK(f.problems[0].ToString().find("found uniform (continuous)") != std::string::npos);
+}
+
+TEST_CASE("sweeps.parse: never throws on hostile input") {
+  const std::string inputs[] = {"null", "1", "\"s\"", "{\"method\": null, \"parameters\": null}", "{\"parameters\": {\"a\": null}}",
+                                "{\"trials\": []}", "{\"trials\": [{}]}", std::string("{\"a\":\0}", 7), "\xef\xbb\xbf{}",
+                                "{\"method\": \"grid\", \"parameters\": {\"a\": {\"values\": [1e400]}}}"};
+  for (const auto& text : inputs) {
+    INFO(text);
+    const ParseOutcome o = parse_sweep(text);
+    CHECK_FALSE(o.spec.has_value());
+    CHECK_FALSE(o.problems.empty());
+  }
+}
+
+}  // namespace
+}  // namespace swept::sweeps
