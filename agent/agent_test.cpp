@@ -462,3 +462,33 @@ TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping 
   CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
 }
+
+TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") {
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE(std::filesystem::exists(swept));
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {swept, "agent", "--scheduler", s.endpoint(), "--gpus", "none", "--name", "doomed",
+               "--workdir", dir.path()};
+  spec.working_dir = dir.path();
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  connect(s);
+  s.send(start_trial(2, "trap '' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  ::kill(child->pid, SIGKILL);
+  int status = 0;
+  ::waitpid(child->pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  pid_t trial = static_cast<pid_t>(started->pid);
+  bool gone = testing::wait_until([&] { return !alive(trial); },
+                                  [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 10000);
+  if (!gone) ::kill(-trial, SIGKILL);
+  CHECK(gone);
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+}
