@@ -566,6 +566,11 @@ Decoded decode(const Frames& frames) {
                                  std::string(kProtocolId) + ": use the same swept version on both sides"
                            : "not a swept message (frame 0 is \"" + printable(frames[0]) + "\")";
     if (frames.size() > 1) d.kind = printable(frames[1]);
+    if (frames.size() == 3) {  // so that a client can still be answered
+      json j = json::parse(frames[2], nullptr, /*allow_exceptions=*/false);
+      if (j.is_object())
+        if (auto it = j.find("request_id"); it != j.end() && it->is_string()) d.request_id = it->get<std::string>();
+    }
     return d;
   }
   if (frames.size() != 3) {

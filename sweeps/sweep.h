@@ -8,6 +8,7 @@
 // Thread safety: all functions are pure; a SweepSpec is an immutable value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +71,14 @@ struct ParseOutcome {
   std::vector<Problem> problems;
 };
 
+// Documented limits (docs/sweep-format.md, "Limits"). Files beyond them are
+// rejected with a problem, before anything large is allocated.
+inline constexpr size_t kMaxFileBytes = 1 << 20;         // 1 MiB of JSON text
+inline constexpr int kMaxJsonDepth = 64;                 // nested arrays/objects
+inline constexpr int kMaxParameterDepth = 8;             // nested `parameters` blocks
+inline constexpr int64_t kMaxGridTrials = 1000000;       // grid product, by arithmetic
+inline constexpr size_t kMaxProblems = 100;              // listed before "N more"
+
 // Parses and validates a sweep file's text (JSON). Never throws, never aborts;
 // every problem found is listed.
 ParseOutcome parse_sweep(std::string_view text);
@@ -102,5 +111,28 @@ struct CommandContext {
 // trial into an argv. Errors: an unset ${envvar:NAME}, an unknown macro.
 Result<std::vector<std::string>> build_command(const SweepSpec& spec, const nlohmann::json& params,
                                                const CommandContext& context);
+
+// How many parameters the sweep sets per trial (leaves of the parameter tree;
+// for explicit trials, the distinct top-level names used).
+int parameter_count(const SweepSpec& spec);
+
+// One-line summary for `swept validate`: "grid, 3 parameters, 12 trials",
+// "random, 2 parameters, unbounded".
+std::string describe(const SweepSpec& spec);
+
+// The first trial, in the sweep's own order, whose parameter values match none
+// of `tried` (each tried run's params, nested as in Trial::params), following
+// W&B's grid rule: a whole-number float equals the integer, `true` is not `1`,
+// objects compare regardless of key order, and an object value matches a run
+// whose object has extra keys (keys injected by the training code). nullopt
+// when every trial has been tried, or when trial_count(spec) is unbounded.
+// Random search (with replacement) draws independently, so there the answer
+// is simply the trial at index tried.size().
+std::optional<Trial> next_untried_trial(const SweepSpec& spec, const std::vector<nlohmann::json>& tried);
+
+// The text of ${args_json} and of the file ${args_json_file} names: the params
+// as Python's json.dumps writes them (", " and ": " separators, ASCII only), so
+// scripts written for W&B read the same text. The launcher writes this file.
+std::string args_json(const nlohmann::json& params);
 
 }  // namespace swept::sweeps

@@ -1,0 +1,118 @@
+// `swept expand FILE [--limit N] [--seed S]`: prints the trials a sweep file
+// describes, one JSON object per line:
+//   {"index":0,"params":{...},"command":["swept-train","--lr=0.1"]}
+// params keep the file's nesting; command is the argv after macro expansion
+// on this machine (its environment for ${envvar:NAME}). An unbounded sweep
+// (random without run_cap) needs --limit; otherwise the first 10 are shown.
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "cli/command.h"
+#include "common/exit_codes.h"
+#include "sweeps/sweep.h"
+
+namespace swept::cli {
+
+std::optional<sweeps::SweepSpec> load_sweep_file(const std::string& path);  // cmd_validate.cpp
+
+namespace {
+
+constexpr int64_t kDefaultUnboundedLimit = 10;
+
+int run_expand(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description visible(
+      "usage: swept expand FILE [--limit N] [--seed S]\n\nPrints the trials of a sweep file, one JSON object per line:\n"
+      "{\"index\": i, \"params\": {...}, \"command\": [...]}.\n\noptions");
+  visible.add_options()("help,h", "show this help")(
+      "limit", po::value<int64_t>(), "print at most N trials (default: all; 10 for an unbounded random search)")(
+      "seed", po::value<uint64_t>(), "use seed S instead of the file's seed");
+  po::options_description all;
+  all.add(visible).add_options()("file", po::value<std::string>(), "sweep file");
+  po::positional_options_description positional;
+  positional.add("file", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "swept expand: " << e.what() << "; run 'swept expand --help'\n";
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << visible << "\n";
+    return kExitOk;
+  }
+  if (!vm.count("file")) {
+    std::cerr << "swept expand: expected a sweep FILE; run 'swept expand --help'\n";
+    return kExitUsage;
+  }
+  std::optional<int64_t> limit;
+  if (vm.count("limit")) {
+    limit = vm["limit"].as<int64_t>();
+    if (*limit < 0) {
+      std::cerr << "swept expand: --limit: expected a count >= 0, found " << *limit << "\n";
+      return kExitUsage;
+    }
+  }
+  const std::string path = vm["file"].as<std::string>();
+  auto spec = load_sweep_file(path);
+  if (!spec) return kExitUsage;
+  if (vm.count("seed")) spec->seed = vm["seed"].as<uint64_t>();
+
+  std::optional<int64_t> count = sweeps::trial_count(*spec);
+  int64_t n;
+  if (count) {
+    n = limit ? std::min(*limit, *count) : *count;
+  } else {
+    n = limit ? *limit : kDefaultUnboundedLimit;
+    if (!limit) {
+      std::cerr << path << ": unbounded random search (no run_cap): showing the first " << n
+                << " trials; use --limit N for more\n";
+    }
+  }
+  sweeps::CommandContext context;
+  context.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+  // Command errors (an unset ${envvar:NAME}) do not depend on the trial, so
+  // checking trial 0 first means an error never leaves partial output.
+  if (n > 0) {
+    auto first = sweeps::build_command(*spec, sweeps::trial_at(*spec, 0).params, context);
+    if (!first.ok()) {
+      std::cerr << path << ": " << first.status().message() << "\n";
+      return kExitUsage;
+    }
+  }
+  std::string out;
+  for (int64_t i = 0; i < n; ++i) {
+    sweeps::Trial trial = sweeps::trial_at(*spec, i);
+    auto argv = sweeps::build_command(*spec, trial.params, context);
+    if (!argv.ok()) {
+      std::cerr << path << ": trial " << i << ": " << argv.status().message() << "\n";
+      return kExitUsage;
+    }
+    const auto replace = nlohmann::json::error_handler_t::replace;
+    out += "{\"index\":" + std::to_string(trial.index) + ",\"params\":" + trial.params.dump(-1, ' ', false, replace) +
+           ",\"command\":" + nlohmann::json(*argv).dump(-1, ' ', false, replace) + "}\n";
+    if (out.size() > (1u << 20)) {
+      std::cout << out;
+      out.clear();
+    }
+  }
+  std::cout << out << std::flush;
+  return kExitOk;
+}
+
+}  // namespace
+
+SWEPT_COMMAND("expand", "print the trials of a sweep file, one JSON line each", run_expand);
+
+}  // namespace swept::cli
