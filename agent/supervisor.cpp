@@ -174,7 +174,7 @@ void TrialSupervisor::fail_to_start(const Status& why) {
 
 TrialSupervisor::~TrialSupervisor() {
   if (child_.pid > 0 && !result_) {
-    ::kill(-child_.pid, SIGKILL);
+    signal_trial(SIGKILL);
     int status = 0;
     while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -221,7 +221,7 @@ void TrialSupervisor::service() {
   if (stopping() && !killed_ && now - stop_requested_at_ms_ >= options_.stop_grace_ms) {
     log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(options_.stop_grace_ms) +
               " ms after SIGTERM: sending SIGKILL to its process group");
-    ::kill(-child_.pid, SIGKILL);
+    signal_trial(SIGKILL);
     killed_ = true;
   }
   check_exit();
@@ -234,7 +234,7 @@ void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
   stop_requested_at_ms_ = clock_.now_ms();
   stop_reason_ = reason;
   timed_out_ = timed_out;
-  ::kill(-child_.pid, SIGTERM);
+  signal_trial(SIGTERM);
 }
 
 bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
@@ -317,6 +317,11 @@ void TrialSupervisor::finish(int wait_status) {
   result_ = std::move(r);
   child_.pid = -1;  // reaped: never signal it again
   close_fds();
+}
+
+void TrialSupervisor::signal_trial(int sig) {
+  // A trial that left its group (setsid, setpgid) is still reached directly.
+  if (::kill(-child_.pid, sig) != 0) ::kill(child_.pid, sig);
 }
 
 std::vector<MetricPoint> TrialSupervisor::take_metrics() {

@@ -129,6 +129,9 @@ class TrialSupervisor {
   bool read_stream(int& fd, bool is_stdout, bool drain);
   void on_stdout_line(std::string_view line, bool overlong);
   void check_exit();
+  // Sends `sig` to the trial's process group, or to the trial itself when it
+  // has left its group. Precondition: not yet reaped.
+  void signal_trial(int sig);
   void finish(int wait_status);
   void close_fds();
 
