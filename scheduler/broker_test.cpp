@@ -229,7 +229,7 @@ TEST_CASE("an agent silent past liveness loses its trials, which are requeued an
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 1);
 }
 
-TEST_CASE("without retries left a lost trial fails; one never started costs no retry") {
+TEST_CASE("without retries left a lost trial fails - one never started costs no retry") {
   Fixture f;
   f.start();
   Peer a(f.broker->endpoint(), "a#1");
@@ -275,7 +275,7 @@ TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
   CHECK(f.broker->stats().messages_dropped >= 5);
 }
 
-TEST_CASE("a second agent with a live name is refused; a silent predecessor is replaced") {
+TEST_CASE("a second agent with a live name is refused - a silent predecessor is replaced") {
   Fixture f;
   f.start();
   Peer a(f.broker->endpoint(), "a#1");
@@ -300,7 +300,7 @@ TEST_CASE("a second agent with a live name is refused; a silent predecessor is r
   CHECK(expect<RegisterReject>(*f.broker, bad).code == "bad_request");
 }
 
-TEST_CASE("after a restart, running trials are adopted, not restarted; finished ones recorded once") {
+TEST_CASE("after a restart, running trials are adopted, not restarted - finished ones recorded once") {
   Fixture f;
   f.start();
   int64_t t1 = 0, t2 = 0;
@@ -380,7 +380,7 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
 }
 
-TEST_CASE("cancel stops queued and running trials; retry requeues failed ones") {
+TEST_CASE("cancel stops queued and running trials - retry requeues failed ones") {
   Fixture f;
   f.start();
   Peer a(f.broker->endpoint(), "a#1");
