@@ -462,3 +462,64 @@ TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping 
   CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
 }
+
+TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") {
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE(std::filesystem::exists(swept));
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {swept, "agent", "--scheduler", s.endpoint(), "--gpus", "none", "--name", "doomed",
+               "--workdir", dir.path()};
+  spec.working_dir = dir.path();
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  connect(s);
+  s.send(start_trial(2, "trap '' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  ::kill(child->pid, SIGKILL);
+  int status = 0;
+  ::waitpid(child->pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  pid_t trial = static_cast<pid_t>(started->pid);
+  bool gone = testing::wait_until([&] { return !alive(trial); },
+                                  [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 10000);
+  if (!gone) ::kill(-trial, SIGKILL);
+  CHECK(gone);
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+}
+
+TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000, numbered without gaps") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  // 25,000 metric lines and 200 KiB of log in one burst.
+  s.send(start_trial(11, "i=0; while [ $i -lt 25000 ]; do echo \"{\\\"step\\\": $i, \\\"x\\\": $i}\"; i=$((i+1)); done; "
+                         "head -c 204800 /dev/zero | tr '\\000' L >&2"));
+  auto exited = s.wait_for<pr::TrialExited>(nullptr, 60000);
+  REQUIRE(exited);
+  CHECK(exited->exit_code == 0);
+  int64_t seq = 0, records = 0, log_bytes = 0, log_dropped = 0;
+  bool in_order = true;
+  while (auto m = s.wait_for<pr::Metrics>(nullptr, 0)) {
+    CHECK(m->seq == seq + 1);
+    seq = m->seq;
+    CHECK(m->records.size() <= 10000);
+    for (const auto& r : m->records) {
+      in_order = in_order && r.step == records && r.value == static_cast<double>(records);
+      ++records;
+    }
+    CHECK(m->log.size() <= 64 * 1024);
+    log_bytes += static_cast<int64_t>(m->log.size());
+    log_dropped += m->log_dropped;
+  }
+  CHECK(seq == exited->last_seq);
+  CHECK(records == 25000);
+  CHECK(in_order);
+  CHECK(log_bytes + log_dropped == 204800);  // every log byte is either sent or counted
+}

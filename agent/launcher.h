@@ -10,9 +10,13 @@
 //    agent is closed in the child, so no trial holds another's pipes open;
 //  - signal dispositions are default and the signal mask empty, whatever the
 //    spawning thread had (`swept run` is multi-threaded);
-//  - the environment is the agent's, with the overrides applied.
-// posix_spawn is used (never a bare fork), which is safe in multi-threaded
-// processes. Thread safety: launch() may be called from any thread.
+//  - the environment is the agent's, with the overrides applied;
+//  - it gets SIGKILL when the thread that launched it ends (PR_SET_PDEATHSIG),
+//    so an agent killed with SIGKILL leaves no unsupervised trial behind.
+// The child is forked and execs at once, with only async-signal-safe system
+// calls in between (safe in multi-threaded processes, like posix_spawn).
+// Thread safety: launch() may be called from any thread; the thread must
+// outlive the child (the agent's event loop does).
 #pragma once
 
 #include <sys/types.h>

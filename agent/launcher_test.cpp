@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <csignal>
 #include <fstream>
+#include <optional>
+#include <thread>
 
 #include "agent/test_util.h"
 
@@ -172,4 +174,27 @@ TEST_CASE("agent launcher: the running program's directory is found") {
   std::string dir = self_exe_dir();
   REQUIRE_FALSE(dir.empty());
   CHECK(std::filesystem::exists(dir + "/agent_tests"));
+}
+
+TEST_CASE("agent launcher: a trial dies with the thread that launched it (the agent)") {
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {"/bin/sh", "-c", "exec sleep 30"};
+  spec.working_dir = dir.path();
+  std::optional<swept::Result<SpawnedChild>> child;
+  std::thread([&] { child.emplace(launcher.launch(spec)); }).join();  // the "agent" ends
+  REQUIRE(child->ok());
+  const SpawnedChild& c = **child;
+  bool exited = testing::wait_until(
+      [&] {
+        siginfo_t info{};
+        return ::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
+      },
+      [&](int w) { testing::poll_readable({c.pidfd}, w); });
+  if (!exited) ::kill(c.pid, SIGKILL);
+  CHECK(exited);
+  Finished f = collect(c);
+  CHECK(WIFSIGNALED(f.status));
+  CHECK(WTERMSIG(f.status) == SIGKILL);
 }

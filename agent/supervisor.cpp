@@ -56,6 +56,22 @@ void close_fd(int& fd) {
 
 }  // namespace
 
+void LazyLogFile::append(std::string_view bytes) {
+  if (bytes.empty() || failed_ || path_.empty()) return;
+  if (fd_ < 0) {
+    // Append: every attempt's output stays, one after the other.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      failed_ = true;
+      log::warn("cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there");
+      return;
+    }
+  }
+  write_all(fd_, bytes);
+}
+
+void LazyLogFile::close() { close_fd(fd_); }
+
 std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
                                                                    const std::string& checkpoint_dir) {
   std::vector<std::pair<std::string, std::string>> env = {
@@ -137,13 +153,8 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   }
   write_all(params_fd, launch_.params_json + "\n");
   ::close(params_fd);
-  // Append: every attempt's output stays, one after the other.
-  stdout_log_fd_ = ::open((working_dir / "stdout.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  stderr_log_fd_ = ::open((working_dir / "stderr.log").c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (stdout_log_fd_ < 0 || stderr_log_fd_ < 0) {
-    return fail_to_start(Status::IoError("cannot open stdout.log/stderr.log in " + working_dir_ + ": " +
-                                         std::strerror(errno)));
-  }
+  stdout_log_.set_path((working_dir / "stdout.log").string());
+  stderr_log_.set_path((working_dir / "stderr.log").string());
 
   environment_ = trial_environment(launch_, checkpoint_dir.string());
   LaunchSpec spec;
@@ -164,7 +175,7 @@ void TrialSupervisor::fail_to_start(const Status& why) {
   if (why.code() == StatusCode::kFailedPrecondition) r.exit_code = 126;
   r.reason = why.message();
   std::string line = "swept: " + why.message() + "\n";
-  write_all(stderr_log_fd_, line);
+  stderr_log_.append(line);
   log_.append(line);
   r.started_at = started_wall_;
   r.ended_at = clock_.wall_seconds();
@@ -174,7 +185,7 @@ void TrialSupervisor::fail_to_start(const Status& why) {
 
 TrialSupervisor::~TrialSupervisor() {
   if (child_.pid > 0 && !result_) {
-    ::kill(-child_.pid, SIGKILL);
+    signal_trial(SIGKILL);
     int status = 0;
     while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
     }
@@ -186,8 +197,8 @@ void TrialSupervisor::close_fds() {
   close_fd(child_.stdout_fd);
   close_fd(child_.stderr_fd);
   close_fd(child_.pidfd);
-  close_fd(stdout_log_fd_);
-  close_fd(stderr_log_fd_);
+  stdout_log_.close();
+  stderr_log_.close();
 }
 
 std::vector<int> TrialSupervisor::poll_fds() const {
@@ -221,7 +232,7 @@ void TrialSupervisor::service() {
   if (stopping() && !killed_ && now - stop_requested_at_ms_ >= options_.stop_grace_ms) {
     log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(options_.stop_grace_ms) +
               " ms after SIGTERM: sending SIGKILL to its process group");
-    ::kill(-child_.pid, SIGKILL);
+    signal_trial(SIGKILL);
     killed_ = true;
   }
   check_exit();
@@ -234,7 +245,7 @@ void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
   stop_requested_at_ms_ = clock_.now_ms();
   stop_reason_ = reason;
   timed_out_ = timed_out;
-  ::kill(-child_.pid, SIGTERM);
+  signal_trial(SIGTERM);
 }
 
 bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
@@ -249,10 +260,10 @@ bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
     }
     std::string_view bytes(buf, static_cast<size_t>(n));
     if (is_stdout) {
-      write_all(stdout_log_fd_, bytes);
+      stdout_log_.append(bytes);
       stdout_lines_.feed(bytes, [this](std::string_view line, bool overlong) { on_stdout_line(line, overlong); });
     } else {
-      write_all(stderr_log_fd_, bytes);
+      stderr_log_.append(bytes);
       log_.append(bytes);
     }
   }
@@ -317,6 +328,11 @@ void TrialSupervisor::finish(int wait_status) {
   result_ = std::move(r);
   child_.pid = -1;  // reaped: never signal it again
   close_fds();
+}
+
+void TrialSupervisor::signal_trial(int sig) {
+  // A trial that left its group (setsid, setpgid) is still reached directly.
+  if (::kill(-child_.pid, sig) != 0) ::kill(child_.pid, sig);
 }
 
 std::vector<MetricPoint> TrialSupervisor::take_metrics() {

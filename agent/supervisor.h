@@ -11,7 +11,8 @@
 //   <root>/<workdir>/               the working directory of every attempt;
 //       swept-params.json           the trial's parameters (${args_json_file})
 //       stdout.log, stderr.log      everything the trial wrote, appended
-//                                   attempt after attempt
+//                                   attempt after attempt (created at the
+//                                   first byte: absent when it wrote none)
 //   <root>/<workdir>/checkpoints/   SWEPT_CHECKPOINT_DIR
 //
 // Invariants:
@@ -79,6 +80,25 @@ struct SupervisorOptions {
   size_t max_pending_metrics = 200000;
 };
 
+// A log file created at its first byte: a trial that prints nothing costs no
+// file (creating files dominates the agent's cost for short trials). A write
+// error loses log bytes, never the trial; it is logged once.
+class LazyLogFile {
+ public:
+  LazyLogFile() = default;
+  ~LazyLogFile() { close(); }
+  LazyLogFile(const LazyLogFile&) = delete;
+  LazyLogFile& operator=(const LazyLogFile&) = delete;
+  void set_path(std::string path) { path_ = std::move(path); }
+  void append(std::string_view bytes);
+  void close();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool failed_ = false;
+};
+
 class TrialSupervisor {
  public:
   // Prepares and launches. Always returns a supervisor; see finished().
@@ -129,6 +149,9 @@ class TrialSupervisor {
   bool read_stream(int& fd, bool is_stdout, bool drain);
   void on_stdout_line(std::string_view line, bool overlong);
   void check_exit();
+  // Sends `sig` to the trial's process group, or to the trial itself when it
+  // has left its group. Precondition: not yet reaped.
+  void signal_trial(int sig);
   void finish(int wait_status);
   void close_fds();
 
@@ -139,8 +162,8 @@ class TrialSupervisor {
   pid_t pid_ = -1;
   std::string working_dir_;
   std::vector<std::pair<std::string, std::string>> environment_;
-  int stdout_log_fd_ = -1;
-  int stderr_log_fd_ = -1;
+  LazyLogFile stdout_log_;
+  LazyLogFile stderr_log_;
   LineSplitter stdout_lines_;
   MetricStepper stepper_;
   PendingLog log_;

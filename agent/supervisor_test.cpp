@@ -167,6 +167,11 @@ TEST_CASE("agent supervisor: a trial that never prints is stopped at its timeout
   CHECK(t.sup->result().end == TrialEnd::kTimedOut);
   CHECK(t.sup->result().signal == SIGTERM);
   CHECK(t.sup->result().reason == "timed out after 0.3 s");
+  // Nothing printed, no log files; the directory and the parameters are there.
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stdout.log"));
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stderr.log"));
+  CHECK(std::filesystem::exists(t.sup->working_dir() + "/swept-params.json"));
+  CHECK(std::filesystem::is_directory(t.sup->working_dir() + "/checkpoints"));
 }
 
 TEST_CASE("agent supervisor: stop sends SIGTERM to the group; a trial that ignores it gets SIGKILL after the grace") {
