@@ -180,8 +180,13 @@ Status Broker::turn(int max_wait_ms) {
   } catch (const zmq::error_t& e) {
     if (e.num() != EINTR) return Status::Unavailable(std::string("zmq_poll failed: ") + e.what());
   }
+  // Bound each turn's work (by count and by real time) so that heartbeats
+  // and acknowledgements still go out every interval under a flood of metrics.
+  const auto budget_end = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max(5, options_.heartbeat_ms / 4));
   Status failure;
   for (int i = 0; i < kMaxMessagesPerTurn; ++i) {
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > budget_end) break;
     auto got = zmqio::receive(socket_, /*with_routing_id=*/true, /*dontwait=*/true);
     if (!got.ok()) {
       log::warn(got.status().message());
@@ -287,7 +292,10 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   // A name held by another live connection: a duplicate, refused loudly.
   if (auto it = routing_by_name_.find(r.name); it != routing_by_name_.end() && it->second != routing_id) {
     Session* old = session_by_routing(it->second);
-    if (old && now - old->last_heard_ms < liveness_ms) {
+    // The same agent process (host and pid) on a new connection is a
+    // reconnect, not a duplicate: it takes over at once.
+    bool same_process = old && old->host == r.host && old->pid == r.pid;
+    if (old && !same_process && now - old->last_heard_ms < liveness_ms) {
       stat_dropped_++;
       send_later(routing_id, RegisterReject{"duplicate_name",
                                             "an agent named \"" + r.name + "\" (host " + old->host +
@@ -310,6 +318,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   s.host = r.host;
   s.session = r.session;
   s.slots = r.slots;
+  s.pid = r.pid;
   s.gpus = r.gpus;
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;

@@ -97,6 +97,7 @@ class Broker {
     std::string name;
     std::string host;
     std::string session;
+    int64_t pid = 0;
     int slots = 0;
     std::vector<protocol::GpuInfo> gpus;
     int64_t last_heard_ms = 0;

@@ -275,24 +275,30 @@ TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
   CHECK(f.broker->stats().messages_dropped >= 5);
 }
 
-TEST_CASE("a second agent with a live name is refused - a silent predecessor is replaced") {
+TEST_CASE("a second agent with a live name is refused - a silent predecessor or the same process is replaced") {
   Fixture f;
   f.start();
   Peer a(f.broker->endpoint(), "a#1");
   a.send(registration("a", 1));
   expect<RegisterAck>(*f.broker, a);
+  Register other = registration("a", 1);
+  other.pid = 2;  // another process on the same host: a true duplicate
   Peer dup(f.broker->endpoint(), "a#2");
-  dup.send(registration("a", 1));
+  dup.send(other);
   auto rej = expect<RegisterReject>(*f.broker, dup);
   CHECK(rej.code == "duplicate_name");
   CHECK(rej.retry_after_ms == 300);
   // The first goes silent; after its liveness the second gets in.
   f.clock.advance_ms(200);
-  dup.send(registration("a", 1));
+  dup.send(other);
   expect<RegisterReject>(*f.broker, dup);
   f.clock.advance_ms(150);
-  dup.send(registration("a", 1));
+  dup.send(other);
   expect<RegisterAck>(*f.broker, dup);
+  // The same process (host and pid) on a fresh connection takes over at once.
+  Peer again(f.broker->endpoint(), "a#3");
+  again.send(other);
+  expect<RegisterAck>(*f.broker, again);
   Peer bad(f.broker->endpoint(), "b#1");
   Register twice = registration("b", 1);
   twice.gpus = {{0, "u", "g", 1}, {0, "u", "g", 1}};
