@@ -12,7 +12,11 @@
 // database records them as stopped, and the command exits 130. A second
 // Ctrl-C stops waiting for trials to end (the agent still kills them).
 // Exit: 0 when every trial completed, 7 when some did not, 2 for a bad file
-// or flag, 1 when the scheduler or agent cannot run.
+// or flag or a sweep this machine can never place, 1 when the scheduler or
+// agent cannot run.
+// An existing --db is extended: a sweep left `running` there by a `swept run`
+// that was killed (SIGKILL, power loss) resumes alongside the new one, as a
+// restarted `swept scheduler` would resume it.
 #include <signal.h>
 #include <unistd.h>
 
