@@ -388,7 +388,10 @@ Result<std::vector<int64_t>> Store::trial_ids_in_state(int64_t sweep_id, const s
 
 Status Store::start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                             double gpu_fraction, double now) {
-  std::optional<double> fraction = gpu_fraction > 0 ? std::optional<double>(gpu_fraction) : std::nullopt;
+  // A share of one GPU, or NULL for whole GPUs and CPU trials.
+  auto bind_fraction = [&](sqlite3_stmt* st, int i) {
+    return gpu_fraction > 0 ? sqlite3_bind_double(st, i, gpu_fraction) : sqlite3_bind_null(st, i);
+  };
   std::string g = gpus_json(gpus);
   SWEPT_PREPARE(st,
                 "UPDATE trials SET state='running', attempts=?, agent=?, gpus=?, gpu_fraction=?, exit_code=NULL, "
@@ -396,7 +399,7 @@ Status Store::start_attempt(int64_t trial_id, int attempt, const std::string& ag
   SWEPT_SQLITE_CHECK(bind_arg(st, 1, attempt));
   SWEPT_SQLITE_CHECK(bind_arg(st, 2, agent));
   SWEPT_SQLITE_CHECK(bind_arg(st, 3, g));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 4, fraction));
+  SWEPT_SQLITE_CHECK(bind_fraction(st, 4));
   SWEPT_SQLITE_CHECK(bind_arg(st, 5, trial_id));
   SWEPT_STEP_DONE(st);
   SWEPT_PREPARE(ins,
@@ -406,7 +409,7 @@ Status Store::start_attempt(int64_t trial_id, int attempt, const std::string& ag
   SWEPT_SQLITE_CHECK(bind_arg(ins, 2, attempt));
   SWEPT_SQLITE_CHECK(bind_arg(ins, 3, agent));
   SWEPT_SQLITE_CHECK(bind_arg(ins, 4, g));
-  SWEPT_SQLITE_CHECK(bind_arg(ins, 5, fraction));
+  SWEPT_SQLITE_CHECK(bind_fraction(ins, 5));
   SWEPT_SQLITE_CHECK(bind_arg(ins, 6, now));
   SWEPT_STEP_DONE(ins);
   return Status::Ok();
