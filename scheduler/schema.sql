@@ -1,4 +1,12 @@
--- The swept store: schema version 1.
+-- The swept store: schema version 2.
+--
+-- This file is version 1, executed as is on a new database; later versions
+-- are migrations in scheduler/store.cpp (Store::migrate), applied in order in
+-- one transaction, and meta.schema_version says which the file has:
+--   2: attempts.metrics_seq INTEGER NOT NULL DEFAULT 0, the highest METRICS
+--      batch (docs/protocol.md) stored for that attempt, so that batches an
+--      agent re-sends after a reconnect or a scheduler restart are skipped.
+-- Readers (web/) must accept columns they do not know.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
 -- scheduler killed with SIGKILL and restarted on the same file carries on where

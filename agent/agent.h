@@ -1,0 +1,69 @@
+// The swept agent: one per host. It registers with a scheduler over ZeroMQ
+// (docs/protocol.md), runs the trials the scheduler sends it as child
+// processes with GPUs assigned through CUDA_VISIBLE_DEVICES, streams their
+// metrics back, and keeps them running while the scheduler is away.
+//
+// This header is the agent's whole public surface for the rest of swept:
+// `swept agent` (cli/cmd_agent.cpp) and `swept run` (an embedded scheduler and
+// a local agent in one process, in threads) both call run_agent().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+
+namespace swept::agent {
+
+struct AgentOptions {
+  // Where the scheduler listens, e.g. "tcp://127.0.0.1:5555". Required.
+  std::string scheduler_endpoint;
+  // GPU inventory: "auto" (NVML if present, else none), "none", or
+  // "fake:N[xMEMORY]" (e.g. "fake:4x80GiB"); see agent/gpu_inventory.h.
+  std::string gpus = "auto";
+  // Trials without GPU resources that may run at once. 0: the number of CPUs.
+  int slots = 0;
+  // The agent's name as the scheduler shows it. Empty: the host name.
+  std::string name;
+  // Parent of every trial's working directory (created if missing).
+  // Empty: "./swept-work".
+  std::string workdir;
+
+  // Heartbeats (Paranoid Pirate): the agent sends one every
+  // heartbeat_interval_ms while connected and considers the scheduler gone
+  // after `liveness` intervals without hearing anything from it. These are
+  // the agent's values until REGISTER_ACK brings the scheduler's, which then
+  // govern the session (docs/protocol.md).
+  int heartbeat_interval_ms = 1000;
+  int liveness = 5;
+  // Reconnect backoff: first retry after reconnect_initial_ms, doubling up to
+  // reconnect_max_ms.
+  int reconnect_initial_ms = 1000;
+  int reconnect_max_ms = 32000;
+  // Stopping a trial: SIGTERM to its process group, SIGKILL after this long.
+  int stop_grace_ms = 10000;
+  // Metrics are batched and sent at least this often while trials report.
+  int metrics_flush_ms = 200;
+};
+
+// Checks options that can be checked without the network (GPU spec, slots,
+// endpoint syntax, workdir creatable). InvalidArgument names the bad option.
+Status validate_options(const AgentOptions& options);
+
+// Runs the agent until `stop` becomes true (checked at least every 100 ms).
+// On stop it stops every running trial (SIGTERM, then SIGKILL after the
+// grace period), reports each to the scheduler (cause agent_shutdown), sends
+// DISCONNECT, and returns. Running trials are never abandoned: run_agent does
+// not return while a child of it is alive.
+// Returns kExitOk after a stop, kExitUsage when the options are invalid
+// (message logged), kExitFailure when the agent cannot run (the workdir
+// cannot be created, NVML fails midway, the scheduler rejects the REGISTER as
+// a bad request), kExitInternal for a bug. Never throws.
+// Thread safety: may run on any thread, next to other threads of the same
+// process (it spawns trials with posix_spawn only, never a bare fork, and
+// installs no signal handlers). Several agents may run in one process when
+// their names differ.
+int run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace swept::agent

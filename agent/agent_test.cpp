@@ -1,0 +1,525 @@
+// The agent against a fake scheduler: a ROUTER socket in the test that speaks
+// docs/protocol.md through the real codec, on a port chosen at run time.
+// The agent runs in a thread through run_agent(), exactly as `swept run`
+// embeds it; its trials are real tiny processes. Every wait has a deadline.
+#include "agent/agent.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <deque>
+#include <fstream>
+#include <thread>
+
+#include "agent/launcher.h"
+#include "agent/test_util.h"
+#include "common/exit_codes.h"
+#include "common/protocol.h"
+
+using namespace swept;
+using namespace swept::agent;
+namespace pr = swept::protocol;
+using swept::agent::testing::TempDir;
+
+namespace {
+
+constexpr int kWaitMs = 15000;
+
+class FakeScheduler {
+ public:
+  FakeScheduler() { open("tcp://127.0.0.1:*"); }
+
+  // The scheduler dies: its socket goes, with whatever was queued. Ending the
+  // context waits until the listening port is really closed, so that
+  // reopen() can bind it again.
+  void close() {
+    router_.reset();
+    context_.reset();
+    peer_.clear();  // a restarted scheduler knows no agent until it registers
+  }
+  // The scheduler comes back on the same address.
+  void reopen() { open(endpoint_); }
+
+  const std::string& endpoint() const { return endpoint_; }
+  const std::string& peer() const { return peer_; }
+
+  void send(const pr::Message& m) { send_raw(pr::encode(m)); }
+  void send_raw(const pr::Frames& frames) {
+    std::vector<zmq::const_buffer> parts{zmq::buffer(peer_)};
+    for (const auto& f : frames) parts.push_back(zmq::buffer(f));
+    REQUIRE(zmq::send_multipart(*router_, parts));
+  }
+
+  // The first not yet consumed message of type T (matching `pred`), waiting
+  // for more until the deadline. Heartbeats are answered while waiting.
+  template <typename T>
+  std::optional<T> wait_for(const std::function<bool(const T&)>& pred = nullptr, int timeout_ms = kWaitMs) {
+    std::optional<T> found;
+    auto take = [&] {
+      for (auto it = backlog_.begin(); it != backlog_.end(); ++it) {
+        if (const T* m = std::get_if<T>(&*it); m && (!pred || pred(*m))) {
+          found = *m;
+          backlog_.erase(it);
+          return true;
+        }
+      }
+      return false;
+    };
+    testing::wait_until(take, [this](int w) { pump(w); }, timeout_ms);
+    return found;
+  }
+
+  // Kinds received so far and not consumed, in order (for order checks).
+  std::vector<std::string> backlog_kinds() const {
+    std::vector<std::string> out;
+    for (const auto& m : backlog_) out.push_back(pr::kind_name(m));
+    return out;
+  }
+  void clear_backlog() { backlog_.clear(); }
+
+  bool heartbeats = true;  // send HEARTBEAT every 100 ms to the current peer
+
+ private:
+  void open(const std::string& endpoint) {
+    context_.emplace();
+    router_.emplace(*context_, zmq::socket_type::router);
+    router_->set(zmq::sockopt::linger, 0);
+    router_->set(zmq::sockopt::router_handover, 1);
+    router_->bind(endpoint);
+    endpoint_ = router_->get(zmq::sockopt::last_endpoint);
+  }
+
+  void pump(int wait_ms) {
+    if (!router_) return testing::poll_readable({}, wait_ms);
+    zmq::pollitem_t item{static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(std::min(wait_ms, 50)));
+    while (true) {
+      std::vector<zmq::message_t> parts;
+      if (!zmq::recv_multipart(*router_, std::back_inserter(parts), zmq::recv_flags::dontwait)) break;
+      REQUIRE(parts.size() >= 2);
+      pr::Frames frames;
+      for (size_t i = 1; i < parts.size(); ++i) frames.push_back(parts[i].to_string());
+      pr::Decoded d = pr::decode(frames);
+      REQUIRE_MESSAGE(d.ok(), d.error);  // the agent only ever sends well-formed messages
+      if (std::holds_alternative<pr::Register>(*d.message)) peer_ = parts[0].to_string();
+      backlog_.push_back(*d.message);
+    }
+    int64_t now = testing::steady_ms();
+    if (heartbeats && !peer_.empty() && now - last_heartbeat_ms_ >= 100) {
+      last_heartbeat_ms_ = now;
+      std::vector<zmq::const_buffer> parts{zmq::buffer(peer_)};
+      pr::Frames frames = pr::encode(pr::Heartbeat{});
+      for (const auto& f : frames) parts.push_back(zmq::buffer(f));
+      (void)zmq::send_multipart(*router_, parts, zmq::send_flags::dontwait);
+    }
+  }
+
+  std::optional<zmq::context_t> context_;
+  std::optional<zmq::socket_t> router_;  // declared after context_: destroyed first
+  std::string endpoint_;
+  std::string peer_;
+  std::deque<pr::Message> backlog_;
+  int64_t last_heartbeat_ms_ = 0;
+};
+
+// run_agent() on its own thread; stopped and joined on scope exit.
+struct AgentThread {
+  std::atomic<bool> stop{false};
+  std::atomic<int> exit_code{-1};
+  std::thread thread;
+  explicit AgentThread(const AgentOptions& o) {
+    thread = std::thread([this, o] { exit_code = run_agent(o, stop); });
+  }
+  int join() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+    return exit_code;
+  }
+  ~AgentThread() { join(); }
+};
+
+AgentOptions test_options(const FakeScheduler& s, const TempDir& dir) {
+  AgentOptions o;
+  o.scheduler_endpoint = s.endpoint();
+  o.gpus = "fake:2x16GiB";
+  o.slots = 3;
+  o.name = "test-agent";
+  o.workdir = dir.path();
+  o.heartbeat_interval_ms = 100;
+  o.liveness = 3;
+  o.reconnect_initial_ms = 50;
+  o.reconnect_max_ms = 200;
+  o.stop_grace_ms = 2000;
+  o.metrics_flush_ms = 20;
+  return o;
+}
+
+pr::RegisterAck ack_for(const pr::Register& r, std::vector<pr::MetricsAck> acked = {}) {
+  pr::RegisterAck ack;
+  ack.session = r.session;
+  ack.heartbeat_ms = 100;
+  ack.liveness = 5;
+  ack.acked = std::move(acked);
+  return ack;
+}
+
+pr::StartTrial start_trial(int64_t trial, const std::string& script, std::vector<int> gpus = {}) {
+  pr::StartTrial s;
+  s.trial_id = trial;
+  s.attempt = 1;
+  s.sweep_id = 3;
+  s.argv = {"/bin/sh", "-c", script};
+  s.env = {{"SWEPT_PARAMS", R"({"lr":0.1})"}};
+  s.params = {{"lr", 0.1}};
+  s.workdir = "sweep-3/trial-" + std::to_string(trial);
+  s.gpus = std::move(gpus);
+  return s;
+}
+
+// Registers the agent with the fake scheduler; returns the REGISTER.
+pr::Register connect(FakeScheduler& s) {
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  s.send(ack_for(*reg));
+  return *reg;
+}
+
+bool alive(pid_t pid) {
+  std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+  return !stat.empty() && stat.find(") Z ") == std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit, forgets it on EXIT_ACK") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  pr::Register reg = connect(s);
+  CHECK(reg.name == "test-agent");
+  CHECK(reg.slots == 3);
+  CHECK(reg.session.size() == 16);
+  CHECK(s.peer() == "test-agent#" + reg.session);
+  REQUIRE(reg.gpus.size() == 2);
+  CHECK(reg.gpus[1].index == 1);
+  CHECK(reg.gpus[1].memory_bytes == (16ll << 30));
+  CHECK(reg.running.empty());
+  CHECK(reg.finished.empty());
+
+  s.send(start_trial(17, "echo '{\"step\": 1, \"loss\": 0.5}'; echo hello; echo \"[$CUDA_VISIBLE_DEVICES]\" >&2; "
+                         "echo '{\"step\": 2, \"loss\": 0.25, \"final\": true}'",
+                     {1}));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  CHECK(started->trial_id == 17);
+  CHECK(started->pid > 0);
+  CHECK(started->workdir == dir.path() + "/sweep-3/trial-17");
+  CHECK(started->env["CUDA_VISIBLE_DEVICES"] == "1");
+  CHECK(started->env["SWEPT_PARAMS"] == R"({"lr":0.1})");
+  CHECK(started->env["SWEPT_CHECKPOINT_DIR"] == dir.path() + "/sweep-3/trial-17/checkpoints");
+
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kExited);
+  CHECK(exited->exit_code == 0);
+  // Every batch came before the exit; together they hold every record, in order.
+  std::vector<pr::MetricRecord> records;
+  std::string log;
+  int64_t last_seq = 0;
+  while (auto batch = s.wait_for<pr::Metrics>(nullptr, 0)) {
+    CHECK(batch->seq == last_seq + 1);
+    last_seq = batch->seq;
+    records.insert(records.end(), batch->records.begin(), batch->records.end());
+    log += batch->log;
+  }
+  CHECK(exited->last_seq == last_seq);
+  std::vector<pr::MetricRecord> want = {{1, "loss", 0.5}, {2, "loss", 0.25}};
+  CHECK(records == want);
+  CHECK(log.find("hello\n") != std::string::npos);
+  CHECK(log.find("[1]\n") != std::string::npos);
+  CHECK(testing::read_file(dir.path() + "/sweep-3/trial-17/swept-params.json") == "{\"lr\":0.1}\n");
+
+  // Until EXIT_ACK the exit is kept: a re-registration lists it as finished.
+  s.send(pr::Disconnect{"unknown session; register again"});
+  auto again = s.wait_for<pr::Register>();
+  REQUIRE(again);
+  CHECK(again->session == reg.session);  // same socket
+  REQUIRE(again->finished.size() == 1);
+  CHECK(again->finished[0].trial_id == 17);
+  s.send(ack_for(*again, {{17, 1, last_seq}}));
+  auto resent = s.wait_for<pr::TrialExited>();
+  REQUIRE(resent);
+  CHECK(*resent == *exited);
+  s.send(pr::ExitAck{17, 1});
+
+  s.send(pr::Disconnect{"register again"});
+  auto third = s.wait_for<pr::Register>();
+  REQUIRE(third);
+  CHECK(third->finished.empty());
+  CHECK(agent.join() == kExitOk);
+}
+
+TEST_CASE("agent: STOP_TRIAL stops the trial's group; unknown trials are answered not_running") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  s.send(start_trial(5, "trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+  s.send(pr::StartTrial(start_trial(5, "ignored")));  // a repeat changes nothing
+  auto repeat = s.wait_for<pr::TrialStarted>();
+  REQUIRE(repeat);
+  CHECK(repeat->pid == started->pid);
+
+  s.send(pr::StopTrial{5, 1, "cancelled by the user"});
+  auto exited = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 5; });
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kStopped);
+  CHECK(exited->reason == "cancelled by the user");
+  CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
+
+  s.send(pr::StopTrial{99, 2, "stale attempt"});
+  auto not_running = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 99; });
+  REQUIRE(not_running);
+  CHECK(not_running->cause == pr::ExitCause::kNotRunning);
+  CHECK(not_running->attempt == 2);
+}
+
+TEST_CASE("agent: a missing command or a GPU it lacks is a launch failure, and the agent carries on") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  pr::StartTrial missing = start_trial(1, "");
+  missing.argv = {"swept-no-such-program", "--x"};
+  s.send(missing);
+  auto e1 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 1; });
+  REQUIRE(e1);
+  CHECK(e1->cause == pr::ExitCause::kLaunchFailed);
+  CHECK(e1->exit_code == 127);
+  CHECK(e1->reason.find("command not found: swept-no-such-program") == 0);
+
+  s.send(start_trial(2, "exit 0", {7}));
+  auto e2 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 2; });
+  REQUIRE(e2);
+  CHECK(e2->cause == pr::ExitCause::kLaunchFailed);
+  CHECK(e2->reason.find("GPU 7 is not on agent test-agent") == 0);
+
+  // Garbage from the "scheduler" is dropped; the session goes on.
+  s.send_raw({"swept/1", "START_TRIAL", "{not json"});
+  s.send_raw({"swept/1", "NO_SUCH_KIND", "{}"});
+  s.send_raw({"other", "x"});
+  s.send(start_trial(3, "exit 4"));
+  auto e3 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 3; });
+  REQUIRE(e3);
+  CHECK(e3->cause == pr::ExitCause::kExited);
+  CHECK(e3->exit_code == 4);
+}
+
+TEST_CASE("agent: the scheduler dies; trials keep running; the agent reconnects and reports them") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  pr::Register first = connect(s);
+  // Trial 8 reports a metric, then waits for a file; trial 9 just runs.
+  std::string go = dir.path() + "/go";
+  s.send(start_trial(8, "echo '{\"step\": 1, \"acc\": 0.5}'; while [ ! -e " + go + " ]; do sleep 0.02; done; "
+                        "echo '{\"step\": 2, \"acc\": 0.75}'"));
+  s.send(start_trial(9, "trap 'exit 0' TERM; while :; do sleep 0.05; done"));
+  auto started8 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& t) { return t.trial_id == 8; });
+  auto started9 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& t) { return t.trial_id == 9; });
+  REQUIRE(started8);
+  REQUIRE(started9);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.trial_id == 8 && !m.records.empty(); }));
+
+  s.close();  // the scheduler is gone
+  std::ofstream(go) << "go";  // trial 8 finishes while it is away
+
+  s.reopen();
+  s.clear_backlog();
+  auto reg = s.wait_for<pr::Register>([](const pr::Register& r) { return r.finished.size() == 1; });
+  REQUIRE(reg);
+  CHECK(reg->session != first.session);  // a new socket
+  REQUIRE(reg->running.size() == 1);
+  CHECK(reg->running[0].trial_id == 9);
+  CHECK(reg->running[0].pid == started9->pid);
+  CHECK(alive(static_cast<pid_t>(started9->pid)));  // never restarted, never stopped
+  CHECK(reg->finished[0].trial_id == 8);
+  CHECK(reg->finished[0].cause == pr::ExitCause::kExited);
+  CHECK(reg->finished[0].exit_code == 0);
+  CHECK(reg->finished[0].last_seq >= 2);
+
+  // The new scheduler stored batch 1 of trial 8: the agent re-sends the rest, then the exit.
+  s.clear_backlog();
+  s.send(ack_for(*reg, {{8, 1, 1}}));
+  auto exited = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 8; });
+  REQUIRE(exited);
+  std::vector<pr::MetricRecord> resent;
+  int64_t last_seq = 1;
+  while (auto m = s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.trial_id == 8; }, 0)) {
+    CHECK(m->seq == last_seq + 1);
+    last_seq = m->seq;
+    resent.insert(resent.end(), m->records.begin(), m->records.end());
+  }
+  CHECK(last_seq == exited->last_seq);
+  CHECK(resent == std::vector<pr::MetricRecord>{{2, "acc", 0.75}});
+  s.send(pr::ExitAck{8, 1});
+
+  // The running trial is still ours to stop.
+  s.send(pr::StopTrial{9, 1, "done"});
+  auto stopped = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 9; });
+  REQUIRE(stopped);
+  CHECK(stopped->cause == pr::ExitCause::kStopped);
+}
+
+TEST_CASE("agent: a duplicate name is retried with a new session") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  s.send(pr::RegisterReject{"duplicate_name", "agent test-agent is alive elsewhere", 100});
+  auto retry = s.wait_for<pr::Register>();
+  REQUIRE(retry);
+  CHECK(retry->session != reg->session);
+  s.send(ack_for(*retry));
+  CHECK(s.wait_for<pr::Heartbeat>());  // registered: heartbeats flow
+}
+
+TEST_CASE("agent: stopping the agent stops its trials, reports agent_shutdown, then DISCONNECT") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentOptions o = test_options(s, dir);
+  o.stop_grace_ms = 200;
+  AgentThread agent(o);
+  connect(s);
+  s.send(start_trial(4, "trap '' TERM; echo ready; while :; do sleep 0.05; done"));  // ignores SIGTERM
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+  CHECK(agent.join() == kExitOk);
+  CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kAgentShutdown);
+  CHECK(exited->signal == SIGKILL);
+  CHECK(s.wait_for<pr::Disconnect>());
+}
+
+TEST_CASE("agent: bad options are refused before anything starts") {
+  std::atomic<bool> stop{true};
+  AgentOptions o;
+  o.scheduler_endpoint = "localhost:5555";
+  CHECK(run_agent(o, stop) == kExitUsage);
+  o.scheduler_endpoint = "tcp://127.0.0.1:1";
+  o.gpus = "fake:4x80GB";
+  CHECK(validate_options(o).message().find("KiB, MiB, GiB, TiB") != std::string::npos);
+  CHECK(run_agent(o, stop) == kExitUsage);
+}
+
+TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping its trials") {
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  // The shell only redirects the agent's log to a file, then becomes the agent.
+  spec.argv = {"/bin/sh", "-c", "exec \"$0\" agent --scheduler \"$1\" --gpus none --name cli-agent --workdir \"$2\" "
+                                "--heartbeat-ms 100 --stop-grace-ms 2000 2>\"$2/agent.log\"",
+               swept, s.endpoint(), dir.path()};
+  spec.working_dir = dir.path();
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  connect(s);
+  s.send(start_trial(6, "trap 'echo stopping; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  ::kill(child->pid, SIGTERM);
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kAgentShutdown);
+  CHECK(exited->exit_code == 0);
+  CHECK(s.wait_for<pr::Disconnect>());
+  // The agent's own exit: its pidfd becomes readable.
+  testing::wait_until([&] {
+    siginfo_t info{};
+    return ::waitid(P_PID, static_cast<id_t>(child->pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
+  }, [&](int w) { testing::poll_readable({child->pidfd}, w); });
+  int status = 0;
+  ::kill(child->pid, SIGKILL);  // no-op when it exited as it should; never leave it behind
+  ::waitpid(child->pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == kExitInterrupted);
+  CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+}
+
+TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") {
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE(std::filesystem::exists(swept));
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {swept, "agent", "--scheduler", s.endpoint(), "--gpus", "none", "--name", "doomed",
+               "--workdir", dir.path()};
+  spec.working_dir = dir.path();
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  connect(s);
+  s.send(start_trial(2, "trap '' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  ::kill(child->pid, SIGKILL);
+  int status = 0;
+  ::waitpid(child->pid, &status, 0);
+  CHECK(WIFSIGNALED(status));
+  pid_t trial = static_cast<pid_t>(started->pid);
+  bool gone = testing::wait_until([&] { return !alive(trial); },
+                                  [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 10000);
+  if (!gone) ::kill(-trial, SIGKILL);
+  CHECK(gone);
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+}
+
+TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000, numbered without gaps") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  // 25,000 metric lines and 200 KiB of log in one burst.
+  s.send(start_trial(11, "i=0; while [ $i -lt 25000 ]; do echo \"{\\\"step\\\": $i, \\\"x\\\": $i}\"; i=$((i+1)); done; "
+                         "head -c 204800 /dev/zero | tr '\\000' L >&2"));
+  auto exited = s.wait_for<pr::TrialExited>(nullptr, 60000);
+  REQUIRE(exited);
+  CHECK(exited->exit_code == 0);
+  int64_t seq = 0, records = 0, log_bytes = 0, log_dropped = 0;
+  bool in_order = true;
+  while (auto m = s.wait_for<pr::Metrics>(nullptr, 0)) {
+    CHECK(m->seq == seq + 1);
+    seq = m->seq;
+    CHECK(m->records.size() <= 10000);
+    for (const auto& r : m->records) {
+      in_order = in_order && r.step == records && r.value == static_cast<double>(records);
+      ++records;
+    }
+    CHECK(m->log.size() <= 64 * 1024);
+    log_bytes += static_cast<int64_t>(m->log.size());
+    log_dropped += m->log_dropped;
+  }
+  CHECK(seq == exited->last_seq);
+  CHECK(records == 25000);
+  CHECK(in_order);
+  CHECK(log_bytes + log_dropped == 204800);  // every log byte is either sent or counted
+}

@@ -1,0 +1,77 @@
+// Launcher: starts one trial as a child process.
+//
+// Invariants of every child started by PosixLauncher:
+//  - it runs an argv array with execve (never a shell), so parameters with
+//    spaces, quotes or `$` reach the program as written;
+//  - it leads its own process group (pgid == pid), so a stop signal sent to
+//    -pid reaches everything the trial started;
+//  - stdin is /dev/null, stdout and stderr are pipes whose read ends (non-
+//    blocking, close-on-exec) the caller owns; every other descriptor of the
+//    agent is closed in the child, so no trial holds another's pipes open;
+//  - signal dispositions are default and the signal mask empty, whatever the
+//    spawning thread had (`swept run` is multi-threaded);
+//  - the environment is the agent's, with the overrides applied;
+//  - it gets SIGKILL when the thread that launched it ends (PR_SET_PDEATHSIG),
+//    so an agent killed with SIGKILL leaves no unsupervised trial behind.
+// The child is forked and execs at once, with only async-signal-safe system
+// calls in between (safe in multi-threaded processes, like posix_spawn).
+// Thread safety: launch() may be called from any thread; the thread must
+// outlive the child (the agent's event loop does).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace swept::agent {
+
+struct LaunchSpec {
+  std::vector<std::string> argv;  // argv[0] is resolved with resolve_command()
+  // Set (or replaced) on top of the agent's own environment.
+  std::vector<std::pair<std::string, std::string>> env_overrides;
+  std::string working_dir;  // must exist; the child starts there
+};
+
+// What a successful launch hands over. The caller owns the descriptors and
+// must close them, and must reap the child (waitpid) exactly once.
+struct SpawnedChild {
+  pid_t pid = -1;      // also the process group id
+  int pidfd = -1;      // readable when the child exits; -1 if the kernel lacks pidfd_open
+  int stdout_fd = -1;  // read end, O_NONBLOCK
+  int stderr_fd = -1;  // read end, O_NONBLOCK
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // Starts the child. NotFound("command not found: X ...") when argv[0]
+  // cannot be resolved, FailedPrecondition when it is not executable,
+  // InvalidArgument for an empty argv, IoError for system failures.
+  virtual Result<SpawnedChild> launch(const LaunchSpec& spec) = 0;
+};
+
+class PosixLauncher final : public Launcher {
+ public:
+  Result<SpawnedChild> launch(const LaunchSpec& spec) override;
+};
+
+// Finds the executable for argv[0]:
+//  - "swept-train" is the swept-train beside the running program (in
+//    `self_dir`) when that file exists, so the built-in trainer runs without
+//    PATH set up; otherwise it is looked up like any name;
+//  - a name with a '/' is a path: relative ones are taken from the agent's
+//    current directory (not the trial's), made absolute;
+//  - any other name is searched in `path_env` (the agent's PATH).
+// NotFound "command not found: X" when nothing matches; FailedPrecondition
+// when the file exists but is not executable.
+Result<std::string> resolve_command(const std::string& name, const std::string& self_dir,
+                                    const std::string& path_env);
+
+// The directory of the running executable (/proc/self/exe), "" if unknown.
+std::string self_exe_dir();
+
+}  // namespace swept::agent

@@ -1,0 +1,344 @@
+// TrialSupervisor: see supervisor.h for the contract and the directory layout.
+//
+// Exit is noticed without reaping first (waitid with WNOWAIT): while the
+// leader is a zombie its pid stays reserved, so killing the rest of its
+// process group by -pid cannot hit an unrelated process that reused the pid.
+#include "agent/supervisor.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+
+#include "common/log.h"
+
+namespace swept::agent {
+namespace {
+
+constexpr size_t kReadChunkBytes = 64 * 1024;
+// Per service() call and stream, so that one chatty trial cannot starve the
+// event loop (the rest is read on the next turn; the pipe is still readable).
+constexpr int kReadChunksPerService = 16;
+// Without pidfd (kernels before 5.3), exit is polled this often.
+constexpr int64_t kExitPollMs = 50;
+
+std::string format_number(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+std::string signal_description(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return "killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
+}
+
+void write_all(int fd, std::string_view data) {
+  while (fd >= 0 && !data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a full disk loses log lines, never the trial
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+void LazyLogFile::append(std::string_view bytes) {
+  if (bytes.empty() || failed_ || path_.empty()) return;
+  if (fd_ < 0) {
+    // Append: every attempt's output stays, one after the other.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      failed_ = true;
+      log::warn("cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there");
+      return;
+    }
+  }
+  write_all(fd_, bytes);
+}
+
+void LazyLogFile::close() { close_fd(fd_); }
+
+std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
+                                                                   const std::string& checkpoint_dir) {
+  std::vector<std::pair<std::string, std::string>> env = {
+      {"SWEPT_SWEEP_ID", std::to_string(launch.sweep_id)},
+      {"SWEPT_TRIAL_ID", std::to_string(launch.trial_id)},
+      {"SWEPT_ATTEMPT", std::to_string(launch.attempt)},
+      {"SWEPT_PARAMS", launch.params_json},
+  };
+  auto set = [&env](const std::string& key, std::string value) {
+    for (auto& [k, v] : env) {
+      if (k == key) {
+        v = std::move(value);
+        return;
+      }
+    }
+    env.emplace_back(key, std::move(value));
+  };
+  for (const auto& [k, v] : launch.extra_env) set(k, v);
+
+  std::string visible;
+  for (size_t i = 0; i < launch.gpu_indices.size(); ++i) {
+    if (i) visible += ",";
+    visible += std::to_string(launch.gpu_indices[i]);
+  }
+  // Empty means "no GPU" to CUDA: a CPU trial must not grab a GPU by default.
+  set("CUDA_VISIBLE_DEVICES", visible);
+  // Our indices are NVML's (PCI bus order); make CUDA count the same way.
+  set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+  if (launch.gpu_memory_fraction > 0) set("SWEPT_GPU_MEMORY_FRACTION", format_number(launch.gpu_memory_fraction));
+  set("SWEPT_CHECKPOINT_DIR", checkpoint_dir);
+  return env;
+}
+
+Status check_relative_workdir(const std::string& workdir) {
+  std::filesystem::path p(workdir);
+  if (workdir.empty() || p.is_absolute()) {
+    return Status::InvalidArgument("trial workdir '" + workdir + "' must be a non-empty relative path");
+  }
+  for (const auto& part : p.lexically_normal()) {
+    if (part == "..") return Status::InvalidArgument("trial workdir '" + workdir + "' must not contain '..'");
+  }
+  if (p.lexically_normal() == ".") return Status::InvalidArgument("trial workdir '" + workdir + "' names the root itself");
+  return Status::Ok();
+}
+
+TrialSupervisor::TrialSupervisor(const TrialLaunch& launch, const SupervisorOptions& options, const Clock& clock)
+    : launch_(launch), options_(options), clock_(clock), log_(options.log_batch_bytes) {}
+
+std::unique_ptr<TrialSupervisor> TrialSupervisor::start(const TrialLaunch& launch, const SupervisorOptions& options,
+                                                         Launcher& launcher, const Clock& clock) {
+  std::unique_ptr<TrialSupervisor> supervisor(new TrialSupervisor(launch, options, clock));
+  supervisor->prepare_and_launch(launcher);
+  return supervisor;
+}
+
+void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
+  started_ms_ = clock_.now_ms();
+  started_wall_ = clock_.wall_seconds();
+  namespace fs = std::filesystem;
+  std::string relative = launch_.workdir.empty()
+                             ? "sweep-" + std::to_string(launch_.sweep_id) + "/trial-" + std::to_string(launch_.trial_id)
+                             : launch_.workdir;
+  Status ok = check_relative_workdir(relative);
+  if (!ok.ok()) return fail_to_start(ok);
+  fs::path working_dir = (fs::path(options_.workdir_root) / relative).lexically_normal();
+  fs::path checkpoint_dir = working_dir / "checkpoints";
+  working_dir_ = working_dir.string();
+  std::error_code ec;
+  fs::create_directories(checkpoint_dir, ec);
+  if (ec) {
+    return fail_to_start(Status::IoError("cannot create the trial directory " + checkpoint_dir.string() + ": " +
+                                         ec.message()));
+  }
+
+  int params_fd = ::open((working_dir / "swept-params.json").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (params_fd < 0) {
+    return fail_to_start(Status::IoError("cannot write swept-params.json in " + working_dir_ + ": " +
+                                         std::strerror(errno)));
+  }
+  write_all(params_fd, launch_.params_json + "\n");
+  ::close(params_fd);
+  stdout_log_.set_path((working_dir / "stdout.log").string());
+  stderr_log_.set_path((working_dir / "stderr.log").string());
+
+  environment_ = trial_environment(launch_, checkpoint_dir.string());
+  LaunchSpec spec;
+  spec.argv = launch_.argv;
+  spec.working_dir = working_dir_;
+  spec.env_overrides = environment_;
+  auto child = launcher.launch(spec);
+  if (!child.ok()) return fail_to_start(child.status());
+  child_ = *child;
+  pid_ = child_.pid;
+}
+
+void TrialSupervisor::fail_to_start(const Status& why) {
+  TrialResult r;
+  r.end = TrialEnd::kLaunchFailed;
+  // The shell's conventions: 127 not found, 126 found but not executable.
+  if (why.code() == StatusCode::kNotFound) r.exit_code = 127;
+  if (why.code() == StatusCode::kFailedPrecondition) r.exit_code = 126;
+  r.reason = why.message();
+  std::string line = "swept: " + why.message() + "\n";
+  stderr_log_.append(line);
+  log_.append(line);
+  r.started_at = started_wall_;
+  r.ended_at = clock_.wall_seconds();
+  result_ = std::move(r);
+  close_fds();
+}
+
+TrialSupervisor::~TrialSupervisor() {
+  if (child_.pid > 0 && !result_) {
+    signal_trial(SIGKILL);
+    int status = 0;
+    while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
+    }
+  }
+  close_fds();
+}
+
+void TrialSupervisor::close_fds() {
+  close_fd(child_.stdout_fd);
+  close_fd(child_.stderr_fd);
+  close_fd(child_.pidfd);
+  stdout_log_.close();
+  stderr_log_.close();
+}
+
+std::vector<int> TrialSupervisor::poll_fds() const {
+  std::vector<int> fds;
+  if (result_) return fds;
+  for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd}) {
+    if (fd >= 0) fds.push_back(fd);
+  }
+  return fds;
+}
+
+int64_t TrialSupervisor::next_deadline_ms() const {
+  if (result_) return INT64_MAX;
+  int64_t deadline = INT64_MAX;
+  if (!stopping() && launch_.timeout_s > 0) {
+    deadline = started_ms_ + static_cast<int64_t>(launch_.timeout_s * 1000.0);
+  }
+  if (stopping() && !killed_) deadline = std::min(deadline, stop_requested_at_ms_ + options_.stop_grace_ms);
+  if (child_.pidfd < 0) deadline = std::min(deadline, clock_.now_ms() + kExitPollMs);
+  return deadline;
+}
+
+void TrialSupervisor::service() {
+  if (result_) return;
+  if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, false);
+  if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, false);
+  int64_t now = clock_.now_ms();
+  if (!stopping() && launch_.timeout_s > 0 && now - started_ms_ >= static_cast<int64_t>(launch_.timeout_s * 1000.0)) {
+    stop("timed out after " + format_number(launch_.timeout_s) + " s", /*timed_out=*/true);
+  }
+  if (stopping() && !killed_ && now - stop_requested_at_ms_ >= options_.stop_grace_ms) {
+    log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(options_.stop_grace_ms) +
+              " ms after SIGTERM: sending SIGKILL to its process group");
+    signal_trial(SIGKILL);
+    killed_ = true;
+  }
+  check_exit();
+}
+
+void TrialSupervisor::request_stop(const std::string& reason) { stop(reason, false); }
+
+void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
+  if (result_ || stopping()) return;
+  stop_requested_at_ms_ = clock_.now_ms();
+  stop_reason_ = reason;
+  timed_out_ = timed_out;
+  signal_trial(SIGTERM);
+}
+
+bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
+  char buf[kReadChunkBytes];
+  for (int chunk = 0; drain || chunk < kReadChunksPerService; ++chunk) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n <= 0) {  // end of stream, or an error that will not go away
+      close_fd(fd);
+      return false;
+    }
+    std::string_view bytes(buf, static_cast<size_t>(n));
+    if (is_stdout) {
+      stdout_log_.append(bytes);
+      stdout_lines_.feed(bytes, [this](std::string_view line, bool overlong) { on_stdout_line(line, overlong); });
+    } else {
+      stderr_log_.append(bytes);
+      log_.append(bytes);
+    }
+  }
+  return true;
+}
+
+void TrialSupervisor::on_stdout_line(std::string_view line, bool overlong) {
+  if (!overlong) {
+    if (auto record = parse_metrics_line(line)) {
+      stepper_.apply(*record, pending_metrics_);
+      if (pending_metrics_.size() > options_.max_pending_metrics) {
+        dropped_metrics_ += pending_metrics_.size() - options_.max_pending_metrics;
+        pending_metrics_.resize(options_.max_pending_metrics);
+      }
+      return;
+    }
+  }
+  log_.append(line);
+  log_.append(overlong ? "\n[swept: line longer than 1 MiB, cut here; the whole line is in stdout.log]\n" : "\n");
+}
+
+void TrialSupervisor::check_exit() {
+  if (result_ || child_.pid <= 0) return;
+  siginfo_t info{};
+  int rc = ::waitid(P_PID, static_cast<id_t>(child_.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  if (rc != 0 || info.si_pid == 0) return;  // still running
+  // The leader is a zombie: its pid (= the group id) cannot be reused yet.
+  ::kill(-child_.pid, SIGKILL);
+  if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
+  if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
+  int status = 0;
+  while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  finish(status);
+}
+
+void TrialSupervisor::finish(int wait_status) {
+  stdout_lines_.finish([this](std::string_view line, bool overlong) { on_stdout_line(line, overlong); });
+  TrialResult r;
+  r.started_at = started_wall_;
+  r.ended_at = clock_.wall_seconds();
+  r.diverged = stepper_.saw_diverged();
+  std::string how;
+  if (WIFEXITED(wait_status)) {
+    r.exit_code = WEXITSTATUS(wait_status);
+    how = "exit code " + std::to_string(*r.exit_code);
+  } else {
+    r.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+    how = signal_description(*r.signal);
+  }
+  std::string forced = killed_ ? " (still running after SIGTERM and the grace period: killed)" : "";
+  if (timed_out_) {
+    r.end = TrialEnd::kTimedOut;
+    r.reason = stop_reason_ + forced;
+  } else if (stopping()) {
+    r.end = TrialEnd::kStopped;
+    r.reason = stop_reason_ + forced;
+  } else {
+    r.end = r.exit_code ? TrialEnd::kExited : TrialEnd::kSignaled;
+    r.reason = how + (r.diverged ? " (diverged)" : "");
+  }
+  result_ = std::move(r);
+  child_.pid = -1;  // reaped: never signal it again
+  close_fds();
+}
+
+void TrialSupervisor::signal_trial(int sig) {
+  // A trial that left its group (setsid, setpgid) is still reached directly.
+  if (::kill(-child_.pid, sig) != 0) ::kill(child_.pid, sig);
+}
+
+std::vector<MetricPoint> TrialSupervisor::take_metrics() {
+  std::vector<MetricPoint> out;
+  out.swap(pending_metrics_);
+  return out;
+}
+
+}  // namespace swept::agent

@@ -1,0 +1,193 @@
+// TrialSupervisor: the life of one trial process, from launch to its result.
+//
+// A supervisor prepares the trial's directories and environment, launches it
+// through a Launcher, and then is driven by the agent's event loop: the loop
+// polls poll_fds() (the stdout/stderr pipes and a pidfd that becomes readable
+// at exit) and calls service() when any is ready or when next_deadline_ms()
+// passes. service() never blocks.
+//
+// Directories: the scheduler names a trial's directory relative to the
+// agent's workdir (START_TRIAL `workdir`, the same for every attempt):
+//   <root>/<workdir>/               the working directory of every attempt;
+//       swept-params.json           the trial's parameters (${args_json_file})
+//       stdout.log, stderr.log      everything the trial wrote, appended
+//                                   attempt after attempt (created at the
+//                                   first byte: absent when it wrote none)
+//   <root>/<workdir>/checkpoints/   SWEPT_CHECKPOINT_DIR
+//
+// Invariants:
+//  - the child is reaped exactly once, after every byte it wrote to its pipes
+//    before exiting has been read;
+//  - anything left in the trial's process group when its leader exits is
+//    killed (SIGKILL), so no orphan keeps a GPU;
+//  - a stop sends SIGTERM to the whole group, then SIGKILL after the grace
+//    period; a second stop request changes nothing;
+//  - memory stays bounded: at most one cut line (1 MiB) per stream, 64 KiB of
+//    unsent log, and at most max_pending_metrics untaken points (newer ones
+//    are dropped and counted: the agent takes points every few hundred ms,
+//    so this only bites a trial printing millions of metrics at once).
+// A launch failure (command not found, a bad workdir, ...) is not an error of
+// start(): the supervisor is then finished at once with end kLaunchFailed,
+// exit code 127 for a command that does not exist (as a shell would say) and
+// 126 for one that cannot be executed.
+// Thread safety: none; one supervisor belongs to one event loop.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/launcher.h"
+#include "agent/output_reader.h"
+#include "common/clock.h"
+
+namespace swept::agent {
+
+// What the scheduler asks the agent to run (START_TRIAL, typed).
+struct TrialLaunch {
+  int64_t sweep_id = 0;
+  int64_t trial_id = 0;
+  int attempt = 1;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> extra_env;  // from the scheduler
+  std::string params_json = "{}";     // SWEPT_PARAMS and swept-params.json
+  std::string workdir;                // relative to the agent's root; "" = sweep-S/trial-T
+  std::vector<int> gpu_indices;       // CUDA_VISIBLE_DEVICES; empty: no GPU visible
+  double gpu_memory_fraction = 0;     // > 0: SWEPT_GPU_MEMORY_FRACTION
+  double timeout_s = 0;               // 0: no limit
+};
+
+// How a trial's process ended (the agent maps this to docs/protocol.md's causes).
+enum class TrialEnd { kExited, kSignaled, kTimedOut, kLaunchFailed, kStopped };
+
+struct TrialResult {
+  TrialEnd end = TrialEnd::kLaunchFailed;
+  std::optional<int> exit_code;  // when it exited (127/126 for launch failures)
+  std::optional<int> signal;     // when a signal ended it
+  std::string reason;   // "exit code 1", "killed by signal 9 (SIGKILL)", "command not found: x", ...
+  bool diverged = false;  // a metric line said {"diverged": true}
+  double started_at = 0;  // wall seconds
+  double ended_at = 0;
+};
+
+struct SupervisorOptions {
+  std::string workdir_root;        // absolute path
+  int stop_grace_ms = 10000;       // SIGTERM -> SIGKILL
+  size_t log_batch_bytes = 64 * 1024;
+  size_t max_pending_metrics = 200000;
+};
+
+// A log file created at its first byte: a trial that prints nothing costs no
+// file (creating files dominates the agent's cost for short trials). A write
+// error loses log bytes, never the trial; it is logged once.
+class LazyLogFile {
+ public:
+  LazyLogFile() = default;
+  ~LazyLogFile() { close(); }
+  LazyLogFile(const LazyLogFile&) = delete;
+  LazyLogFile& operator=(const LazyLogFile&) = delete;
+  void set_path(std::string path) { path_ = std::move(path); }
+  void append(std::string_view bytes);
+  void close();
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool failed_ = false;
+};
+
+class TrialSupervisor {
+ public:
+  // Prepares and launches. Always returns a supervisor; see finished().
+  static std::unique_ptr<TrialSupervisor> start(const TrialLaunch& launch, const SupervisorOptions& options,
+                                                Launcher& launcher, const Clock& clock);
+  ~TrialSupervisor();  // a still-running child is killed (SIGKILL to its group) and reaped
+  TrialSupervisor(const TrialSupervisor&) = delete;
+  TrialSupervisor& operator=(const TrialSupervisor&) = delete;
+
+  const TrialLaunch& launch() const { return launch_; }
+  pid_t pid() const { return pid_; }  // the trial's pid (kept after reaping); -1 if never started
+  double started_at() const { return started_wall_; }
+  const std::string& working_dir() const { return working_dir_; }
+  // Every variable set for the trial on top of the agent's environment.
+  const std::vector<std::pair<std::string, std::string>>& environment() const { return environment_; }
+
+  // Descriptors to poll for input; empty once finished.
+  std::vector<int> poll_fds() const;
+  // When service() must run next even if no descriptor is ready (stop
+  // escalation, timeout, exit polling without pidfd); INT64_MAX if never.
+  int64_t next_deadline_ms() const;
+  // Reads what output is ready, notices exit, enforces timeout and grace.
+  void service();
+
+  // Stops the trial: SIGTERM to its group now, SIGKILL after the grace
+  // period; the result is kStopped with `reason`. No-op once stopping or
+  // finished (a timeout stops with end kTimedOut the same way).
+  void request_stop(const std::string& reason);
+  bool stopping() const { return stop_requested_at_ms_ >= 0; }
+
+  bool finished() const { return result_.has_value(); }
+  const TrialResult& result() const { return *result_; }  // precondition: finished()
+
+  // Metric points not yet taken, in the order they were printed.
+  std::vector<MetricPoint> take_metrics();
+  size_t pending_metrics() const { return pending_metrics_.size(); }
+  uint64_t dropped_metrics() const { return dropped_metrics_; }
+  // Log output (stderr, and stdout lines that are not metrics) not yet taken.
+  PendingLog::Taken take_log() { return log_.take(); }
+  bool has_pending_log() const { return !log_.empty(); }
+
+ private:
+  TrialSupervisor(const TrialLaunch& launch, const SupervisorOptions& options, const Clock& clock);
+  void prepare_and_launch(Launcher& launcher);
+  void fail_to_start(const Status& why);
+  void stop(const std::string& reason, bool timed_out);
+  // Reads up to a budget from one pipe; returns false at end of stream.
+  bool read_stream(int& fd, bool is_stdout, bool drain);
+  void on_stdout_line(std::string_view line, bool overlong);
+  void check_exit();
+  // Sends `sig` to the trial's process group, or to the trial itself when it
+  // has left its group. Precondition: not yet reaped.
+  void signal_trial(int sig);
+  void finish(int wait_status);
+  void close_fds();
+
+  TrialLaunch launch_;
+  SupervisorOptions options_;
+  const Clock& clock_;
+  SpawnedChild child_;
+  pid_t pid_ = -1;
+  std::string working_dir_;
+  std::vector<std::pair<std::string, std::string>> environment_;
+  LazyLogFile stdout_log_;
+  LazyLogFile stderr_log_;
+  LineSplitter stdout_lines_;
+  MetricStepper stepper_;
+  PendingLog log_;
+  std::vector<MetricPoint> pending_metrics_;
+  uint64_t dropped_metrics_ = 0;
+  int64_t started_ms_ = 0;
+  double started_wall_ = 0;
+  int64_t stop_requested_at_ms_ = -1;
+  bool killed_ = false;
+  bool timed_out_ = false;
+  std::string stop_reason_;
+  std::optional<TrialResult> result_;
+};
+
+// The variables a trial gets on top of the agent's environment: SWEPT_SWEEP_ID,
+// SWEPT_TRIAL_ID, SWEPT_ATTEMPT, SWEPT_PARAMS, then the scheduler's extra_env,
+// then those the agent owns: CUDA_VISIBLE_DEVICES (empty when no GPU),
+// CUDA_DEVICE_ORDER=PCI_BUS_ID, SWEPT_GPU_MEMORY_FRACTION (when a share),
+// SWEPT_CHECKPOINT_DIR. A later entry wins over an earlier one of the same name.
+std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
+                                                                   const std::string& checkpoint_dir);
+
+// Checks a scheduler-given relative workdir: not absolute, no "..", not empty
+// after normalisation. InvalidArgument otherwise.
+Status check_relative_workdir(const std::string& workdir);
+
+}  // namespace swept::agent

@@ -1,0 +1,227 @@
+// Tests of TrialSupervisor with real tiny trial processes. Long-running trials
+// sleep inside the child; the test itself only waits on events (pipes, pidfd,
+// the supervisor's own deadlines) with an overall deadline.
+#include "agent/supervisor.h"
+
+#include <doctest/doctest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "agent/test_util.h"
+
+using namespace swept::agent;
+using swept::agent::testing::TempDir;
+
+namespace {
+
+struct Trial {
+  TempDir root;
+  PosixLauncher launcher;
+  std::unique_ptr<TrialSupervisor> sup;
+  std::vector<MetricPoint> metrics;
+  std::string log;
+
+  void start(TrialLaunch launch, int grace_ms = 10000) {
+    SupervisorOptions options;
+    options.workdir_root = root.path();
+    options.stop_grace_ms = grace_ms;
+    if (launch.workdir.empty()) launch.workdir = "sweep-1/trial-7";
+    sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  }
+  void drain() {
+    for (auto& m : sup->take_metrics()) metrics.push_back(m);
+    log += sup->take_log().text;
+  }
+  // One turn of an event loop: wait for output, exit or a deadline, then service.
+  void step(int wait_ms) {
+    int64_t until = sup->next_deadline_ms() - swept::SteadyClock::instance().now_ms();
+    testing::poll_readable(sup->poll_fds(), static_cast<int>(std::clamp<int64_t>(until, 0, wait_ms)));
+    sup->service();
+    drain();
+  }
+  bool run_until(const std::function<bool()>& done, int timeout_ms = 20000) {
+    return testing::wait_until(done, [this](int w) { step(w); }, timeout_ms);
+  }
+  bool run_to_end() {
+    return run_until([this] { return sup->finished(); });
+  }
+  std::string file(const std::string& name) { return testing::read_file(sup->working_dir() + "/" + name); }
+};
+
+TrialLaunch shell(const std::string& script) {
+  TrialLaunch l;
+  l.sweep_id = 1;
+  l.trial_id = 7;
+  l.argv = {"/bin/sh", "-c", script};
+  return l;
+}
+
+}  // namespace
+
+TEST_CASE("agent supervisor: metric lines become points with steps; other output is log and files") {
+  Trial t;
+  TrialLaunch l = shell(
+      "printf '%s\\n' '{\"loss\": 2.0}' 'epoch 1' '{\"step\": 5, \"loss\": 0.5, \"lr\": 0.1}' '{\"acc\": 0.9}' "
+      "'{\"step\": -1, \"x\": 1}'; echo oops >&2; printf 'no newline at end'");
+  l.params_json = R"({"lr":0.1})";
+  t.start(l);
+  REQUIRE(t.run_to_end());
+  const TrialResult& r = t.sup->result();
+  CHECK(r.end == TrialEnd::kExited);
+  CHECK(r.exit_code == 0);
+  CHECK(r.reason == "exit code 0");
+  std::vector<MetricPoint> want = {{0, "loss", 2.0}, {5, "loss", 0.5}, {5, "lr", 0.1}, {5, "acc", 0.9}};
+  CHECK(t.metrics == want);
+  CHECK(t.log.find("epoch 1\n") != std::string::npos);
+  CHECK(t.log.find("{\"step\": -1, \"x\": 1}\n") != std::string::npos);  // a bad step makes it log
+  CHECK(t.log.find("oops\n") != std::string::npos);
+  CHECK(t.log.find("no newline at end") != std::string::npos);
+  CHECK(t.file("stdout.log").find("{\"step\": 5, \"loss\": 0.5, \"lr\": 0.1}\nepoch") == std::string::npos);
+  CHECK(t.file("stdout.log").find("epoch 1\n{\"step\": 5") != std::string::npos);
+  CHECK(t.file("stderr.log") == "oops\n");
+  CHECK(t.file("swept-params.json") == "{\"lr\":0.1}\n");
+  CHECK(t.sup->working_dir() == t.root.path() + "/sweep-1/trial-7");
+  CHECK(r.ended_at >= r.started_at);
+}
+
+TEST_CASE("agent supervisor: the trial's environment and directories") {
+  Trial t;
+  TrialLaunch l = shell(
+      "echo \"gpus=[$CUDA_VISIBLE_DEVICES] order=$CUDA_DEVICE_ORDER frac=${SWEPT_GPU_MEMORY_FRACTION-none} "
+      "sweep=$SWEPT_SWEEP_ID trial=$SWEPT_TRIAL_ID attempt=$SWEPT_ATTEMPT extra=$EXTRA params=$SWEPT_PARAMS\"; "
+      "echo \"ckpt=$SWEPT_CHECKPOINT_DIR\"; pwd; test -d \"$SWEPT_CHECKPOINT_DIR\" && echo ckpt-exists");
+  l.gpu_indices = {1, 3};
+  l.gpu_memory_fraction = 0.4;
+  l.attempt = 2;
+  l.extra_env = {{"EXTRA", "yes"}, {"CUDA_VISIBLE_DEVICES", "9"}};  // the agent owns CUDA_VISIBLE_DEVICES
+  l.params_json = R"({"a":1})";
+  l.workdir = "s/t";
+  t.start(l);
+  REQUIRE(t.run_to_end());
+  std::string dir = t.root.path() + "/s/t";
+  std::string real_dir = std::filesystem::canonical(dir).string();
+  CHECK(t.log == "gpus=[1,3] order=PCI_BUS_ID frac=0.4 sweep=1 trial=7 attempt=2 extra=yes params={\"a\":1}\n"
+                 "ckpt=" + dir + "/checkpoints\n" + real_dir + "\nckpt-exists\n");
+
+  Trial cpu;
+  cpu.start(shell("echo \"[${CUDA_VISIBLE_DEVICES-unset}] ${SWEPT_GPU_MEMORY_FRACTION-none}\""));
+  REQUIRE(cpu.run_to_end());
+  CHECK(cpu.log == "[] none\n");  // set but empty: the trial sees no GPU
+}
+
+TEST_CASE("agent supervisor: failures are reported with exit code, signal and reason") {
+  Trial exits;
+  exits.start(shell("echo '{\"diverged\": true}'; exit 3"));
+  REQUIRE(exits.run_to_end());
+  CHECK(exits.sup->result().end == TrialEnd::kExited);
+  CHECK(exits.sup->result().exit_code == 3);
+  CHECK(exits.sup->result().diverged);
+  CHECK(exits.sup->result().reason == "exit code 3 (diverged)");
+
+  Trial crashes;
+  crashes.start(shell("kill -SEGV $$"));
+  REQUIRE(crashes.run_to_end());
+  CHECK(crashes.sup->result().end == TrialEnd::kSignaled);
+  CHECK(crashes.sup->result().signal == SIGSEGV);
+  CHECK_FALSE(crashes.sup->result().exit_code.has_value());
+  CHECK(crashes.sup->result().reason == "killed by signal 11 (SIGSEGV)");
+}
+
+TEST_CASE("agent supervisor: a command that does not exist fails the trial, 127, with a clear reason") {
+  Trial t;
+  TrialLaunch l;
+  l.argv = {"swept-no-such-trainer", "--lr=1"};
+  t.start(l);
+  REQUIRE(t.sup->finished());
+  CHECK(t.sup->result().end == TrialEnd::kLaunchFailed);
+  CHECK(t.sup->result().exit_code == 127);
+  CHECK(t.sup->result().reason.find("command not found: swept-no-such-trainer") == 0);
+  CHECK(t.sup->poll_fds().empty());
+  CHECK(t.file("stderr.log").find("command not found") != std::string::npos);
+
+  Trial escape;
+  l.workdir = "../outside";
+  escape.start(l);
+  REQUIRE(escape.sup->finished());
+  CHECK(escape.sup->result().end == TrialEnd::kLaunchFailed);
+  CHECK(escape.sup->result().reason.find("'..'") != std::string::npos);
+}
+
+TEST_CASE("agent supervisor: megabytes without a newline are log, cut, and kept whole in stdout.log") {
+  Trial t;
+  t.start(shell("head -c 3000000 /dev/zero | tr '\\000' a; printf '\\n{\"step\": 2, \"x\": 1}\\n'"));
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().exit_code == 0);
+  CHECK(t.metrics == std::vector<MetricPoint>{{2, "x", 1.0}});
+  CHECK(t.log.find("line longer than 1 MiB") != std::string::npos);
+  CHECK(t.file("stdout.log").size() == 3000000 + 1 + std::string("{\"step\": 2, \"x\": 1}\n").size());
+}
+
+TEST_CASE("agent supervisor: a trial that never prints is stopped at its timeout") {
+  Trial t;
+  TrialLaunch l = shell("exec sleep 30");
+  l.timeout_s = 0.3;
+  t.start(l);
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().end == TrialEnd::kTimedOut);
+  CHECK(t.sup->result().signal == SIGTERM);
+  CHECK(t.sup->result().reason == "timed out after 0.3 s");
+  // Nothing printed, no log files; the directory and the parameters are there.
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stdout.log"));
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stderr.log"));
+  CHECK(std::filesystem::exists(t.sup->working_dir() + "/swept-params.json"));
+  CHECK(std::filesystem::is_directory(t.sup->working_dir() + "/checkpoints"));
+}
+
+TEST_CASE("agent supervisor: stop sends SIGTERM to the group; a trial that ignores it gets SIGKILL after the grace") {
+  Trial polite;
+  polite.start(shell("trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
+  REQUIRE(polite.run_until([&] { return polite.log.find("ready") != std::string::npos; }));
+  polite.sup->request_stop("cancelled by the user");
+  REQUIRE(polite.run_to_end());
+  CHECK(polite.sup->result().end == TrialEnd::kStopped);
+  CHECK(polite.sup->result().exit_code == 0);
+  CHECK(polite.sup->result().reason == "cancelled by the user");
+  CHECK(polite.log.find("bye") != std::string::npos);
+
+  Trial stubborn;
+  stubborn.start(shell("trap '' TERM; echo ready; while :; do sleep 0.05; done"), /*grace_ms=*/300);
+  REQUIRE(stubborn.run_until([&] { return stubborn.log.find("ready") != std::string::npos; }));
+  stubborn.sup->request_stop("cancelled by the user");
+  stubborn.sup->request_stop("a second request changes nothing");
+  REQUIRE(stubborn.run_to_end());
+  CHECK(stubborn.sup->result().end == TrialEnd::kStopped);
+  CHECK(stubborn.sup->result().signal == SIGKILL);
+  CHECK(stubborn.sup->result().reason.find("cancelled by the user (still running after SIGTERM") == 0);
+}
+
+TEST_CASE("agent supervisor: what the trial leaves in its process group dies with it") {
+  Trial t;
+  t.start(shell("sleep 30 & echo $!; exit 0"));
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().end == TrialEnd::kExited);
+  pid_t orphan = std::stoi(t.log);
+  // Killed: gone, or a zombie waiting for whoever reaps orphans here.
+  std::string stat = testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
+  bool dead = stat.empty() || stat.find(") Z ") != std::string::npos;
+  if (!dead) {
+    // SIGKILL is delivered asynchronously: wait for the state to change.
+    dead = testing::wait_until(
+        [&] {
+          stat = testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
+          return stat.empty() || stat.find(") Z ") != std::string::npos;
+        },
+        [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 5000);
+  }
+  CHECK(dead);
+}
+
+TEST_CASE("agent supervisor: destroying a running supervisor kills and reaps its trial") {
+  Trial t;
+  t.start(shell("echo ready; exec sleep 30"));
+  REQUIRE(t.run_until([&] { return t.log.find("ready") != std::string::npos; }));
+  pid_t pid = t.sup->pid();
+  t.sup.reset();
+  CHECK(::kill(pid, 0) == -1);  // reaped: the pid no longer names our child
+}

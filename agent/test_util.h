@@ -1,0 +1,68 @@
+// Helpers shared by the agent's tests: temporary directories and waiting on
+// events with a deadline (never a fixed sleep). Test-only; not in the library.
+#pragma once
+
+#include <poll.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+
+namespace swept::agent::testing {
+
+// A fresh directory under $TMPDIR, removed with everything in it on scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "swept-agent-test-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+inline int64_t steady_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Calls `step(wait_ms)` until `done()` or the deadline; `step` must block at
+// most wait_ms for its events. Returns done().
+inline bool wait_until(const std::function<bool()>& done, const std::function<void(int)>& step,
+                       int timeout_ms = 20000) {
+  int64_t deadline = steady_ms() + timeout_ms;
+  while (!done()) {
+    int64_t left = deadline - steady_ms();
+    if (left <= 0) return done();
+    step(static_cast<int>(std::min<int64_t>(left, 100)));
+  }
+  return true;
+}
+
+// Waits for any of `fds` to be readable, at most wait_ms.
+inline void poll_readable(const std::vector<int>& fds, int wait_ms) {
+  std::vector<pollfd> items;
+  for (int fd : fds) items.push_back(pollfd{fd, POLLIN, 0});
+  ::poll(items.data(), items.size(), wait_ms);
+}
+
+}  // namespace swept::agent::testing

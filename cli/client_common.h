@@ -1,0 +1,214 @@
+// What the client subcommands (submit, status, wait, trials, best, cancel,
+// retry, export, agents) share: where the answers come from (a scheduler
+// over the protocol, or a database file read-only with --db), how a Status
+// becomes an exit code, and small text-formatting helpers.
+// Header-only so that each subcommand stays one cli/cmd_<name>.cpp file.
+// Thread safety: single-threaded CLI use.
+#pragma once
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "common/exit_codes.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "scheduler/client.h"
+#include "scheduler/store.h"
+
+namespace swept::cli {
+
+namespace po = boost::program_options;
+
+// The options every client command takes.
+struct ClientFlags {
+  std::string scheduler;  // --scheduler; empty: SWEPT_SCHEDULER or the default
+  std::string db;         // --db: read a database file instead (read-only commands)
+  int timeout_ms = 5000;  // --timeout-ms: per request
+};
+
+inline void add_client_flags(po::options_description& d, ClientFlags& f, bool allow_db) {
+  d.add_options()("scheduler", po::value(&f.scheduler),
+                  "scheduler address (default: $SWEPT_SCHEDULER, else tcp://127.0.0.1:5555)")(
+      "timeout-ms", po::value(&f.timeout_ms)->default_value(5000), "give up on a request after this long");
+  if (allow_db)
+    d.add_options()("db", po::value(&f.db), "read this database file directly (no scheduler needed)");
+}
+
+// Maps a Status to the documented exit codes (docs/exit-codes.md).
+inline int exit_code_for(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return kExitOk;
+    case StatusCode::kUnavailable: return kExitUnavailable;
+    case StatusCode::kInvalidArgument:
+    case StatusCode::kNotFound: return kExitUsage;
+    case StatusCode::kInternal: return kExitInternal;
+    default: return kExitFailure;
+  }
+}
+
+inline int report(const std::string& command, const Status& s) {
+  std::cerr << "swept " << command << ": " << s.message() << "\n";
+  return exit_code_for(s);
+}
+
+// Parses argv with `desc` (+ positional names). Returns an exit code to
+// return at once (help printed, or a usage error), or nullopt to go on.
+inline std::optional<int> parse_flags(const std::string& command, const std::string& usage,
+                                      const std::vector<std::string>& args, po::options_description& desc,
+                                      const po::positional_options_description& positional) {
+  bool help = false;
+  desc.add_options()("help,h", po::bool_switch(&help), "show this help");
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "swept " << command << ": " << e.what() << "\nusage: " << usage << "\n";
+    return kExitUsage;
+  }
+  if (help) {
+    std::cout << "usage: " << usage << "\n\n" << desc << "\n";
+    return kExitOk;
+  }
+  return std::nullopt;
+}
+
+// Where answers come from: the scheduler, or a database file read-only.
+class ResultSource {
+ public:
+  static Result<ResultSource> open(const ClientFlags& f) {
+    ResultSource s;
+    if (!f.db.empty()) {
+      auto store = scheduler::Store::open(f.db, scheduler::Store::Mode::kReadOnly);
+      if (!store.ok()) return store.status();
+      s.store_ = std::move(*store);
+      return s;
+    }
+    auto c = scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms);
+    if (!c.ok()) return c.status();
+    s.client_ = std::move(*c);
+    return s;
+  }
+
+  Result<std::vector<protocol::SweepSummary>> sweeps(std::optional<int64_t> id) {
+    if (store_) return store_->sweep_summaries(id);
+    auto r = client_->call(protocol::QuerySweeps{"", id});
+    if (!r.ok()) return r.status();
+    if (auto* s = std::get_if<protocol::Sweeps>(&*r)) return std::move(s->sweeps);
+    return unexpected(*r);
+  }
+  Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
+    if (store_) {
+      auto sums = store_->sweep_summaries(sweep_id);
+      if (!sums.ok()) return sums.status();
+      return store_->trial_rows(sweep_id);
+    }
+    auto r = client_->call(protocol::QueryTrials{"", sweep_id});
+    if (!r.ok()) return r.status();
+    if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
+    return unexpected(*r);
+  }
+  Result<std::vector<protocol::AgentRow>> agents() {
+    if (store_) return store_->agent_rows();
+    auto r = client_->call(protocol::QueryAgents{""});
+    if (!r.ok()) return r.status();
+    if (auto* a = std::get_if<protocol::Agents>(&*r)) return std::move(a->agents);
+    return unexpected(*r);
+  }
+  scheduler::Client* client() { return client_.get(); }
+
+ private:
+  static Status unexpected(const protocol::Message& m) {
+    return Status::Internal(std::string("unexpected reply ") + protocol::kind_name(m));
+  }
+  std::unique_ptr<scheduler::Client> client_;
+  std::unique_ptr<scheduler::Store> store_;
+};
+
+// A sweep or trial id from the command line.
+inline Result<int64_t> parse_id(const std::string& what, const std::string& text) {
+  try {
+    size_t used = 0;
+    long long v = std::stoll(text, &used);
+    if (used == text.size() && v > 0) return static_cast<int64_t>(v);
+  } catch (...) {
+  }
+  return Status::InvalidArgument(what + " must be a positive integer id, found \"" + text + "\"");
+}
+
+// Numbers as people read them: 0.1234, 1.5e-05, 12.
+inline std::string fmt_num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+inline std::string fmt_opt(const std::optional<double>& v) { return v ? fmt_num(*v) : "-"; }
+
+// {"lr": 0.1, "opt": {"name": "adam"}} -> "lr=0.1 opt.name=adam"
+inline void flatten_params(const nlohmann::json& j, const std::string& prefix,
+                           std::vector<std::pair<std::string, std::string>>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      flatten_params(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
+    return;
+  }
+  std::string v = j.is_string() ? j.get<std::string>() : j.is_number_float() ? fmt_num(j.get<double>()) : j.dump();
+  out.emplace_back(prefix, v);
+}
+inline std::string params_text(const nlohmann::json& j) {
+  std::vector<std::pair<std::string, std::string>> flat;
+  flatten_params(j, "", flat);
+  std::string s;
+  for (const auto& [k, v] : flat) s += (s.empty() ? "" : " ") + k + "=" + v;
+  return s;
+}
+
+// A plain text table with columns padded to their widest cell.
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void print(std::ostream& out) const {
+    std::vector<size_t> width;
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (width.size() <= i) width.push_back(0);
+        width[i] = std::max(width[i], r[i].size());
+      }
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      }
+      out << line << "\n";
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// The best completed trial of a sweep by its metric, or nullopt.
+inline std::optional<protocol::TrialRow> best_trial(const protocol::SweepSummary& s,
+                                                    const std::vector<protocol::TrialRow>& trials) {
+  std::optional<protocol::TrialRow> best;
+  bool maximize = s.metric_goal == std::optional<std::string>("maximize");
+  for (const auto& t : trials) {
+    if (t.state != "completed" || !t.metric_value) continue;
+    if (!best || (maximize ? *t.metric_value > *best->metric_value : *t.metric_value < *best->metric_value)) best = t;
+  }
+  return best;
+}
+
+}  // namespace swept::cli

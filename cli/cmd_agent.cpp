@@ -1,0 +1,102 @@
+// `swept agent --scheduler tcp://HOST:5555 [--gpus ...] [--slots N] [--name NAME] [--workdir DIR]`:
+// runs this host's agent (agent/agent.h) until SIGTERM or SIGINT, which stop
+// its trials (SIGTERM, then SIGKILL after the grace period), tell the
+// scheduler, and exit 130. The scheduler address may also come from
+// SWEPT_SCHEDULER. The flags after the first group exist for tests and for
+// tuning: heartbeat interval, liveness, reconnect backoff, grace period.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "agent/agent.h"
+#include "cli/command.h"
+#include "common/exit_codes.h"
+#include "common/log.h"
+
+namespace swept::cli {
+namespace {
+
+// Set from the signal handler: a lock-free atomic store is async-signal-safe.
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+
+int run_agent_command(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  agent::AgentOptions o;
+  po::options_description visible(
+      "usage: swept agent --scheduler tcp://HOST:5555 [--gpus auto|none|fake:N[xMEMORY]] [--slots N]\n"
+      "                   [--name NAME] [--workdir DIR]\n\n"
+      "Runs the trials a swept scheduler sends to this host, each as a child process with its GPUs\n"
+      "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n\noptions");
+  visible.add_options()("help,h", "show this help")(
+      "scheduler", po::value<std::string>(), "the scheduler's address (default: $SWEPT_SCHEDULER)")(
+      "gpus", po::value<std::string>(&o.gpus)->default_value("auto"),
+      "GPUs to offer: auto (NVML), none, or fake:N[xMEMORY] e.g. fake:4x80GiB")(
+      "slots", po::value<int>(&o.slots)->default_value(0), "trials without GPUs that may run at once (0: one per CPU)")(
+      "name", po::value<std::string>(&o.name), "this agent's name (default: the host name)")(
+      "workdir", po::value<std::string>(&o.workdir)->default_value("swept-work"),
+      "where trials' directories go (created if missing)")(
+      "stop-grace-ms", po::value<int>(&o.stop_grace_ms)->default_value(o.stop_grace_ms),
+      "after SIGTERM, how long a trial may take to exit before SIGKILL")(
+      "heartbeat-ms", po::value<int>(&o.heartbeat_interval_ms)->default_value(o.heartbeat_interval_ms),
+      "heartbeat interval until the scheduler names its own")(
+      "liveness", po::value<int>(&o.liveness)->default_value(o.liveness),
+      "heartbeats missed before the scheduler counts as gone")(
+      "reconnect-min-ms", po::value<int>(&o.reconnect_initial_ms)->default_value(o.reconnect_initial_ms),
+      "first reconnect delay (doubles on each failed try)")(
+      "reconnect-max-ms", po::value<int>(&o.reconnect_max_ms)->default_value(o.reconnect_max_ms),
+      "longest reconnect delay")(
+      "metrics-flush-ms", po::value<int>(&o.metrics_flush_ms)->default_value(o.metrics_flush_ms),
+      "how often a reporting trial's metrics are sent")(
+      "verbose,v", "log every trial's start and end");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(visible).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "swept agent: " << e.what() << "; run 'swept agent --help'\n";
+    return kExitUsage;
+  }
+  if (vm.count("help")) {
+    std::cout << visible << "\n";
+    return kExitOk;
+  }
+  if (vm.count("scheduler")) {
+    o.scheduler_endpoint = vm["scheduler"].as<std::string>();
+  } else if (const char* env = std::getenv("SWEPT_SCHEDULER"); env && *env) {
+    o.scheduler_endpoint = env;
+  } else {
+    std::cerr << "swept agent: no scheduler address; pass --scheduler tcp://HOST:5555 or set SWEPT_SCHEDULER\n";
+    return kExitUsage;
+  }
+  if (Status s = agent::validate_options(o); !s.ok()) {
+    std::cerr << "swept agent: " << s.message() << "\n";
+    return kExitUsage;
+  }
+  log::set_program("swept-agent");
+  if (vm.count("verbose")) log::set_level(log::Level::kDebug);
+
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  int code = agent::run_agent(o, g_stop_requested);
+  if (code == kExitOk && g_stop_requested.load()) return kExitInterrupted;
+  return code;
+}
+
+}  // namespace
+
+SWEPT_COMMAND("agent", "run this host's agent: runs the trials a scheduler sends it", run_agent_command);
+
+}  // namespace swept::cli

@@ -1,0 +1,52 @@
+// `swept best SWEEP [--json]`: the completed trial with the best value of the
+// sweep's metric, its parameters and latest metrics. Exit 2 when the sweep
+// names no metric, 1 when no completed trial reported it yet.
+#include "cli/client_common.h"
+#include "cli/command.h"
+
+namespace swept::cli {
+namespace {
+
+int run_best(const std::vector<std::string>& args) {
+  ClientFlags flags;
+  std::string sweep;
+  bool json = false;
+  po::options_description desc("options");
+  desc.add_options()("sweep", po::value(&sweep), "a sweep id")("json", po::bool_switch(&json), "print JSON");
+  add_client_flags(desc, flags, true);
+  po::positional_options_description pos;
+  pos.add("sweep", 1);
+  if (auto rc = parse_flags("best", "swept best SWEEP [--json] [--scheduler ADDR | --db FILE]", args, desc, pos))
+    return *rc;
+  auto id = parse_id("SWEEP", sweep);
+  if (!id.ok()) return report("best", id.status());
+  auto src = ResultSource::open(flags);
+  if (!src.ok()) return report("best", src.status());
+  auto sums = src->sweeps(*id);
+  if (!sums.ok()) return report("best", sums.status());
+  const auto& s = sums->front();
+  if (!s.metric_name) {
+    std::cerr << "swept best: sweep " << s.id << " names no metric (add \"metric\": {\"name\": ..., \"goal\": ...})\n";
+    return kExitUsage;
+  }
+  auto rows = src->trials(*id);
+  if (!rows.ok()) return report("best", rows.status());
+  auto best = best_trial(s, *rows);
+  if (!best) {
+    std::cerr << "swept best: no completed trial of sweep " << s.id << " has reported " << *s.metric_name << " yet\n";
+    return kExitFailure;
+  }
+  if (json) {
+    std::cout << protocol::to_json(*best).dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "trial " << best->id << " (index " << best->index << "): " << *s.metric_name << " = "
+            << fmt_num(*best->metric_value) << "\n  params: " << params_text(best->params) << "\n  metrics:";
+  for (const auto& [k, v] : best->latest) std::cout << " " << k << "=" << fmt_num(v);
+  std::cout << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+SWEPT_COMMAND("best", "show a sweep's best trial by its metric", run_best);
+}  // namespace swept::cli

@@ -1,0 +1,301 @@
+// `swept run FILE [--db swept.db] [--gpus ...] [--slots N] [--dashboard ADDR|off]`:
+// the whole system in one process. An embedded scheduler (scheduler/broker.h)
+// listens on a free loopback port; a local agent (agent/agent.h) registers
+// with it; the main thread shows progress from the database (read-only, as
+// any reader would) until the sweep is over, then prints the best trial and
+// where the results are.
+//
+// Threads: the broker's loop, the agent's loop, and this one; they share
+// nothing but the socket between broker and agent, the database file, and a
+// few atomics (stop flags, cancel request).
+// Ctrl-C (or SIGTERM): every trial is stopped through the protocol, the
+// database records them as stopped, and the command exits 130. A second
+// Ctrl-C stops waiting for trials to end (the agent still kills them).
+// Exit: 0 when every trial completed, 7 when some did not, 2 for a bad file
+// or flag or a sweep this machine can never place, 1 when the scheduler or
+// agent cannot run.
+// An existing --db is extended: a sweep left `running` there by a `swept run`
+// that was killed (SIGKILL, power loss) resumes alongside the new one, as a
+// restarted `swept scheduler` would resume it.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "agent/agent.h"
+#include "cli/client_common.h"
+#include "cli/command.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "scheduler/broker.h"
+
+namespace swept::cli {
+namespace {
+
+std::atomic<int> g_run_interrupts{0};
+extern "C" void on_run_signal(int) { g_run_interrupts.fetch_add(1); }
+
+std::string clock_text(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "--:--";
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%lld:%02lld:%02lld", (long long)(s / 3600), (long long)(s / 60 % 60), (long long)(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lld:%02lld", (long long)(s / 60), (long long)(s % 60));
+  return buf;
+}
+
+// One progress line: bar, counts, elapsed, ETA, best so far.
+std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
+  int64_t done = s.counts.completed + s.counts.failed + s.counts.stopped;
+  std::string bar;
+  std::string counts;
+  if (s.total_trials && *s.total_trials > 0) {
+    const int width = 24;
+    int fill = static_cast<int>(width * double(done) / double(*s.total_trials));
+    bar = "[" + std::string(fill, '#') + std::string(width - fill, '-') + "] ";
+    counts = std::to_string(done) + "/" + std::to_string(*s.total_trials);
+  } else {
+    counts = std::to_string(done) + " done";
+  }
+  std::string eta = "--:--";
+  if (s.total_trials && done > 0) eta = clock_text(elapsed / double(done) * double(*s.total_trials - done));
+  std::string line = bar + counts + "  completed " + std::to_string(s.counts.completed) + "  running " +
+                     std::to_string(s.counts.running) + "  failed " + std::to_string(s.counts.failed) + "  elapsed " +
+                     clock_text(elapsed) + "  ETA " + eta;
+  if (s.metric_name && s.best_value)
+    line += "  best " + *s.metric_name + " " + fmt_num(*s.best_value) + " (trial " + std::to_string(*s.best_trial_id) + ")";
+  return line;
+}
+
+// Puts the directory of this executable first in PATH, so that trials find
+// swept-train (built beside swept) from whatever directory they run in.
+void put_own_directory_on_path() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return;
+  std::string dir = exe.parent_path().string();
+  const char* old = std::getenv("PATH");
+  std::string path = dir + (old && *old ? ":" + std::string(old) : std::string());
+  setenv("PATH", path.c_str(), 1);
+}
+
+int run_run(const std::vector<std::string>& args) {
+  std::string file, db = "swept.db", dashboard = "127.0.0.1:8080", progress = "auto";
+  bool verbose = false;
+  std::string stats_file;
+  agent::AgentOptions ao;
+  ao.name = "local";
+  ao.workdir = "swept-work";
+  scheduler::BrokerOptions bo;
+  bo.bind = "tcp://127.0.0.1:*";
+  po::options_description desc("options");
+  desc.add_options()("file", po::value(&file), "the sweep file (JSON)")(
+      "db", po::value(&db)->default_value(db), "the results database (created or extended)")(
+      "gpus", po::value(&ao.gpus)->default_value("auto"), "GPUs: auto, none, or fake:N[xMEMORY]")(
+      "slots", po::value(&ao.slots)->default_value(0), "CPU trials at once (0: one per CPU)")(
+      "workdir", po::value(&ao.workdir)->default_value(ao.workdir), "where trials' directories and logs go")(
+      "dashboard", po::value(&dashboard)->default_value(dashboard), "dashboard address HOST:PORT, or off")(
+      "progress", po::value(&progress)->default_value(progress), "auto (a bar on a terminal), lines, or off")(
+      "stop-grace-ms", po::value(&ao.stop_grace_ms)->default_value(ao.stop_grace_ms),
+      "on Ctrl-C, how long trials get between SIGTERM and SIGKILL")(
+      "heartbeat-ms", po::value(&bo.heartbeat_ms)->default_value(bo.heartbeat_ms), "heartbeat interval (tests)")(
+      "verbose,v", po::bool_switch(&verbose), "log what the scheduler and agent do")(
+      "stats", po::value(&stats_file), "write the scheduler's counters (JSON) to this file at the end (bench/)");
+  po::positional_options_description pos;
+  pos.add("file", 1);
+  if (auto rc = parse_flags("run", "swept run FILE [--db swept.db] [--gpus ...] [--slots N] [--dashboard ADDR|off]",
+                            args, desc, pos))
+    return *rc;
+  if (file.empty()) {
+    std::cerr << "swept run: name the sweep file: swept run FILE\n";
+    return kExitUsage;
+  }
+  if (progress != "auto" && progress != "lines" && progress != "off") {
+    std::cerr << "swept run: --progress must be auto, lines or off\n";
+    return kExitUsage;
+  }
+  if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    std::cerr << "swept run: cannot read " << file << "\n";
+    return kExitUsage;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  ao.heartbeat_interval_ms = bo.heartbeat_ms;
+  ao.scheduler_endpoint = "tcp://127.0.0.1:5555";  // replaced by the bound port below
+  if (Status s = agent::validate_options(ao); !s.ok()) return report("run", s);
+
+  // The scheduler: store, socket, the sweep.
+  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  if (!store.ok()) return report("run", store.status());
+  scheduler::Broker broker(**store, SteadyClock::instance(), bo);
+  if (Status s = broker.bind(); !s.ok()) return report("run", s);
+  if (Status s = broker.recover(); !s.ok()) return report("run", s);
+  auto submitted = broker.submit(text.str());
+  if (!submitted.ok()) {
+    std::cerr << "swept run: " << file << " is not a valid sweep file:\n" << submitted.status().message() << "\n";
+    return kExitUsage;
+  }
+  const int64_t sweep_id = submitted->sweep_id;
+  ao.scheduler_endpoint = broker.endpoint();
+
+  // DASHBOARD HOOK (issue 6): when `dashboard` is not "off", start
+  // web::Server here with listen = dashboard, db_path = db and a cancel
+  // callback forwarding to the scheduler at broker.endpoint() (a
+  // scheduler::Client), print its url() next to the results, and stop it
+  // after the threads below are joined.
+  if (dashboard != "off")
+    log::info("dashboard: not part of this build yet (swept web --db " + db + " shows the results)");
+
+  struct sigaction sa {};
+  sa.sa_handler = on_run_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  put_own_directory_on_path();
+
+  std::atomic<bool> stop_broker{false}, stop_agent{false}, broker_failed{false};
+  Status broker_status;
+  std::thread broker_thread([&] {
+    broker_status = broker.run(stop_broker);
+    if (!broker_status.ok()) broker_failed = true;
+  });
+  std::atomic<int> agent_rc{-1};
+  std::thread agent_thread([&] { agent_rc = agent::run_agent(ao, stop_agent); });
+
+  auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
+  if (!reader.ok()) {
+    stop_agent = true;
+    agent_thread.join();
+    stop_broker = true;
+    broker_thread.join();
+    return report("run", reader.status());
+  }
+  const bool tty = progress == "auto" && isatty(STDERR_FILENO);
+  const bool lines = progress == "lines" || (progress == "auto" && !tty);
+  std::cerr << "swept run: sweep " << sweep_id << " ("
+            << (submitted->total_trials ? std::to_string(*submitted->total_trials) + " trials" : std::string("unbounded"))
+            << "), results in " << db << "\n";
+
+  auto started = std::chrono::steady_clock::now();
+  auto last_line = started;
+  bool interrupted = false;
+  bool unfit_exit = false;  // the sweep can never be placed here
+  std::chrono::steady_clock::time_point stop_deadline{};
+  std::optional<protocol::SweepSummary> last;
+  int rc = kExitOk;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 100));
+    auto now = std::chrono::steady_clock::now();
+    double elapsed = std::chrono::duration<double>(now - started).count();
+    if (broker_failed) {
+      std::cerr << "\nswept run: the scheduler stopped: " << broker_status.message() << "\n";
+      rc = kExitFailure;
+      break;
+    }
+    if (agent_rc.load() >= 0 && !interrupted) {
+      std::cerr << "\nswept run: the local agent stopped (exit " << agent_rc.load() << "); see the messages above\n";
+      rc = agent_rc.load() == kExitUsage ? kExitUsage : kExitFailure;
+      break;
+    }
+    int signals = g_run_interrupts.load();
+    if (signals > 0 && !interrupted) {
+      interrupted = true;
+      std::cerr << "\nswept run: stopping every trial (Ctrl-C again to stop waiting)\n";
+      broker.request_cancel_all();
+      stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
+    }
+    auto sums = (*reader)->sweep_summaries(sweep_id);
+    if (sums.ok()) last = sums->front();
+    if (!interrupted) {
+      auto unfit = broker.unplaceable_sweeps();
+      if (std::find(unfit.begin(), unfit.end(), sweep_id) != unfit.end()) {
+        std::cerr << "\nswept run: the trials of " << file << " need more than this machine offers (resources: "
+                  << "GPUs per trial, gpu_memory_fraction or cpus; this agent has --gpus " << ao.gpus
+                  << "): stopping\n";
+        interrupted = true;
+        unfit_exit = true;
+        broker.request_cancel_all();
+        stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
+        continue;
+      }
+    }
+    if (interrupted) {
+      bool ended = last && last->state != "running" && broker.live_trials() == 0;
+      if (ended || signals > 1 || now > stop_deadline) {
+        rc = unfit_exit ? kExitUsage : kExitInterrupted;
+        break;
+      }
+      continue;
+    }
+    if (!last) continue;
+    if (tty)
+      std::cerr << "\r" << progress_line(*last, elapsed) << "\033[K" << std::flush;
+    else if (lines && now - last_line > std::chrono::seconds(10)) {
+      std::cerr << progress_line(*last, elapsed) << "\n";
+      last_line = now;
+    }
+    if (last->state != "running" && last->counts.running == 0 && broker.live_trials() == 0) {
+      if (tty || lines) std::cerr << (tty ? "\r" : "") << progress_line(*last, elapsed) << (tty ? "\033[K\n" : "\n");
+      rc = (last->state == "completed" && last->counts.completed == last->counts.total()) ? kExitOk
+                                                                                         : kExitNotAllCompleted;
+      break;
+    }
+  }
+
+  // Shut down in order: the agent first (it stops what still runs and says
+  // goodbye), then the scheduler once it has recorded that.
+  stop_agent = true;
+  agent_thread.join();
+  for (int i = 0; i < 20 && broker.live_trials() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  stop_broker = true;
+  broker_thread.join();
+  if (!broker_status.ok() && rc != kExitFailure) {
+    std::cerr << "swept run: the scheduler stopped: " << broker_status.message() << "\n";
+    rc = kExitFailure;
+  }
+
+  if (!stats_file.empty()) {
+    scheduler::BrokerStats st = broker.stats();
+    nlohmann::json j = {{"messages_in", st.messages_in},       {"messages_dropped", st.messages_dropped},
+                        {"trials_dispatched", st.trials_dispatched}, {"trials_finished", st.trials_finished},
+                        {"metric_rows", st.metric_rows},       {"loop_cpu_seconds", st.loop_cpu_seconds},
+                        {"ingest_seconds", st.ingest_seconds}, {"turns", st.turns},
+                        {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}};
+    std::ofstream(stats_file) << j.dump(2) << "\n";
+  }
+
+  // The outcome, from the database.
+  auto sums = (*reader)->sweep_summaries(sweep_id);
+  auto rows = (*reader)->trial_rows(sweep_id);
+  if (sums.ok() && rows.ok()) {
+    const auto& s = sums->front();
+    std::cout << "sweep " << sweep_id << " " << s.state << ": " << s.counts.completed << " completed, "
+              << s.counts.failed << " failed, " << s.counts.stopped << " stopped, " << s.counts.queued + s.counts.running
+              << " not run\n";
+    if (auto best = best_trial(s, *rows))
+      std::cout << "best: trial " << best->id << " " << *s.metric_name << "=" << fmt_num(*best->metric_value) << "  "
+                << params_text(best->params) << "\n";
+    else if (s.metric_name)
+      std::cout << "best: no completed trial reported " << *s.metric_name << "\n";
+    std::cout << "results: " << db << " (swept status " << sweep_id << " --db " << db << "; swept trials " << sweep_id
+              << " --db " << db << "); trial outputs under " << ao.workdir << "/sweep-" << sweep_id << "/\n";
+  }
+  return rc;
+}
+
+}  // namespace
+SWEPT_COMMAND("run", "run a sweep on this machine: scheduler, agent and progress in one process", run_run);
+}  // namespace swept::cli

@@ -1,0 +1,88 @@
+// `swept scheduler --bind tcp://127.0.0.1:5555 --db swept.db`: the central
+// scheduler (scheduler/broker.h) as a daemon. Accepts sweeps from the CLI,
+// places trials on the agents that register, records everything in the
+// database. Restarted on the same database after a crash, it carries on:
+// agents re-register and their running trials are adopted, not restarted.
+// SIGINT/SIGTERM stop it cleanly (exit 130); trials keep running on agents.
+#include <signal.h>
+
+#include <atomic>
+#include <fstream>
+#include <iostream>
+
+#include "cli/client_common.h"
+#include "cli/command.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "scheduler/broker.h"
+
+namespace swept::cli {
+namespace {
+
+std::atomic<bool> g_scheduler_stop{false};
+extern "C" void on_scheduler_signal(int) { g_scheduler_stop.store(true); }
+
+int run_scheduler(const std::vector<std::string>& args) {
+  scheduler::BrokerOptions o;
+  std::string db = "swept.db", endpoint_file, web = "off", level = "info";
+  po::options_description desc("options");
+  desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
+                     "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
+      "db", po::value(&db)->default_value(db), "the database file (created if missing)")(
+      "heartbeat-ms", po::value(&o.heartbeat_ms)->default_value(o.heartbeat_ms), "heartbeat interval, both ways")(
+      "liveness", po::value(&o.liveness)->default_value(o.liveness), "heartbeats an agent may miss before it is lost")(
+      "recovery-grace-ms", po::value(&o.recovery_grace_ms)->default_value(o.recovery_grace_ms),
+      "after a restart, how long running trials wait for their agent to come back")(
+      "endpoint-file", po::value(&endpoint_file), "write the bound endpoint to this file once listening")(
+      "web", po::value(&web)->default_value(web), "dashboard address HOST:PORT, or off (see swept web)")(
+      "log-level", po::value(&level)->default_value(level), "debug, info, warn or error");
+  po::positional_options_description pos;
+  if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [options]", args, desc, pos))
+    return *rc;
+  if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
+    std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
+    return kExitUsage;
+  }
+  log::set_program("swept-scheduler");
+  if (level == "debug") log::set_level(log::Level::kDebug);
+  else if (level == "warn") log::set_level(log::Level::kWarn);
+  else if (level == "error") log::set_level(log::Level::kError);
+
+  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  if (!store.ok()) return report("scheduler", store.status());
+  scheduler::Broker broker(**store, SteadyClock::instance(), o);
+  if (Status s = broker.bind(); !s.ok()) {
+    std::cerr << "swept scheduler: " << s.message() << "\n";
+    return kExitFailure;
+  }
+  if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
+  // DASHBOARD HOOK (issue 6): when --web is not "off", start web::Server here
+  // on `web` with db_path = db and a cancel callback that submits CANCEL to
+  // this broker; stop it after the loop below.
+  if (web != "off") log::warn("--web: the dashboard is not part of this build yet; run `swept web` beside it");
+
+  struct sigaction sa {};
+  sa.sa_handler = on_scheduler_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (!endpoint_file.empty()) {
+    std::string tmp = endpoint_file + ".tmp";
+    std::ofstream(tmp) << broker.endpoint() << "\n";
+    std::rename(tmp.c_str(), endpoint_file.c_str());
+  }
+  log::info("listening on " + broker.endpoint() + ", database " + db);
+  Status s = broker.run(g_scheduler_stop);
+  if (!s.ok()) {
+    log::error("stopping: " + s.message());
+    return kExitFailure;
+  }
+  log::info("stopped by signal");
+  return kExitInterrupted;
+}
+
+}  // namespace
+SWEPT_COMMAND("scheduler", "run the central scheduler (agents and clients connect to it)", run_scheduler);
+}  // namespace swept::cli

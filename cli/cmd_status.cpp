@@ -1,0 +1,66 @@
+// `swept status [SWEEP]`: without a sweep, one line per sweep; with one, its
+// trials by state and the best trial so far with its parameters. From the
+// scheduler, or from a database file with --db.
+#include "cli/client_common.h"
+#include "cli/command.h"
+
+namespace swept::cli {
+namespace {
+
+std::string progress(const protocol::SweepSummary& s) {
+  int64_t done = s.counts.completed + s.counts.failed + s.counts.stopped;
+  return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
+}
+
+int run_status(const std::vector<std::string>& args) {
+  ClientFlags flags;
+  std::string sweep;
+  po::options_description desc("options");
+  desc.add_options()("sweep", po::value(&sweep), "a sweep id");
+  add_client_flags(desc, flags, true);
+  po::positional_options_description pos;
+  pos.add("sweep", 1);
+  if (auto rc = parse_flags("status", "swept status [SWEEP] [--scheduler ADDR | --db FILE]", args, desc, pos))
+    return *rc;
+  std::optional<int64_t> id;
+  if (!sweep.empty()) {
+    auto p = parse_id("SWEEP", sweep);
+    if (!p.ok()) return report("status", p.status());
+    id = *p;
+  }
+  auto src = ResultSource::open(flags);
+  if (!src.ok()) return report("status", src.status());
+  auto sums = src->sweeps(id);
+  if (!sums.ok()) return report("status", sums.status());
+  if (!id) {
+    if (sums->empty()) {
+      std::cout << "no sweeps yet (swept submit FILE)\n";
+      return kExitOk;
+    }
+    Table t({"SWEEP", "NAME", "METHOD", "STATE", "DONE", "RUNNING", "QUEUED", "FAILED", "METRIC", "BEST"});
+    for (const auto& s : *sums)
+      t.add({std::to_string(s.id), s.name.empty() ? "-" : s.name, s.method, s.state, progress(s),
+             std::to_string(s.counts.running), std::to_string(s.counts.queued), std::to_string(s.counts.failed),
+             s.metric_name ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")" : "-",
+             fmt_opt(s.best_value)});
+    t.print(std::cout);
+    return kExitOk;
+  }
+  const auto& s = sums->front();
+  std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + s.name + ")") << ": " << s.method << ", "
+            << s.state << ", " << progress(s) << " trials done\n";
+  std::cout << "  queued " << s.counts.queued << ", running " << s.counts.running << ", completed "
+            << s.counts.completed << ", failed " << s.counts.failed << ", stopped " << s.counts.stopped << "\n";
+  if (s.metric_name) {
+    if (s.best_trial_id)
+      std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id
+                << "): " << params_text(s.best_params) << "\n";
+    else
+      std::cout << "  best " << *s.metric_name << ": no completed trial has reported it yet\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+SWEPT_COMMAND("status", "show sweeps, or one sweep's trials by state and its best trial", run_status);
+}  // namespace swept::cli

@@ -1,0 +1,57 @@
+// `swept trials SWEEP [--json] [--state STATE]`: one line per trial (state,
+// attempts, agent, GPUs, metric, parameters, reason), or a JSON array of the
+// protocol's TrialRow objects.
+#include "cli/client_common.h"
+#include "cli/command.h"
+
+namespace swept::cli {
+namespace {
+
+std::string gpus_text(const protocol::TrialRow& t) {
+  if (t.gpus.empty()) return "-";
+  std::string s;
+  for (int g : t.gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
+  if (t.gpu_fraction) s += "@" + fmt_num(*t.gpu_fraction);
+  return s;
+}
+
+int run_trials(const std::vector<std::string>& args) {
+  ClientFlags flags;
+  std::string sweep, state;
+  bool json = false;
+  po::options_description desc("options");
+  desc.add_options()("sweep", po::value(&sweep), "a sweep id")("json", po::bool_switch(&json), "print JSON")(
+      "state", po::value(&state), "only trials in this state");
+  add_client_flags(desc, flags, true);
+  po::positional_options_description pos;
+  pos.add("sweep", 1);
+  if (auto rc = parse_flags("trials", "swept trials SWEEP [--json] [--state S] [--scheduler ADDR | --db FILE]", args,
+                            desc, pos))
+    return *rc;
+  auto id = parse_id("SWEEP", sweep);
+  if (!id.ok()) return report("trials", id.status());
+  auto src = ResultSource::open(flags);
+  if (!src.ok()) return report("trials", src.status());
+  auto rows = src->trials(*id);
+  if (!rows.ok()) return report("trials", rows.status());
+  if (json) {
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& t : *rows)
+      if (state.empty() || t.state == state) a.push_back(protocol::to_json(t));
+    std::cout << a.dump(2) << "\n";
+    return kExitOk;
+  }
+  Table table({"TRIAL", "INDEX", "STATE", "ATTEMPTS", "AGENT", "GPUS", "METRIC", "PARAMS", "REASON"});
+  for (const auto& t : *rows) {
+    if (!state.empty() && t.state != state) continue;
+    table.add({std::to_string(t.id), std::to_string(t.index), t.state, std::to_string(t.attempts),
+               t.agent.value_or("-"), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
+               t.reason.value_or("")});
+  }
+  table.print(std::cout);
+  return kExitOk;
+}
+
+}  // namespace
+SWEPT_COMMAND("trials", "list a sweep's trials (--json for machines)", run_trials);
+}  // namespace swept::cli

@@ -1,0 +1,352 @@
+// The swept wire protocol (docs/protocol.md): typed messages between the
+// scheduler, its agents and the CLI, and their codec to and from ZeroMQ
+// multipart frames.
+//
+// Every message is three frames: "swept/1", the kind ("REGISTER"), and a JSON
+// object body. The codec works on plain strings (one per frame) so that it
+// needs no socket library; scheduler/ and agent/ move the frames through
+// cppzmq. JSON is parsed here, once, into the structs below; the rest of swept
+// sees only typed values.
+//
+// Invariants kept by the codec: encode() always produces a message decode()
+// accepts and decodes to an equal value; decode() never throws and never
+// aborts, whatever the bytes, and names the offending field when it refuses.
+// Thread safety: pure functions on values.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace swept::protocol {
+
+// Frame 0 of every message. Bump the digit for an incompatible change.
+inline constexpr std::string_view kProtocolId = "swept/1";
+
+// ---- pieces ----------------------------------------------------------------
+
+struct GpuInfo {
+  int index = 0;
+  std::string uuid;
+  std::string name;
+  int64_t memory_bytes = 0;
+  bool operator==(const GpuInfo&) const = default;
+};
+
+struct RunningTrial {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t pid = 0;
+  double started_at = 0;
+  bool operator==(const RunningTrial&) const = default;
+};
+
+// Why a trial's process ended (docs/protocol.md, TRIAL_EXITED).
+enum class ExitCause { kExited, kSignaled, kTimeout, kLaunchFailed, kStopped, kAgentShutdown, kNotRunning };
+const char* exit_cause_name(ExitCause cause);  // "exited", "timeout", ...
+
+// [trial_id, attempt, seq]: the highest metrics batch stored for an attempt.
+struct MetricsAck {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t seq = 0;
+  bool operator==(const MetricsAck&) const = default;
+};
+
+struct MetricRecord {
+  int64_t step = 0;
+  std::string name;
+  double value = 0;
+  bool operator==(const MetricRecord&) const = default;
+};
+
+// ---- agent -> scheduler ----------------------------------------------------
+
+struct TrialExited {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  ExitCause cause = ExitCause::kExited;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  bool timed_out = false;
+  std::string reason;
+  double ended_at = 0;
+  int64_t last_seq = 0;  // seq of the last METRICS batch sent for this attempt (0: none)
+  bool operator==(const TrialExited&) const = default;
+};
+
+struct Register {
+  std::string name;
+  std::string host;
+  std::string session;
+  int64_t pid = 0;
+  int slots = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<RunningTrial> running;
+  std::vector<TrialExited> finished;
+  bool operator==(const Register&) const = default;
+};
+
+struct TrialStarted {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t pid = 0;
+  double started_at = 0;
+  std::string workdir;
+  std::map<std::string, std::string> env;
+  bool operator==(const TrialStarted&) const = default;
+};
+
+struct Metrics {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t seq = 0;
+  std::vector<MetricRecord> records;
+  std::string log;
+  int64_t log_dropped = 0;
+  bool operator==(const Metrics&) const = default;
+};
+
+// ---- scheduler -> agent ----------------------------------------------------
+
+struct RegisterAck {
+  std::string session;
+  int heartbeat_ms = 1000;
+  int liveness = 5;
+  std::vector<MetricsAck> acked;
+  bool operator==(const RegisterAck&) const = default;
+};
+
+struct RegisterReject {
+  std::string code;  // "duplicate_name" | "bad_request"
+  std::string message;
+  int64_t retry_after_ms = 0;
+  bool operator==(const RegisterReject&) const = default;
+};
+
+struct StartTrial {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t sweep_id = 0;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  nlohmann::json params = nlohmann::json::object();  // the trial's parameters, nested
+  std::string workdir;  // relative to the agent's --workdir
+  std::vector<int> gpus;
+  double gpu_fraction = 0;
+  double timeout_s = 0;
+  bool operator==(const StartTrial&) const = default;
+};
+
+struct StopTrial {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  std::string reason;
+  bool operator==(const StopTrial&) const = default;
+};
+
+struct ExitAck {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  bool operator==(const ExitAck&) const = default;
+};
+
+// ---- both directions between agent and scheduler ---------------------------
+
+struct Heartbeat {
+  std::vector<MetricsAck> acked;  // scheduler -> agent only; empty otherwise
+  bool operator==(const Heartbeat&) const = default;
+};
+
+struct Disconnect {
+  std::string reason;
+  bool operator==(const Disconnect&) const = default;
+};
+
+// ---- CLI <-> scheduler -----------------------------------------------------
+
+struct Error {
+  std::string request_id;  // empty when answering an agent
+  std::string code;        // "malformed" | "version" | "not_found" | "bad_request" | "internal"
+  std::string message;
+  bool operator==(const Error&) const = default;
+};
+
+struct Submit {
+  std::string request_id;
+  std::string spec;    // the sweep file's text
+  std::string source;  // its file name, for messages
+  bool operator==(const Submit&) const = default;
+};
+
+struct Submitted {
+  std::string request_id;
+  int64_t sweep_id = 0;
+  std::optional<int64_t> total_trials;
+  bool operator==(const Submitted&) const = default;
+};
+
+struct Cancel {
+  std::string request_id;
+  std::optional<int64_t> sweep_id;  // exactly one of the two is set
+  std::optional<int64_t> trial_id;
+  bool operator==(const Cancel&) const = default;
+};
+
+struct Retry {
+  std::string request_id;
+  int64_t sweep_id = 0;
+  bool operator==(const Retry&) const = default;
+};
+
+struct Done {
+  std::string request_id;
+  std::string message;
+  int64_t count = 0;
+  bool operator==(const Done&) const = default;
+};
+
+struct QuerySweeps {
+  std::string request_id;
+  std::optional<int64_t> sweep_id;  // none: every sweep
+  bool operator==(const QuerySweeps&) const = default;
+};
+
+struct StateCounts {
+  int64_t queued = 0, running = 0, completed = 0, failed = 0, stopped = 0, lost = 0;
+  int64_t total() const { return queued + running + completed + failed + stopped + lost; }
+  bool operator==(const StateCounts&) const = default;
+};
+
+struct SweepSummary {
+  int64_t id = 0;
+  std::string name;
+  std::string method;
+  std::string state;  // running | completed | cancelled
+  std::optional<std::string> metric_name;
+  std::optional<std::string> metric_goal;  // minimize | maximize
+  std::optional<int64_t> total_trials;
+  double created_at = 0;
+  std::optional<double> finished_at;
+  StateCounts counts;
+  std::optional<int64_t> best_trial_id;
+  std::optional<double> best_value;
+  nlohmann::json best_params;  // null when no best
+  bool operator==(const SweepSummary&) const = default;
+};
+
+struct Sweeps {
+  std::string request_id;
+  std::vector<SweepSummary> sweeps;
+  bool operator==(const Sweeps&) const = default;
+};
+
+struct QueryTrials {
+  std::string request_id;
+  int64_t sweep_id = 0;
+  bool operator==(const QueryTrials&) const = default;
+};
+
+struct TrialRow {
+  int64_t id = 0;
+  int64_t sweep_id = 0;
+  int64_t index = 0;
+  std::string state;
+  int attempts = 0;
+  std::optional<std::string> agent;
+  std::vector<int> gpus;
+  std::optional<double> gpu_fraction;
+  std::optional<int> exit_code;
+  std::optional<std::string> reason;
+  std::optional<double> metric_value;
+  nlohmann::json params;   // object
+  nlohmann::json command;  // array of strings
+  std::optional<double> started_at;
+  std::optional<double> ended_at;
+  std::map<std::string, double> latest;  // latest value of each metric
+  bool operator==(const TrialRow&) const = default;
+};
+
+struct Trials {
+  std::string request_id;
+  std::vector<TrialRow> trials;
+  bool operator==(const Trials&) const = default;
+};
+
+struct QueryAgents {
+  std::string request_id;
+  bool operator==(const QueryAgents&) const = default;
+};
+
+struct AgentTrial {
+  int64_t trial_id = 0;
+  std::vector<int> gpus;
+  std::optional<double> gpu_fraction;
+  bool operator==(const AgentTrial&) const = default;
+};
+
+struct AgentRow {
+  std::string name;
+  std::string host;
+  std::string state;  // alive | lost | gone
+  int slots = 0;
+  double last_seen = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<AgentTrial> running;
+  bool operator==(const AgentRow&) const = default;
+};
+
+struct Agents {
+  std::string request_id;
+  std::vector<AgentRow> agents;
+  bool operator==(const Agents&) const = default;
+};
+
+// ---- the message and its codec ---------------------------------------------
+
+using Message = std::variant<Register, RegisterAck, RegisterReject, Heartbeat, StartTrial, StopTrial,
+                             TrialStarted, Metrics, TrialExited, ExitAck, Disconnect, Error, Submit,
+                             Submitted, Cancel, Retry, Done, QuerySweeps, Sweeps, QueryTrials, Trials,
+                             QueryAgents, Agents>;
+
+// The kind frame of a message: "REGISTER", "TRIAL_EXITED", ...
+const char* kind_name(const Message& message);
+
+using Frames = std::vector<std::string>;
+
+// Three frames: kProtocolId, kind_name(message), the JSON body. Never fails.
+Frames encode(const Message& message);
+
+enum class DecodeFailure {
+  kNone,
+  kNotSwept,     // frame 0 is not a swept protocol id: drop it
+  kVersion,      // "swept/N" with another N
+  kUnknownKind,  // frame 1 names no message
+  kMalformed,    // wrong frame count, bad JSON, missing or mistyped field
+};
+
+struct Decoded {
+  std::optional<Message> message;  // set exactly when failure == kNone
+  DecodeFailure failure = DecodeFailure::kNone;
+  std::string error;       // what was wrong, naming the field ("METRICS.records[2][0]: expected an integer")
+  std::string kind;        // frame 1 as received (may be empty)
+  std::string request_id;  // the body's request_id when it could be read, so errors can be answered
+  bool ok() const { return failure == DecodeFailure::kNone; }
+};
+
+// Decodes frames (the routing id already removed). Never throws.
+Decoded decode(const Frames& frames);
+
+// JSON forms of the query rows, shared by the CLI's --json output and the
+// codec so that `swept trials --json` prints what the protocol carries.
+nlohmann::json to_json(const SweepSummary& s);
+nlohmann::json to_json(const TrialRow& t);
+nlohmann::json to_json(const AgentRow& a);
+
+}  // namespace swept::protocol

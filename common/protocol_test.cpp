@@ -1,0 +1,261 @@
+// Tests of the protocol codec: every message kind goes through encode() and
+// decode() and comes back equal; malformed, unknown and foreign messages are
+// refused with the failure the protocol prescribes and a message naming the
+// field.
+#include "common/protocol.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <string>
+
+using namespace swept::protocol;
+using nlohmann::json;
+
+namespace {
+
+TrialExited sample_exit() {
+  TrialExited e;
+  e.trial_id = 17;
+  e.attempt = 2;
+  e.cause = ExitCause::kSignaled;
+  e.signal = 9;
+  e.reason = "killed by signal 9";
+  e.ended_at = 1763762100.25;
+  e.last_seq = 40;
+  return e;
+}
+
+// All the messages of the protocol, with their fields set to non-default values.
+std::vector<Message> every_message() {
+  std::vector<Message> all;
+  Register reg;
+  reg.name = "gpu-node-3";
+  reg.host = "gpu-node-3.example";
+  reg.session = "0123456789abcdef";
+  reg.pid = 4211;
+  reg.slots = 4;
+  reg.gpus = {{0, "GPU-aaaa", "NVIDIA H100", 85899345920}, {1, "GPU-bbbb", "NVIDIA H100", 85899345920}};
+  reg.running = {{17, 1, 5120, 1763762000.5}};
+  reg.finished = {sample_exit()};
+  all.push_back(reg);
+  all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
+  all.push_back(RegisterReject{"duplicate_name", "agent gpu-node-3 is already connected", 5000});
+  all.push_back(Heartbeat{});
+  all.push_back(Heartbeat{{{5, 1, 99}}});
+  StartTrial st;
+  st.trial_id = 17;
+  st.attempt = 2;
+  st.sweep_id = 3;
+  st.argv = {"swept-train", "--lr=0.1", "--hidden=64"};
+  st.env = {{"SWEPT_SWEEP_ID", "3"}, {"SWEPT_TRIAL_ID", "17"}, {"SWEPT_PARAMS", "{\"lr\":0.1}"}};
+  st.params = json{{"lr", 0.1}, {"opt", {{"name", "adam"}}}};
+  st.workdir = "sweep-3/trial-17";
+  st.gpus = {2, 3};
+  st.gpu_fraction = 0.4;
+  st.timeout_s = 60;
+  all.push_back(st);
+  all.push_back(StopTrial{17, 2, "cancelled by the user"});
+  all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
+  Metrics m;
+  m.trial_id = 17;
+  m.attempt = 2;
+  m.seq = 12;
+  m.records = {{100, "loss", 0.41}, {100, "lr", 0.1}, {200, "loss", -3.5e-7}};
+  m.log = "epoch 1\nünïcode ok\n";
+  m.log_dropped = 1234;
+  all.push_back(m);
+  all.push_back(sample_exit());
+  TrialExited launch_failed;
+  launch_failed.trial_id = 4;
+  launch_failed.attempt = 1;
+  launch_failed.cause = ExitCause::kLaunchFailed;
+  launch_failed.exit_code = 127;
+  launch_failed.timed_out = false;
+  launch_failed.reason = "no such command: frobnicate";
+  launch_failed.ended_at = 1.5;
+  all.push_back(launch_failed);
+  all.push_back(ExitAck{17, 2});
+  all.push_back(Disconnect{"shutting down"});
+  all.push_back(Error{"r1", "malformed", "METRICS.seq: missing"});
+  all.push_back(Submit{"r2", "{\"method\": \"grid\"}", "grid.json"});
+  all.push_back(Submitted{"r2", 3, 12});
+  all.push_back(Submitted{"r3", 4, std::nullopt});
+  all.push_back(Cancel{"r4", 3, std::nullopt});
+  all.push_back(Cancel{"r5", std::nullopt, 17});
+  all.push_back(Retry{"r6", 3});
+  all.push_back(Done{"r6", "requeued 2 failed trials", 2});
+  all.push_back(QuerySweeps{"r7", std::nullopt});
+  all.push_back(QuerySweeps{"r8", 3});
+  SweepSummary s;
+  s.id = 3;
+  s.name = "mnist";
+  s.method = "grid";
+  s.state = "running";
+  s.metric_name = "val_loss";
+  s.metric_goal = "minimize";
+  s.total_trials = 12;
+  s.created_at = 1763762000;
+  s.counts = {1, 2, 3, 4, 5, 6};
+  s.best_trial_id = 17;
+  s.best_value = 0.12;
+  s.best_params = json{{"lr", 0.1}};
+  SweepSummary empty;
+  empty.id = 4;
+  empty.name = "";
+  empty.method = "random";
+  empty.state = "completed";
+  empty.finished_at = 1763762999.0;
+  all.push_back(Sweeps{"r8", {s, empty}});
+  all.push_back(QueryTrials{"r9", 3});
+  TrialRow t;
+  t.id = 17;
+  t.sweep_id = 3;
+  t.index = 5;
+  t.state = "completed";
+  t.attempts = 2;
+  t.agent = "gpu-node-3";
+  t.gpus = {2, 3};
+  t.exit_code = 0;
+  t.reason = "exit code 0";
+  t.metric_value = 0.12;
+  t.params = json{{"lr", 0.1}};
+  t.command = json::array({"swept-train", "--lr=0.1"});
+  t.started_at = 10.0;
+  t.ended_at = 20.0;
+  t.latest = {{"loss", 0.1}, {"val_loss", 0.12}};
+  TrialRow queued;
+  queued.id = 18;
+  queued.sweep_id = 3;
+  queued.state = "queued";
+  queued.params = json::object();
+  queued.command = json::array();
+  all.push_back(Trials{"r9", {t, queued}});
+  all.push_back(QueryAgents{"r10"});
+  AgentRow a;
+  a.name = "gpu-node-3";
+  a.host = "gpu-node-3.example";
+  a.state = "alive";
+  a.slots = 4;
+  a.last_seen = 1763762000.75;
+  a.gpus = {{0, "GPU-aaaa", "NVIDIA H100", 85899345920}};
+  a.running = {{17, {0}, std::nullopt}, {18, {0}, 0.4}};
+  all.push_back(Agents{"r10", {a}});
+  return all;
+}
+
+Frames frames_of(std::string kind, std::string body) { return {std::string(kProtocolId), std::move(kind), std::move(body)}; }
+
+}  // namespace
+
+TEST_CASE("every message kind survives encode then decode") {
+  std::set<std::string> kinds;
+  for (const Message& original : every_message()) {
+    Frames frames = encode(original);
+    REQUIRE(frames.size() == 3);
+    CHECK(frames[0] == "swept/1");
+    CHECK(frames[1] == kind_name(original));
+    Decoded d = decode(frames);
+    INFO(frames[1] << " " << frames[2] << " -> " << d.error);
+    REQUIRE(d.ok());
+    CHECK(*d.message == original);
+    kinds.insert(frames[1]);
+  }
+  // One of each of the 23 kinds docs/protocol.md defines.
+  CHECK(kinds.size() == std::variant_size_v<Message>);
+}
+
+TEST_CASE("request ids are readable even when the body is refused") {
+  Decoded d = decode(frames_of("SUBMIT", R"({"request_id": "abc", "spec": 5})"));
+  CHECK(d.failure == DecodeFailure::kMalformed);
+  CHECK(d.request_id == "abc");
+  CHECK(d.error == "SUBMIT.spec: expected a string, found an integer");
+}
+
+TEST_CASE("malformed messages name the field") {
+  struct Case {
+    Frames frames;
+    DecodeFailure failure;
+    std::string error;
+  };
+  const Case cases[] = {
+      {{"swept/1", "HEARTBEAT"}, DecodeFailure::kMalformed, "expected 3 frames (protocol, kind, body), got 2"},
+      {frames_of("HEARTBEAT", "not json"), DecodeFailure::kMalformed, "HEARTBEAT: the body is not a JSON object"},
+      {frames_of("HEARTBEAT", "[1,2]"), DecodeFailure::kMalformed, "HEARTBEAT: the body is not a JSON object"},
+      {frames_of("METRICS", R"({"trial_id":1,"attempt":1,"records":[]})"), DecodeFailure::kMalformed,
+       "METRICS.seq: missing"},
+      {frames_of("METRICS", R"({"trial_id":1,"attempt":1,"seq":1,"records":[[1,"loss"]]})"),
+       DecodeFailure::kMalformed, "METRICS.records[0]: expected [step, name, value], found an array"},
+      {frames_of("METRICS", R"({"trial_id":1,"attempt":1,"seq":1,"records":[[-1,"loss",1]]})"),
+       DecodeFailure::kMalformed, "METRICS.records[0][0]: step must be 0 or more"},
+      {frames_of("METRICS", R"({"trial_id":1,"attempt":1,"seq":1,"records":[[1,"loss","x"]]})"),
+       DecodeFailure::kMalformed, "METRICS.records[0][2]: expected a number, found a string"},
+      {frames_of("TRIAL_EXITED", R"({"trial_id":1,"attempt":1,"cause":"boom","ended_at":1})"),
+       DecodeFailure::kMalformed,
+       "TRIAL_EXITED.cause: unknown exit cause \"boom\" (expected exited, signaled, timeout, launch_failed, stopped, "
+       "agent_shutdown or not_running)"},
+      {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[{"index":"0"}],"running":[],"finished":[]})"),
+       DecodeFailure::kMalformed, "REGISTER.gpus[0].index: expected an integer, found a string"},
+      {frames_of("START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":[],"workdir":"w"})"),
+       DecodeFailure::kMalformed, "START_TRIAL.argv: must not be empty"},
+      {frames_of("CANCEL", R"({"request_id":"r"})"), DecodeFailure::kMalformed,
+       "CANCEL: exactly one of sweep_id and trial_id must be given"},
+      {frames_of("ATTACK", "{}"), DecodeFailure::kUnknownKind, "unknown message kind \"ATTACK\""},
+      {{"swept/2", "HEARTBEAT", "{}"}, DecodeFailure::kVersion,
+       "protocol version \"swept/2\" is not supported; this peer speaks swept/1: use the same swept version on both sides"},
+      {{"GET / HTTP/1.1"}, DecodeFailure::kNotSwept, "not a swept message (frame 0 is \"GET / HTTP/1.1\")"},
+      {{}, DecodeFailure::kNotSwept, "empty message"},
+  };
+  for (const Case& c : cases) {
+    Decoded d = decode(c.frames);
+    INFO(d.error);
+    CHECK_FALSE(d.ok());
+    CHECK_FALSE(d.message.has_value());
+    CHECK(d.failure == c.failure);
+    CHECK(d.error == c.error);
+  }
+}
+
+TEST_CASE("unknown fields are ignored and optional fields default") {
+  Decoded d = decode(frames_of("HEARTBEAT", R"({"future_field": [1, 2, 3]})"));
+  REQUIRE(d.ok());
+  CHECK(std::get<Heartbeat>(*d.message).acked.empty());
+  d = decode(frames_of("TRIAL_EXITED", R"({"trial_id":3,"attempt":1,"cause":"exited","exit_code":0,"ended_at":2.5})"));
+  REQUIRE(d.ok());
+  const auto& e = std::get<TrialExited>(*d.message);
+  CHECK(e.exit_code == 0);
+  CHECK_FALSE(e.signal.has_value());
+  CHECK(e.last_seq == 0);
+  CHECK_FALSE(e.timed_out);
+}
+
+TEST_CASE("invalid UTF-8 in a log chunk is replaced, not thrown") {
+  Metrics m;
+  m.trial_id = 1;
+  m.attempt = 1;
+  m.seq = 1;
+  m.log = std::string("bad \xff\xfe bytes\n");
+  Frames f = encode(m);
+  Decoded d = decode(f);
+  REQUIRE(d.ok());
+  CHECK(std::get<Metrics>(*d.message).log.find("bytes") != std::string::npos);
+}
+
+TEST_CASE("random bytes never crash the decoder") {
+  uint64_t x = 88172645463325252ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  const std::vector<std::string> kinds = {"REGISTER", "METRICS", "TRIAL_EXITED", "START_TRIAL", "TRIALS", "SWEEPS"};
+  for (int i = 0; i < 2000; ++i) {
+    // Take a valid body and flip a few bytes.
+    Message msg = every_message()[next() % every_message().size()];
+    Frames f = encode(msg);
+    for (int k = 0; k < 3; ++k) f[2][next() % f[2].size()] = static_cast<char>(next() & 0xff);
+    Decoded d = decode(f);
+    CHECK((d.ok() || !d.error.empty()));
+  }
+}

@@ -1,0 +1,827 @@
+// Broker: see broker.h and docs/protocol.md. The file reads top to bottom as
+// the loop does: receive and decode, handle agents, handle clients, timers,
+// dispatch, commit, send.
+#include "scheduler/broker.h"
+
+#include <algorithm>
+#include <chrono>
+#include <set>
+#include <time.h>
+
+#include "common/log.h"
+#include "scheduler/zmq_io.h"
+
+namespace swept::scheduler {
+
+using namespace swept::protocol;
+
+namespace {
+
+constexpr int kMaxMessagesPerTurn = 20000;
+
+std::string to_s(int64_t v) { return std::to_string(v); }
+
+// What a TRIAL_EXITED means for the trial: its state and the reason shown.
+std::string state_for_exit(const TrialExited& e, std::string* reason) {
+  std::string state = "failed";
+  std::string why;
+  switch (e.cause) {
+    case ExitCause::kExited:
+      state = e.exit_code.value_or(1) == 0 ? "completed" : "failed";
+      why = "exit code " + std::to_string(e.exit_code.value_or(-1));
+      break;
+    case ExitCause::kSignaled: why = "killed by signal " + std::to_string(e.signal.value_or(0)); break;
+    case ExitCause::kTimeout: why = "timed out"; break;
+    case ExitCause::kLaunchFailed: why = "could not start"; break;
+    case ExitCause::kStopped: state = "stopped"; why = "stopped"; break;
+    case ExitCause::kAgentShutdown: state = "lost"; why = "its agent shut down"; break;
+    case ExitCause::kNotRunning: state = "lost"; why = "its agent was not running it"; break;
+  }
+  *reason = e.reason.empty() ? why : e.reason;
+  return state;
+}
+
+}  // namespace
+
+Broker::Broker(Store& store, const Clock& clock, BrokerOptions options)
+    : store_(store), clock_(clock), options_(std::move(options)), runner_(store, clock), context_(1),
+      socket_(context_, zmq::socket_type::router) {}
+
+Broker::~Broker() {
+  if (store_.in_transaction()) store_.rollback();
+  socket_.close();
+  context_.close();
+}
+
+Status Broker::bind() {
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_handover, 1));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_mandatory, 1));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::linger, 0));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, 200000));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, 200000));
+  try {
+    socket_.bind(options_.bind);
+  } catch (const zmq::error_t& e) {
+    return Status::Unavailable("cannot listen on " + options_.bind + ": " + e.what() +
+                               " (is another scheduler running there? choose another --bind)");
+  }
+  SWEPT_ZMQ_CHECK(endpoint_ = socket_.get(zmq::sockopt::last_endpoint));
+  return Status::Ok();
+}
+
+BrokerStats Broker::stats() const {
+  return {stat_in_.load(),   stat_dropped_.load(), stat_dispatched_.load(), stat_finished_.load(),
+          stat_rows_.load(), stat_cpu_.load(),     stat_ingest_.load(),     stat_turns_.load()};
+}
+
+std::vector<int64_t> Broker::unplaceable_sweeps() const {
+  std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+  return std::vector<int64_t>(unplaceable_.begin(), unplaceable_.end());
+}
+
+Status Broker::ensure_tx() {
+  if (store_.in_transaction()) return Status::Ok();
+  return store_.begin();
+}
+
+void Broker::send_later(const std::string& routing_id, Message m) {
+  outgoing_.push_back({routing_id, std::move(m)});
+}
+
+void Broker::flush() {
+  int64_t now = clock_.now_ms();
+  for (auto& o : outgoing_) {
+    Status s = zmqio::send(socket_, o.routing_id, encode(o.message));
+    if (!s.ok()) log::debug("dropped " + std::string(kind_name(o.message)) + ": " + s.message());
+    if (auto it = sessions_.find(o.routing_id); it != sessions_.end()) it->second.last_sent_ms = now;
+  }
+  outgoing_.clear();
+}
+
+Broker::Session* Broker::session_by_routing(const std::string& routing_id) {
+  auto it = sessions_.find(routing_id);
+  return it == sessions_.end() ? nullptr : &it->second;
+}
+
+// ---- recovery ----
+
+Status Broker::recover() {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  // Nobody is connected yet: agents must register again.
+  SWEPT_RETURN_IF_ERROR(store_.mark_all_agents("alive", "lost"));
+  auto running = runner_.recover();
+  if (!running.ok()) return running.status();
+  int64_t deadline = clock_.now_ms() + options_.recovery_grace_ms;
+  for (const TrialRecord& t : *running) {
+    LiveTrial lt;
+    lt.trial_id = t.id;
+    lt.sweep_id = t.sweep_id;
+    lt.attempt = t.attempts;
+    lt.agent = t.agent;
+    lt.gpus = t.gpus;
+    lt.gpu_fraction = t.gpu_fraction;
+    Demand d = runner_.demand(t.sweep_id);
+    lt.cpus = d.needs_gpu() ? 0 : d.cpus;
+    lt.started = t.started;
+    auto seq = store_.metrics_seq(t.id, t.attempts);
+    if (!seq.ok()) return seq.status();
+    lt.stored_seq = *seq;
+    lt.await_deadline_ms = deadline;
+    if (const auto* spec = runner_.spec(t.sweep_id)) lt.max_retries = spec->max_retries;
+    live_[t.id] = lt;
+  }
+  live_count_ = live_.size();
+  if (!running->empty())
+    log::info("recovered " + std::to_string(running->size()) +
+              " running trials; waiting for their agents to re-register");
+  SWEPT_RETURN_IF_ERROR(store_.commit());
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Result<SubmitResult> Broker::submit(const std::string& spec_text) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto r = runner_.submit(spec_text);
+  if (!r.ok()) {
+    store_.rollback();
+    return r.status();
+  }
+  SWEPT_RETURN_IF_ERROR(store_.commit());
+  dirty_ = true;
+  return r;
+}
+
+// ---- the loop ----
+
+namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+}  // namespace
+
+Status Broker::run(const std::atomic<bool>& stop) {
+  const double cpu0 = thread_cpu_seconds();
+  Status s;
+  while (!stop.load() && s.ok()) {
+    s = turn(100);
+    stat_cpu_ = thread_cpu_seconds() - cpu0;
+  }
+  return s;
+}
+
+Status Broker::turn(int max_wait_ms) {
+  int wait = std::max(0, std::min(max_wait_ms, options_.heartbeat_ms));
+  try {
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::poll(items, 1, std::chrono::milliseconds(wait));
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) return Status::Unavailable(std::string("zmq_poll failed: ") + e.what());
+  }
+  // Bound each turn's work (by count and by real time) so that heartbeats
+  // and acknowledgements still go out every interval under a flood of metrics.
+  const auto budget_end = std::chrono::steady_clock::now() +
+                          std::chrono::milliseconds(std::max(5, options_.heartbeat_ms / 4));
+  Status failure;
+  for (int i = 0; i < kMaxMessagesPerTurn; ++i) {
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > budget_end) break;
+    auto got = zmqio::receive(socket_, /*with_routing_id=*/true, /*dontwait=*/true);
+    if (!got.ok()) {
+      log::warn(got.status().message());
+      break;
+    }
+    if (!got->has_value()) break;
+    stat_in_++;
+    failure = handle((*got)->routing_id, (*got)->frames);
+    if (!failure.ok()) break;
+  }
+  if (failure.ok() && cancel_all_requested_.exchange(false)) {
+    auto sweeps = store_.sweeps_in_state("running");
+    if (!sweeps.ok()) failure = sweeps.status();
+    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<SweepRecord>{}) {
+      int64_t n = 0;
+      failure = cancel_sweep(s.id, "stopped by the user (interrupt)", &n);
+      if (!failure.ok()) break;
+    }
+  }
+  if (failure.ok()) failure = check_timers();
+  if (failure.ok() && dirty_) failure = dispatch();
+  if (failure.ok() && store_.in_transaction()) failure = store_.commit();
+  if (!failure.ok()) {
+    // Nothing half-done is acknowledged: drop what was about to be sent.
+    store_.rollback();
+    outgoing_.clear();
+    return failure;
+  }
+  send_heartbeats();
+  flush();
+  live_count_ = live_.size();
+  stat_turns_++;
+  return Status::Ok();
+}
+
+Status Broker::handle(const std::string& routing_id, const Frames& frames) {
+  Decoded d = decode(frames);
+  Session* session = session_by_routing(routing_id);
+  if (!d.ok()) {
+    stat_dropped_++;
+    switch (d.failure) {
+      case DecodeFailure::kNotSwept:
+        log::debug("dropped a message that is not swept's from " + routing_id + ": " + d.error);
+        return Status::Ok();
+      case DecodeFailure::kVersion:
+        if (d.kind == "REGISTER")
+          send_later(routing_id, RegisterReject{"bad_request", d.error, 0});
+        else
+          send_later(routing_id, Error{d.request_id, "version", d.error});
+        break;
+      default:
+        send_later(routing_id, Error{d.request_id, "malformed", d.error});
+        break;
+    }
+    log::warn("refused a message from " + (session ? "agent " + session->name : std::string("a client")) + ": " +
+              d.error);
+    return Status::Ok();
+  }
+  const Message& m = *d.message;
+  if (session) session->last_heard_ms = clock_.now_ms();  // any valid message is a heartbeat
+  if (auto* r = std::get_if<Register>(&m)) return on_register(routing_id, *r);
+  if (std::holds_alternative<Heartbeat>(m) || std::holds_alternative<TrialStarted>(m) ||
+      std::holds_alternative<Metrics>(m) || std::holds_alternative<TrialExited>(m) ||
+      std::holds_alternative<Disconnect>(m)) {
+    if (!session) {
+      if (!std::holds_alternative<Disconnect>(m))
+        send_later(routing_id, Disconnect{"unknown session; register again"});
+      return Status::Ok();
+    }
+    return handle_agent(*session, m);
+  }
+  if (std::holds_alternative<Submit>(m) || std::holds_alternative<Cancel>(m) || std::holds_alternative<Retry>(m) ||
+      std::holds_alternative<QuerySweeps>(m) || std::holds_alternative<QueryTrials>(m) ||
+      std::holds_alternative<QueryAgents>(m))
+    return handle_client(routing_id, m);
+  // REGISTER_ACK, START_TRIAL, SWEEPS, ...: the scheduler sends these, it never receives them.
+  stat_dropped_++;
+  send_later(routing_id, Error{d.request_id, "malformed",
+                               std::string(kind_name(m)) + " is sent by the scheduler, not to it"});
+  return Status::Ok();
+}
+
+// ---- agents ----
+
+Status Broker::on_register(const std::string& routing_id, const Register& r) {
+  // Validate what placement will rely on.
+  std::string bad;
+  std::set<int> indices;
+  if (r.name.empty() || r.name.size() > 200) bad = "REGISTER.name: must be 1 to 200 characters";
+  if (r.slots < 0) bad = "REGISTER.slots: must be 0 or more";
+  for (const auto& g : r.gpus)
+    if (!indices.insert(g.index).second || g.index < 0)
+      bad = "REGISTER.gpus: index " + std::to_string(g.index) + " is negative or appears twice";
+  if (!bad.empty()) {
+    stat_dropped_++;
+    send_later(routing_id, RegisterReject{"bad_request", bad, 0});
+    log::warn("refused REGISTER from " + r.name + ": " + bad);
+    return Status::Ok();
+  }
+  const int64_t now = clock_.now_ms();
+  const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
+
+  // A name held by another live connection: a duplicate, refused loudly.
+  if (auto it = routing_by_name_.find(r.name); it != routing_by_name_.end() && it->second != routing_id) {
+    Session* old = session_by_routing(it->second);
+    // The same agent process (host and pid) on a new connection is a
+    // reconnect, not a duplicate: it takes over at once.
+    bool same_process = old && old->host == r.host && old->pid == r.pid;
+    if (old && !same_process && now - old->last_heard_ms < liveness_ms) {
+      stat_dropped_++;
+      send_later(routing_id, RegisterReject{"duplicate_name",
+                                            "an agent named \"" + r.name + "\" (host " + old->host +
+                                                ") is already connected; give this one another --name",
+                                            liveness_ms});
+      log::warn("refused a second agent named " + r.name + " from host " + r.host);
+      return Status::Ok();
+    }
+    // Its predecessor went silent: this connection takes over its trials.
+    if (old) sessions_.erase(it->second);
+    routing_by_name_.erase(it);
+  }
+  // The same connection re-registering under another name: the old name is gone.
+  if (Session* cur = session_by_routing(routing_id); cur && cur->name != r.name)
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, "gone"));
+
+  Session& s = sessions_[routing_id];
+  s.routing_id = routing_id;
+  s.name = r.name;
+  s.host = r.host;
+  s.session = r.session;
+  s.slots = r.slots;
+  s.pid = r.pid;
+  s.gpus = r.gpus;
+  s.last_heard_ms = now;
+  routing_by_name_[r.name] = routing_id;
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds()));
+
+  // Reconcile what the agent runs with what the store says (docs/protocol.md).
+  RegisterAck ack{r.session, options_.heartbeat_ms, options_.liveness, {}};
+  std::vector<StopTrial> stops;
+  std::set<int64_t> reported;
+  for (const RunningTrial& rt : r.running) {
+    reported.insert(rt.trial_id);
+    auto it = live_.find(rt.trial_id);
+    if (it != live_.end() && it->second.agent == r.name && it->second.attempt == rt.attempt) {
+      LiveTrial& lt = it->second;
+      lt.started = true;
+      lt.await_deadline_ms = 0;
+      lt.acked_seq = lt.stored_seq;
+      ack.acked.push_back({rt.trial_id, rt.attempt, lt.stored_seq});
+      if (lt.cancelled) stops.push_back({rt.trial_id, rt.attempt, "cancelled by the user"});
+      continue;
+    }
+    auto rec = store_.trial_record(rt.trial_id);
+    if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
+        (rec->state == "queued" || rec->state == "lost") && runner_.adopt_queued(rec->sweep_id, rec->id)) {
+      // Given up while its agent was away, not restarted yet: take it back.
+      LiveTrial lt;
+      lt.trial_id = rec->id;
+      lt.sweep_id = rec->sweep_id;
+      lt.attempt = rt.attempt;
+      lt.agent = r.name;
+      lt.gpus = rec->gpus;
+      lt.gpu_fraction = rec->gpu_fraction;
+      Demand d = runner_.demand(rec->sweep_id);
+      lt.cpus = d.needs_gpu() ? 0 : d.cpus;
+      lt.started = true;
+      if (const auto* spec = runner_.spec(rec->sweep_id)) lt.max_retries = spec->max_retries;
+      SWEPT_RETURN_IF_ERROR(store_.reopen_attempt(rec->id, rt.attempt, r.name));
+      auto seq = store_.metrics_seq(rec->id, rt.attempt);
+      if (!seq.ok()) return seq.status();
+      lt.stored_seq = lt.acked_seq = *seq;
+      live_[rec->id] = lt;
+      ack.acked.push_back({rec->id, rt.attempt, *seq});
+      log::info("trial " + to_s(rec->id) + " is still running on " + r.name + ": adopted back");
+      continue;
+    }
+    auto seq = store_.metrics_seq(rt.trial_id, rt.attempt);
+    ack.acked.push_back({rt.trial_id, rt.attempt, seq.ok() ? *seq : 0});
+    stops.push_back({rt.trial_id, rt.attempt, "stale attempt: the trial was restarted elsewhere or stopped"});
+    log::info("agent " + r.name + " runs trial " + to_s(rt.trial_id) + " attempt " + std::to_string(rt.attempt) +
+              ", which is no longer current: stopping it");
+  }
+  for (const TrialExited& f : r.finished) {
+    reported.insert(f.trial_id);
+    SWEPT_RETURN_IF_ERROR(on_trial_exited(s, f, /*from_register=*/true));
+    auto seq = store_.metrics_seq(f.trial_id, f.attempt);
+    if (!seq.ok()) return seq.status();
+    ack.acked.push_back({f.trial_id, f.attempt, *seq});
+  }
+  std::vector<int64_t> missing;
+  for (auto& [id, lt] : live_) {
+    if (lt.agent != r.name || reported.count(id)) continue;
+    if (!lt.started) {
+      // Never confirmed: its START_TRIAL may have crossed this REGISTER (sent
+      // on the agent's previous connection, read after). Wait a liveness
+      // period for the agent's TRIAL_STARTED before requeueing it.
+      lt.await_deadline_ms = now + liveness_ms;
+      continue;
+    }
+    missing.push_back(id);
+  }
+  for (int64_t id : missing)
+    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it"));
+
+  send_later(routing_id, ack);
+  for (auto& st : stops) send_later(routing_id, st);
+  log::info("agent " + r.name + " registered (host " + r.host + ", " + std::to_string(r.gpus.size()) + " GPUs, " +
+            std::to_string(r.slots) + " slots, " + std::to_string(r.running.size()) + " running, " +
+            std::to_string(r.finished.size()) + " finished while away)");
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::handle_agent(Session& s, const Message& m) {
+  if (std::holds_alternative<Heartbeat>(m)) return Status::Ok();
+  if (auto* st = std::get_if<TrialStarted>(&m)) return on_trial_started(s, *st);
+  if (auto* mt = std::get_if<Metrics>(&m)) return on_metrics(s, *mt);
+  if (auto* ex = std::get_if<TrialExited>(&m)) return on_trial_exited(s, *ex, false);
+  if (auto* dc = std::get_if<Disconnect>(&m)) {
+    log::info("agent " + s.name + " disconnected: " + dc->reason);
+    return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", "gone");
+  }
+  return Status::Ok();
+}
+
+Status Broker::on_trial_started(Session& s, const TrialStarted& m) {
+  auto it = live_.find(m.trial_id);
+  if (it == live_.end() || it->second.agent != s.name || it->second.attempt != m.attempt) {
+    log::info("agent " + s.name + " started trial " + to_s(m.trial_id) + " attempt " + std::to_string(m.attempt) +
+              ", which is not current: stopping it");
+    send_later(s.routing_id, StopTrial{m.trial_id, m.attempt, "stale attempt"});
+    return Status::Ok();
+  }
+  it->second.await_deadline_ms = 0;
+  if (it->second.started) return Status::Ok();
+  it->second.started = true;
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  return store_.confirm_started(m.trial_id, m.attempt, nlohmann::json(m.env).dump(), m.started_at);
+}
+
+Status Broker::on_metrics(Session& s, const Metrics& m) {
+  auto it = live_.find(m.trial_id);
+  bool current = it != live_.end() && it->second.agent == s.name && it->second.attempt == m.attempt;
+  int64_t sweep_id = current ? it->second.sweep_id : 0;
+  if (!current) {
+    // A re-sent batch of an attempt that already ended (finished while the
+    // scheduler was away) is still that trial's data: keep it.
+    auto rec = store_.trial_record(m.trial_id);
+    if (!rec.ok() || rec->attempts != m.attempt || rec->agent != s.name) {
+      log::debug("dropped metrics of trial " + to_s(m.trial_id) + " attempt " + std::to_string(m.attempt) +
+                 " from " + s.name + ": not its current attempt");
+      return Status::Ok();
+    }
+    sweep_id = rec->sweep_id;
+  }
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  std::optional<std::string> metric = runner_.metric_name(sweep_id);
+  if (!metric && !runner_.is_running(sweep_id)) {
+    auto sums = store_.sweep_summaries(sweep_id);
+    if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto applied = store_.add_metrics(m, metric);
+  stat_ingest_ = stat_ingest_.load() + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!applied.ok()) return applied.status();
+  if (*applied) {
+    stat_rows_ += static_cast<int64_t>(m.records.size());
+    if (current) it->second.stored_seq = m.seq;
+  }
+  return Status::Ok();
+}
+
+Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
+  std::string reason;
+  std::string state = state_for_exit(e, &reason);
+  auto it = live_.find(e.trial_id);
+  if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
+    if (state == "lost")
+      SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
+    else
+      SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, state, &e, reason));
+  } else if (it == live_.end() || it->second.attempt != e.attempt) {
+    SWEPT_RETURN_IF_ERROR(ensure_tx());
+    auto rec = store_.trial_record(e.trial_id);
+    if (rec.ok() && rec->attempts == e.attempt && (rec->state == "queued" || rec->state == "lost") &&
+        state != "lost" && runner_.is_running(rec->sweep_id)) {
+      // Requeued while its agent was away, but it finished: its result stands.
+      runner_.forget_queued(rec->sweep_id, rec->id);
+      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
+      stat_finished_++;
+      SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
+      dirty_ = true;
+      log::info("trial " + to_s(e.trial_id) + " finished on " + s.name + " while given up: recorded as " + state);
+    } else if (rec.ok() && rec->attempts != e.attempt) {
+      // A superseded attempt: history only.
+      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, "lost", e.exit_code,
+                                               "ended after it was superseded: " + reason, e.ended_at));
+    }
+    // else: the same attempt, already final (a repeated TRIAL_EXITED): nothing to do.
+  }
+  if (!from_register) send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
+  return Status::Ok();
+}
+
+Status Broker::finish_live(int64_t trial_id, const std::string& state, const TrialExited* e,
+                           const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  LiveTrial lt = it->second;
+  live_.erase(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
+  std::optional<int> code = e ? e->exit_code : std::nullopt;
+  if (lt.cancelled) {
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "stopped", code, reason, ended));
+  } else {
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended));
+  }
+  stat_finished_++;
+  runner_.trial_ended(lt.sweep_id);
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  LiveTrial lt = it->second;
+  live_.erase(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  double now = clock_.wall_seconds();
+  // An attempt the agent never confirmed did not run: say so in the history.
+  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
+  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "lost", std::nullopt, attempt_reason, now));
+  if (lt.cancelled) {
+    runner_.trial_ended(lt.sweep_id);
+  } else if (!lt.started || lt.attempt <= lt.max_retries) {
+    // Never confirmed started: the attempt did not run, so it costs no retry.
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "queued", std::nullopt, "requeued: " + reason, std::nullopt));
+    runner_.requeue(lt.sweep_id, trial_id);
+    log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
+  } else {
+    std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "failed", std::nullopt, why, now));
+    runner_.trial_ended(lt.sweep_id);
+    log::info("trial " + to_s(trial_id) + " lost: " + why);
+  }
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::on_agent_gone(const std::string& routing_id, const std::string& why, const char* new_state) {
+  auto it = sessions_.find(routing_id);
+  if (it == sessions_.end()) return Status::Ok();
+  std::string name = it->second.name;
+  sessions_.erase(it);
+  if (auto n = routing_by_name_.find(name); n != routing_by_name_.end() && n->second == routing_id)
+    routing_by_name_.erase(n);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_RETURN_IF_ERROR(store_.set_agent_state(name, new_state, clock_.wall_seconds()));
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_)
+    if (lt.agent == name) ids.push_back(id);
+  for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + name + " lost: " + why));
+  dirty_ = true;
+  return Status::Ok();
+}
+
+// ---- clients ----
+
+Status Broker::cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto r = runner_.cancel(sweep_id, reason);
+  if (!r.ok()) return r.status();
+  *count = *r;
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_)
+    if (lt.sweep_id == sweep_id && !lt.cancelled) ids.push_back(id);
+  for (int64_t id : ids) {
+    SWEPT_RETURN_IF_ERROR(cancel_trial(id, reason));
+    ++*count;
+  }
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::cancel_trial(int64_t trial_id, const std::string& reason) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto it = live_.find(trial_id);
+  if (it != live_.end()) {
+    LiveTrial& lt = it->second;
+    if (lt.cancelled) return Status::Ok();
+    lt.cancelled = true;
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+    if (auto n = routing_by_name_.find(lt.agent); n != routing_by_name_.end())
+      send_later(n->second, StopTrial{trial_id, lt.attempt, reason});
+    return Status::Ok();
+  }
+  auto rec = store_.trial_record(trial_id);
+  if (!rec.ok()) return rec.status();
+  if (rec->state == "queued" || rec->state == "lost") {
+    runner_.forget_queued(rec->sweep_id, trial_id);
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
+    return Status::Ok();
+  }
+  return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + rec->state);
+}
+
+Status Broker::handle_client(const std::string& routing_id, const Message& m) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  // Store failures answer the client and end the turn (the caller rolls back).
+  auto reply_error = [&](const std::string& rid, const Status& s) {
+    std::string code = s.code() == StatusCode::kNotFound            ? "not_found"
+                       : s.code() == StatusCode::kInvalidArgument   ? "bad_request"
+                       : s.code() == StatusCode::kFailedPrecondition ? "bad_request"
+                                                                      : "internal";
+    send_later(routing_id, Error{rid, code, s.message()});
+  };
+  auto is_fatal = [](const Status& s) { return s.code() == StatusCode::kIoError; };
+
+  if (auto* sub = std::get_if<Submit>(&m)) {
+    auto r = runner_.submit(sub->spec);
+    if (!r.ok()) {
+      if (is_fatal(r.status())) return r.status();
+      reply_error(sub->request_id,
+                  r.status().WithContext(sub->source.empty() ? std::string("sweep file") : sub->source));
+      return Status::Ok();
+    }
+    send_later(routing_id, Submitted{sub->request_id, r->sweep_id, r->total_trials});
+    log::info("sweep " + to_s(r->sweep_id) + " submitted (" +
+              (r->total_trials ? to_s(*r->total_trials) + " trials" : std::string("unbounded")) + ")");
+    dirty_ = true;
+    return Status::Ok();
+  }
+  if (auto* c = std::get_if<Cancel>(&m)) {
+    if (c->sweep_id) {
+      auto sums = store_.sweep_summaries(*c->sweep_id);
+      if (!sums.ok()) {
+        if (is_fatal(sums.status())) return sums.status();
+        reply_error(c->request_id, sums.status());
+        return Status::Ok();
+      }
+      if (sums->front().state != "running") {
+        send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " + sums->front().state, 0});
+        return Status::Ok();
+      }
+      int64_t n = 0;
+      SWEPT_RETURN_IF_ERROR(cancel_sweep(*c->sweep_id, "cancelled by the user", &n));
+      send_later(routing_id, Done{c->request_id, "cancelled sweep " + to_s(*c->sweep_id) + ": " + to_s(n) + " trials stopped", n});
+      return Status::Ok();
+    }
+    Status s = cancel_trial(*c->trial_id, "cancelled by the user");
+    if (!s.ok()) {
+      if (is_fatal(s)) return s;
+      reply_error(c->request_id, s);
+      return Status::Ok();
+    }
+    dirty_ = true;
+    send_later(routing_id, Done{c->request_id, "trial " + to_s(*c->trial_id) + " stopped", 1});
+    return Status::Ok();
+  }
+  if (auto* r = std::get_if<Retry>(&m)) {
+    auto sums = store_.sweep_summaries(r->sweep_id);
+    if (!sums.ok()) {
+      if (is_fatal(sums.status())) return sums.status();
+      reply_error(r->request_id, sums.status());
+      return Status::Ok();
+    }
+    auto n = runner_.retry_failed(r->sweep_id);
+    if (!n.ok()) {
+      if (is_fatal(n.status())) return n.status();
+      reply_error(r->request_id, n.status());
+      return Status::Ok();
+    }
+    dirty_ = true;
+    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + " failed trials of sweep " + to_s(r->sweep_id), *n});
+    return Status::Ok();
+  }
+  if (auto* q = std::get_if<QuerySweeps>(&m)) {
+    auto sums = store_.sweep_summaries(q->sweep_id);
+    if (!sums.ok()) {
+      if (is_fatal(sums.status())) return sums.status();
+      reply_error(q->request_id, sums.status());
+      return Status::Ok();
+    }
+    send_later(routing_id, Sweeps{q->request_id, std::move(*sums)});
+    return Status::Ok();
+  }
+  if (auto* q = std::get_if<QueryTrials>(&m)) {
+    auto sums = store_.sweep_summaries(q->sweep_id);
+    if (!sums.ok()) {
+      if (is_fatal(sums.status())) return sums.status();
+      reply_error(q->request_id, sums.status());
+      return Status::Ok();
+    }
+    auto rows = store_.trial_rows(q->sweep_id);
+    if (!rows.ok()) return rows.status();
+    send_later(routing_id, Trials{q->request_id, std::move(*rows)});
+    return Status::Ok();
+  }
+  if (auto* q = std::get_if<QueryAgents>(&m)) {
+    auto rows = store_.agent_rows();
+    if (!rows.ok()) return rows.status();
+    send_later(routing_id, Agents{q->request_id, std::move(*rows)});
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// ---- timers, dispatch, heartbeats ----
+
+Status Broker::check_timers() {
+  const int64_t now = clock_.now_ms();
+  const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
+  std::vector<std::string> silent;
+  for (const auto& [rid, s] : sessions_)
+    if (now - s.last_heard_ms > liveness_ms) silent.push_back(rid);
+  for (const auto& rid : silent) {
+    log::warn("agent " + sessions_[rid].name + " missed " + std::to_string(options_.liveness) +
+              " heartbeats: declared lost");
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", "lost"));
+  }
+  std::vector<int64_t> orphans, unconfirmed;
+  for (const auto& [id, lt] : live_) {
+    if (lt.await_deadline_ms <= 0 || now <= lt.await_deadline_ms) continue;
+    if (!routing_by_name_.count(lt.agent))
+      orphans.push_back(id);
+    else if (!lt.started)
+      unconfirmed.push_back(id);
+  }
+  for (int64_t id : orphans)
+    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " did not come back after the scheduler restarted"));
+  for (int64_t id : unconfirmed)
+    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " never confirmed it"));
+  return Status::Ok();
+}
+
+Status Broker::dispatch() {
+  dirty_ = false;
+  if (sessions_.empty() || !runner_.has_work()) return Status::Ok();
+  std::vector<AgentCapacity> caps;
+  std::map<std::string, size_t> index;
+  for (const auto& [name, rid] : routing_by_name_) {
+    auto found = sessions_.find(rid);
+    if (found == sessions_.end()) continue;  // cannot happen: the two maps change together
+    const Session& s = found->second;
+    AgentCapacity c;
+    c.name = name;
+    c.total_slots = c.free_slots = s.slots;
+    for (const auto& g : s.gpus) c.gpus.push_back({g.index, false, 0.0});
+    index[name] = caps.size();
+    caps.push_back(std::move(c));
+  }
+  for (const auto& [id, lt] : live_) {
+    auto it = index.find(lt.agent);
+    if (it != index.end()) reserve(caps, Placement{it->second, lt.gpus, lt.gpu_fraction, lt.cpus});
+  }
+  std::vector<SweepQueue> queues = runner_.queues();
+  {
+    std::set<int64_t> unplaceable;
+    for (const SweepQueue& q : queues)
+      if (q.available > 0 && !could_ever_fit(caps, q.demand)) unplaceable.insert(q.sweep_id);
+    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    for (int64_t id : unplaceable)
+      if (!unplaceable_.count(id))
+        log::warn("sweep " + to_s(id) + " asks for more per trial (" + std::to_string(runner_.demand(id).gpus) +
+                  " GPUs, share " + std::to_string(runner_.demand(id).gpu_fraction) + ", " +
+                  std::to_string(runner_.demand(id).cpus) + " CPU slots) than any registered agent has: its trials wait");
+    unplaceable_ = std::move(unplaceable);
+  }
+  std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues));
+  if (plan.empty()) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  const double now = clock_.wall_seconds();
+  for (const Dispatch& d : plan) {
+    auto next = runner_.take_next(d.sweep_id);
+    if (!next.ok()) return next.status();
+    if (!next->has_value()) {
+      SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(d.sweep_id));
+      dirty_ = true;  // the plan counted trials that were not there; look again
+      continue;
+    }
+    TrialToStart& t = **next;
+    const std::string& agent = caps[d.placement.agent].name;
+    int attempt = t.previous_attempts + 1;
+    SWEPT_RETURN_IF_ERROR(
+        store_.start_attempt(t.trial_id, attempt, agent, d.placement.gpus, d.placement.gpu_fraction, now));
+    const sweeps::SweepSpec* spec = runner_.spec(t.sweep_id);
+    LiveTrial lt;
+    lt.trial_id = t.trial_id;
+    lt.sweep_id = t.sweep_id;
+    lt.attempt = attempt;
+    lt.agent = agent;
+    lt.gpus = d.placement.gpus;
+    lt.gpu_fraction = d.placement.gpu_fraction;
+    lt.cpus = d.placement.cpus;
+    lt.max_retries = spec ? spec->max_retries : 0;
+    live_[t.trial_id] = lt;
+
+    StartTrial st;
+    st.trial_id = t.trial_id;
+    st.attempt = attempt;
+    st.sweep_id = t.sweep_id;
+    st.argv = std::move(t.argv);
+    st.params = t.params;
+    st.env = {{"SWEPT_SWEEP_ID", to_s(t.sweep_id)}, {"SWEPT_TRIAL_ID", to_s(t.trial_id)}, {"SWEPT_PARAMS", t.params.dump()}};
+    st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
+    st.gpus = d.placement.gpus;
+    st.gpu_fraction = d.placement.gpu_fraction;
+    st.timeout_s = spec ? spec->timeout_s : 0;
+    send_later(routing_by_name_[agent], std::move(st));
+    stat_dispatched_++;
+  }
+  return Status::Ok();
+}
+
+void Broker::send_heartbeats() {
+  const int64_t now = clock_.now_ms();
+  if (now - last_heartbeat_round_ms_ < options_.heartbeat_ms) return;
+  last_heartbeat_round_ms_ = now;
+  std::map<std::string, std::vector<MetricsAck>> acks;
+  for (auto& [id, lt] : live_) {
+    if (lt.stored_seq > lt.acked_seq) {
+      acks[lt.agent].push_back({id, lt.attempt, lt.stored_seq});
+      lt.acked_seq = lt.stored_seq;
+    }
+  }
+  for (const auto& [rid, s] : sessions_) send_later(rid, Heartbeat{std::move(acks[s.name])});
+}
+
+}  // namespace swept::scheduler

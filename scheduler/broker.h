@@ -1,0 +1,174 @@
+// Broker: the scheduler's event loop (docs/protocol.md). One ROUTER socket,
+// one poll loop, one handler per kind of peer (agents, CLI clients).
+//
+// It owns the agent registry (sessions, liveness), the table of trials out on
+// agents, and decides what starts where by asking placement (pure) and the
+// sweep runner (queues); everything durable goes through the Store. Each turn
+// of the loop receives what is waiting, handles it inside one store
+// transaction, checks timers, dispatches, commits, and only then sends: an
+// acknowledgement or a START_TRIAL never leaves before the state it implies
+// is on disk, which is what makes a SIGKILL at any moment recoverable.
+//
+// Time comes from a Clock, so liveness and recovery can be tested with a
+// FakeClock; the socket is real.
+// Thread safety: run()/turn() on one thread. request_cancel_all() and
+// stats() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+#include <zmq.hpp>
+
+#include "common/clock.h"
+#include "common/protocol.h"
+#include "common/status.h"
+#include "scheduler/placement.h"
+#include "scheduler/store.h"
+#include "scheduler/sweep_runner.h"
+
+namespace swept::scheduler {
+
+struct BrokerOptions {
+  // Where to listen; "tcp://127.0.0.1:*" picks a free port (see endpoint()).
+  std::string bind = "tcp://127.0.0.1:5555";
+  int heartbeat_ms = 1000;  // sent to agents in REGISTER_ACK
+  int liveness = 5;         // heartbeats missed before an agent is lost
+  // After a restart, how long a trial recorded as running waits for its
+  // agent to re-register before it is declared lost. Default: long enough
+  // for an agent at the end of its 32 s backoff.
+  int recovery_grace_ms = 75000;
+};
+
+struct BrokerStats {
+  int64_t messages_in = 0;
+  int64_t messages_dropped = 0;  // undecodable or refused
+  int64_t trials_dispatched = 0;
+  int64_t trials_finished = 0;
+  int64_t metric_rows = 0;
+  double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
+  double ingest_seconds = 0;      // wall time spent storing METRICS batches
+  int64_t turns = 0;
+};
+
+class Broker {
+ public:
+  // `store` and `clock` must outlive the broker.
+  Broker(Store& store, const Clock& clock, BrokerOptions options);
+  ~Broker();
+
+  // Binds the socket. Unavailable when the address is taken or invalid.
+  Status bind();
+  // The endpoint actually bound ("tcp://127.0.0.1:41234"), after bind().
+  const std::string& endpoint() const { return endpoint_; }
+
+  // Loads running sweeps and trials from the store (after a restart).
+  Status recover();
+
+  // Submits a sweep directly (swept run), as SUBMIT would.
+  Result<SubmitResult> submit(const std::string& spec_text);
+
+  // One turn of the loop: waits up to `max_wait_ms` for messages. Errors are
+  // fatal store failures (the caller stops).
+  Status turn(int max_wait_ms);
+  // Turns until `stop` is set (checked every 100 ms at most).
+  Status run(const std::atomic<bool>& stop);
+
+  // Cancels every running sweep: queued trials stopped, running ones sent
+  // STOP_TRIAL (swept run's Ctrl-C). Takes effect at the next turn.
+  void request_cancel_all() { cancel_all_requested_ = true; }
+  // Trials out on agents (dispatched or adopted, not yet ended).
+  size_t live_trials() const { return live_count_.load(); }
+  BrokerStats stats() const;
+  // Sweeps whose trials fit on no registered agent even when it is idle
+  // (e.g. 4 GPUs per trial, agents with 2): they wait for a bigger agent.
+  std::vector<int64_t> unplaceable_sweeps() const;
+
+ private:
+  struct Session {
+    std::string routing_id;
+    std::string name;
+    std::string host;
+    std::string session;
+    int64_t pid = 0;
+    int slots = 0;
+    std::vector<protocol::GpuInfo> gpus;
+    int64_t last_heard_ms = 0;
+    int64_t last_sent_ms = 0;
+  };
+  struct LiveTrial {
+    int64_t trial_id = 0;
+    int64_t sweep_id = 0;
+    int attempt = 0;
+    std::string agent;
+    std::vector<int> gpus;
+    double gpu_fraction = 0;
+    int cpus = 0;
+    bool started = false;      // TRIAL_STARTED received (or adopted running)
+    bool cancelled = false;    // the user stopped it: already `stopped` in the store
+    int64_t stored_seq = 0;    // highest METRICS batch stored
+    int64_t acked_seq = 0;     // highest acknowledged to the agent
+    int64_t await_deadline_ms = 0;  // > 0: recovered, waiting for its agent
+    int max_retries = 0;
+  };
+  struct Outgoing {
+    std::string routing_id;
+    protocol::Message message;
+  };
+
+  Status ensure_tx();
+  void send_later(const std::string& routing_id, protocol::Message m);
+  void flush();
+
+  Status handle(const std::string& routing_id, const protocol::Frames& frames);
+  Status handle_agent(Session& s, const protocol::Message& m);
+  Status handle_client(const std::string& routing_id, const protocol::Message& m);
+  Status on_register(const std::string& routing_id, const protocol::Register& r);
+  Status on_trial_started(Session& s, const protocol::TrialStarted& m);
+  Status on_metrics(Session& s, const protocol::Metrics& m);
+  Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
+  Status on_agent_gone(const std::string& routing_id, const std::string& why, const char* new_state);
+
+  // A live trial ended with `state` (completed | failed | stopped): store, release, count.
+  Status finish_live(int64_t trial_id, const std::string& state, const protocol::TrialExited* e,
+                     const std::string& reason);
+  // A live trial's attempt is lost: requeue or fail per max_retries.
+  Status lose_live(int64_t trial_id, const std::string& reason);
+  Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
+  Status cancel_trial(int64_t trial_id, const std::string& reason);
+  Status check_timers();
+  Status dispatch();
+  void send_heartbeats();
+  Session* session_by_routing(const std::string& routing_id);
+
+  Store& store_;
+  const Clock& clock_;
+  BrokerOptions options_;
+  SweepRunner runner_;
+  zmq::context_t context_;
+  zmq::socket_t socket_;
+  std::string endpoint_;
+
+  std::unordered_map<std::string, Session> sessions_;    // by routing id
+  std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id
+  std::unordered_map<int64_t, LiveTrial> live_;           // by trial id
+  std::vector<Outgoing> outgoing_;
+  bool dirty_ = true;  // something changed that may allow a dispatch
+  int64_t last_heartbeat_round_ms_ = 0;
+  std::atomic<bool> cancel_all_requested_{false};
+  mutable std::mutex unplaceable_mutex_;
+  std::set<int64_t> unplaceable_;  // guarded by unplaceable_mutex_
+  std::atomic<size_t> live_count_{0};
+  mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
+      stat_rows_{0}, stat_turns_{0};
+  std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
+};
+
+}  // namespace swept::scheduler

@@ -1,0 +1,471 @@
+// Tests of the broker with a real ROUTER socket, a scripted agent (a DEALER
+// in the test speaking the protocol through the real codec), a real SQLite
+// file and a FakeClock for liveness. Waits are bounded loops over broker
+// turns, never sleeps.
+#include "scheduler/broker.h"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <set>
+
+#include "scheduler/zmq_io.h"
+
+using namespace swept;
+using namespace swept::scheduler;
+using namespace swept::protocol;
+
+namespace {
+
+struct TempDb {
+  std::string path;
+  TempDb() {
+    char tmpl[] = "/tmp/swept-broker-test-XXXXXX";
+    int fd = mkstemp(tmpl);
+    close(fd);
+    std::filesystem::remove(tmpl);
+    path = tmpl;
+  }
+  ~TempDb() {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  }
+};
+
+int64_t query_int(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+// A scripted peer on a DEALER socket.
+struct Peer {
+  zmq::context_t ctx{1};
+  zmq::socket_t sock{ctx, zmq::socket_type::dealer};
+  explicit Peer(const std::string& endpoint, const std::string& id) {
+    sock.set(zmq::sockopt::linger, 0);
+    sock.set(zmq::sockopt::routing_id, id);
+    sock.connect(endpoint);
+  }
+  void send(const Message& m) { REQUIRE(zmqio::send(sock, "", encode(m)).ok()); }
+  void send_raw(const Frames& f) { REQUIRE(zmqio::send(sock, "", f).ok()); }
+  std::optional<Message> poll() {
+    auto got = zmqio::receive(sock, false, true);
+    REQUIRE(got.ok());
+    if (!got->has_value()) return std::nullopt;
+    Decoded d = decode((*got)->frames);
+    REQUIRE_MESSAGE(d.ok(), d.error);
+    return *d.message;
+  }
+};
+
+// Turns the broker until `peer` receives a message of type T (other messages
+// go to `others` if given). Fails after a 10 s deadline.
+template <typename T>
+T expect(Broker& broker, Peer& peer, std::vector<Message>* others = nullptr) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    REQUIRE(broker.turn(5).ok());
+    while (auto m = peer.poll()) {
+      if (auto* t = std::get_if<T>(&*m)) return *t;
+      if (others) others->push_back(*m);
+    }
+  }
+  FAIL("no " << std::string(kind_name(Message(T{}))) << " within 10 s");
+  return T{};
+}
+
+// Turns until `cond` holds (10 s deadline), discarding the peers' mail.
+void turn_until(Broker& broker, const std::function<bool()>& cond, std::vector<Peer*> drain = {}) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!cond()) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    REQUIRE(broker.turn(5).ok());
+    for (Peer* p : drain)
+      while (p->poll()) {
+      }
+  }
+}
+
+Register registration(const std::string& name, int slots) {
+  Register r;
+  r.name = name;
+  r.host = "localhost";
+  r.session = name + "-session";
+  r.pid = 1;
+  r.slots = slots;
+  return r;
+}
+
+const char* kThreeTrials = R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+  "command": ["/bin/true", "${args}"], "max_retries": 1,
+  "parameters": {"x": {"values": [1, 2, 3]}}})";
+
+TrialExited exited(int64_t trial, int attempt, int code, int64_t last_seq = 0) {
+  TrialExited e;
+  e.trial_id = trial;
+  e.attempt = attempt;
+  e.cause = ExitCause::kExited;
+  e.exit_code = code;
+  e.ended_at = 1.0;
+  e.last_seq = last_seq;
+  return e;
+}
+
+struct Fixture {
+  TempDb db;
+  FakeClock clock;
+  std::unique_ptr<Store> store;
+  std::unique_ptr<Broker> broker;
+  void start(int grace_ms = 60000) {
+    auto s = Store::open(db.path, Store::Mode::kReadWrite);
+    REQUIRE(s.ok());
+    store = std::move(*s);
+    BrokerOptions o;
+    o.bind = "tcp://127.0.0.1:*";
+    o.heartbeat_ms = 100;
+    o.liveness = 3;
+    o.recovery_grace_ms = grace_ms;
+    broker = std::make_unique<Broker>(*store, clock, o);
+    REQUIRE(broker->bind().ok());
+    REQUIRE(broker->recover().ok());
+  }
+  void stop() {
+    broker.reset();
+    store.reset();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a sweep runs to completion through the protocol, metrics stored once") {
+  Fixture f;
+  f.start();
+  Peer agent(f.broker->endpoint(), "a#1");
+  agent.send(registration("a", 1));
+  auto ack = expect<RegisterAck>(*f.broker, agent);
+  CHECK(ack.heartbeat_ms == 100);
+  CHECK(ack.liveness == 3);
+  auto sub = f.broker->submit(kThreeTrials);
+  REQUIRE(sub.ok());
+  CHECK(sub->total_trials == 3);
+  std::set<int64_t> seen;
+  for (int i = 0; i < 3; ++i) {
+    auto st = expect<StartTrial>(*f.broker, agent);
+    CHECK(st.attempt == 1);
+    CHECK(st.argv.front() == "/bin/true");
+    CHECK(st.env.at("SWEPT_TRIAL_ID") == std::to_string(st.trial_id));
+    CHECK(seen.insert(st.trial_id).second);
+    agent.send(TrialStarted{st.trial_id, 1, 100 + i, 1.0, "w", {{"CUDA_VISIBLE_DEVICES", ""}}});
+    Metrics m{st.trial_id, 1, 1, {{0, "loss", 1.0 + i}, {1, "loss", 0.5 + i}}, "log line\n", 0};
+    agent.send(m);
+    agent.send(m);  // a duplicate batch: stored once
+    agent.send(exited(st.trial_id, 1, 0, 1));
+    auto a = expect<ExitAck>(*f.broker, agent);
+    CHECK(a.trial_id == st.trial_id);
+  }
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 6);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE env IS NOT NULL AND started_at IS NOT NULL") == 3);
+  auto sums = f.store->sweep_summaries(sub->sweep_id);
+  REQUIRE(sums.ok());
+  CHECK(sums->front().best_value == doctest::Approx(0.5));
+}
+
+TEST_CASE("an agent silent past liveness loses its trials, which are requeued and run elsewhere") {
+  Fixture f;
+  f.start();
+  Peer a(f.broker->endpoint(), "a#1");
+  a.send(registration("a", 1));
+  expect<RegisterAck>(*f.broker, a);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+
+  // Agent a goes silent (SIGSTOP). 3 x 100 ms of fake time later it is lost.
+  f.clock.advance_ms(301);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='queued' AND attempts=1") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
+
+  Peer b(f.broker->endpoint(), "b#1");
+  b.send(registration("b", 1));
+  expect<RegisterAck>(*f.broker, b);
+  auto st2 = expect<StartTrial>(*f.broker, b);
+  CHECK(st2.trial_id == st.trial_id);
+  CHECK(st2.attempt == 2);
+
+  // a wakes up: its heartbeat is from an unknown session, it re-registers with
+  // the stale attempt, which is stopped.
+  a.send(Heartbeat{});
+  expect<Disconnect>(*f.broker, a);
+  Register again = registration("a", 1);
+  again.running = {{st.trial_id, 1, 5, 1.0}};
+  a.send(again);
+  std::vector<Message> mail;
+  expect<RegisterAck>(*f.broker, a, &mail);
+  auto stop = expect<StopTrial>(*f.broker, a);
+  CHECK(stop.trial_id == st.trial_id);
+  CHECK(stop.attempt == 1);
+  // The stale attempt ends with exit 0: history only, the trial stays b's.
+  a.send(exited(st.trial_id, 1, 0));
+  expect<ExitAck>(*f.broker, a);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND agent='b'") == 1);
+  b.send(exited(st2.trial_id, 2, 0));
+  expect<ExitAck>(*f.broker, b);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 1);
+}
+
+TEST_CASE("without retries left a lost trial fails - one never started costs no retry") {
+  Fixture f;
+  f.start();
+  Peer a(f.broker->endpoint(), "a#1");
+  a.send(registration("a", 2));
+  expect<RegisterAck>(*f.broker, a);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+      "parameters": {"x": {"values": [1, 2]}}})").ok());
+  auto s1 = expect<StartTrial>(*f.broker, a);
+  auto s2 = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{s1.trial_id, 1, 5, 1.0, "w", {}});
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  a.send(Disconnect{"test"});
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='gone'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s1.trial_id) + " AND state='failed'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s2.trial_id) + " AND state='queued'") == 1);
+}
+
+TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
+  Fixture f;
+  f.start();
+  Peer p(f.broker->endpoint(), "x#1");
+  p.send_raw({"swept/1", "METRICS", "{not json"});
+  auto e1 = expect<Error>(*f.broker, p);
+  CHECK(e1.code == "malformed");
+  p.send_raw({"swept/1", "LAUNCH_MISSILES", "{}"});
+  auto e2 = expect<Error>(*f.broker, p);
+  CHECK(e2.message.find("LAUNCH_MISSILES") != std::string::npos);
+  p.send_raw({"swept/9", "QUERY_AGENTS", R"({"request_id":"q"})"});
+  auto e3 = expect<Error>(*f.broker, p);
+  CHECK(e3.code == "version");
+  CHECK(e3.request_id == "q");
+  p.send_raw({"swept/1", "START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w"})"});
+  auto e4 = expect<Error>(*f.broker, p);
+  CHECK(e4.message.find("sent by the scheduler") != std::string::npos);
+  p.send_raw({"garbage"});
+  // A message from an agent the scheduler never met.
+  p.send(exited(42, 1, 0));
+  expect<Disconnect>(*f.broker, p);
+  // Still serving.
+  p.send(QueryAgents{"r"});
+  auto agents = expect<Agents>(*f.broker, p);
+  CHECK(agents.agents.empty());
+  CHECK(f.broker->stats().messages_dropped >= 5);
+}
+
+TEST_CASE("a second agent with a live name is refused - a silent predecessor or the same process is replaced") {
+  Fixture f;
+  f.start();
+  Peer a(f.broker->endpoint(), "a#1");
+  a.send(registration("a", 1));
+  expect<RegisterAck>(*f.broker, a);
+  Register other = registration("a", 1);
+  other.pid = 2;  // another process on the same host: a true duplicate
+  Peer dup(f.broker->endpoint(), "a#2");
+  dup.send(other);
+  auto rej = expect<RegisterReject>(*f.broker, dup);
+  CHECK(rej.code == "duplicate_name");
+  CHECK(rej.retry_after_ms == 300);
+  // The first goes silent; after its liveness the second gets in.
+  f.clock.advance_ms(200);
+  dup.send(other);
+  expect<RegisterReject>(*f.broker, dup);
+  f.clock.advance_ms(150);
+  dup.send(other);
+  expect<RegisterAck>(*f.broker, dup);
+  // The same process (host and pid) on a fresh connection takes over at once.
+  Peer again(f.broker->endpoint(), "a#3");
+  again.send(other);
+  expect<RegisterAck>(*f.broker, again);
+  Peer bad(f.broker->endpoint(), "b#1");
+  Register twice = registration("b", 1);
+  twice.gpus = {{0, "u", "g", 1}, {0, "u", "g", 1}};
+  bad.send(twice);
+  CHECK(expect<RegisterReject>(*f.broker, bad).code == "bad_request");
+}
+
+TEST_CASE("after a restart, running trials are adopted, not restarted - finished ones recorded once") {
+  Fixture f;
+  f.start();
+  int64_t t1 = 0, t2 = 0;
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 2));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(kThreeTrials).ok());
+    auto s1 = expect<StartTrial>(*f.broker, a);
+    auto s2 = expect<StartTrial>(*f.broker, a);
+    t1 = s1.trial_id;
+    t2 = s2.trial_id;
+    a.send(TrialStarted{t1, 1, 5, 1.0, "w", {}});
+    a.send(TrialStarted{t2, 1, 6, 1.0, "w", {}});
+    a.send(Metrics{t2, 1, 1, {{0, "loss", 3.0}}, "", 0});
+    turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 1; });
+  }
+  std::string endpoint = f.broker->endpoint();
+  f.stop();  // the scheduler dies; its state is what it committed
+  f.start();
+  // The agent reconnects: t1 still running, t2 finished while away.
+  Peer a(f.broker->endpoint(), "a#2");
+  Register r = registration("a", 2);
+  r.running = {{t1, 1, 5, 1.0}};
+  r.finished = {exited(t2, 1, 0, 2)};
+  a.send(r);
+  auto ack = expect<RegisterAck>(*f.broker, a);
+  bool acked_t2 = false;
+  for (const auto& k : ack.acked)
+    if (k.trial_id == t2) {
+      CHECK(k.seq == 1);  // batch 2 must be re-sent
+      acked_t2 = true;
+    }
+  CHECK(acked_t2);
+  // Replay: batch 1 again (dropped), batch 2, then the exit again.
+  a.send(Metrics{t2, 1, 1, {{0, "loss", 3.0}}, "", 0});
+  a.send(Metrics{t2, 1, 2, {{1, "loss", 2.0}}, "", 0});
+  a.send(exited(t2, 1, 0, 2));
+  std::vector<Message> mail;
+  expect<ExitAck>(*f.broker, a, &mail);
+  // The third trial starts (the slot t2 held is free); t1 is never sent again.
+  std::vector<StartTrial> starts;
+  for (const auto& m : mail)
+    if (auto* st = std::get_if<StartTrial>(&m)) starts.push_back(*st);
+  REQUIRE(starts.size() == 1);
+  StartTrial s3 = starts.front();
+  CHECK(s3.trial_id != t1);
+  CHECK(s3.trial_id != t2);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(t2) + " AND state='completed'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(t2)) == 2);
+  CHECK(query_int(f.db.path, "SELECT attempts FROM trials WHERE id=" + std::to_string(t1)) == 1);
+  a.send(exited(t1, 1, 0));
+  a.send(exited(s3.trial_id, 1, 0));
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 3);
+}
+
+TEST_CASE("recovered trials whose agent never returns are lost after the grace period") {
+  Fixture f;
+  f.start();
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 1));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+        "parameters": {"x": {"values": [1]}}})").ok());
+    auto st = expect<StartTrial>(*f.broker, a);
+    a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+    turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  }
+  f.stop();
+  f.start(/*grace_ms=*/1000);
+  REQUIRE(f.broker->turn(0).ok());
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
+  f.clock.advance_ms(1001);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='failed'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+}
+
+TEST_CASE("cancel stops queued and running trials - retry requeues failed ones") {
+  Fixture f;
+  f.start();
+  Peer a(f.broker->endpoint(), "a#1");
+  a.send(registration("a", 1));
+  expect<RegisterAck>(*f.broker, a);
+  Peer cli(f.broker->endpoint(), "cli#1");
+  cli.send(Submit{"s", kThreeTrials, "three.json"});
+  auto sub = expect<Submitted>(*f.broker, cli);
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(exited(st.trial_id, 1, 3));  // fails
+  expect<ExitAck>(*f.broker, a);
+  auto st2 = expect<StartTrial>(*f.broker, a);
+  cli.send(Cancel{"c", sub.sweep_id, std::nullopt});
+  auto done = expect<Done>(*f.broker, cli);
+  CHECK(done.count == 1);  // trial 3 was never generated (lazy): nothing to stop
+  auto stop = expect<StopTrial>(*f.broker, a);
+  CHECK(stop.trial_id == st2.trial_id);
+  TrialExited stopped = exited(st2.trial_id, 1, 0);
+  stopped.cause = ExitCause::kStopped;
+  stopped.exit_code.reset();
+  stopped.signal = 15;
+  a.send(stopped);
+  expect<ExitAck>(*f.broker, a);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='stopped'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+
+  cli.send(Retry{"r", sub.sweep_id});
+  auto retried = expect<Done>(*f.broker, cli);
+  CHECK(retried.count == 1);
+  auto again = expect<StartTrial>(*f.broker, a);
+  CHECK(again.trial_id == st.trial_id);
+  CHECK(again.attempt == 2);
+  a.send(exited(again.trial_id, 2, 0));
+  expect<ExitAck>(*f.broker, a);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(st.trial_id)) == 2);
+
+  cli.send(QueryTrials{"q", 999});
+  CHECK(expect<Error>(*f.broker, cli).code == "not_found");
+  cli.send(Submit{"bad", R"({"method": "grid", "parameters": {"lr": {"min": "abc"}}})", "bad.json"});
+  auto err = expect<Error>(*f.broker, cli);
+  CHECK(err.code == "bad_request");
+  CHECK(err.message.find("bad.json") != std::string::npos);
+}
+
+TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt waits for its TRIAL_STARTED") {
+  Fixture f;
+  f.start();
+  int64_t t1 = 0, t2 = 0;
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 2));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2]}}})").ok());
+    t1 = expect<StartTrial>(*f.broker, a).trial_id;  // never confirmed before the scheduler dies
+    t2 = expect<StartTrial>(*f.broker, a).trial_id;  // never reaches the agent at all
+  }
+  f.stop();
+  f.start();
+  Peer a(f.broker->endpoint(), "a#2");
+  a.send(registration("a", 2));  // lists neither
+  expect<RegisterAck>(*f.broker, a);
+  // The START_TRIAL of t1 is read after the REGISTER left: the agent announces it.
+  a.send(TrialStarted{t1, 1, 7, 1.0, "w", {}});
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  // t2 is never confirmed: after a liveness period it is requeued, costing no retry.
+  // (The agent keeps heartbeating meanwhile, so it stays alive.)
+  f.clock.advance_ms(200);
+  int64_t seen = f.broker->stats().messages_in;
+  a.send(Heartbeat{});
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; }, {&a});
+  f.clock.advance_ms(150);
+  auto again = expect<StartTrial>(*f.broker, a);
+  CHECK(again.trial_id == t2);
+  CHECK(again.attempt == 2);
+  CHECK(query_int(f.db.path, "SELECT attempts FROM trials WHERE id=" + std::to_string(t1)) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(t2) +
+                                 " AND attempt=1 AND reason LIKE 'never started%'") == 1);
+  a.send(exited(t1, 1, 0));
+  a.send(exited(t2, 2, 0));
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+}

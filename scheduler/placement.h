@@ -1,0 +1,91 @@
+// Placement: which queued trial goes to which agent, on which GPUs. Pure: no
+// sockets, no store, no clock; the broker hands it a snapshot and applies the
+// answer.
+//
+// Rules (issue 5, docs/protocol.md):
+//  - `gpus: k` takes k distinct whole GPUs on one agent, all or nothing (a
+//    gang). A whole GPU is never shared: not with another whole-GPU trial,
+//    not with a fractional one.
+//  - `gpu_memory_fraction: f` packs trials onto one GPU while the shares on it
+//    sum to at most 1 (0.4: two per GPU, never three). Best fit: the fullest
+//    GPU that still has room, so that whole GPUs stay free for gangs.
+//  - Trials with neither take `cpus` CPU slots of one agent (the agent with
+//    the most free slots, spreading load).
+//  - Per sweep, at most `max_parallel` trials run at once (0: no limit).
+//  - Sweeps share the cluster fairly: each free place goes to the sweep with
+//    the fewest running trials, ties to the earliest submitted; a sweep whose
+//    next trial does not fit anywhere does not block the others.
+// Thread safety: pure functions on values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace swept::scheduler {
+
+// Shares within this tolerance of 1 still fit (0.1 x 10 sums to 0.9999999...).
+inline constexpr double kFractionEpsilon = 1e-9;
+
+struct GpuUse {
+  int index = 0;
+  bool whole = false;           // held by a whole-GPU trial
+  double fraction_used = 0.0;   // sum of the shares placed on it
+  bool free() const { return !whole && fraction_used <= kFractionEpsilon; }
+};
+
+struct AgentCapacity {
+  std::string name;
+  int total_slots = 0;
+  int free_slots = 0;
+  std::vector<GpuUse> gpus;
+};
+
+struct Demand {
+  int gpus = 0;               // whole GPUs
+  double gpu_fraction = 0.0;  // share of one GPU; 0 = none
+  int cpus = 1;               // CPU slots, used only when the trial needs no GPU
+  bool needs_gpu() const { return gpus > 0 || gpu_fraction > 0; }
+};
+
+struct Placement {
+  size_t agent = 0;           // index into the capacity vector
+  std::vector<int> gpus;      // GPU indices on that agent (empty for CPU trials)
+  double gpu_fraction = 0.0;  // > 0 for a shared GPU
+  int cpus = 0;               // CPU slots taken
+  bool operator==(const Placement&) const = default;
+};
+
+// Where a trial with `demand` fits, or nullopt. Does not change `agents`.
+std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand);
+
+// Takes the resources of `p` from `agents` (after place_trial said it fits).
+void reserve(std::vector<AgentCapacity>& agents, const Placement& p);
+// Gives them back (a trial ended).
+void release(std::vector<AgentCapacity>& agents, const Placement& p);
+
+// Whether `demand` could ever fit on some agent when the cluster is empty:
+// a trial asking for 3 GPUs when no agent has 3 waits, but the user should
+// be told.
+bool could_ever_fit(const std::vector<AgentCapacity>& agents, const Demand& demand);
+
+struct SweepQueue {
+  int64_t sweep_id = 0;      // also the submission order: lower first
+  Demand demand;
+  int running = 0;
+  int max_parallel = 0;      // 0: no limit
+  int64_t available = 0;     // trials ready to start (queued + not yet generated)
+};
+
+struct Dispatch {
+  int64_t sweep_id = 0;
+  Placement placement;
+  bool operator==(const Dispatch&) const = default;
+};
+
+// Plans as many starts as fit now, fairly across sweeps (see above). Pure:
+// `agents` is taken by value and the plan already accounts for each start.
+std::vector<Dispatch> plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sweeps);
+
+}  // namespace swept::scheduler

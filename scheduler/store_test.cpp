@@ -1,0 +1,275 @@
+// Tests of the store on real SQLite files: schema version and migration from
+// version 1, idempotent metric batches, bounded log tails, queries, read-only
+// opening, refusal of foreign or newer files.
+#include "scheduler/store.h"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+using namespace swept::scheduler;
+using swept::protocol::Metrics;
+
+namespace {
+
+// A fresh temporary database path, removed (with its WAL files) at scope end.
+struct TempDb {
+  std::string path;
+  TempDb() {
+    char tmpl[] = "/tmp/swept-store-test-XXXXXX";
+    int fd = mkstemp(tmpl);
+    close(fd);
+    std::filesystem::remove(tmpl);
+    path = tmpl;
+  }
+  ~TempDb() {
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
+  }
+};
+
+int64_t count(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
+  sqlite3_stmt* st = nullptr;
+  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  int64_t n = sqlite3_column_int64(st, 0);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  return n;
+}
+
+SweepRecord sweep(const char* goal = "minimize") {
+  SweepRecord s;
+  s.name = "test";
+  s.method = "grid";
+  s.metric_name = "loss";
+  s.metric_goal = goal;
+  s.spec = "{}";
+  s.state = "running";
+  s.total_trials = 3;
+  s.created_at = 100;
+  return s;
+}
+
+Metrics batch(int64_t trial, int attempt, int64_t seq, std::vector<swept::protocol::MetricRecord> records,
+              std::string log = "") {
+  Metrics m;
+  m.trial_id = trial;
+  m.attempt = attempt;
+  m.seq = seq;
+  m.records = std::move(records);
+  m.log = std::move(log);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("a new database gets the schema, WAL and the current version") {
+  TempDb t;
+  auto store = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(store.ok());
+  CHECK((*store)->schema_version() == kSchemaVersion);
+  CHECK(count(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='2'") == 1);
+  sqlite3* db = nullptr;
+  sqlite3_open(t.path.c_str(), &db);
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &st, nullptr);
+  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
+  CHECK(std::string(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))) == "wal");
+  sqlite3_finalize(st);
+  sqlite3_close(db);
+  // Opening again is a no-op.
+  store->reset();
+  auto again = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(again.ok());
+  CHECK((*again)->schema_version() == kSchemaVersion);
+}
+
+TEST_CASE("a version-1 database is migrated, keeping its rows") {
+  TempDb t;
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(t.path.c_str(), &db);
+    // What a version-1 scheduler wrote: schema.sql and its version.
+    REQUIRE(sqlite3_exec(db, swept::scheduler::kSchemaSql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db,
+                         "INSERT INTO meta VALUES('schema_version','1');"
+                         "INSERT INTO sweeps(id,name,method,spec,state,created_at) VALUES(1,'old','grid','{}','running',1);"
+                         "INSERT INTO trials(id,sweep_id,idx,params,command,state,attempts,created_at) "
+                         "VALUES(1,1,0,'{}','[]','running',1,1);"
+                         "INSERT INTO attempts(trial_id,attempt,agent,state,started_at) VALUES(1,1,'a','running',1);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(store.ok());
+  CHECK((*store)->schema_version() == 2);
+  auto seq = (*store)->metrics_seq(1, 1);
+  REQUIRE(seq.ok());
+  CHECK(*seq == 0);
+  CHECK(count(t.path, "SELECT COUNT(*) FROM trials") == 1);
+}
+
+TEST_CASE("files that are not swept databases, or newer ones, are refused") {
+  TempDb t;
+  {
+    FILE* f = fopen(t.path.c_str(), "w");
+    fputs("this is not sqlite at all, just text that is long enough to look like a header..............", f);
+    fclose(f);
+  }
+  auto bad = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().message().find(t.path) != std::string::npos);
+
+  TempDb n;
+  {
+    sqlite3* db = nullptr;
+    sqlite3_open(n.path.c_str(), &db);
+    sqlite3_exec(db, "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES('schema_version','99');",
+                 nullptr, nullptr, nullptr);
+    sqlite3_close(db);
+  }
+  auto newer = Store::open(n.path, Store::Mode::kReadWrite);
+  REQUIRE_FALSE(newer.ok());
+  CHECK(newer.status().code() == swept::StatusCode::kCorruption);
+  CHECK(newer.status().message().find("newer") != std::string::npos);
+
+  auto missing = Store::open("/tmp/definitely-not-here-swept.db", Store::Mode::kReadOnly);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == swept::StatusCode::kNotFound);
+}
+
+TEST_CASE("metric batches are idempotent: re-sent batches and repeated steps never duplicate rows") {
+  TempDb t;
+  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(opened.ok());
+  Store& s = **opened;
+  REQUIRE(s.begin().ok());
+  auto sid = s.insert_sweep(sweep());
+  REQUIRE(sid.ok());
+  auto tid = s.insert_trial(*sid, 0, R"({"lr":0.1})", R"(["x"])", 101);
+  REQUIRE(tid.ok());
+  REQUIRE(s.start_attempt(*tid, 1, "a", {}, 0, 102).ok());
+  auto first = s.add_metrics(batch(*tid, 1, 1, {{0, "loss", 2.0}, {1, "loss", 1.5}, {1, "acc", 0.5}}, "hello\n"), "loss");
+  REQUIRE(first.ok());
+  CHECK(*first);
+  // The same batch again (a re-send after a reconnect) is skipped.
+  auto again = s.add_metrics(batch(*tid, 1, 1, {{0, "loss", 2.0}, {1, "loss", 1.5}, {1, "acc", 0.5}}, "hello\n"), "loss");
+  REQUIRE(again.ok());
+  CHECK_FALSE(*again);
+  // A later batch repeating step 1 (a resumed trainer) overwrites.
+  REQUIRE(*s.add_metrics(batch(*tid, 1, 2, {{1, "loss", 1.25}, {0, "loss", 9.0}}), "loss"));
+  REQUIRE(s.commit().ok());
+
+  CHECK(count(t.path, "SELECT COUNT(*) FROM metrics") == 3);
+  CHECK(count(t.path, "SELECT COUNT(*) FROM metrics WHERE name='loss' AND step=1 AND value=1.25") == 1);
+  // trial_latest follows the highest step, not the last line: step 0 came later but is older.
+  CHECK(count(t.path, "SELECT COUNT(*) FROM trial_latest WHERE name='loss' AND step=1 AND value=1.25") == 1);
+  // metric_value is the last value reported under the sweep's metric.
+  CHECK(count(t.path, "SELECT COUNT(*) FROM trials WHERE metric_value=9.0") == 1);
+  CHECK(*s.metrics_seq(*tid, 1) == 2);
+  CHECK(*s.trial_log_tail(*tid) == "hello\n");
+}
+
+TEST_CASE("the log tail is bounded to its last 64 KiB") {
+  TempDb t;
+  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(opened.ok());
+  Store& s = **opened;
+  auto sid = s.insert_sweep(sweep());
+  auto tid = s.insert_trial(*sid, 0, "{}", "[]", 1);
+  REQUIRE(tid.ok());
+  for (int i = 0; i < 40; ++i) REQUIRE(s.append_log(*tid, std::string(4000, 'a' + (i % 26))).ok());
+  auto tail = s.trial_log_tail(*tid);
+  REQUIRE(tail.ok());
+  CHECK(tail->size() == kLogTailBytes);
+  CHECK(tail->back() == 'a' + (39 % 26));
+}
+
+TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
+  TempDb t;
+  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(opened.ok());
+  Store& s = **opened;
+  REQUIRE(s.begin().ok());
+  auto sid = *s.insert_sweep(sweep("maximize"));
+  int64_t ids[3];
+  for (int i = 0; i < 3; ++i) ids[i] = *s.insert_trial(sid, i, "{\"i\":" + std::to_string(i) + "}", "[\"run\"]", 1);
+  REQUIRE(s.upsert_agent("a", "host-a", 2, {{0, "GPU-0", "Fake", 1 << 30}}, 5).ok());
+  REQUIRE(s.start_attempt(ids[0], 1, "a", {0}, 0, 10).ok());
+  REQUIRE(s.confirm_started(ids[0], 1, R"({"CUDA_VISIBLE_DEVICES":"0"})", 11).ok());
+  REQUIRE(*s.add_metrics(batch(ids[0], 1, 1, {{5, "loss", 0.8}}), "loss"));
+  REQUIRE(s.end_attempt(ids[0], 1, "completed", 0, "exit code 0", 12).ok());
+  REQUIRE(s.set_trial_state(ids[0], "completed", 0, "exit code 0", 12).ok());
+  REQUIRE(s.start_attempt(ids[1], 1, "a", {}, 0, 13).ok());
+  REQUIRE(*s.add_metrics(batch(ids[1], 1, 1, {{5, "loss", 0.9}}), "loss"));
+  REQUIRE(s.commit().ok());
+
+  auto sums = s.sweep_summaries(sid);
+  REQUIRE(sums.ok());
+  REQUIRE(sums->size() == 1);
+  const auto& sum = sums->front();
+  CHECK(sum.counts.completed == 1);
+  CHECK(sum.counts.running == 1);
+  CHECK(sum.counts.queued == 1);
+  // Best is among completed trials only: 0.8, though a running one shows 0.9.
+  CHECK(sum.best_trial_id == ids[0]);
+  CHECK(sum.best_value == doctest::Approx(0.8));
+  CHECK(sum.best_params["i"] == 0);
+  CHECK_FALSE(s.sweep_summaries(sid + 100).ok());
+
+  auto rows = s.trial_rows(sid);
+  REQUIRE(rows.ok());
+  REQUIRE(rows->size() == 3);
+  CHECK((*rows)[0].state == "completed");
+  CHECK((*rows)[0].gpus == std::vector<int>{0});
+  CHECK((*rows)[0].latest.at("loss") == doctest::Approx(0.8));
+  CHECK((*rows)[0].command == nlohmann::json::array({"run"}));
+  CHECK((*rows)[2].state == "queued");
+
+  auto agents = s.agent_rows();
+  REQUIRE(agents.ok());
+  REQUIRE(agents->size() == 1);
+  CHECK((*agents)[0].gpus.size() == 1);
+  CHECK((*agents)[0].running.size() == 1);
+  CHECK((*agents)[0].running[0].trial_id == ids[1]);
+
+  // A read-only store sees the same, and cannot write.
+  auto ro = Store::open(t.path, Store::Mode::kReadOnly);
+  REQUIRE(ro.ok());
+  CHECK((*ro)->sweep_summaries(std::nullopt)->size() == 1);
+  CHECK_FALSE((*ro)->set_sweep_state(sid, "completed", 1.0).ok());
+}
+
+TEST_CASE("recovery reads unfinished trials and running sweeps back") {
+  TempDb t;
+  int64_t sid = 0, tid = 0;
+  {
+    auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+    REQUIRE(opened.ok());
+    Store& s = **opened;
+    sid = *s.insert_sweep(sweep());
+    tid = *s.insert_trial(sid, 0, "{}", "[]", 1);
+    s.insert_trial(sid, 1, "{}", "[]", 1);
+    REQUIRE(s.start_attempt(tid, 1, "a", {1, 2}, 0, 2).ok());
+  }
+  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  REQUIRE(opened.ok());
+  Store& s = **opened;
+  auto sweeps = s.sweeps_in_state("running");
+  REQUIRE(sweeps.ok());
+  REQUIRE(sweeps->size() == 1);
+  CHECK(sweeps->front().next_index == 2);
+  auto running = s.trials_in_state(sid, "running");
+  REQUIRE(running.ok());
+  REQUIRE(running->size() == 1);
+  CHECK(running->front().agent == "a");
+  CHECK(running->front().gpus == std::vector<int>{1, 2});
+  CHECK_FALSE(running->front().started);
+  CHECK(s.trials_in_state(sid, "queued")->size() == 1);
+}

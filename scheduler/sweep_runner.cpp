@@ -1,0 +1,286 @@
+// SweepRunner: see sweep_runner.h. Parsing and expansion are sweeps/'s; this
+// file only keeps queues and counts and records what happens in the store.
+#include "scheduler/sweep_runner.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "common/log.h"
+
+namespace swept::scheduler {
+namespace {
+
+const char* method_name(sweeps::Method m) { return m == sweeps::Method::kGrid ? "grid" : "random"; }
+
+sweeps::CommandContext command_context() {
+  sweeps::CommandContext c;
+  c.getenv = [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  return c;
+}
+
+Result<sweeps::SweepSpec> parse_or_explain(const std::string& text) {
+  sweeps::ParseOutcome out = sweeps::parse_sweep(text);
+  if (out.spec) return std::move(*out.spec);
+  std::string msg;
+  for (const auto& p : out.problems) {
+    if (!msg.empty()) msg += "\n";
+    msg += p.ToString();
+  }
+  if (msg.empty()) msg = "the sweep file is invalid";
+  return Status::InvalidArgument(msg);
+}
+
+}  // namespace
+
+Result<std::vector<TrialRecord>> SweepRunner::recover() {
+  std::vector<TrialRecord> running;
+  auto sweeps = store_.sweeps_in_state("running");
+  if (!sweeps.ok()) return sweeps.status();
+  for (const SweepRecord& r : *sweeps) {
+    auto spec = parse_or_explain(r.spec);
+    if (!spec.ok()) {
+      // The file was valid when submitted; a newer sweeps/ may disagree.
+      log::error("sweep " + std::to_string(r.id) + " can no longer be parsed (" + spec.status().message() +
+                 "); leaving it as it is");
+      continue;
+    }
+    Active a;
+    a.id = r.id;
+    a.spec = std::move(*spec);
+    a.total = r.total_trials;
+    a.next_index = r.next_index;
+    // Lost trials were being requeued when the scheduler stopped: queue them first.
+    for (const char* state : {"lost", "queued"}) {
+      auto ids = store_.trial_ids_in_state(r.id, state);
+      if (!ids.ok()) return ids.status();
+      for (int64_t id : *ids) a.queued.push_back(id);
+    }
+    auto live = store_.trials_in_state(r.id, "running");
+    if (!live.ok()) return live.status();
+    a.running = static_cast<int>(live->size());
+    for (auto& t : *live) running.push_back(std::move(t));
+    sweeps_.emplace(r.id, std::move(a));
+  }
+  return running;
+}
+
+Result<SubmitResult> SweepRunner::submit(const std::string& text) {
+  auto spec = parse_or_explain(text);
+  if (!spec.ok()) return spec.status();
+  Active a;
+  a.spec = std::move(*spec);
+  a.total = sweeps::trial_count(a.spec);
+  SweepRecord r;
+  r.name = a.spec.name;
+  r.method = method_name(a.spec.method);
+  if (a.spec.metric) {
+    r.metric_name = a.spec.metric->name;
+    r.metric_goal = a.spec.metric->goal == sweeps::Goal::kMaximize ? "maximize" : "minimize";
+  }
+  r.spec = text;
+  r.state = a.total && *a.total == 0 ? "completed" : "running";
+  r.total_trials = a.total;
+  r.created_at = clock_.wall_seconds();
+  auto id = store_.insert_sweep(r);
+  if (!id.ok()) return id.status();
+  a.id = *id;
+  if (r.state == "running") sweeps_.emplace(a.id, std::move(a));
+  return SubmitResult{*id, r.total_trials};
+}
+
+std::vector<SweepQueue> SweepRunner::queues() const {
+  std::vector<SweepQueue> out;
+  for (const auto& [id, s] : sweeps_) {
+    SweepQueue q;
+    q.sweep_id = id;
+    q.demand = demand(id);
+    q.running = s.running;
+    q.max_parallel = s.spec.max_parallel;
+    int64_t ungenerated = s.total ? std::max<int64_t>(0, *s.total - s.next_index) : (int64_t{1} << 40);
+    q.available = static_cast<int64_t>(s.queued.size()) + ungenerated;
+    out.push_back(q);
+  }
+  return out;
+}
+
+bool SweepRunner::has_work() const {
+  for (const auto& [id, s] : sweeps_)
+    if (!s.queued.empty() || !s.total || s.next_index < *s.total) return true;
+  return false;
+}
+
+Demand SweepRunner::demand(int64_t sweep_id) const {
+  Demand d;
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return d;
+  d.gpus = it->second.spec.resources.gpus;
+  d.gpu_fraction = it->second.spec.resources.gpu_memory_fraction;
+  d.cpus = std::max(1, it->second.spec.resources.cpus);
+  return d;
+}
+
+const sweeps::SweepSpec* SweepRunner::spec(int64_t sweep_id) const {
+  auto it = sweeps_.find(sweep_id);
+  return it == sweeps_.end() ? nullptr : &it->second.spec;
+}
+
+std::optional<std::string> SweepRunner::metric_name(int64_t sweep_id) const {
+  const sweeps::SweepSpec* s = spec(sweep_id);
+  if (!s || !s->metric) return std::nullopt;
+  return s->metric->name;
+}
+
+Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t trial_id) {
+  auto rec = store_.trial_record(trial_id);
+  if (!rec.ok()) return rec.status();
+  TrialToStart t;
+  t.trial_id = rec->id;
+  t.sweep_id = s.id;
+  t.index = rec->index;
+  t.previous_attempts = rec->attempts;
+  t.params = nlohmann::json::parse(rec->params, nullptr, false);
+  nlohmann::json argv = nlohmann::json::parse(rec->command, nullptr, false);
+  if (argv.is_array())
+    for (const auto& a : argv)
+      if (a.is_string()) t.argv.push_back(a.get<std::string>());
+  if (t.params.is_discarded()) t.params = nlohmann::json::object();
+  return std::optional<TrialToStart>(std::move(t));
+}
+
+Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
+  static const sweeps::CommandContext context = command_context();
+  while (!s.total || s.next_index < *s.total) {
+    int64_t index = s.next_index;
+    sweeps::Trial trial = sweeps::trial_at(s.spec, index);
+    auto argv = sweeps::build_command(s.spec, trial.params, context);
+    nlohmann::json command = argv.ok() ? nlohmann::json(*argv) : nlohmann::json::array();
+    auto id = store_.insert_trial(s.id, index, trial.params.dump(), command.dump(), clock_.wall_seconds());
+    if (!id.ok()) return id.status();
+    s.next_index = index + 1;
+    if (!argv.ok()) {
+      std::string reason = "cannot build the command: " + argv.status().message();
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(*id, "failed", std::nullopt, reason, clock_.wall_seconds()));
+      log::warn("sweep " + std::to_string(s.id) + " trial " + std::to_string(*id) + ": " + reason);
+      continue;
+    }
+    TrialToStart t;
+    t.trial_id = *id;
+    t.sweep_id = s.id;
+    t.index = index;
+    t.params = std::move(trial.params);
+    t.argv = std::move(*argv);
+    return std::optional<TrialToStart>(std::move(t));
+  }
+  return std::optional<TrialToStart>();
+}
+
+Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return std::optional<TrialToStart>();
+  Active& s = it->second;
+  Result<std::optional<TrialToStart>> next = std::optional<TrialToStart>();
+  if (!s.queued.empty()) {
+    int64_t id = s.queued.front();
+    s.queued.pop_front();
+    next = load_queued(s, id);
+  } else {
+    next = generate(s);
+  }
+  if (next.ok() && next->has_value()) s.running += 1;
+  return next;
+}
+
+bool SweepRunner::adopt_queued(int64_t sweep_id, int64_t trial_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return false;
+  auto& q = it->second.queued;
+  auto pos = std::find(q.begin(), q.end(), trial_id);
+  if (pos == q.end()) return false;
+  q.erase(pos);
+  it->second.running += 1;
+  return true;
+}
+
+void SweepRunner::requeue(int64_t sweep_id, int64_t trial_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return;
+  it->second.running = std::max(0, it->second.running - 1);
+  if (std::find(it->second.queued.begin(), it->second.queued.end(), trial_id) == it->second.queued.end())
+    it->second.queued.push_front(trial_id);
+}
+
+void SweepRunner::trial_ended(int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it != sweeps_.end()) it->second.running = std::max(0, it->second.running - 1);
+}
+
+void SweepRunner::forget_queued(int64_t sweep_id, int64_t trial_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return;
+  auto& q = it->second.queued;
+  q.erase(std::remove(q.begin(), q.end(), trial_id), q.end());
+}
+
+Status SweepRunner::maybe_complete(int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) return Status::Ok();
+  const Active& s = it->second;
+  if (!s.total || s.next_index < *s.total || !s.queued.empty() || s.running > 0) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "completed", clock_.wall_seconds()));
+  log::info("sweep " + std::to_string(sweep_id) + " completed");
+  sweeps_.erase(it);
+  return Status::Ok();
+}
+
+Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason) {
+  auto it = sweeps_.find(sweep_id);
+  int64_t stopped = 0;
+  if (it != sweeps_.end()) {
+    for (int64_t id : it->second.queued) {
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+      ++stopped;
+    }
+    sweeps_.erase(it);
+  }
+  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "cancelled", clock_.wall_seconds()));
+  return stopped;
+}
+
+Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
+  auto failed = store_.trial_ids_in_state(sweep_id, "failed");
+  if (!failed.ok()) return failed.status();
+  if (failed->empty()) return int64_t{0};
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end()) {
+    // A completed (or cancelled) sweep runs again: reload it.
+    auto all = store_.sweep_summaries(sweep_id);
+    if (!all.ok()) return all.status();
+    auto running = store_.sweeps_in_state(all->front().state);
+    if (!running.ok()) return running.status();
+    for (const SweepRecord& r : *running) {
+      if (r.id != sweep_id) continue;
+      auto spec = parse_or_explain(r.spec);
+      if (!spec.ok()) return spec.status();
+      Active a;
+      a.id = r.id;
+      a.spec = std::move(*spec);
+      a.total = r.total_trials;
+      a.next_index = r.next_index;
+      // Only the failed trials run again: nothing new is generated after a cancel.
+      if (all->front().state == "cancelled") a.total = a.next_index;
+      it = sweeps_.emplace(r.id, std::move(a)).first;
+    }
+    if (it == sweeps_.end()) return Status::NotFound("no sweep " + std::to_string(sweep_id));
+    SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "running", std::nullopt));
+  }
+  for (int64_t id : *failed) {
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, "queued", std::nullopt, std::nullopt, std::nullopt));
+    it->second.queued.push_back(id);
+  }
+  return static_cast<int64_t>(failed->size());
+}
+
+}  // namespace swept::scheduler

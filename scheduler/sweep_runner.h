@@ -1,0 +1,114 @@
+// SweepRunner: the sweeps the scheduler is running, driven through sweeps/.
+//
+// It owns, per running sweep, the parsed spec, the queue of trials ready to
+// start and the count of trials out on agents; it writes sweeps and trials to
+// the store. Trials are generated lazily: trial `next_index` is computed with
+// sweeps::trial_at only when a place is free for it, so an unbounded random
+// sweep or a grid of a million points costs nothing up front, and a restarted
+// scheduler recomputes from (spec, next_index) alone.
+//
+// Invariants: a trial id is in at most one queue, at most once; `running`
+// counts the sweep's trials the broker has out on agents (dispatched or
+// adopted, not yet final or requeued); a sweep is completed exactly when every
+// trial it will ever have exists and is final.
+// Errors: Status from the store, InvalidArgument for a bad sweep file (one
+// problem per line). Thread safety: one thread (the broker's loop).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "scheduler/placement.h"
+#include "scheduler/store.h"
+#include "sweeps/sweep.h"
+
+namespace swept::scheduler {
+
+// A trial about to start (or be adopted), with what the agent needs.
+struct TrialToStart {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  int64_t index = 0;
+  int previous_attempts = 0;  // the new attempt is previous_attempts + 1
+  nlohmann::json params;
+  std::vector<std::string> argv;
+};
+
+struct SubmitResult {
+  int64_t sweep_id = 0;
+  std::optional<int64_t> total_trials;
+};
+
+class SweepRunner {
+ public:
+  SweepRunner(Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+
+  // Loads running sweeps and their queued (and lost) trials from the store.
+  // Returns the trials recorded as running, for the broker to reconcile.
+  Result<std::vector<TrialRecord>> recover();
+
+  // Parses, validates and records a sweep file. InvalidArgument lists every
+  // problem ("parameters.lr.min: expected a number ..."), one per line.
+  Result<SubmitResult> submit(const std::string& text);
+
+  // What placement needs: one queue per running sweep, in submission order.
+  std::vector<SweepQueue> queues() const;
+  bool has_work() const;  // any sweep with a trial ready to start
+
+  // The next trial of `sweep_id` to start: its oldest queued trial, else a
+  // newly generated one (recorded in the store). nullopt when it has none.
+  // A generated trial whose command cannot be built is recorded as failed
+  // and skipped. The returned trial counts as running.
+  Result<std::optional<TrialToStart>> take_next(int64_t sweep_id);
+
+  // A trial that the broker adopts from the queue (its agent came back):
+  // removed from the queue, counted as running. False if it was not queued.
+  bool adopt_queued(int64_t sweep_id, int64_t trial_id);
+  // A running trial goes back to the front of its queue (lost, requeued).
+  void requeue(int64_t sweep_id, int64_t trial_id);
+  // A running trial reached a final state.
+  void trial_ended(int64_t sweep_id);
+  // A trial not counted as running was finished from outside (cancel, adopted result).
+  void forget_queued(int64_t sweep_id, int64_t trial_id);
+
+  // Marks the sweep completed when nothing remains; no-op otherwise.
+  Status maybe_complete(int64_t sweep_id);
+
+  // Cancel: every queued trial of the sweep becomes stopped; the sweep is
+  // cancelled. Returns the number of queued trials stopped. The broker stops
+  // the running ones.
+  Result<int64_t> cancel(int64_t sweep_id, const std::string& reason);
+  // Retry: the sweep's failed trials go back to the queue (their history
+  // kept in `attempts`); a completed sweep runs again. Returns how many.
+  Result<int64_t> retry_failed(int64_t sweep_id);
+
+  bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
+  const sweeps::SweepSpec* spec(int64_t sweep_id) const;
+  std::optional<std::string> metric_name(int64_t sweep_id) const;
+  Demand demand(int64_t sweep_id) const;
+
+ private:
+  struct Active {
+    int64_t id = 0;
+    sweeps::SweepSpec spec;
+    std::optional<int64_t> total;
+    int64_t next_index = 0;
+    std::deque<int64_t> queued;
+    int running = 0;
+    bool warned_unplaceable = false;
+  };
+  Result<std::optional<TrialToStart>> generate(Active& s);
+  Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
+
+  Store& store_;
+  const Clock& clock_;
+  std::map<int64_t, Active> sweeps_;  // by id = submission order
+};
+
+}  // namespace swept::scheduler

@@ -1,0 +1,270 @@
+// Integration tests: real `swept scheduler` and `swept agent` processes on
+// loopback, fake GPUs, tiny trial commands (tests/trial.sh), and every
+// failure case of issue 5. Each test ends with every trial final, none
+// completed twice and no metric row duplicated (check_final_invariants), and
+// waits on conditions with deadlines, never on fixed sleeps.
+#include <zmq.hpp>
+
+#include "common/protocol.h"
+#include "scheduler/zmq_io.h"
+#include "tests/harness.h"
+
+using namespace swept::itest;
+
+namespace {
+
+const std::string kTrial = kTestsDir + "/trial.sh";
+
+std::string grid(const std::string& extra, const std::string& params) {
+  return R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "command": [")" + kTrial +
+         R"(", "${args}"], )" + extra + R"("parameters": )" + params + "}";
+}
+
+std::string q(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+TEST_CASE("a sweep runs on agents with fake GPUs: whole GPUs, shares, CUDA_VISIBLE_DEVICES, CLI views") {
+  TempDir dir;
+  Scheduler sched(dir);
+  auto agent = start_agent(dir, sched.endpoint, "gpu-host", "fake:2x16GiB", 2);
+  int64_t whole = submit(dir, sched.endpoint,
+                         grid(R"("resources": {"gpus": 1}, )",
+                              R"({"mode": {"value": "normal"}, "secs": {"value": 0.2}, "steps": {"values": [2, 3, 4, 5]}})"));
+  int64_t shared = submit(dir, sched.endpoint,
+                          grid(R"("resources": {"gpu_memory_fraction": 0.4}, )",
+                               R"({"mode": {"value": "normal"}, "steps": {"values": [1, 2, 3]}})"));
+  std::string out;
+  int rc = run_command({kSwept, "wait", q(whole), "--scheduler", sched.endpoint, "--poll-ms", "50"}, dir / "w.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  rc = run_command({kSwept, "wait", q(shared), "--scheduler", sched.endpoint, "--poll-ms", "50"}, dir / "w.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  check_final_invariants(sched.db, whole);
+  check_final_invariants(sched.db, shared);
+  // Whole-GPU trials got one GPU each, shares got a fraction of one.
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(whole) +
+                             " AND json_extract(env, '$.CUDA_VISIBLE_DEVICES') IN ('0', '1')") == 4);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(shared) +
+                             " AND gpu_fraction = 0.4 AND json_extract(env, '$.SWEPT_GPU_MEMORY_FRACTION') LIKE '0.4%'") == 3);
+  // Every line the trials printed is stored: 2+3+4+5 and 1+2+3 rows.
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE t.sweep_id=" + q(whole)) == 14);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE t.sweep_id=" + q(shared)) == 6);
+
+  // The read commands, through the scheduler and from the file alone.
+  rc = run_command({kSwept, "best", q(whole), "--scheduler", sched.endpoint, "--json"}, dir / "c.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("\"metric_value\": 0.5") != std::string::npos);
+  rc = run_command({kSwept, "export", q(whole), "--db", sched.db, "--format", "csv"}, dir / "c.log", &out);
+  CHECK(rc == 0);
+  CHECK(std::count(out.begin(), out.end(), '\n') == 5);
+  rc = run_command({kSwept, "status", q(whole), "--db", sched.db}, dir / "c.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("completed 4") != std::string::npos);
+  rc = run_command({kSwept, "agents", "--scheduler", sched.endpoint}, dir / "c.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("gpu-host") != std::string::npos);
+  CHECK(out.find("GPU 1") != std::string::npos);
+}
+
+TEST_CASE("trials that exit at once, fail, flood one line, stay silent, ignore SIGTERM or do not exist all end final") {
+  TempDir dir;
+  Scheduler sched(dir);
+  auto agent = start_agent(dir, sched.endpoint, "a", "none", 3);
+  int64_t modes = submit(dir, sched.endpoint,
+                         grid(R"("timeout_s": 1, )",
+                              R"({"mode": {"values": ["exit_now", "fail", "bigline", "silent", "ignore_term"]}, "secs": {"value": 0.1}})"));
+  int64_t missing = submit(dir, sched.endpoint,
+                           R"({"method": "grid", "command": ["/nonexistent/swept-trial", "${args}"], "parameters": {"x": {"values": [1, 2]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "wait", q(modes), "--scheduler", sched.endpoint, "--poll-ms", "50"}, dir / "w.log", &out);
+  CHECK(rc == 7);  // not every trial completed
+  rc = run_command({kSwept, "wait", q(missing), "--scheduler", sched.endpoint, "--poll-ms", "50"}, dir / "w.log", &out);
+  CHECK(rc == 7);
+  check_final_invariants(sched.db, modes);
+  check_final_invariants(sched.db, missing);
+  auto state_of = [&](const std::string& mode) {
+    return db_text(sched.db, "SELECT state || ' / ' || coalesce(reason, '') FROM trials WHERE sweep_id=" + q(modes) +
+                                 " AND json_extract(params, '$.mode')='" + mode + "'");
+  };
+  CHECK(state_of("exit_now").rfind("completed", 0) == 0);
+  CHECK(state_of("silent").rfind("completed", 0) == 0);
+  CHECK(state_of("bigline").rfind("completed", 0) == 0);
+  CHECK(state_of("fail").rfind("failed", 0) == 0);
+  CHECK(db_int(sched.db, "SELECT exit_code FROM trials WHERE json_extract(params, '$.mode')='fail'") == 3);
+  std::string term = state_of("ignore_term");
+  CHECK_MESSAGE(term.rfind("failed", 0) == 0, term);
+  CHECK_MESSAGE(term.find("time") != std::string::npos, term);
+  // The metric line after 3 MB without a newline still arrived; the log tail stayed bounded.
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM metrics m JOIN trials t ON t.id=m.trial_id WHERE "
+                         "json_extract(t.params, '$.mode')='bigline' AND m.name='loss'") == 1);
+  CHECK(db_int(sched.db, "SELECT MAX(length(tail)) FROM trial_logs") <= 64 * 1024);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(missing) + " AND state='failed'") == 2);
+  CHECK(agent->running());
+}
+
+TEST_CASE("an agent killed with SIGKILL: its trials are lost, requeued and finish on another agent") {
+  TempDir dir;
+  Scheduler sched(dir);
+  auto a = start_agent(dir, sched.endpoint, "a", "none", 2);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='alive'") == 1; }));
+  int64_t sweep = submit(dir, sched.endpoint,
+                         grid(R"("max_retries": 2, )",
+                              R"({"mode": {"value": "normal"}, "secs": {"value": 1.5}, "x": {"values": [1, 2]}})"));
+  REQUIRE(eventually([&] {
+    return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE agent='a' AND state='running' AND started_at IS NOT NULL") == 2;
+  }));
+  a->signal(SIGKILL);
+  a->wait();
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; }));
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE state='queued'") == 2);
+  auto b = start_agent(dir, sched.endpoint, "b", "none", 2);
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(sched.db, sweep); }), b->log());
+  check_final_invariants(sched.db, sweep);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE state='completed' AND agent='b' AND attempts=2") == 2);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM attempts WHERE agent='a' AND state='lost'") == 2);
+}
+
+TEST_CASE("an agent frozen with SIGSTOP past liveness: its trials move - thawed, its stale attempts are stopped") {
+  TempDir dir;
+  Scheduler sched(dir);
+  auto a = start_agent(dir, sched.endpoint, "a", "none", 1);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE state='alive'") == 1; }));
+  int64_t sweep = submit(dir, sched.endpoint,
+                         grid(R"("max_retries": 1, )", R"({"mode": {"value": "normal"}, "secs": {"value": 3}, "steps": {"value": 2}})"));
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; }));
+  a->signal(SIGSTOP);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; }));
+  auto b = start_agent(dir, sched.endpoint, "b", "none", 1);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE agent='b' AND state='running'") == 1; }));
+  a->signal(SIGCONT);
+  // a re-registers; the attempt it still runs (or finished) is stale.
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='alive'") == 1; }));
+  REQUIRE(eventually([&] { return sweep_done(sched.db, sweep); }));
+  check_final_invariants(sched.db, sweep);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE state='completed' AND agent='b' AND attempts=2") == 1);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM attempts WHERE trial_id=1 AND attempt=1 AND state='lost'") == 1);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM metrics") == 2);
+}
+
+TEST_CASE("the scheduler killed with SIGKILL and restarted mid-sweep carries on - running trials are not restarted") {
+  TempDir dir;
+  auto sched = std::make_unique<Scheduler>(dir);
+  std::string endpoint = sched->endpoint, db = sched->db;
+  auto a = start_agent(dir, endpoint, "a", "none", 2);
+  int64_t sweep = submit(dir, endpoint,
+                         grid("", R"({"mode": {"value": "normal"}, "secs": {"value": 1.2}, "x": {"values": [1, 2, 3, 4, 5, 6]}})"));
+  REQUIRE(eventually([&] {
+    return db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") >= 1 &&
+           db_int(db, "SELECT COUNT(*) FROM trials WHERE state='running' AND started_at IS NOT NULL") == 2;
+  }));
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  // Restart on the same database and port; the agent reconnects on its own.
+  sched = std::make_unique<Scheduler>(dir, endpoint);
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, sweep); }, 45), (sched->process->log() + a->log()));
+  check_final_invariants(db, sweep);
+  // Not one trial was started twice: one attempt each that ran, all completed.
+  // (A START_TRIAL committed just before the kill may never have left: the
+  // agent never saw it, and the history says "never started".)
+  INFO(db_text(db, "SELECT group_concat(trial_id || '/' || attempt || ' ' || state || ' ' || coalesce(reason, ''), '; ') FROM attempts"));
+  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts WHERE coalesce(reason, '') NOT LIKE 'never started%'") == 6);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 6);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM metrics") == 18);
+}
+
+TEST_CASE("malformed and unknown messages, a duplicate agent name and an unknown agent are answered, never fatal") {
+  TempDir dir;
+  Scheduler sched(dir);
+  zmq::context_t ctx(1);
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.set(zmq::sockopt::rcvtimeo, 5000);
+  rogue.connect(sched.endpoint);
+  auto exchange = [&](const swept::protocol::Frames& frames) {
+    REQUIRE(swept::zmqio::send(rogue, "", frames).ok());
+    auto got = swept::zmqio::receive(rogue, false, false);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+    auto d = swept::protocol::decode((*got)->frames);
+    REQUIRE(d.ok());
+    return *d.message;
+  };
+  using namespace swept::protocol;
+  CHECK(std::get<Error>(exchange({"swept/1", "METRICS", "{\"trial_id\": \"x\"}"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({"swept/1", "SELF_DESTRUCT", "{}"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({"swept/1"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({"swept/7", "QUERY_AGENTS", "{\"request_id\": \"r\"}"})).code == "version");
+  // A trial exit from an agent the scheduler never met: told to register.
+  TrialExited e;
+  e.trial_id = 1;
+  e.attempt = 1;
+  e.exit_code = 0;
+  e.ended_at = 1;
+  CHECK(std::holds_alternative<Disconnect>(exchange(encode(e))));
+
+  // Two agents with one name: the second is refused while the first lives.
+  auto first = start_agent(dir, sched.endpoint, "twin", "none", 1);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='twin' AND state='alive'") == 1; }));
+  auto second = start_agent(dir, sched.endpoint, "twin", "none", 1);
+  REQUIRE(eventually([&] { return second->log().find("already connected") != std::string::npos; }));
+  int64_t sweep = submit(dir, sched.endpoint, grid("", R"({"mode": {"value": "normal"}, "x": {"values": [1, 2, 3]}})"));
+  REQUIRE(eventually([&] { return sweep_done(sched.db, sweep); }));
+  check_final_invariants(sched.db, sweep);
+  CHECK(db_int(sched.db, "SELECT COUNT(DISTINCT agent) FROM attempts") == 1);
+  CHECK(sched.process->running());
+  std::string out;
+  CHECK(run_command({kSwept, "status", "--scheduler", sched.endpoint}, dir / "s.log", &out) == 0);
+}
+
+TEST_CASE("client commands: unreachable scheduler exits 6, a bad sweep file exits 2, unknown sweeps exit 2") {
+  TempDir dir;
+  std::string out;
+  CHECK(run_command({kSwept, "status", "--scheduler", "tcp://127.0.0.1:9", "--timeout-ms", "300"}, dir / "c.log", &out) == 6);
+  CHECK(out.find("no answer from the scheduler") != std::string::npos);
+  Scheduler sched(dir);
+  write_file(dir / "bad.json", R"({"method": "grid", "parameters": {"lr": {"min": 1, "max": 0}}})");
+  CHECK(run_command({kSwept, "submit", dir / "bad.json", "--scheduler", sched.endpoint}, dir / "c.log", &out) == 2);
+  CHECK(out.find("parameters.lr") != std::string::npos);
+  CHECK(run_command({kSwept, "trials", "42", "--scheduler", sched.endpoint}, dir / "c.log", &out) == 2);
+  CHECK(run_command({kSwept, "status", "42", "--db", sched.db}, dir / "c.log", &out) == 2);
+  CHECK(run_command({kSwept, "status", "--db", dir / "missing.db"}, dir / "c.log", &out) == 2);
+}
+
+TEST_CASE("swept run: the whole system in one process - Ctrl-C stops every trial and leaves the database consistent") {
+  TempDir dir;
+  std::string db = dir / "run.db";
+  write_file(dir / "quick.json", grid("", R"({"mode": {"value": "normal"}, "steps": {"values": [1, 2, 3, 4]}})"));
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "quick.json", "--db", db, "--slots", "2", "--workdir", dir / "w",
+                        "--dashboard", "off"},
+                       dir / "run.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK(out.find("best: trial") != std::string::npos);
+  check_final_invariants(db, 1);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM metrics") == 10);
+
+  // A sweep this machine can never place is refused, not waited on forever.
+  write_file(dir / "big.json", grid(R"("resources": {"gpus": 4}, )", R"({"mode": {"value": "normal"}, "x": {"values": [1, 2]}})"));
+  rc = run_command({kSwept, "run", dir / "big.json", "--db", dir / "big.db", "--gpus", "fake:2", "--workdir", dir / "w3",
+                    "--dashboard", "off"},
+                   dir / "big.log", &out, 30);
+  CHECK_MESSAGE(rc == 2, out);
+  CHECK(out.find("need more than this machine offers") != std::string::npos);
+
+  std::string db2 = dir / "stop.db";
+  write_file(dir / "slow.json",
+             grid("", R"({"mode": {"value": "ignore_term"}, "x": {"values": [1, 2, 3, 4, 5]}})"));
+  Process run({kSwept, "run", dir / "slow.json", "--db", db2, "--slots", "2", "--workdir", dir / "w2", "--dashboard",
+               "off", "--stop-grace-ms", "300"},
+              dir / "run2.log");
+  REQUIRE(eventually([&] { return db_int(db2, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL AND state='running'") == 2; }));
+  run.signal(SIGINT);
+  CHECK_MESSAGE(run.wait(30) == 130, run.log());
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM trials WHERE state NOT IN ('stopped')") == 0);
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM attempts WHERE ended_at IS NULL") == 0);
+  // No trial process survives: each trial ran `sleep 30` in its own group.
+  std::string ps;
+  run_command({"/bin/sh", "-c", "pgrep -f '[t]rial.sh --mode=ignore_term' || true"}, dir / "ps.log", &ps);
+  CHECK_MESSAGE(ps.empty(), ps);
+}

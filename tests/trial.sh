@@ -1,0 +1,36 @@
+#!/bin/sh
+# A trial for the integration tests, behaving as --mode says:
+#   normal       sleep --secs, then print --steps metric lines, exit 0
+#   exit_now     exit 0 at once, printing nothing
+#   fail         print to stderr, exit 3
+#   bigline      print 3 MB without a newline, then one metric line, exit 0
+#   silent       sleep --secs, print nothing, exit 0
+#   ignore_term  ignore SIGTERM and sleep 30 s (the agent must SIGKILL it)
+mode=normal secs=0 steps=3
+for a in "$@"; do
+  case $a in
+    --mode=*) mode=${a#*=} ;;
+    --secs=*) secs=${a#*=} ;;
+    --steps=*) steps=${a#*=} ;;
+  esac
+done
+case $mode in
+  normal)
+    sleep "$secs"
+    i=1
+    while [ "$i" -le "$steps" ]; do
+      printf '{"step": %d, "loss": %d.5}\n' "$i" "$((steps - i))"
+      i=$((i + 1))
+    done
+    exit 0 ;;
+  exit_now) exit 0 ;;
+  fail) echo "boom" >&2; exit 3 ;;
+  bigline)
+    head -c 3000000 /dev/zero | tr '\0' x
+    printf '\n{"step": 1, "loss": 0.25}\n'
+    exit 0 ;;
+  silent) sleep "$secs"; exit 0 ;;
+  ignore_term) trap '' TERM; sleep 30; exit 0 ;;
+esac
+echo "unknown mode $mode" >&2
+exit 2
