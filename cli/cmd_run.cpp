@@ -33,6 +33,7 @@
 #include "agent/agent.h"
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/dashboard.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
@@ -150,13 +151,19 @@ int run_run(const std::vector<std::string>& args) {
   const int64_t sweep_id = submitted->sweep_id;
   ao.scheduler_endpoint = broker.endpoint();
 
-  // DASHBOARD HOOK (issue 6): when `dashboard` is not "off", start
-  // web::Server here with listen = dashboard, db_path = db and a cancel
-  // callback forwarding to the scheduler at broker.endpoint() (a
-  // scheduler::Client), print its url() next to the results, and stop it
-  // after the threads below are joined.
-  if (dashboard != "off")
-    log::info("dashboard: not part of this build yet (swept web --db " + db + " shows the results)");
+  // The dashboard reads the same database; its cancel button reaches this
+  // scheduler like `swept cancel` does. A dashboard that cannot start (the
+  // port is taken) is not a reason to refuse the sweep: say so and go on.
+  std::unique_ptr<web::Server> dashboard_server;
+  if (dashboard != "off") {
+    auto server = start_dashboard(dashboard, db, /*token=*/"", broker.endpoint());
+    if (server.ok()) {
+      dashboard_server = std::move(*server);
+    } else {
+      std::cerr << "swept run: " << server.status().message()
+                << " (going on without it; --dashboard HOST:PORT picks another address)\n";
+    }
+  }
 
   struct sigaction sa {};
   sa.sa_handler = on_run_signal;
@@ -188,6 +195,7 @@ int run_run(const std::vector<std::string>& args) {
   std::cerr << "swept run: sweep " << sweep_id << " ("
             << (submitted->total_trials ? std::to_string(*submitted->total_trials) + " trials" : std::string("unbounded"))
             << "), results in " << db << "\n";
+  if (dashboard_server) std::cerr << "swept run: dashboard at " << dashboard_server->url() << "\n";
 
   auto started = std::chrono::steady_clock::now();
   auto last_line = started;
@@ -292,6 +300,7 @@ int run_run(const std::vector<std::string>& args) {
       std::cout << "best: no completed trial reported " << *s.metric_name << "\n";
     std::cout << "results: " << db << " (swept status " << sweep_id << " --db " << db << "; swept trials " << sweep_id
               << " --db " << db << "); trial outputs under " << ao.workdir << "/sweep-" << sweep_id << "/\n";
+    std::cout << "dashboard: swept web --db " << db << " (then open http://127.0.0.1:8080/)\n";
   }
   return rc;
 }

@@ -12,6 +12,7 @@
 
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/dashboard.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
@@ -56,10 +57,13 @@ int run_scheduler(const std::vector<std::string>& args) {
     return kExitFailure;
   }
   if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
-  // DASHBOARD HOOK (issue 6): when --web is not "off", start web::Server here
-  // on `web` with db_path = db and a cancel callback that submits CANCEL to
-  // this broker; stop it after the loop below.
-  if (web != "off") log::warn("--web: the dashboard is not part of this build yet; run `swept web` beside it");
+  std::unique_ptr<web::Server> dashboard;
+  if (web != "off") {
+    auto server = start_dashboard(web, db, /*token=*/"", broker.endpoint());
+    if (!server.ok()) return report("scheduler", server.status());
+    dashboard = std::move(*server);
+    log::info("dashboard at " + dashboard->url());
+  }
 
   struct sigaction sa {};
   sa.sa_handler = on_scheduler_signal;

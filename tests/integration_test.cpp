@@ -3,6 +3,8 @@
 // failure case of issue 5. Each test ends with every trial final, none
 // completed twice and no metric row duplicated (check_final_invariants), and
 // waits on conditions with deadlines, never on fixed sleeps.
+#include <httplib.h>
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "common/protocol.h"
@@ -267,4 +269,51 @@ TEST_CASE("swept run: the whole system in one process - Ctrl-C stops every trial
   std::string ps;
   run_command({"/bin/sh", "-c", "pgrep -f '[t]rial.sh --mode=ignore_term' || true"}, dir / "ps.log", &ps);
   CHECK_MESSAGE(ps.empty(), ps);
+}
+
+// The dashboard inside `swept run`: it starts on a port picked at run time,
+// serves the sweep while it runs, and its cancel action reaches the embedded
+// scheduler (the path the dashboard's cancel button takes).
+TEST_CASE("swept run: the embedded dashboard serves the running sweep and cancels it through the scheduler") {
+  TempDir dir;
+  std::string db = dir / "dash.db";
+  write_file(dir / "slow.json", grid("", R"({"mode": {"value": "ignore_term"}, "x": {"values": [1, 2, 3]}})"));
+  Process run({kSwept, "run", dir / "slow.json", "--db", db, "--slots", "1", "--workdir", dir / "w", "--dashboard",
+               "127.0.0.1:0", "--stop-grace-ms", "300", "--progress", "lines"},
+              dir / "run.log");
+  std::string url;
+  REQUIRE_MESSAGE(eventually([&] {
+                    const std::string log = run.log();
+                    const auto at = log.find("dashboard at http://");
+                    if (at == std::string::npos) return false;
+                    const auto end = log.find('\n', at);
+                    if (end == std::string::npos) return false;
+                    url = log.substr(at + 13, end - at - 13);
+                    return true;
+                  }),
+                  run.log());
+  // "http://127.0.0.1:PORT/"
+  const auto colon = url.rfind(':');
+  const int port = std::stoi(url.substr(colon + 1));
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  REQUIRE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1; }));
+
+  auto info = http.Get("/api/info");
+  REQUIRE(info);
+  CHECK(info->status == 200);
+  CHECK(nlohmann::json::parse(info->body).at("cancel") == true);
+  auto sweeps = http.Get("/api/sweeps");
+  REQUIRE(sweeps);
+  REQUIRE(sweeps->status == 200);
+  CHECK_MESSAGE(sweeps->body.find("\"running\"") != std::string::npos, sweeps->body);
+
+  httplib::Headers headers = {{"X-Requested-With", "swept"}};
+  auto cancelled = http.Post("/api/sweeps/1/cancel", headers, "", "application/json");
+  REQUIRE(cancelled);
+  CHECK_MESSAGE(cancelled->status == 200, cancelled->body);
+  // Cancelled from the dashboard, the sweep ends with no trial completed: exit 7.
+  CHECK_MESSAGE(run.wait(30) == 7, run.log());
+  CHECK(db_int(db, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state IN ('queued','running')") == 0);
 }

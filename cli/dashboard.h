@@ -1,0 +1,25 @@
+// Starting the dashboard (web/) beside a scheduler: `swept run` and
+// `swept scheduler --web` share this so that the cancel button reaches the
+// scheduler the same way `swept cancel` does (a CANCEL request over the
+// protocol). web/ cannot include scheduler/ (see GUIDE.md); the CLI, which
+// sits above both, joins them here.
+// Thread safety: the returned server's cancel callback may be called from the
+// server's worker threads; it opens its own client per call.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "web/server.h"
+
+namespace swept::cli {
+
+// Starts the dashboard on `listen` (HOST:PORT) over the database `db_path`,
+// with a cancel action forwarded to the scheduler at `scheduler_endpoint`.
+// `token`: empty, or the bearer token every request must carry.
+Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
+                                                     const std::string& token,
+                                                     const std::string& scheduler_endpoint);
+
+}  // namespace swept::cli
