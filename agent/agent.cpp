@@ -126,14 +126,18 @@ class Agent {
         if (now >= next_attempt_ms_ && !shutting_down_) connect(now);
         break;
       case Link::kRegistering:
-        if (now - register_sent_ms_ >= liveness_ms()) {
+        if (now - register_sent_ms_ >= liveness_ms()) receive_messages(now);  // an ACK may wait unread
+        if (link_state_ == Link::kRegistering && now - register_sent_ms_ >= liveness_ms()) {
           log::warn("no REGISTER_ACK from " + options_.scheduler_endpoint + " within " +
                     std::to_string(liveness_ms()) + " ms; retrying");
           give_up_connection(now, /*failed_try=*/true);
         }
         break;
       case Link::kRegistered:
-        if (now - last_heard_ms_ >= liveness_ms()) {
+        // A long turn (a burst of output) must not pass for silence: what
+        // arrived meanwhile counts, so read it before judging.
+        if (now - last_heard_ms_ >= liveness_ms()) receive_messages(now);
+        if (link_state_ == Link::kRegistered && now - last_heard_ms_ >= liveness_ms()) {
           log::warn("scheduler silent for " + std::to_string(now - last_heard_ms_) +
                     " ms: reconnecting (trials keep running)");
           give_up_connection(now, /*failed_try=*/false);

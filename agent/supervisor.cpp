@@ -25,7 +25,7 @@ namespace {
 constexpr size_t kReadChunkBytes = 64 * 1024;
 // Per service() call and stream, so that one chatty trial cannot starve the
 // event loop (the rest is read on the next turn; the pipe is still readable).
-constexpr int kReadChunksPerService = 16;
+constexpr int kReadChunksPerService = 4;
 // Without pidfd (kernels before 5.3), exit is polled this often.
 constexpr int64_t kExitPollMs = 50;
 // After the trial exits, its pipes hold at most their capacity (64 KiB by
