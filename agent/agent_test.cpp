@@ -528,3 +528,27 @@ TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000
   CHECK(in_order);
   CHECK(log_bytes + log_dropped == 204800);  // every log byte is either sent or counted
 }
+
+TEST_CASE("agent: a START_TRIAL that crosses a re-registration is announced once the scheduler acknowledges") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  // In order: "register again", then a start. The agent re-registers before
+  // it reads the start, so the REGISTER cannot list the trial.
+  s.send(pr::Disconnect{"register again"});
+  s.send(start_trial(21, "trap 'exit 0' TERM; while :; do sleep 0.05; done"));
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  CHECK(reg->running.empty());
+  // Nothing about the trial goes out until the ACK: then TRIAL_STARTED.
+  CHECK_FALSE(s.wait_for<pr::TrialStarted>(nullptr, 300));
+  s.send(ack_for(*reg));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  CHECK(started->trial_id == 21);
+  s.send(pr::StopTrial{21, 1, "done"});
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kStopped);
+}
