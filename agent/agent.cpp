@@ -27,6 +27,7 @@
 #include <map>
 #include <thread>
 
+#include "agent/backoff.h"
 #include "agent/gpu_inventory.h"
 #include "agent/scheduler_link.h"
 #include "agent/supervisor.h"
@@ -87,7 +88,7 @@ class Agent {
         link_(context_),
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
-        backoff_ms_(options.reconnect_initial_ms) {
+        backoff_(options.reconnect_initial_ms, options.reconnect_max_ms) {
     supervisor_options_.workdir_root = std::move(workdir);
     supervisor_options_.stop_grace_ms = options.stop_grace_ms;
     char host[256] = {};
@@ -126,14 +127,18 @@ class Agent {
         if (now >= next_attempt_ms_ && !shutting_down_) connect(now);
         break;
       case Link::kRegistering:
-        if (now - register_sent_ms_ >= liveness_ms()) {
+        if (now - register_sent_ms_ >= liveness_ms()) receive_messages(now);  // an ACK may wait unread
+        if (link_state_ == Link::kRegistering && now - register_sent_ms_ >= liveness_ms()) {
           log::warn("no REGISTER_ACK from " + options_.scheduler_endpoint + " within " +
                     std::to_string(liveness_ms()) + " ms; retrying");
           give_up_connection(now, /*failed_try=*/true);
         }
         break;
       case Link::kRegistered:
-        if (now - last_heard_ms_ >= liveness_ms()) {
+        // A long turn (a burst of output) must not pass for silence: what
+        // arrived meanwhile counts, so read it before judging.
+        if (now - last_heard_ms_ >= liveness_ms()) receive_messages(now);
+        if (link_state_ == Link::kRegistered && now - last_heard_ms_ >= liveness_ms()) {
           log::warn("scheduler silent for " + std::to_string(now - last_heard_ms_) +
                     " ms: reconnecting (trials keep running)");
           give_up_connection(now, /*failed_try=*/false);
@@ -157,14 +162,8 @@ class Agent {
   void give_up_connection(int64_t now, bool failed_try) {
     link_.close(0);
     link_state_ = Link::kWaiting;
-    if (failed_try) {
-      next_attempt_ms_ = now + backoff_ms_;
-      backoff_ms_ = std::min<int64_t>(backoff_ms_ * 2, options_.reconnect_max_ms);
-    } else {
-      backoff_ms_ = options_.reconnect_initial_ms;
-      next_attempt_ms_ = now + backoff_ms_;
-      backoff_ms_ = std::min<int64_t>(backoff_ms_ * 2, options_.reconnect_max_ms);
-    }
+    if (!failed_try) backoff_.reset();  // a session was lost: start again from the first delay
+    next_attempt_ms_ = now + backoff_.next_delay_ms();
     // The scheduler's values held for that session only.
     heartbeat_ms_ = options_.heartbeat_interval_ms;
     liveness_ = options_.liveness;
@@ -265,7 +264,7 @@ class Agent {
   void on(const pr::RegisterAck& ack, int64_t now) {
     if (link_state_ == Link::kRegistered) log::info("scheduler re-acknowledged the registration");
     link_state_ = Link::kRegistered;
-    backoff_ms_ = options_.reconnect_initial_ms;
+    backoff_.reset();
     if (ack.heartbeat_ms > 0) heartbeat_ms_ = ack.heartbeat_ms;
     if (ack.liveness > 0) liveness_ = ack.liveness;
     last_heard_ms_ = now;
@@ -576,7 +575,7 @@ class Agent {
   int64_t last_sent_ms_ = 0;
   int heartbeat_ms_;
   int liveness_;
-  int64_t backoff_ms_;
+  Backoff backoff_;
   std::map<TrialKey, TrialState> trials_;
   bool shutting_down_ = false;
   int exit_code_ = kExitOk;

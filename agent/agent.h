@@ -61,9 +61,12 @@ Status validate_options(const AgentOptions& options);
 // cannot be created, NVML fails midway, the scheduler rejects the REGISTER as
 // a bad request), kExitInternal for a bug. Never throws.
 // Thread safety: may run on any thread, next to other threads of the same
-// process (it spawns trials with posix_spawn only, never a bare fork, and
-// installs no signal handlers). Several agents may run in one process when
-// their names differ.
+// process (between fork and exec its children make only async-signal-safe
+// system calls, and it installs no signal handlers). Trials get SIGKILL when
+// the calling thread ends (PR_SET_PDEATHSIG), which run_agent never lets
+// happen while they run. The process must not ignore SIGCHLD (exit codes
+// would be lost; trials still end, reported as such). Several agents may run
+// in one process when their names differ.
 int run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
 
 }  // namespace swept::agent

@@ -107,7 +107,12 @@ class FakeScheduler {
       REQUIRE_MESSAGE(d.ok(), d.error);  // the agent only ever sends well-formed messages
       if (std::holds_alternative<pr::Register>(*d.message)) peer_ = parts[0].to_string();
       backlog_.push_back(*d.message);
+      heartbeat_if_due();  // decoding a burst takes a while (more so under sanitizers)
     }
+    heartbeat_if_due();
+  }
+
+  void heartbeat_if_due() {
     int64_t now = testing::steady_ms();
     if (heartbeats && !peer_.empty() && now - last_heartbeat_ms_ >= 100) {
       last_heartbeat_ms_ = now;
@@ -162,7 +167,7 @@ pr::RegisterAck ack_for(const pr::Register& r, std::vector<pr::MetricsAck> acked
   pr::RegisterAck ack;
   ack.session = r.session;
   ack.heartbeat_ms = 100;
-  ack.liveness = 5;
+  ack.liveness = 10;  // 1 s: slack for slow (sanitized) builds; the reconnect test waits this out
   ack.acked = std::move(acked);
   return ack;
 }
@@ -522,4 +527,28 @@ TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000
   CHECK(records == 25000);
   CHECK(in_order);
   CHECK(log_bytes + log_dropped == 204800);  // every log byte is either sent or counted
+}
+
+TEST_CASE("agent: a START_TRIAL that crosses a re-registration is announced once the scheduler acknowledges") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  // In order: "register again", then a start. The agent re-registers before
+  // it reads the start, so the REGISTER cannot list the trial.
+  s.send(pr::Disconnect{"register again"});
+  s.send(start_trial(21, "trap 'exit 0' TERM; while :; do sleep 0.05; done"));
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  CHECK(reg->running.empty());
+  // Nothing about the trial goes out until the ACK: then TRIAL_STARTED.
+  CHECK_FALSE(s.wait_for<pr::TrialStarted>(nullptr, 300));
+  s.send(ack_for(*reg));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  CHECK(started->trial_id == 21);
+  s.send(pr::StopTrial{21, 1, "done"});
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kStopped);
 }

@@ -25,9 +25,13 @@ namespace {
 constexpr size_t kReadChunkBytes = 64 * 1024;
 // Per service() call and stream, so that one chatty trial cannot starve the
 // event loop (the rest is read on the next turn; the pipe is still readable).
-constexpr int kReadChunksPerService = 16;
+constexpr int kReadChunksPerService = 4;
 // Without pidfd (kernels before 5.3), exit is polled this often.
 constexpr int64_t kExitPollMs = 50;
+// After the trial exits, its pipes hold at most their capacity (64 KiB by
+// default, 1 MiB at most) of what it wrote; reading is bounded a little
+// above that, in case an escaped grandchild keeps writing to them.
+constexpr int kDrainChunks = 32;
 
 std::string format_number(double v) {
   char buf[64];
@@ -250,7 +254,8 @@ void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
 
 bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
   char buf[kReadChunkBytes];
-  for (int chunk = 0; drain || chunk < kReadChunksPerService; ++chunk) {
+  const int budget = drain ? kDrainChunks : kReadChunksPerService;
+  for (int chunk = 0; chunk < budget; ++chunk) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
@@ -289,6 +294,13 @@ void TrialSupervisor::check_exit() {
   if (result_ || child_.pid <= 0) return;
   siginfo_t info{};
   int rc = ::waitid(P_PID, static_cast<id_t>(child_.pid), &info, WEXITED | WNOHANG | WNOWAIT);
+  if (rc != 0 && errno == ECHILD) {
+    // Someone else reaped it (a process that sets SIGCHLD to SIG_IGN reaps
+    // automatically): it is gone, its exit status with it.
+    if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
+    if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
+    return finish(std::nullopt);
+  }
   if (rc != 0 || info.si_pid == 0) return;  // still running
   // The leader is a zombie: its pid (= the group id) cannot be reused yet.
   ::kill(-child_.pid, SIGKILL);
@@ -300,18 +312,21 @@ void TrialSupervisor::check_exit() {
   finish(status);
 }
 
-void TrialSupervisor::finish(int wait_status) {
+void TrialSupervisor::finish(std::optional<int> wait_status) {
   stdout_lines_.finish([this](std::string_view line, bool overlong) { on_stdout_line(line, overlong); });
   TrialResult r;
   r.started_at = started_wall_;
   r.ended_at = clock_.wall_seconds();
   r.diverged = stepper_.saw_diverged();
   std::string how;
-  if (WIFEXITED(wait_status)) {
-    r.exit_code = WEXITSTATUS(wait_status);
+  if (!wait_status) {
+    r.signal = 0;
+    how = "exit status lost: the process was reaped outside the agent (is SIGCHLD ignored?)";
+  } else if (WIFEXITED(*wait_status)) {
+    r.exit_code = WEXITSTATUS(*wait_status);
     how = "exit code " + std::to_string(*r.exit_code);
   } else {
-    r.signal = WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : 0;
+    r.signal = WIFSIGNALED(*wait_status) ? WTERMSIG(*wait_status) : 0;
     how = signal_description(*r.signal);
   }
   std::string forced = killed_ ? " (still running after SIGTERM and the grace period: killed)" : "";

@@ -152,7 +152,7 @@ class TrialSupervisor {
   // Sends `sig` to the trial's process group, or to the trial itself when it
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
-  void finish(int wait_status);
+  void finish(std::optional<int> wait_status);  // nullopt: reaped by someone else
   void close_fds();
 
   TrialLaunch launch_;

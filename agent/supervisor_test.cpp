@@ -225,3 +225,18 @@ TEST_CASE("agent supervisor: destroying a running supervisor kills and reaps its
   t.sup.reset();
   CHECK(::kill(pid, 0) == -1);  // reaped: the pid no longer names our child
 }
+
+TEST_CASE("agent supervisor: a trial reaped behind the agent's back still ends (SIGCHLD ignored)") {
+  struct sigaction ignore {}, previous {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  ::sigaction(SIGCHLD, &ignore, &previous);  // the kernel now reaps children itself
+  Trial t;
+  t.start(shell("echo '{\"x\": 1}'; exit 0"));
+  bool ended = t.run_to_end();
+  ::sigaction(SIGCHLD, &previous, nullptr);
+  REQUIRE(ended);
+  CHECK(t.sup->result().end == TrialEnd::kSignaled);
+  CHECK(t.sup->result().reason.find("exit status lost") == 0);
+  CHECK(t.metrics == std::vector<MetricPoint>{{0, "x", 1.0}});
+}
