@@ -1,16 +1,23 @@
-// PosixLauncher: fork + immediate exec with an argv array, one process group
-// per trial.
+// PosixLauncher: clone(CLONE_VM | CLONE_VFORK) + immediate exec with an argv
+// array, one process group per trial.
 //
 // Why not posix_spawn: a trial must die with its agent (PR_SET_PDEATHSIG),
-// which posix_spawn cannot set. `swept run` hosts the agent next to other
-// threads, so between fork and exec the child makes only async-signal-safe
-// system calls on memory prepared before the fork, as posix_spawn itself
-// does. An exec failure (ENOENT, EACCES) comes back through a close-on-exec
+// which posix_spawn cannot set. Why not fork: fork copies the page tables of
+// the whole process (in `swept run`, the scheduler, the dashboard and their
+// threads too), which made starting a trial cost milliseconds. So, like
+// glibc's posix_spawn, the child shares the agent's memory on a stack of its
+// own until it execs, while the launching thread waits (CLONE_VFORK). The
+// child therefore makes only async-signal-safe system calls on memory
+// prepared before the clone and writes nothing the parent reads but errno
+// through the pipe; every signal is blocked across the clone so that no
+// handler of the agent's runs in the child before it resets them. An exec failure (ENOENT, EACCES) comes back through a close-on-exec
 // pipe, so a bad command is an error value here, never a half-started child.
 #include "agent/launcher.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -19,6 +26,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <pthread.h>
 #include <cstring>
 #include <filesystem>
 
@@ -104,8 +112,9 @@ struct ChildPlan {
   ::_exit(127);
 }
 
-// Runs in the forked child of a possibly multi-threaded agent: only
-// async-signal-safe system calls, no allocation, no locks, then exec.
+// Runs in the cloned child of a possibly multi-threaded agent, on its own
+// stack but in the agent's memory: only async-signal-safe system calls, no
+// allocation, no locks, no writes to shared memory, then exec.
 [[noreturn]] void exec_child(const ChildPlan& plan) {
   // The trial dies with the agent (even by SIGKILL): an unsupervised trial
   // would keep its GPU and race its own retry for the checkpoint directory.
@@ -139,6 +148,26 @@ struct ChildPlan {
   if (plan.working_dir && ::chdir(plan.working_dir) != 0) child_failed(plan.error_fd);
   ::execve(plan.path, plan.argv, plan.envp);
   child_failed(plan.error_fd);
+}
+
+int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
+
+// Starts the child on a private stack sharing the agent's memory; returns
+// once it has exec'd or exited (CLONE_VFORK). Returns the pid, or -errno.
+pid_t clone_and_exec(const ChildPlan& plan) {
+  constexpr size_t kChildStackBytes = 256 * 1024;
+  void* stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -errno;
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t pid = ::clone(child_entry, static_cast<char*>(stack) + kChildStackBytes,
+                      CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&plan));
+  int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  ::munmap(stack, kChildStackBytes);
+  return pid < 0 ? -clone_errno : pid;
 }
 
 }  // namespace
@@ -197,7 +226,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   SWEPT_RETURN_IF_ERROR(make_pipe(err));
   SWEPT_RETURN_IF_ERROR(make_pipe(exec_error, /*nonblocking_read=*/false));
 
-  // Everything the child needs is built here: after fork it allocates nothing.
+  // Everything the child needs is built here: after the clone it allocates nothing.
   std::vector<std::string> argv_strings = spec.argv;
   std::vector<std::string> env_strings = build_environment(spec.env_overrides);
   auto argv = c_array(argv_strings);
@@ -212,9 +241,8 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   plan.error_fd = exec_error.write_end;
   plan.parent_pid = ::getpid();
 
-  pid_t pid = ::fork();
-  if (pid < 0) return errno_status("fork", errno);
-  if (pid == 0) exec_child(plan);  // never returns
+  pid_t pid = clone_and_exec(plan);
+  if (pid < 0) return errno_status("clone", -pid);
 
   ::setpgid(pid, pid);  // also here, so the group exists whichever runs first
   ::close(exec_error.write_end);
