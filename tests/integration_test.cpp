@@ -266,8 +266,13 @@ TEST_CASE("swept run: the whole system in one process - Ctrl-C stops every trial
   CHECK(db_int(db2, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
   CHECK(db_int(db2, "SELECT COUNT(*) FROM attempts WHERE ended_at IS NULL") == 0);
   // No trial process survives: each trial ran `sleep 30` in its own group.
+  // Look only at processes whose working directory is this test's (other
+  // tests running at the same time have trials of the same kind).
   std::string ps;
-  run_command({"/bin/sh", "-c", "pgrep -f '[t]rial.sh --mode=ignore_term' || true"}, dir / "ps.log", &ps);
+  run_command({"/bin/sh", "-c",
+               "for p in /proc/[0-9]*; do case $(readlink $p/cwd 2>/dev/null) in '" + std::string(dir / "w2") +
+                   "'*) echo $p;; esac; done"},
+              dir / "ps.log", &ps);
   CHECK_MESSAGE(ps.empty(), ps);
 }
 
