@@ -157,7 +157,7 @@ std::vector<std::string> resume_args(const std::string& data, const std::string&
 
 }  // namespace
 
-TEST_CASE("end to end: a short run on a generated data set writes valid metric lines and learns") {
+TEST_CASE("trainer: end to end: a short run on a generated data set writes valid metric lines and learns") {
   TempDir data("e2e");
   write_mnist_like(data.path(), 1100, 300, 2);
   Child c({"--data=" + data.path(), "--epochs=2", "--batch_size=50", "--log_every=5", "--threads=2",
@@ -191,7 +191,7 @@ TEST_CASE("end to end: a short run on a generated data set writes valid metric l
   }
 }
 
-TEST_CASE("--device=cuda without CUDA (or with no such GPU) exits 4 with a clear message") {
+TEST_CASE("trainer: --device=cuda without CUDA (or with no such GPU) exits 4 with a clear message") {
   Child version({"--version"});
   REQUIRE(version.wait_exit() == 0);
   REQUIRE(!version.lines().empty());
@@ -206,7 +206,7 @@ TEST_CASE("--device=cuda without CUDA (or with no such GPU) exits 4 with a clear
   CHECK(c.lines().empty());
 }
 
-TEST_CASE("bad flags and bad data exit 2 with a message") {
+TEST_CASE("trainer: bad flags and bad data exit 2 with a message") {
   TempDir data("bad");
   write_mnist_like(data.path(), 200, 20, 2);
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -235,7 +235,7 @@ TEST_CASE("bad flags and bad data exit 2 with a message") {
   CHECK(c.err().find(kTestImages) != std::string::npos);
 }
 
-TEST_CASE("a diverging run ends with a \"diverged\" line and exit 3") {
+TEST_CASE("trainer: a diverging run ends with a \"diverged\" line and exit 3") {
   TempDir data("div");
   write_mnist_like(data.path(), 400, 20, 2);
   Child c({"--data=" + data.path(), "--activation=relu", "--lr=1e12", "--batch_size=20", "--log_every=2"});
@@ -248,7 +248,7 @@ TEST_CASE("a diverging run ends with a \"diverged\" line and exit 3") {
   CHECK(c.err().find("diverged") != std::string::npos);
 }
 
-TEST_CASE("resume after SIGKILL ends with the same metrics and weights as a run never stopped") {
+TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights as a run never stopped") {
   TempDir data("resume");
   write_mnist_like(data.path(), 1000, 100, 4);  // 900 training samples: 45 steps per epoch, 135 in all
   TempDir straight_dir("straight"), killed_dir("killed");
@@ -301,7 +301,7 @@ TEST_CASE("resume after SIGKILL ends with the same metrics and weights as a run 
   CHECK(a->state2 == b->state2);
 }
 
-TEST_CASE("SIGTERM writes a checkpoint and exits 130; a corrupt newest checkpoint is skipped on resume") {
+TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130; a corrupt newest checkpoint is skipped on resume") {
   TempDir data("term");
   write_mnist_like(data.path(), 1000, 100, 4);
   TempDir dir("term-ckpt");
@@ -329,7 +329,7 @@ TEST_CASE("SIGTERM writes a checkpoint and exits 130; a corrupt newest checkpoin
   CHECK(resumed.err().find("resumed from " + files[0]) != std::string::npos);
 }
 
-TEST_CASE("resuming with another model is a clear error (exit 2), not a crash") {
+TEST_CASE("trainer: resuming with another model is a clear error (exit 2), not a crash") {
   TempDir data("mismatch");
   write_mnist_like(data.path(), 400, 20, 4);
   TempDir dir("mismatch-ckpt");

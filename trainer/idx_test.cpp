@@ -13,7 +13,7 @@
 
 using namespace swept::trainer;
 
-TEST_CASE("parse_idx reads a well-formed file") {
+TEST_CASE("trainer: parse_idx reads a well-formed file") {
   const auto bytes = idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6});
   auto r = parse_idx("m.idx", bytes, 2);
   REQUIRE(r.ok());
@@ -21,7 +21,7 @@ TEST_CASE("parse_idx reads a well-formed file") {
   CHECK(r->data == std::vector<uint8_t>{1, 2, 3, 4, 5, 6});
 }
 
-TEST_CASE("parse_idx rejects broken files with a message naming the file and the problem") {
+TEST_CASE("trainer: parse_idx rejects broken files with a message naming the file and the problem") {
   auto good = idx_bytes({2, 3}, {1, 2, 3, 4, 5, 6});
   struct Case {
     const char* what;
@@ -60,14 +60,14 @@ TEST_CASE("parse_idx rejects broken files with a message naming the file and the
   }
 }
 
-TEST_CASE("read_idx names a missing file and says what to do") {
+TEST_CASE("trainer: read_idx names a missing file and says what to do") {
   auto r = read_idx("/nonexistent/train-images-idx3-ubyte", 3);
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("/nonexistent/train-images-idx3-ubyte") != std::string::npos);
   CHECK(r.status().message().find("--data") != std::string::npos);
 }
 
-TEST_CASE("load_mnist loads a generated data set and checks the files against each other") {
+TEST_CASE("trainer: load_mnist loads a generated data set and checks the files against each other") {
   TempDir dir("idx");
   write_mnist_like(dir.path(), 50, 20, 1);
   auto data = load_mnist(dir.path());
@@ -99,7 +99,7 @@ TEST_CASE("load_mnist loads a generated data set and checks the files against ea
   }
 }
 
-TEST_CASE("split and epoch order") {
+TEST_CASE("trainer: split and epoch order") {
   Split s = split_validation(60000, 1.0 / 12.0);
   CHECK(s.train_count == 55000);
   CHECK(s.val_count == 5000);

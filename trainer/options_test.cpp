@@ -25,7 +25,7 @@ swept::Result<CommandLine> parse(std::vector<std::string> args, std::map<std::st
 }
 }  // namespace
 
-TEST_CASE("defaults depend on the model") {
+TEST_CASE("trainer: defaults depend on the model") {
   auto mlp = parse({});
   REQUIRE(mlp.ok());
   CHECK(mlp->config.model.kind == ModelKind::kMlp);
@@ -40,7 +40,7 @@ TEST_CASE("defaults depend on the model") {
   CHECK(cnn->config.epochs == 3);
 }
 
-TEST_CASE("underscore and hyphen spellings, separate values, booleans") {
+TEST_CASE("trainer: underscore and hyphen spellings, separate values, booleans") {
   auto a = parse({"--batch_size=50", "--weight-decay", "0.01", "--nesterov", "--optimizer=momentum", "--scale-lr=true",
                   "--max-steps=7", "--lr=0.2"});
   REQUIRE(a.ok());
@@ -55,7 +55,7 @@ TEST_CASE("underscore and hyphen spellings, separate values, booleans") {
   CHECK_FALSE(b->config.optimizer.nesterov);
 }
 
-TEST_CASE("--config file: same names, the command line wins, bad files are errors naming the file") {
+TEST_CASE("trainer: --config file: same names, the command line wins, bad files are errors naming the file") {
   TempDir dir("opts");
   const std::string path = dir.path() + "/c.json";
   write_file(path, std::vector<uint8_t>{});
@@ -81,7 +81,7 @@ TEST_CASE("--config file: same names, the command line wins, bad files are error
   CHECK_FALSE(parse({"--config=/nonexistent.json"}).ok());
 }
 
-TEST_CASE("bad values are InvalidArgument errors that name the option") {
+TEST_CASE("trainer: bad values are InvalidArgument errors that name the option") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--lr=0"}, "--lr"},
       {{"--lr=-1"}, "--lr"},
@@ -111,13 +111,13 @@ TEST_CASE("bad values are InvalidArgument errors that name the option") {
   }
 }
 
-TEST_CASE("data folder: --data, else SWEPT_DATA_DIR, else the compiled default") {
+TEST_CASE("trainer: data folder: --data, else SWEPT_DATA_DIR, else the compiled default") {
   CHECK(parse({"--data=/a"}, {{"SWEPT_DATA_DIR", "/b"}})->config.data_dir == "/a");
   CHECK(parse({}, {{"SWEPT_DATA_DIR", "/b"}})->config.data_dir == "/b");
   CHECK(parse({})->config.data_dir == SWEPT_DEFAULT_DATA_DIR_FOR_TESTS);
 }
 
-TEST_CASE("SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for CUDA") {
+TEST_CASE("trainer: SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for CUDA") {
   CHECK(parse({}, {{"SWEPT_GPU_MEMORY_FRACTION", "0.4"}}).ok());
   CHECK(parse({}, {{"SWEPT_GPU_MEMORY_FRACTION", "garbage"}}).ok());
   auto cuda = parse({"--device=cuda:0"}, {{"SWEPT_GPU_MEMORY_FRACTION", "0.4"}});
@@ -129,7 +129,7 @@ TEST_CASE("SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for CUDA") {
   CHECK(bad.status().message().find("SWEPT_GPU_MEMORY_FRACTION") != std::string::npos);
 }
 
-TEST_CASE("--help lists options with defaults; --version names the backends") {
+TEST_CASE("trainer: --help lists options with defaults; --version names the backends") {
   auto h = parse({"--help"});
   REQUIRE(h.ok());
   CHECK(h->action == CommandLine::Action::kHelp);
@@ -140,7 +140,7 @@ TEST_CASE("--help lists options with defaults; --version names the backends") {
   CHECK(v->text.find("cpu") != std::string::npos);
 }
 
-TEST_CASE("learning-rate schedules") {
+TEST_CASE("trainer: learning-rate schedules") {
   ScheduleConfig c;
   c.lr = 1.0;
   c.kind = ScheduleKind::kConstant;

@@ -89,15 +89,15 @@ void check_replicas_follow_one(ModelKind model, int batch) {
 
 }  // namespace
 
-TEST_CASE("replicas (mlp): N = 2 and N = 4 follow N = 1 over 50 steps, weights identical after every step") {
+TEST_CASE("trainer: replicas (mlp): N = 2 and N = 4 follow N = 1 over 50 steps, weights identical after every step") {
   check_replicas_follow_one(ModelKind::kMlp, 64);
 }
 
-TEST_CASE("replicas (cnn): N = 2 and N = 4 follow N = 1 over 50 steps, weights identical after every step") {
+TEST_CASE("trainer: replicas (cnn): N = 2 and N = 4 follow N = 1 over 50 steps, weights identical after every step") {
   check_replicas_follow_one(ModelKind::kCnn, 8);
 }
 
-TEST_CASE("checkpoint: round trip, newest first, corruption detected") {
+TEST_CASE("trainer: checkpoint: round trip, newest first, corruption detected") {
   TempDir dir("ckpt");
   CheckpointState s;
   s.model = "mlp";
@@ -154,7 +154,7 @@ TEST_CASE("checkpoint: round trip, newest first, corruption detected") {
   }
 }
 
-TEST_CASE("restore refuses a checkpoint of another model or shape and accepts its own") {
+TEST_CASE("trainer: restore refuses a checkpoint of another model or shape and accepts its own") {
   const MnistData data = small_data(600, 50);
   TrainConfig c = base_config(ModelKind::kMlp, 50);
   auto t = make_trainer(c, data, 1, 1);
@@ -182,7 +182,7 @@ TEST_CASE("restore refuses a checkpoint of another model or shape and accepts it
   CHECK(s3.message().find("--model=mlp") != std::string::npos);
 }
 
-TEST_CASE("both models learn the generated data set") {
+TEST_CASE("trainer: both models learn the generated data set") {
   const MnistData data = small_data(1200, 300);
   for (ModelKind model : {ModelKind::kMlp, ModelKind::kCnn}) {
     INFO(model_name(model));

@@ -59,7 +59,7 @@ void check_gradient(const char* what, std::vector<double>& theta, const std::vec
 
 }  // namespace
 
-TEST_CASE("dense layer: gradients match finite differences for every activation") {
+TEST_CASE("trainer: dense layer: gradients match finite differences for every activation") {
   for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid}) {
     for (int threads : {1, 3}) {
       CpuOps<double> ops(threads);
@@ -82,7 +82,7 @@ TEST_CASE("dense layer: gradients match finite differences for every activation"
   }
 }
 
-TEST_CASE("conv2d layer: gradients match finite differences (1 and several input channels)") {
+TEST_CASE("trainer: conv2d layer: gradients match finite differences (1 and several input channels)") {
   struct Case {
     int batch, in_ch, side, out_ch, kernel, pad;
   };
@@ -113,7 +113,7 @@ TEST_CASE("conv2d layer: gradients match finite differences (1 and several input
   }
 }
 
-TEST_CASE("conv2d forward equals a direct convolution") {
+TEST_CASE("trainer: conv2d forward equals a direct convolution") {
   CpuOps<double> ops(2);
   std::mt19937_64 gen(3);
   Conv2dShape s{2, 3, 6, 6, 4, 5, 5, 2, 2};
@@ -136,7 +136,7 @@ TEST_CASE("conv2d forward equals a direct convolution") {
         }
 }
 
-TEST_CASE("maxpool layer: forward picks maxima, gradients match finite differences") {
+TEST_CASE("trainer: maxpool layer: forward picks maxima, gradients match finite differences") {
   CpuOps<double> ops(2);
   std::mt19937_64 gen(5);
   Pool2dShape s{3, 2, 6, 4, 2};
@@ -154,7 +154,7 @@ TEST_CASE("maxpool layer: forward picks maxima, gradients match finite differenc
   check_gradient("maxpool dx", x, dx, loss, 1000);
 }
 
-TEST_CASE("softmax cross-entropy: loss, accuracy and gradient") {
+TEST_CASE("trainer: softmax cross-entropy: loss, accuracy and gradient") {
   std::mt19937_64 gen(9);
   const int batch = 4, classes = 10;
   auto z = random_vector(batch * classes, gen, 3.0);
@@ -181,7 +181,7 @@ TEST_CASE("softmax cross-entropy: loss, accuracy and gradient") {
   CHECK(c2 >= 1);
 }
 
-TEST_CASE("dropout: inverted scaling, keep rate, determinism, gradient") {
+TEST_CASE("trainer: dropout: inverted scaling, keep rate, determinism, gradient") {
   const size_t n = 100000;
   std::vector<double> x(n, 1.0), mask(n), y(n), mask2(n), y2(n);
   dropout_forward<double>(n, 0.25, 42, 7, 0, x.data(), mask.data(), y.data());
@@ -202,7 +202,7 @@ TEST_CASE("dropout: inverted scaling, keep rate, determinism, gradient") {
   CHECK(same < n * 0.7);
 }
 
-TEST_CASE("optimizers: updates equal hand-computed values") {
+TEST_CASE("trainer: optimizers: updates equal hand-computed values") {
   const double lr = 0.1, wd = 0.01;
   SUBCASE("sgd") {
     OptimizerConfig c;
@@ -259,7 +259,7 @@ TEST_CASE("optimizers: updates equal hand-computed values") {
   }
 }
 
-TEST_CASE("the float CPU backend agrees with the double reference on a conv layer") {
+TEST_CASE("trainer: the float CPU backend agrees with the double reference on a conv layer") {
   auto backend = make_cpu_backend(CpuBackendOptions{2});
   CpuOps<double> ref(1);
   std::mt19937_64 gen(13);
