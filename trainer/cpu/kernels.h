@@ -63,6 +63,13 @@ void bias_activation_rows(int rows, int cols, const T* bias, Activation act, T* 
   }
 }
 
+// Same as bias_activation_rows over columns [c0, c1) of a rows × cols matrix.
+template <typename T>
+void bias_activation_columns(int rows, int cols, int c0, int c1, const T* bias, Activation act, T* y) {
+  for (int r = 0; r < rows; ++r)
+    bias_activation_rows(1, c1 - c0, bias + c0, act, y + static_cast<size_t>(r) * cols + c0);
+}
+
 // y[c][s] = act(y[c][s] + bias[c]) over one NCHW sample (channels × spatial).
 template <typename T>
 void bias_activation_channels(int channels, int spatial, const T* bias, Activation act, T* y) {
