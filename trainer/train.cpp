@@ -484,7 +484,10 @@ int exit_code_for(const Status& s) {
   }
 }
 
-void emit(std::ostream& out, const nlohmann::json& line) {
+// Members in the order written (step first), as docs/metrics.md shows them.
+using Line = nlohmann::ordered_json;
+
+void emit(std::ostream& out, const Line& line) {
   out << line.dump() << '\n';
   out.flush();
 }
@@ -507,10 +510,11 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
     log::error(s.message());
     return exit_code_for(s);
   };
-  Result<MnistData> data = load_mnist(config.data_dir);
-  if (!data.ok()) return fail(data.status());
+  // The device first: a missing GPU is reported before 50 MB of data are read.
   Result<Backends> backends = make_backends(config);
   if (!backends.ok()) return fail(backends.status());
+  Result<MnistData> data = load_mnist(config.data_dir);
+  if (!data.ok()) return fail(data.status());
   const std::string device_name = backends->replicas[0]->name();
   Result<std::unique_ptr<Trainer>> created =
       Trainer::create(config, *data, std::move(backends->replicas), std::move(backends->allreduce));

@@ -80,7 +80,7 @@ class CpuOps {
   void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
     if (s.in_channels >= kChannelsLastMin) return conv2d_forward_channels_last(s, x, w, b, act, y);
     const Geometry g(s);
-    const int tasks = tasks_for(s.batch);
+    const int tasks = sample_tasks(s.batch);
     ensure_scratch(tasks, g.col_size(), g.out_chunk_size(), 0);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
@@ -109,7 +109,7 @@ class CpuOps {
     const Geometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     const size_t grad_size = w_size + s.out_channels;
-    const int tasks = tasks_for(s.batch);
+    const int tasks = sample_tasks(s.batch);
     ensure_scratch(tasks, g.col_size(), g.out_chunk_size(), grad_size);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
@@ -302,7 +302,7 @@ class CpuOps {
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     if (reordered_.size() < w_size) reordered_.resize(w_size);
     reorder_weights(s, w, reordered_.data());
-    const int tasks = tasks_for(s.batch);
+    const int tasks = sample_tasks(s.batch);
     const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
     ensure_scratch(tasks, static_cast<size_t>(g.spatial) * g.k + padded_size, g.out_size, 0);
     pool_.parallel_for(tasks, [&](int t) {
@@ -333,7 +333,7 @@ class CpuOps {
     T* wr = reordered_.data();
     T* dwr = wr + w_size;
     reorder_weights(s, w, wr);
-    const int tasks = tasks_for(s.batch);
+    const int tasks = sample_tasks(s.batch);
     const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
     const size_t col_size = static_cast<size_t>(g.spatial) * g.k;
     ensure_scratch(tasks, 2 * col_size + padded_size, g.out_size, grad_size);
@@ -379,6 +379,13 @@ class CpuOps {
   }
 
   int tasks_for(int items) const { return std::max(1, std::min(threads_, items)); }
+  // Per-sample work (convolutions) is cut finer than one task per thread, so
+  // that when the machine is shared and one thread is descheduled, the others
+  // take over its remaining samples instead of waiting for it.
+  int sample_tasks(int batch) const {
+    return threads_ == 1 ? 1 : std::max(1, std::min(batch, threads_ * kTasksPerThread));
+  }
+  static constexpr int kTasksPerThread = 4;
 
   void ensure_scratch(int tasks, size_t col, size_t out, size_t grad) {
     if (scratch_.size() < static_cast<size_t>(tasks)) scratch_.resize(tasks);
