@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
+#include "trainer/counter_rng.h"
 
 using namespace swept::trainer;
 using namespace swept::trainer::cpu;
@@ -215,6 +216,24 @@ TEST_CASE("trainer: dropout: inverted scaling, keep rate, determinism, gradient"
   size_t same = 0;
   for (size_t i = 0; i < n; ++i) same += mask2[i] == mask[i];
   CHECK(same < n * 0.7);
+}
+
+TEST_CASE("trainer: dropout through the backend: the gradient is the mask, p = 0 is the identity") {
+  auto backend = make_cpu_backend(CpuBackendOptions{1});
+  StepScalars s;
+  s.seed = 5;
+  s.step = 3;
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, mask(8), y(8), dy = {1, 1, 1, 1, 2, 2, 2, 2}, dx(8);
+  REQUIRE(backend->dropout_forward(8, 0.5f, 16, &s, x.data(), mask.data(), y.data()).ok());
+  REQUIRE(backend->dropout_backward(8, mask.data(), dy.data(), dx.data()).ok());
+  for (int i = 0; i < 8; ++i) {
+    const float keep = dropout_uniform(5, 3, 16 + i) >= 0.5f ? 2.0f : 0.0f;
+    CHECK(mask[i] == keep);
+    CHECK(y[i] == x[i] * keep);  // dy/dx = mask: linear in x
+    CHECK(dx[i] == dy[i] * keep);
+  }
+  REQUIRE(backend->dropout_forward(8, 0.0f, 0, &s, x.data(), mask.data(), y.data()).ok());
+  CHECK(y == x);
 }
 
 TEST_CASE("trainer: optimizers: updates equal hand-computed values") {
