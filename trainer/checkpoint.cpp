@@ -2,9 +2,7 @@
 // replacement with POSIX calls, and the listing used by --resume.
 #include "trainer/checkpoint.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>

@@ -64,7 +64,7 @@ std::vector<int32_t> epoch_order(size_t train_count, uint64_t seed, int64_t epoc
   for (size_t i = 0; i < train_count; ++i) order[i] = static_cast<int32_t>(i);
   std::mt19937_64 gen(mix64(seed ^ mix64(static_cast<uint64_t>(epoch) + 0x5EED)));
   for (size_t i = train_count; i > 1; --i) {
-    // Unbiased j in [0, i) by rejection (Lemire-free, portable).
+    // Unbiased j in [0, i): reject draws from the incomplete top block.
     const uint64_t bound = i;
     const uint64_t limit = UINT64_MAX - UINT64_MAX % bound;
     uint64_t r;

@@ -34,24 +34,24 @@ po::options_description describe() {
       ("dropout", po::value<double>()->default_value(0.0), "drop probability before the last layer, [0, 1)")
       ("optimizer", po::value<std::string>(), "sgd | momentum | adam (default: momentum for mlp, adam for cnn)")
       ("lr", po::value<double>(), "learning rate > 0 (default: 0.5 with sgd, 0.1 with momentum, 0.001 with adam)")
-      ("momentum", po::value<double>()->default_value(0.9), "momentum coefficient, [0, 1)")
-      ("nesterov", po::value<bool>()->default_value(false)->implicit_value(true), "Nesterov momentum")
-      ("beta1", po::value<double>()->default_value(0.9), "adam: beta1, [0, 1)")
+      ("momentum", po::value<double>()->default_value(0.9, "0.9"), "momentum coefficient, [0, 1)")
+      ("nesterov", po::value<bool>()->default_value(false, "false")->implicit_value(true, "true"), "Nesterov momentum")
+      ("beta1", po::value<double>()->default_value(0.9, "0.9"), "adam: beta1, [0, 1)")
       ("beta2", po::value<double>()->default_value(0.999), "adam: beta2, [0, 1)")
       ("epsilon", po::value<double>()->default_value(1e-8), "adam: epsilon > 0")
       ("weight_decay", po::value<double>()->default_value(0.0), "L2 weight decay on weights (not biases), >= 0")
       ("schedule", po::value<std::string>()->default_value("cosine"), "constant | step | cosine (to 0 at the last step)")
       ("warmup_steps", po::value<int64_t>()->default_value(0), "linear learning-rate warmup steps")
       ("decay_steps", po::value<int64_t>()->default_value(0), "step schedule: steps between decays (0: one epoch)")
-      ("decay_rate", po::value<double>()->default_value(0.1), "step schedule: factor per decay, (0, 1]")
-      ("scale_lr", po::value<bool>()->default_value(false)->implicit_value(true),
+      ("decay_rate", po::value<double>()->default_value(0.1, "0.1"), "step schedule: factor per decay, (0, 1]")
+      ("scale_lr", po::value<bool>()->default_value(false, "false")->implicit_value(true, "true"),
        "linear scaling rule: lr x batch_size / base_batch")
       ("base_batch", po::value<int>()->default_value(100), "the batch size --lr is meant for, with --scale_lr")
       ("batch_size", po::value<int>(), "global batch size, split over replicas (default: 100 mlp, 128 cnn)")
       ("epochs", po::value<int>(), "epochs to train (default: 5 mlp, 3 cnn)")
       ("max_steps", po::value<int64_t>()->default_value(0), "stop after this many steps (0: epochs decide)")
       ("seed", po::value<uint64_t>()->default_value(0), "seed of initialisation, data order and dropout")
-      ("val_fraction", po::value<double>()->default_value(1.0 / 12.0),
+      ("val_fraction", po::value<double>()->default_value(1.0 / 12.0, "1/12"),
        "fraction of the training set held out for validation, [0, 1) (1/12: 5000 of 60000)")
       ("data", po::value<std::string>(),
        "folder with the four MNIST IDX files (default: $SWEPT_DATA_DIR, else " SWEPT_DEFAULT_DATA_DIR ")");
@@ -65,7 +65,7 @@ po::options_description describe() {
        "cuda: cap on GPU memory, (0, 1] of each device (default: $SWEPT_GPU_MEMORY_FRACTION, else no cap)")
       ("checkpoint_dir", po::value<std::string>()->default_value(""), "write checkpoints here (empty: none)")
       ("checkpoint_every", po::value<int64_t>()->default_value(0), "steps between checkpoints (0: only at the end)")
-      ("resume", po::value<bool>()->default_value(false)->implicit_value(true),
+      ("resume", po::value<bool>()->default_value(false, "false")->implicit_value(true, "true"),
        "continue from the newest valid checkpoint in --checkpoint_dir")
       ("log_every", po::value<int64_t>()->default_value(100), "steps between loss lines, >= 1")
       ("eval_every", po::value<int64_t>()->default_value(0), "steps between validations (0: each epoch's end)")
