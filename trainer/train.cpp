@@ -547,6 +547,7 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
 
   const bool checkpoints = !config.checkpoint_dir.empty();
   RunClock run_clock, window_clock;
+  double window_pause = 0;  // seconds of validation and checkpoints inside the window, not training
   auto train_seconds = [&] { return train_seconds_before + run_clock.seconds(); };
   auto save = [&]() -> Status {
     Result<CheckpointState> s = trainer.snapshot(train_seconds());
@@ -575,7 +576,7 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
       if (!w.ok()) return fail(w.status());
       const double loss = w->loss_sum / static_cast<double>(std::max<int64_t>(1, w->samples));
       if (!std::isfinite(loss)) return diverged("the training loss");
-      const double elapsed = window_clock.seconds();
+      const double elapsed = window_clock.seconds() - window_pause;
       emit(metrics, {{"step", step},
                      {"epoch", epoch},
                      {"loss", loss},
@@ -583,19 +584,23 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
                      {"lr", lr},
                      {"samples_per_sec", elapsed > 0 ? static_cast<double>(w->samples) / elapsed : 0.0}});
       window_clock.reset();
+      window_pause = 0;
     }
     const bool epoch_end = step % trainer.steps_per_epoch() == 0;
     const bool eval_now = config.eval_every > 0 ? step % config.eval_every == 0 : epoch_end;
     if (eval_now && trainer.split().val_count > 0) {
+      const RunClock pause;
       Result<EvalResult> v = trainer.evaluate_validation();
       if (!v.ok()) return fail(v.status());
       if (!std::isfinite(v->loss)) return diverged("the validation loss");
       emit(metrics, {{"step", step}, {"val_loss", v->loss}, {"val_accuracy", v->accuracy}});
-      window_clock.reset();
+      window_pause += pause.seconds();
     }
     if (checkpoint_now) {
+      const RunClock pause;
       Status c = save();
       if (!c.ok()) return fail(c);
+      window_pause += pause.seconds();
     }
     if (stop_requested.load()) {
       if (checkpoints) {
