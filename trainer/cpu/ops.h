@@ -45,7 +45,7 @@ class CpuOps {
   // the CNN's 128×3136→1024 layer: column halves run at ~95% of one core's
   // peak, row halves at ~80% forward and ~55% for dx).
   void dense_forward(int batch, int in, int out, const T* x, const T* w, const T* b, Activation act, T* y) {
-    const int tasks = tasks_for(out);
+    const int tasks = gemm_tasks(out, 2.0 * batch * in * out);
     pool_.parallel_for(tasks, [&](int t) {
       const Range c = split_range(out, tasks, t);
       if (c.end == c.begin) return;
@@ -58,7 +58,7 @@ class CpuOps {
   void dense_backward(int batch, int in, int out, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
                       T* dw, T* db) {
     // Pass 1, by output columns: dy *= act'(y); rows of dw; entries of db.
-    const int out_tasks = tasks_for(out);
+    const int out_tasks = gemm_tasks(out, 2.0 * batch * in * out);
     pool_.parallel_for(out_tasks, [&](int t) {
       const Range c = split_range(out, out_tasks, t);
       if (c.end == c.begin) return;
@@ -69,7 +69,7 @@ class CpuOps {
     });
     if (dx == nullptr) return;
     // Pass 2, by input columns: dx = dy · w.
-    const int in_tasks = tasks_for(in);
+    const int in_tasks = gemm_tasks(in, 2.0 * batch * in * out);
     pool_.parallel_for(in_tasks, [&](int t) {
       const Range c = split_range(in, in_tasks, t);
       if (c.end == c.begin) return;
@@ -181,8 +181,8 @@ class CpuOps {
 
   void optimizer_update(const OptimizerConfig& config, T weight_decay, T lr, T correction1, T correction2, size_t n,
                         T* param, const T* grad, T* state1, T* state2) {
-    // Memory-bound: split only large tensors.
-    const int tasks = n >= (size_t{1} << 16) ? threads_ : 1;
+    // Memory-bound: split only large tensors (fc1 of the cnn, not the mlp's).
+    const int tasks = n >= (size_t{1} << 18) ? threads_ : 1;
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(static_cast<int>(n), tasks, t);
       const size_t off = static_cast<size_t>(r.begin);
@@ -386,6 +386,14 @@ class CpuOps {
     return threads_ == 1 ? 1 : std::max(1, std::min(batch, threads_ * kTasksPerThread));
   }
   static constexpr int kTasksPerThread = 4;
+  // A product is split only into parts of at least ~4 MFLOP (~40 µs on one
+  // core): below that, waking another thread costs more than it saves, and on
+  // a shared machine a descheduled helper thread stalls the whole step.
+  int gemm_tasks(int items, double flops) const {
+    const int by_work = static_cast<int>(flops / kMinFlopsPerTask);
+    return std::max(1, std::min({threads_, items, by_work}));
+  }
+  static constexpr double kMinFlopsPerTask = 4e6;
 
   void ensure_scratch(int tasks, size_t col, size_t out, size_t grad) {
     if (scratch_.size() < static_cast<size_t>(tasks)) scratch_.resize(tasks);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "trainer/backend.h"
@@ -62,10 +63,10 @@ void check_gradient(const char* what, std::vector<double>& theta, const std::vec
 
 TEST_CASE("trainer: dense layer: gradients match finite differences for every activation") {
   for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid}) {
-    for (int threads : {1, 3}) {
+    // Small, and large enough (> 8 MFLOP) that products are split over threads.
+    for (auto [threads, batch, in, out] : {std::tuple{1, 5, 7, 6}, std::tuple{3, 5, 7, 6}, std::tuple{3, 64, 300, 256}}) {
       CpuOps<double> ops(threads);
       std::mt19937_64 gen(7);
-      const int batch = 5, in = 7, out = 6;
       auto x = random_vector(batch * in, gen), w = random_vector(out * in, gen), b = random_vector(out, gen);
       auto r = random_vector(batch * out, gen);
       std::vector<double> y(batch * out);
