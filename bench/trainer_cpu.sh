@@ -13,7 +13,8 @@
 # shared: absolute numbers are noise, the ratio in one run is the result.
 #
 # Usage: bench/trainer_cpu.sh [DATA_DIR]   (default: $SWEPT_DATA_DIR, else data/mnist)
-# Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 3)
+# Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 3),
+#        MODELS (default "mlp cnn")
 # Prints a human summary and one JSON line per model on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,6 +22,7 @@ data=${1:-${SWEPT_DATA_DIR:-$root/data/mnist}}
 build=${BUILD_DIR:-$root/build}
 threads=${THREADS:-$(nproc)}
 rounds=${ROUNDS:-3}
+models=${MODELS:-mlp cnn}
 peer=$root/../shared/bench/torch_mnist.py
 trainer=$build/bin/swept-train
 
@@ -68,7 +70,7 @@ gemm_rate=$(median "${sgemm_all[@]}")
 gemm_rate1=$(median "${sgemm1[@]}")
 
 declare -A result
-for model in mlp cnn; do
+for model in $models; do
   if [[ $model == mlp ]]; then
     args=(--activation=sigmoid --hidden=100 --optimizer=sgd --lr=0.5 --schedule=constant)
     batch=100 steps=2000
@@ -89,7 +91,7 @@ load=$(cut -d' ' -f1-3 /proc/loadavg)
 cpu=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')
 echo "machine: $cpu, $(nproc) cores; load average during the run: $load; $(date -u +%FT%TZ)"
 echo "SGEMM (OpenBLAS, 2048^3): ${gemm_rate1} GFLOP/s on 1 thread, ${gemm_rate} GFLOP/s on $threads"
-for model in mlp cnn; do
+for model in $models; do
   read -r ours_sps peer1 peern <<<"${result[$model]}"
   python3 - "$model" "$ours_sps" "$peer1" "$peern" "$threads" "$gemm_rate" "$rounds" <<'EOF'
 import json, sys

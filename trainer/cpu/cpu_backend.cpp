@@ -62,12 +62,17 @@ class CpuBackend final : public Backend {
   Status gather_batch(const uint8_t* images, const int32_t* labels, size_t sample_size, const int32_t* order,
                       const StepScalars* scalars, int64_t offset, int count, float* x, int32_t* y) override {
     const int32_t* rows = order + scalars->batch_start + offset;
-    for (int i = 0; i < count; ++i) {
-      const uint8_t* src = images + static_cast<size_t>(rows[i]) * sample_size;
-      float* dst = x + static_cast<size_t>(i) * sample_size;
-      for (size_t j = 0; j < sample_size; ++j) dst[j] = static_cast<float>(src[j]) * (1.0f / 255.0f);
-      y[i] = labels[rows[i]];
-    }
+    // Split only batches of more than ~64k values: below that a wake-up costs more.
+    const int tasks = std::max(1, std::min(ops_.threads(), static_cast<int>(count * sample_size / 65536)));
+    ops_.pool().parallel_for(tasks, [&](int t) {
+      const cpu::Range r = cpu::split_range(count, tasks, t);
+      for (int i = r.begin; i < r.end; ++i) {
+        const uint8_t* src = images + static_cast<size_t>(rows[i]) * sample_size;
+        float* dst = x + static_cast<size_t>(i) * sample_size;
+        for (size_t j = 0; j < sample_size; ++j) dst[j] = static_cast<float>(src[j]) * (1.0f / 255.0f);
+        y[i] = labels[rows[i]];
+      }
+    });
     return Status::Ok();
   }
 

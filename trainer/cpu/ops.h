@@ -181,8 +181,8 @@ class CpuOps {
 
   void optimizer_update(const OptimizerConfig& config, T weight_decay, T lr, T correction1, T correction2, size_t n,
                         T* param, const T* grad, T* state1, T* state2) {
-    // Memory-bound: split only large tensors (fc1 of the cnn, not the mlp's).
-    const int tasks = n >= (size_t{1} << 18) ? threads_ : 1;
+    // Memory-bound: split only large tensors.
+    const int tasks = n >= (size_t{1} << 16) ? threads_ : 1;
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(static_cast<int>(n), tasks, t);
       const size_t off = static_cast<size_t>(r.begin);

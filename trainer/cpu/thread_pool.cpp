@@ -51,6 +51,7 @@ void ThreadPool::worker_loop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++workers_done_;
+      workers_done_atomic_.store(workers_done_, std::memory_order_release);
     }
     done_.notify_one();
   }
@@ -68,13 +69,21 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
     job_tasks_ = tasks;
     next_task_.store(0);
     workers_done_ = 0;
+    workers_done_atomic_.store(0);
     ++generation_;
     generation_atomic_.store(generation_, std::memory_order_release);
   }
   wake_.notify_all();
   run_tasks();
+  // Spin briefly for the workers (their tasks usually end with ours) before
+  // paying for a sleep and a wake-up.
+  const int workers = static_cast<int>(workers_.size());
+  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
+  while (workers_done_atomic_.load(std::memory_order_acquire) != workers &&
+         std::chrono::steady_clock::now() < spin_until) {
+  }
   std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return workers_done_ == static_cast<int>(workers_.size()); });
+  done_.wait(lock, [&] { return workers_done_ == workers; });
   job_ = nullptr;
 }
 

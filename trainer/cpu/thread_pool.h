@@ -43,6 +43,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_atomic_{0};  // generation_, for spinning
   std::atomic<int> next_task_{0};
   int workers_done_ = 0;
+  std::atomic<int> workers_done_atomic_{0};  // workers_done_, for the caller's spin
   bool stopping_ = false;
 };
 
