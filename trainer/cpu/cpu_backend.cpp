@@ -1,0 +1,150 @@
+// The CPU backend: trainer/backend.h over host memory, delegating the layer
+// arithmetic to CpuOps<float> (ops.h: threads, OpenBLAS, reproducible
+// partitioning). OpenBLAS's own threads stay at 1, so replicas and tasks
+// never fight over its thread server.
+// Operations are synchronous: each returns when its result is in memory.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "trainer/backend.h"
+#include "trainer/cpu/kernels.h"
+#include "trainer/cpu/ops.h"
+
+extern "C" void openblas_set_num_threads(int num_threads);
+
+namespace swept::trainer {
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  CpuBuffer(void* data, size_t bytes) : Buffer(data, bytes) {}
+  ~CpuBuffer() override { std::free(data()); }
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : ops_(threads) {}
+
+  std::string name() const override {
+    return "cpu (" + std::to_string(ops_.threads()) + (ops_.threads() == 1 ? " thread)" : " threads)");
+  }
+
+  Result<std::unique_ptr<Buffer>> allocate(size_t bytes) override {
+    const size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+    void* p = std::aligned_alloc(64, rounded);
+    if (p == nullptr)
+      return Status::ResourceExhausted("cpu backend: cannot allocate " + std::to_string(bytes) +
+                                       " bytes of host memory");
+    std::memset(p, 0, rounded);
+    return std::unique_ptr<Buffer>(new CpuBuffer(p, bytes));
+  }
+
+  Status copy_from_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::Ok();
+  }
+  Status copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+    return Status::Ok();
+  }
+  Status fill(float* x, size_t n, float value) override {
+    std::fill(x, x + n, value);
+    return Status::Ok();
+  }
+  Status synchronize() override { return Status::Ok(); }
+
+  Status gather_batch(const uint8_t* images, const int32_t* labels, size_t sample_size, const int32_t* order,
+                      const StepScalars* scalars, int64_t offset, int count, float* x, int32_t* y) override {
+    const int32_t* rows = order + scalars->batch_start + offset;
+    // Split only batches of more than ~64k values: below that a wake-up costs more.
+    const int tasks = std::max(1, std::min(ops_.threads(), static_cast<int>(count * sample_size / 65536)));
+    ops_.pool().parallel_for(tasks, [&](int t) {
+      const cpu::Range r = cpu::split_range(count, tasks, t);
+      for (int i = r.begin; i < r.end; ++i) {
+        const uint8_t* src = images + static_cast<size_t>(rows[i]) * sample_size;
+        float* dst = x + static_cast<size_t>(i) * sample_size;
+        for (size_t j = 0; j < sample_size; ++j) dst[j] = static_cast<float>(src[j]) * (1.0f / 255.0f);
+        y[i] = labels[rows[i]];
+      }
+    });
+    return Status::Ok();
+  }
+
+  Status dense_forward(int batch, int in, int out, const float* x, const float* w, const float* b, Activation act,
+                       float* y) override {
+    ops_.dense_forward(batch, in, out, x, w, b, act, y);
+    return Status::Ok();
+  }
+  Status dense_backward(int batch, int in, int out, const float* x, const float* w, const float* y, float* dy,
+                        Activation act, float* dx, float* dw, float* db) override {
+    ops_.dense_backward(batch, in, out, x, w, y, dy, act, dx, dw, db);
+    return Status::Ok();
+  }
+  Status conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b, Activation act,
+                        float* y) override {
+    ops_.conv2d_forward(s, x, w, b, act, y);
+    return Status::Ok();
+  }
+  Status conv2d_backward(const Conv2dShape& s, const float* x, const float* w, const float* y, float* dy,
+                         Activation act, float* dx, float* dw, float* db) override {
+    ops_.conv2d_backward(s, x, w, y, dy, act, dx, dw, db);
+    return Status::Ok();
+  }
+  Status maxpool2d_forward(const Pool2dShape& s, const float* x, float* y) override {
+    ops_.maxpool2d_forward(s, x, y);
+    return Status::Ok();
+  }
+  Status maxpool2d_backward(const Pool2dShape& s, const float* x, const float* y, const float* dy,
+                            float* dx) override {
+    ops_.maxpool2d_backward(s, x, y, dy, dx);
+    return Status::Ok();
+  }
+
+  Status dropout_forward(size_t n, float p, int64_t first_element, const StepScalars* scalars, const float* x,
+                         float* mask, float* y) override {
+    cpu::dropout_forward<float>(n, p, scalars->seed, scalars->step, first_element, x, mask, y);
+    return Status::Ok();
+  }
+  Status dropout_backward(size_t n, const float* mask, const float* dy, float* dx) override {
+    for (size_t i = 0; i < n; ++i) dx[i] = dy[i] * mask[i];
+    return Status::Ok();
+  }
+
+  Status softmax_cross_entropy(int batch, int classes, const float* logits, const int32_t* labels, float grad_scale,
+                               float* dlogits, float* stats) override {
+    double loss = 0, correct = 0;
+    cpu::softmax_cross_entropy<float>(batch, classes, logits, labels, grad_scale, dlogits, &loss, &correct);
+    stats[0] += static_cast<float>(loss);
+    stats[1] += static_cast<float>(correct);
+    return Status::Ok();
+  }
+
+  Status optimizer_update(const OptimizerConfig& config, float weight_decay, size_t n, float* param,
+                          const float* grad, float* state1, float* state2, const StepScalars* scalars) override {
+    if (config.kind != OptimizerKind::kSgd && state1 == nullptr)
+      return Status::Internal("optimizer_update: state1 is null for a rule that needs it");
+    if (config.kind == OptimizerKind::kAdam && state2 == nullptr)
+      return Status::Internal("optimizer_update: state2 is null for adam");
+    ops_.optimizer_update(config, weight_decay, scalars->lr, scalars->adam_correction1, scalars->adam_correction2, n,
+                          param, grad, state1, state2);
+    return Status::Ok();
+  }
+
+ private:
+  cpu::CpuOps<float> ops_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
+  openblas_set_num_threads(1);
+  return std::make_unique<CpuBackend>(options.threads);
+}
+
+}  // namespace swept::trainer
