@@ -1,10 +1,8 @@
 // The arithmetic of the GPU memory budget (memory_budget.h).
 #include "trainer/cuda/memory_budget.h"
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 namespace swept::cuda {
 
@@ -20,38 +18,6 @@ std::string format_mib(uint64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / static_cast<double>(kMiB));
   return buf;
-}
-
-Result<double> parse_memory_fraction(std::string_view text, std::string_view source) {
-  std::string s(text);
-  auto bad = [&](const char* why) {
-    return Status::InvalidArgument(std::string(source) + "=" + s + ": " + why +
-                                   "; give the share of each GPU's memory this trainer may use, a "
-                                   "number in (0, 1] such as 0.4");
-  };
-  if (s.empty()) return bad("empty");
-  char* end = nullptr;
-  errno = 0;
-  double f = std::strtod(s.c_str(), &end);
-  if (end == s.c_str() || *end != '\0' || errno == ERANGE) return bad("not a number");
-  if (std::isnan(f)) return bad("not a number");
-  if (!(f > 0.0) || f > 1.0) return bad("outside (0, 1]");
-  return f;
-}
-
-Result<std::optional<double>> resolve_memory_fraction(const std::optional<std::string>& flag,
-                                                      const char* env_value) {
-  if (flag) {
-    auto f = parse_memory_fraction(*flag, "--gpu_memory_fraction");
-    if (!f.ok()) return f.status();
-    return std::optional<double>(*f);
-  }
-  if (env_value && *env_value) {
-    auto f = parse_memory_fraction(env_value, "SWEPT_GPU_MEMORY_FRACTION");
-    if (!f.ok()) return f.status();
-    return std::optional<double>(*f);
-  }
-  return std::optional<double>();
 }
 
 MemoryBudget::MemoryBudget(std::string device_label, uint64_t device_total_bytes,

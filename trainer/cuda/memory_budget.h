@@ -1,6 +1,7 @@
 // The GPU memory budget: the seeds' per_process_gpu_memory_fraction.
 //
-// With a fraction F (from --gpu_memory_fraction, else SWEPT_GPU_MEMORY_FRACTION),
+// With a fraction F (from --gpu_memory_fraction, else SWEPT_GPU_MEMORY_FRACTION;
+// trainer/options.cpp parses and validates it),
 // every device allocation swept-train makes on a GPU is first reserved here, and
 // the sum of live reservations never exceeds floor(F x the device's total memory).
 // A reservation that would pass the cap fails with kResourceExhausted and a
@@ -25,22 +26,12 @@
 
 namespace swept::cuda {
 
-// Parses a fraction in (0, 1]. `source` names where the text came from
-// ("--gpu_memory_fraction" or "SWEPT_GPU_MEMORY_FRACTION") for the error.
-// Errors: kInvalidArgument (not a number, NaN, <= 0 or > 1), saying what to give.
-Result<double> parse_memory_fraction(std::string_view text, std::string_view source);
-
-// The flag when given, else the environment variable when set and non-empty,
-// else no fraction. Errors: those of parse_memory_fraction.
-Result<std::optional<double>> resolve_memory_fraction(const std::optional<std::string>& flag,
-                                                      const char* env_value);
-
 constexpr uint64_t kMiB = 1024ull * 1024ull;
 
 class MemoryBudget {
  public:
   // `device_label` names the device in messages ("cuda:0 (NVIDIA H100)").
-  // `fraction` must be in (0, 1] when set (use parse_memory_fraction first).
+  // `fraction` must be in (0, 1] when set (trainer/options.cpp validates it).
   MemoryBudget(std::string device_label, uint64_t device_total_bytes,
                std::optional<double> fraction);
 

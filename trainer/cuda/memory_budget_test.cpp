@@ -1,4 +1,4 @@
-// The GPU memory budget's arithmetic and the fraction's parsing, without a GPU.
+// The GPU memory budget's arithmetic, without a GPU.
 #include "trainer/cuda/memory_budget.h"
 
 #include <doctest/doctest.h>
@@ -43,27 +43,6 @@ TEST_CASE("memory budget: without a fraction the cap is the device's memory") {
   Status s = budget.reserve(17 * kGiB, "the data set");
   REQUIRE_FALSE(s.ok());
   CHECK(s.message().find("the device's 16384.0 MiB on cuda:1") != std::string::npos);
-}
-
-TEST_CASE("memory fraction: accepted above 0 up to 1, refused otherwise with what to give") {
-  CHECK(*parse_memory_fraction("0.4", "--gpu_memory_fraction") == doctest::Approx(0.4));
-  CHECK(*parse_memory_fraction("1", "--gpu_memory_fraction") == 1.0);
-  for (const char* bad : {"0", "-0.1", "1.01", "abc", "", "nan", "0.4x", "1e400"}) {
-    CAPTURE(bad);
-    auto f = parse_memory_fraction(bad, "SWEPT_GPU_MEMORY_FRACTION");
-    REQUIRE_FALSE(f.ok());
-    CHECK(f.status().code() == StatusCode::kInvalidArgument);
-    CHECK(f.status().message().find("SWEPT_GPU_MEMORY_FRACTION=") == 0);
-    CHECK(f.status().message().find("(0, 1]") != std::string::npos);
-  }
-}
-
-TEST_CASE("memory fraction: the flag wins over the environment, which wins over nothing") {
-  CHECK(*resolve_memory_fraction(std::string("0.25"), "0.5") == 0.25);
-  CHECK(*resolve_memory_fraction(std::nullopt, "0.5") == 0.5);
-  CHECK_FALSE(resolve_memory_fraction(std::nullopt, nullptr)->has_value());
-  CHECK_FALSE(resolve_memory_fraction(std::nullopt, "")->has_value());
-  CHECK_FALSE(resolve_memory_fraction(std::nullopt, "2").ok());
 }
 
 }  // namespace
