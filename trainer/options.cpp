@@ -1,0 +1,295 @@
+// Command-line parsing with Boost.Program_options (see options.h). Boost
+// throws; every exception is caught here and becomes an InvalidArgument.
+// Hyphen spellings are accepted by rewriting "--batch-size" to "--batch_size"
+// before parsing; --config files are turned into the same "--name=value"
+// tokens and parsed by the same description, after the command line, so the
+// command line wins (program_options keeps the first value stored).
+#include "trainer/options.h"
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace swept::trainer {
+namespace po = boost::program_options;
+
+#ifndef SWEPT_DEFAULT_DATA_DIR
+#define SWEPT_DEFAULT_DATA_DIR "data/mnist"
+#endif
+#ifndef SWEPT_VERSION
+#define SWEPT_VERSION "0"
+#endif
+
+namespace {
+
+po::options_description describe() {
+  po::options_description model("Model and training");
+  model.add_options()
+      ("model", po::value<std::string>()->default_value("mlp"), "mlp | cnn")
+      ("hidden", po::value<int>()->default_value(100), "mlp: hidden units H of 784-H-10")
+      ("activation", po::value<std::string>()->default_value("sigmoid"), "mlp: hidden activation, sigmoid | relu")
+      ("dropout", po::value<double>()->default_value(0.0), "drop probability before the last layer, [0, 1)")
+      ("optimizer", po::value<std::string>(), "sgd | momentum | adam (default: sgd for mlp, adam for cnn)")
+      ("lr", po::value<double>(), "learning rate > 0 (default: 0.5 with sgd, 0.05 with momentum, 0.001 with adam)")
+      ("momentum", po::value<double>()->default_value(0.9), "momentum coefficient, [0, 1)")
+      ("nesterov", po::value<bool>()->default_value(false)->implicit_value(true), "Nesterov momentum")
+      ("beta1", po::value<double>()->default_value(0.9), "adam: beta1, [0, 1)")
+      ("beta2", po::value<double>()->default_value(0.999), "adam: beta2, [0, 1)")
+      ("epsilon", po::value<double>()->default_value(1e-8), "adam: epsilon > 0")
+      ("weight_decay", po::value<double>()->default_value(0.0), "L2 weight decay on weights (not biases), >= 0")
+      ("schedule", po::value<std::string>()->default_value("constant"), "constant | step | cosine")
+      ("warmup_steps", po::value<int64_t>()->default_value(0), "linear learning-rate warmup steps")
+      ("decay_steps", po::value<int64_t>()->default_value(0), "step schedule: steps between decays (0: one epoch)")
+      ("decay_rate", po::value<double>()->default_value(0.1), "step schedule: factor per decay, (0, 1]")
+      ("scale_lr", po::value<bool>()->default_value(false)->implicit_value(true),
+       "linear scaling rule: lr x batch_size / base_batch")
+      ("base_batch", po::value<int>()->default_value(100), "the batch size --lr is meant for, with --scale_lr")
+      ("batch_size", po::value<int>(), "global batch size, split over replicas (default: 100 mlp, 128 cnn)")
+      ("epochs", po::value<int>(), "epochs to train (default: 5 mlp, 3 cnn)")
+      ("max_steps", po::value<int64_t>()->default_value(0), "stop after this many steps (0: epochs decide)")
+      ("seed", po::value<uint64_t>()->default_value(0), "seed of initialisation, data order and dropout")
+      ("val_fraction", po::value<double>()->default_value(1.0 / 12.0),
+       "fraction of the training set held out for validation, [0, 1) (1/12: 5000 of 60000)")
+      ("data", po::value<std::string>(),
+       "folder with the four MNIST IDX files (default: $SWEPT_DATA_DIR, else " SWEPT_DEFAULT_DATA_DIR ")");
+  po::options_description run("Device and run");
+  run.add_options()
+      ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (every visible GPU) | cuda:N")
+      ("replicas", po::value<int>()->default_value(0),
+       "synchronous data-parallel replicas (0: 1 on cpu, one per GPU on cuda)")
+      ("threads", po::value<int>()->default_value(0), "CPU threads in all (0: every core)")
+      ("gpu_memory_fraction", po::value<double>(),
+       "cuda: cap on GPU memory, (0, 1] of each device (default: $SWEPT_GPU_MEMORY_FRACTION, else no cap)")
+      ("checkpoint_dir", po::value<std::string>()->default_value(""), "write checkpoints here (empty: none)")
+      ("checkpoint_every", po::value<int64_t>()->default_value(0), "steps between checkpoints (0: only at the end)")
+      ("resume", po::value<bool>()->default_value(false)->implicit_value(true),
+       "continue from the newest valid checkpoint in --checkpoint_dir")
+      ("log_every", po::value<int64_t>()->default_value(100), "steps between loss lines, >= 1")
+      ("eval_every", po::value<int64_t>()->default_value(0), "steps between validations (0: each epoch's end)")
+      ("config", po::value<std::string>(), "JSON file of {\"name\": value} with these names")
+      ("help", "this text")
+      ("version", "the version and the backends built in");
+  po::options_description all("swept-train: trains an MLP or CNN on MNIST; metric lines (docs/metrics.md) on "
+                              "stdout, logs on stderr.\nEvery option is --name=value; hyphens may replace "
+                              "underscores");
+  all.add(model).add(run);
+  return all;
+}
+
+// "--batch-size=3" -> "--batch_size=3"; values and other tokens untouched.
+std::string underscore_name(const std::string& token) {
+  if (token.rfind("--", 0) != 0) return token;
+  std::string out = token;
+  const size_t end = std::min(out.find('='), out.size());
+  for (size_t i = 2; i < end; ++i)
+    if (out[i] == '-') out[i] = '_';
+  return out;
+}
+
+Status config_file_tokens(const std::string& path, std::vector<std::string>* tokens) {
+  std::ifstream in(path);
+  if (!in) return Status::InvalidArgument("--config " + path + ": cannot open the file");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument("--config " + path + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) return Status::InvalidArgument("--config " + path + ": must hold one JSON object of options");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string name = underscore_name("--" + it.key()).substr(2);
+    if (name == "config" || name == "help" || name == "version")
+      return Status::InvalidArgument("--config " + path + ": \"" + it.key() + "\" cannot be set from a file");
+    std::string value;
+    if (it->is_string()) value = it->get<std::string>();
+    else if (it->is_boolean()) value = it->get<bool>() ? "true" : "false";
+    else if (it->is_number()) value = it->dump();
+    else
+      return Status::InvalidArgument("--config " + path + ": \"" + it.key() +
+                                     "\" must be a string, number or boolean");
+    tokens->push_back("--" + name + "=" + value);
+  }
+  return Status::Ok();
+}
+
+Status bad(const std::string& what) { return Status::InvalidArgument(what + " (see swept-train --help)"); }
+
+}  // namespace
+
+std::string version_text() {
+  std::string backends = "cpu";
+#if defined(SWEPT_HAVE_CUDA)
+  backends += ", cuda";
+#endif
+  std::string text = "swept-train " SWEPT_VERSION " (backends: " + backends + ")";
+#if !defined(SWEPT_HAVE_CUDA)
+  text += "; built without CUDA";
+#endif
+  return text;
+}
+
+Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args, const EnvLookup& env) {
+  const po::options_description desc = describe();
+  std::vector<std::string> args;
+  for (const std::string& a : raw_args) args.push_back(underscore_name(a));
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("config")) {
+      std::vector<std::string> tokens;
+      const std::string path = vm["config"].as<std::string>();
+      SWEPT_RETURN_IF_ERROR(config_file_tokens(path, &tokens));
+      try {
+        po::store(po::command_line_parser(tokens).options(desc).run(), vm);
+      } catch (const po::error& e) {
+        return bad("--config " + path + ": " + e.what());
+      }
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return bad(e.what());
+  }
+
+  CommandLine cl;
+  if (vm.count("help")) {
+    std::ostringstream os;
+    os << desc << "\nExit codes: 0 ok, 2 bad usage or data, 3 diverged, 4 device missing, 5 out of GPU memory, "
+                  "130 stopped by SIGTERM/SIGINT (docs/exit-codes.md).\n";
+    cl.action = CommandLine::Action::kHelp;
+    cl.text = os.str();
+    return cl;
+  }
+  if (vm.count("version")) {
+    cl.action = CommandLine::Action::kVersion;
+    cl.text = version_text();
+    return cl;
+  }
+
+  TrainConfig& c = cl.config;
+  const std::string model = vm["model"].as<std::string>();
+  if (model == "mlp") c.model.kind = ModelKind::kMlp;
+  else if (model == "cnn") c.model.kind = ModelKind::kCnn;
+  else return bad("--model=" + model + ": expected mlp or cnn");
+  const bool mlp = c.model.kind == ModelKind::kMlp;
+
+  c.model.hidden = vm["hidden"].as<int>();
+  if (c.model.hidden < 1 || c.model.hidden > 65536) return bad("--hidden must be in [1, 65536]");
+  const std::string act = vm["activation"].as<std::string>();
+  if (act == "sigmoid") c.model.hidden_activation = Activation::kSigmoid;
+  else if (act == "relu") c.model.hidden_activation = Activation::kRelu;
+  else return bad("--activation=" + act + ": expected sigmoid or relu");
+  const double dropout = vm["dropout"].as<double>();
+  if (!(dropout >= 0 && dropout < 1)) return bad("--dropout must be in [0, 1)");
+  c.model.dropout = static_cast<float>(dropout);
+
+  const std::string opt = vm.count("optimizer") ? vm["optimizer"].as<std::string>() : (mlp ? "sgd" : "adam");
+  if (opt == "sgd") c.optimizer.kind = OptimizerKind::kSgd;
+  else if (opt == "momentum") c.optimizer.kind = OptimizerKind::kMomentum;
+  else if (opt == "adam") c.optimizer.kind = OptimizerKind::kAdam;
+  else return bad("--optimizer=" + opt + ": expected sgd, momentum or adam");
+  if (vm.count("lr")) c.lr = vm["lr"].as<double>();
+  else c.lr = c.optimizer.kind == OptimizerKind::kAdam ? 1e-3 : c.optimizer.kind == OptimizerKind::kMomentum ? 0.05 : 0.5;
+  if (!(c.lr > 0) || !std::isfinite(c.lr)) return bad("--lr must be a number > 0");
+  const double momentum = vm["momentum"].as<double>();
+  if (!(momentum >= 0 && momentum < 1)) return bad("--momentum must be in [0, 1)");
+  c.optimizer.momentum = static_cast<float>(momentum);
+  c.optimizer.nesterov = vm["nesterov"].as<bool>();
+  const double beta1 = vm["beta1"].as<double>(), beta2 = vm["beta2"].as<double>();
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) return bad("--beta1 and --beta2 must be in [0, 1)");
+  c.optimizer.beta1 = static_cast<float>(beta1);
+  c.optimizer.beta2 = static_cast<float>(beta2);
+  const double epsilon = vm["epsilon"].as<double>();
+  if (!(epsilon > 0)) return bad("--epsilon must be > 0");
+  c.optimizer.epsilon = static_cast<float>(epsilon);
+  c.weight_decay = vm["weight_decay"].as<double>();
+  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay)) return bad("--weight_decay must be >= 0");
+
+  const std::string schedule = vm["schedule"].as<std::string>();
+  if (schedule == "constant") c.schedule = ScheduleKind::kConstant;
+  else if (schedule == "step") c.schedule = ScheduleKind::kStep;
+  else if (schedule == "cosine") c.schedule = ScheduleKind::kCosine;
+  else return bad("--schedule=" + schedule + ": expected constant, step or cosine");
+  c.warmup_steps = vm["warmup_steps"].as<int64_t>();
+  if (c.warmup_steps < 0) return bad("--warmup_steps must be >= 0");
+  c.decay_steps = vm["decay_steps"].as<int64_t>();
+  if (c.decay_steps < 0) return bad("--decay_steps must be >= 0");
+  c.decay_rate = vm["decay_rate"].as<double>();
+  if (!(c.decay_rate > 0 && c.decay_rate <= 1)) return bad("--decay_rate must be in (0, 1]");
+  c.scale_lr = vm["scale_lr"].as<bool>();
+  c.base_batch = vm["base_batch"].as<int>();
+  if (c.base_batch < 1) return bad("--base_batch must be >= 1");
+
+  c.batch_size = vm.count("batch_size") ? vm["batch_size"].as<int>() : (mlp ? 100 : 128);
+  if (c.batch_size < 1) return bad("--batch_size must be >= 1");
+  c.epochs = vm.count("epochs") ? vm["epochs"].as<int>() : (mlp ? 5 : 3);
+  if (c.epochs < 1) return bad("--epochs must be >= 1");
+  c.max_steps = vm["max_steps"].as<int64_t>();
+  if (c.max_steps < 0) return bad("--max_steps must be >= 0");
+  c.seed = vm["seed"].as<uint64_t>();
+  c.val_fraction = vm["val_fraction"].as<double>();
+  if (!(c.val_fraction >= 0 && c.val_fraction < 1)) return bad("--val_fraction must be in [0, 1)");
+  if (vm.count("data")) {
+    c.data_dir = vm["data"].as<std::string>();
+  } else if (auto d = env("SWEPT_DATA_DIR"); d && !d->empty()) {
+    c.data_dir = *d;
+  } else {
+    c.data_dir = SWEPT_DEFAULT_DATA_DIR;
+  }
+
+  const std::string device = vm["device"].as<std::string>();
+  if (device == "cpu") {
+    c.device = DeviceKind::kCpu;
+  } else if (device == "cuda") {
+    c.device = DeviceKind::kCuda;
+  } else if (device.rfind("cuda:", 0) == 0 && device.size() > 5 &&
+             device.find_first_not_of("0123456789", 5) == std::string::npos && device.size() < 10) {
+    c.device = DeviceKind::kCuda;
+    c.device_index = std::stoi(device.substr(5));
+  } else {
+    return bad("--device=" + device + ": expected cpu, cuda or cuda:N");
+  }
+  c.replicas = vm["replicas"].as<int>();
+  if (c.replicas < 0 || c.replicas > 1024) return bad("--replicas must be in [0, 1024]");
+  const int replicas_for_check = c.replicas == 0 ? 1 : c.replicas;
+  if (c.batch_size % replicas_for_check != 0)
+    return bad("--batch_size=" + std::to_string(c.batch_size) + " is not divisible by --replicas=" +
+               std::to_string(c.replicas) + ": each replica takes an equal share");
+  c.threads = vm["threads"].as<int>();
+  if (c.threads < 0 || c.threads > 4096) return bad("--threads must be in [0, 4096]");
+  if (c.device == DeviceKind::kCuda) {
+    std::optional<std::string> fraction;
+    std::string source = "--gpu_memory_fraction";
+    if (vm.count("gpu_memory_fraction")) {
+      fraction = std::to_string(vm["gpu_memory_fraction"].as<double>());
+    } else if (auto f = env("SWEPT_GPU_MEMORY_FRACTION"); f && !f->empty()) {
+      fraction = *f;
+      source = "SWEPT_GPU_MEMORY_FRACTION=" + *f;
+    }
+    if (fraction) {
+      char* end = nullptr;
+      const double f = std::strtod(fraction->c_str(), &end);
+      if (end == fraction->c_str() || *end != '\0' || !(f > 0 && f <= 1))
+        return bad(source + ": the GPU memory fraction must be a number in (0, 1]");
+      c.gpu_memory_fraction = f;
+    }
+  } else if (vm.count("gpu_memory_fraction")) {
+    const double f = vm["gpu_memory_fraction"].as<double>();
+    if (!(f > 0 && f <= 1)) return bad("--gpu_memory_fraction must be in (0, 1]");
+  }
+
+  c.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
+  c.checkpoint_every = vm["checkpoint_every"].as<int64_t>();
+  if (c.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
+  c.resume = vm["resume"].as<bool>();
+  if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint_dir");
+  c.log_every = vm["log_every"].as<int64_t>();
+  if (c.log_every < 1) return bad("--log_every must be >= 1");
+  c.eval_every = vm["eval_every"].as<int64_t>();
+  if (c.eval_every < 0) return bad("--eval_every must be >= 0");
+  return cl;
+}
+
+}  // namespace swept::trainer
