@@ -8,8 +8,13 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <sys/wait.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -17,6 +22,7 @@
 #include <vector>
 
 #include "trainer/backend.h"
+#include "trainer/data.h"
 
 namespace swept::cuda::testing {
 
@@ -87,5 +93,92 @@ class Twin {
   trainer::Backend& gpu_;
   std::unique_ptr<trainer::Buffer> c_, g_;
 };
+
+// ---- small MNIST-format data sets and child processes, for the run-level tests ----
+
+// `count` 28×28 images whose label is visible in them (a bright band whose row
+// depends on the label, plus noise), so a few steps lower the loss.
+inline trainer::LabeledImages synthetic_images(size_t count, uint32_t seed) {
+  trainer::LabeledImages out;
+  std::mt19937 rng(seed);
+  out.images.resize(count * trainer::kImageSize);
+  out.labels.resize(count);
+  for (size_t i = 0; i < count; ++i) {
+    const int label = static_cast<int>(rng() % trainer::kClasses);
+    out.labels[i] = label;
+    for (int p = 0; p < trainer::kImageSize; ++p) {
+      const int row = p / trainer::kImageSide;
+      const bool band = row >= 2 + 2 * label && row < 4 + 2 * label;
+      out.images[i * trainer::kImageSize + p] =
+          static_cast<uint8_t>(band ? 200 + rng() % 56 : rng() % 60);
+    }
+  }
+  return out;
+}
+
+inline trainer::MnistData synthetic_mnist(size_t train, size_t test) {
+  return trainer::MnistData{synthetic_images(train, 1), synthetic_images(test, 2)};
+}
+
+// Writes `data` as the four IDX files of an MNIST folder.
+inline void write_idx_folder(const std::filesystem::path& dir, const trainer::MnistData& data) {
+  std::filesystem::create_directories(dir);
+  auto be32 = [](std::ofstream& f, uint32_t v) {
+    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
+    f.write(b, 4);
+  };
+  auto images = [&](const char* name, const trainer::LabeledImages& set) {
+    std::ofstream f(dir / name, std::ios::binary);
+    be32(f, 0x00000803);
+    be32(f, static_cast<uint32_t>(set.count()));
+    be32(f, trainer::kImageSide);
+    be32(f, trainer::kImageSide);
+    f.write(reinterpret_cast<const char*>(set.images.data()), std::streamsize(set.images.size()));
+  };
+  auto labels = [&](const char* name, const trainer::LabeledImages& set) {
+    std::ofstream f(dir / name, std::ios::binary);
+    be32(f, 0x00000801);
+    be32(f, static_cast<uint32_t>(set.count()));
+    for (int32_t l : set.labels) f.put(static_cast<char>(l));
+  };
+  images(trainer::kTrainImages, data.train);
+  labels(trainer::kTrainLabels, data.train);
+  images(trainer::kTestImages, data.test);
+  labels(trainer::kTestLabels, data.test);
+}
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `command` through /bin/sh (the test's own fixed strings) and collects
+// its exit code, stdout and stderr (via files in `scratch`).
+inline ProcessResult run_process(const std::string& command, const std::filesystem::path& scratch) {
+  const auto out_path = scratch / "stdout.txt", err_path = scratch / "stderr.txt";
+  const std::string full = command + " >" + out_path.string() + " 2>" + err_path.string();
+  const int status = std::system(full.c_str());
+  ProcessResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const std::filesystem::path& p) {
+    std::ifstream f(p);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  return r;
+}
+
+// A fresh folder under the build tree for one test.
+inline std::filesystem::path scratch_dir(const std::string& name) {
+  auto dir = std::filesystem::path(SWEPT_BINARY_DIR) / "test-scratch" / "trainer_cuda" / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+inline std::string swept_train() { return std::string(SWEPT_BINARY_DIR) + "/bin/swept-train"; }
 
 }  // namespace swept::cuda::testing
