@@ -1,5 +1,6 @@
 // The Status conversions behind the check macros of check.h.
 #include "trainer/cuda/check.h"
+#include "trainer/cuda/cuda_libraries.h"
 
 #include <cstring>
 #include <string>
@@ -37,7 +38,7 @@ Status cuda_status(cudaError_t err, const char* call, const char* file, int line
 Status cublas_status(cublasStatus_t err, const char* call, const char* file, int line) {
   if (err == CUBLAS_STATUS_SUCCESS) return Status::Ok();
   std::string msg = "cuBLAS error " + std::to_string(static_cast<int>(err)) + " (" +
-                    cublasGetStatusString(err) + ")" + where(call, file, line);
+                    (cuda_libraries_loaded() ? cublas_api().cublasGetStatusString(err) : "cuBLAS not loaded") + ")" + where(call, file, line);
   if (err == CUBLAS_STATUS_ALLOC_FAILED) return Status::ResourceExhausted(msg);
   if (err == CUBLAS_STATUS_NOT_INITIALIZED) return Status::Unavailable(msg);
   return Status::Internal(msg);
@@ -46,7 +47,7 @@ Status cublas_status(cublasStatus_t err, const char* call, const char* file, int
 Status cudnn_status(cudnnStatus_t err, const char* call, const char* file, int line) {
   if (err == CUDNN_STATUS_SUCCESS) return Status::Ok();
   std::string msg = "cuDNN error " + std::to_string(static_cast<int>(err)) + " (" +
-                    cudnnGetErrorString(err) + ")" + where(call, file, line);
+                    (cuda_libraries_loaded() ? cudnn_api().cudnnGetErrorString(err) : "cuDNN not loaded") + ")" + where(call, file, line);
   if (err == CUDNN_STATUS_ALLOC_FAILED) return Status::ResourceExhausted(msg);
   return Status::Internal(msg);
 }

@@ -10,6 +10,7 @@
 #include "common/log.h"
 #include "trainer/cuda/blas.h"
 #include "trainer/cuda/check.h"
+#include "trainer/cuda/cuda_libraries.h"
 #include "trainer/cuda/kernels.h"
 
 namespace swept::cuda {
@@ -59,6 +60,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const trainer::CudaDevi
                             std::to_string(devices->size() - 1) + ")");
   }
   const DeviceInfo& info = (*devices)[options.device];
+  SWEPT_RETURN_IF_ERROR(load_cuda_libraries());  // cuBLAS and cuDNN, on first use
   std::optional<double> fraction;
   if (options.memory_fraction > 0.0) fraction = options.memory_fraction;
   auto ctx = context_for(info, fraction);
@@ -67,29 +69,29 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const trainer::CudaDevi
   std::unique_ptr<CudaBackend> b(new CudaBackend(std::move(*ctx)));
   SWEPT_RETURN_IF_ERROR(b->activate());
   cudaCheck(cudaStreamCreateWithFlags(&b->stream_, cudaStreamNonBlocking));
-  cublasStatus_t cublas_err = cublasCreate(&b->cublas_);
+  cublasStatus_t cublas_err = cublas_api().cublasCreate(&b->cublas_);
   if (cublas_err != CUBLAS_STATUS_SUCCESS) {
     b->cublas_ = nullptr;
     return Status::Unavailable(
-        cublas_status(cublas_err, "cublasCreate(&cublas_)", __FILE__, __LINE__).message() +
+        cublas_status(cublas_err, "cublas_api().cublasCreate(&cublas_)", __FILE__, __LINE__).message() +
         ": cuBLAS could not start on " + info.label());
   }
-  cudnnStatus_t cudnn_err = cudnnCreate(&b->cudnn_);
+  cudnnStatus_t cudnn_err = cudnn_api().cudnnCreate(&b->cudnn_);
   if (cudnn_err != CUDNN_STATUS_SUCCESS) {
     b->cudnn_ = nullptr;
     return Status::Unavailable(
-        cudnn_status(cudnn_err, "cudnnCreate(&cudnn_)", __FILE__, __LINE__).message() +
+        cudnn_status(cudnn_err, "cudnn_api().cudnnCreate(&cudnn_)", __FILE__, __LINE__).message() +
         ": cuDNN 9 could not start on " + info.label() +
         " (are all libcudnn*.so.9 sub-libraries on LD_LIBRARY_PATH?)");
   }
-  cublasCheck(cublasSetStream(b->cublas_, b->stream_));
-  cudnnCheck(cudnnSetStream(b->cudnn_, b->stream_));
+  cublasCheck(cublas_api().cublasSetStream(b->cublas_, b->stream_));
+  cudnnCheck(cudnn_api().cudnnSetStream(b->cudnn_, b->stream_));
   // cuBLAS gets its workspace from the budget; without one it would allocate
   // behind our back, and could not run inside a captured graph.
   auto ws = b->ctx_->allocator.allocate(cublas_workspace_bytes(info), "the cuBLAS workspace");
   if (!ws.ok()) return ws.status();
   b->cublas_workspace_ = std::move(*ws);
-  cublasCheck(cublasSetWorkspace(b->cublas_, b->cublas_workspace_.data(), b->cublas_workspace_.bytes()));
+  cublasCheck(cublas_api().cublasSetWorkspace(b->cublas_, b->cublas_workspace_.data(), b->cublas_workspace_.bytes()));
   void* pinned = nullptr;
   cudaCheck(cudaMallocHost(&pinned, kSlotBytes * kSlots));
   b->pinned_ = static_cast<char*>(pinned);
@@ -111,8 +113,8 @@ CudaBackend::~CudaBackend() {
   if (pinned_) cudaCheckLog(cudaFreeHost(pinned_));
   conv_plans_.clear();
   pool_plans_.clear();
-  if (cudnn_) cudnnDestroy(cudnn_);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cudnn_) cudnn_api().cudnnDestroy(cudnn_);
+  if (cublas_) cublas_api().cublasDestroy(cublas_);
   cublas_workspace_.reset();
   cudnn_workspace_.reset();
   if (stream_) cudaCheckLog(cudaStreamDestroy(stream_));

@@ -1,14 +1,11 @@
-// Which GPUs swept-train uses: discovery and the meaning of --device=cuda[:K].
-//
-// CUDA numbers the GPUs in CUDA_VISIBLE_DEVICES from 0 (the agent sets it), so
-// `cuda` means every visible GPU and `cuda:K` the K-th visible one.
-// Errors name the cause and the fix: kUnavailable (no driver, no GPU visible) and
-// kNotFound (index out of range); swept-train exits 4 on both.
+// GPU discovery: the GPUs CUDA sees (those in CUDA_VISIBLE_DEVICES, which the
+// agent sets, numbered from 0). trainer/train.cpp maps --device=cuda[:K] onto them.
+// Errors name the cause and the fix: kUnavailable (no driver, no GPU visible);
+// swept-train exits 4 on it.
 // Thread safety: free functions, callable from any thread.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,20 +23,5 @@ struct DeviceInfo {
 
 // The visible GPUs. Errors: no driver, no device (never an empty vector).
 Result<std::vector<DeviceInfo>> visible_devices();
-
-// The devices of a --device value: "cuda" (all visible) or "cuda:K".
-// Errors: malformed value (kInvalidArgument), or those of visible_devices, or
-// K out of range (kNotFound).
-Result<std::vector<DeviceInfo>> devices_for(const std::string& device_flag);
-
-// Which device each of `replicas` replicas runs on: one per GPU when the counts
-// match; with one GPU every replica shares it; with several GPUs the count must be
-// a multiple of the GPU count (replicas assigned round-robin in blocks).
-// Errors: kInvalidArgument naming both counts.
-Result<std::vector<int>> place_replicas(const std::vector<DeviceInfo>& devices, int replicas);
-
-// "The CUDA backend is built (CUDA runtime X, cuDNN Y, cuBLAS Z)" for --version;
-// never touches the driver, so it works on a machine without one.
-std::string build_description();
 
 }  // namespace swept::cuda

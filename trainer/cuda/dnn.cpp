@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "trainer/cuda/check.h"
+#include "trainer/cuda/cuda_libraries.h"
 #include "trainer/cuda/memory_budget.h"
 
 namespace swept::cuda {
@@ -45,55 +46,55 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
     return Status::InvalidArgument("conv2d: empty or negative shape");
   }
   std::unique_ptr<ConvPlan> plan(new ConvPlan());
-  cudnnCheck(cudnnCreateTensorDescriptor(&plan->x_desc_));
-  cudnnCheck(cudnnCreateTensorDescriptor(&plan->y_desc_));
-  cudnnCheck(cudnnCreateFilterDescriptor(&plan->w_desc_));
-  cudnnCheck(cudnnCreateConvolutionDescriptor(&plan->conv_desc_));
-  cudnnCheck(cudnnSetTensor4dDescriptor(plan->x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
+  cudnnCheck(cudnn_api().cudnnCreateTensorDescriptor(&plan->x_desc_));
+  cudnnCheck(cudnn_api().cudnnCreateTensorDescriptor(&plan->y_desc_));
+  cudnnCheck(cudnn_api().cudnnCreateFilterDescriptor(&plan->w_desc_));
+  cudnnCheck(cudnn_api().cudnnCreateConvolutionDescriptor(&plan->conv_desc_));
+  cudnnCheck(cudnn_api().cudnnSetTensor4dDescriptor(plan->x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
                                         s.in_channels, s.height, s.width));
-  cudnnCheck(cudnnSetFilter4dDescriptor(plan->w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+  cudnnCheck(cudnn_api().cudnnSetFilter4dDescriptor(plan->w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
                                         s.out_channels, s.in_channels, s.kernel_h, s.kernel_w));
   // Cross-correlation (no kernel flip), as the CPU backend and every DL framework.
-  cudnnCheck(cudnnSetConvolution2dDescriptor(plan->conv_desc_, s.pad_h, s.pad_w, 1, 1, 1, 1,
+  cudnnCheck(cudnn_api().cudnnSetConvolution2dDescriptor(plan->conv_desc_, s.pad_h, s.pad_w, 1, 1, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  cudnnCheck(cudnnSetConvolutionMathType(plan->conv_desc_, CUDNN_FMA_MATH));
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(plan->conv_desc_, CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
-  cudnnCheck(cudnnGetConvolution2dForwardOutputDim(plan->conv_desc_, plan->x_desc_, plan->w_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolution2dForwardOutputDim(plan->conv_desc_, plan->x_desc_, plan->w_desc_,
                                                    &n, &c, &h, &w));
   if (n != s.batch || c != s.out_channels || h != s.out_height() || w != s.out_width()) {
     return Status::Internal("cuDNN's convolution output shape differs from Conv2dShape's");
   }
-  cudnnCheck(cudnnSetTensor4dDescriptor(plan->y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
+  cudnnCheck(cudnn_api().cudnnSetTensor4dDescriptor(plan->y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
 
   int max_count = 0, returned = 0;
-  cudnnCheck(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
+  cudnnCheck(cudnn_api().cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(max_count);
-  cudnnCheck(cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x_desc_, plan->w_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x_desc_, plan->w_desc_,
                                                     plan->conv_desc_, plan->y_desc_, max_count,
                                                     &returned, fwd.data()));
   SWEPT_RETURN_IF_ERROR(choose(fwd, returned, workspace_limit, "forward", &plan->fwd_algo_));
-  cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x_desc_, plan->w_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x_desc_, plan->w_desc_,
                                                      plan->conv_desc_, plan->y_desc_,
                                                      plan->fwd_algo_, &plan->fwd_ws_));
 
-  cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(max_count);
-  cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w_desc_, plan->y_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w_desc_, plan->y_desc_,
                                                          plan->conv_desc_, plan->x_desc_, max_count,
                                                          &returned, bwd_data.data()));
   SWEPT_RETURN_IF_ERROR(choose(bwd_data, returned, workspace_limit, "backward-data", &plan->bwd_data_algo_));
-  cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w_desc_, plan->y_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w_desc_, plan->y_desc_,
                                                           plan->conv_desc_, plan->x_desc_,
                                                           plan->bwd_data_algo_, &plan->bwd_data_ws_));
 
-  cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(max_count);
-  cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x_desc_, plan->y_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x_desc_, plan->y_desc_,
                                                            plan->conv_desc_, plan->w_desc_, max_count,
                                                            &returned, bwd_filter.data()));
   SWEPT_RETURN_IF_ERROR(choose(bwd_filter, returned, workspace_limit, "backward-filter",
                                &plan->bwd_filter_algo_));
-  cudnnCheck(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x_desc_, plan->y_desc_,
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x_desc_, plan->y_desc_,
                                                             plan->conv_desc_, plan->w_desc_,
                                                             plan->bwd_filter_algo_,
                                                             &plan->bwd_filter_ws_));
@@ -101,10 +102,10 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
 }
 
 ConvPlan::~ConvPlan() {
-  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
-  if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
-  if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
-  if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
+  if (x_desc_) cudnn_api().cudnnDestroyTensorDescriptor(x_desc_);
+  if (y_desc_) cudnn_api().cudnnDestroyTensorDescriptor(y_desc_);
+  if (w_desc_) cudnn_api().cudnnDestroyFilterDescriptor(w_desc_);
+  if (conv_desc_) cudnn_api().cudnnDestroyConvolutionDescriptor(conv_desc_);
 }
 
 size_t ConvPlan::workspace_bytes() const {
@@ -117,7 +118,7 @@ size_t ConvPlan::workspace_bytes() const {
 Status ConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, float* y,
                          void* workspace, size_t workspace_size) const {
   const float one = 1.f, zero = 0.f;
-  cudnnCheck(cudnnConvolutionForward(handle, &one, x_desc_, x, w_desc_, w, conv_desc_, fwd_algo_,
+  cudnnCheck(cudnn_api().cudnnConvolutionForward(handle, &one, x_desc_, x, w_desc_, w, conv_desc_, fwd_algo_,
                                      workspace, workspace_size, &zero, y_desc_, y));
   return Status::Ok();
 }
@@ -125,7 +126,7 @@ Status ConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, f
 Status ConvPlan::backward_data(cudnnHandle_t handle, const float* w, const float* dy, float* dx,
                                void* workspace, size_t workspace_size) const {
   const float one = 1.f, zero = 0.f;
-  cudnnCheck(cudnnConvolutionBackwardData(handle, &one, w_desc_, w, y_desc_, dy, conv_desc_,
+  cudnnCheck(cudnn_api().cudnnConvolutionBackwardData(handle, &one, w_desc_, w, y_desc_, dy, conv_desc_,
                                           bwd_data_algo_, workspace, workspace_size, &zero,
                                           x_desc_, dx));
   return Status::Ok();
@@ -134,7 +135,7 @@ Status ConvPlan::backward_data(cudnnHandle_t handle, const float* w, const float
 Status ConvPlan::backward_filter(cudnnHandle_t handle, const float* x, const float* dy, float* dw,
                                  void* workspace, size_t workspace_size) const {
   const float one = 1.f, zero = 0.f;
-  cudnnCheck(cudnnConvolutionBackwardFilter(handle, &one, x_desc_, x, y_desc_, dy, conv_desc_,
+  cudnnCheck(cudnn_api().cudnnConvolutionBackwardFilter(handle, &one, x_desc_, x, y_desc_, dy, conv_desc_,
                                             bwd_filter_algo_, workspace, workspace_size, &zero,
                                             w_desc_, dw));
   return Status::Ok();
@@ -146,36 +147,36 @@ Result<std::unique_ptr<PoolPlan>> PoolPlan::Create(const trainer::Pool2dShape& s
     return Status::InvalidArgument("maxpool2d: height and width must be positive multiples of the window");
   }
   std::unique_ptr<PoolPlan> plan(new PoolPlan());
-  cudnnCheck(cudnnCreateTensorDescriptor(&plan->x_desc_));
-  cudnnCheck(cudnnCreateTensorDescriptor(&plan->y_desc_));
-  cudnnCheck(cudnnCreatePoolingDescriptor(&plan->pool_desc_));
-  cudnnCheck(cudnnSetTensor4dDescriptor(plan->x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
+  cudnnCheck(cudnn_api().cudnnCreateTensorDescriptor(&plan->x_desc_));
+  cudnnCheck(cudnn_api().cudnnCreateTensorDescriptor(&plan->y_desc_));
+  cudnnCheck(cudnn_api().cudnnCreatePoolingDescriptor(&plan->pool_desc_));
+  cudnnCheck(cudnn_api().cudnnSetTensor4dDescriptor(plan->x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
                                         s.channels, s.height, s.width));
-  cudnnCheck(cudnnSetTensor4dDescriptor(plan->y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
+  cudnnCheck(cudnn_api().cudnnSetTensor4dDescriptor(plan->y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch,
                                         s.channels, s.height / s.window, s.width / s.window));
   // Deterministic max: one position per window receives the gradient.
-  cudnnCheck(cudnnSetPooling2dDescriptor(plan->pool_desc_, CUDNN_POOLING_MAX_DETERMINISTIC,
+  cudnnCheck(cudnn_api().cudnnSetPooling2dDescriptor(plan->pool_desc_, CUDNN_POOLING_MAX_DETERMINISTIC,
                                          CUDNN_NOT_PROPAGATE_NAN, s.window, s.window, 0, 0,
                                          s.window, s.window));
   return plan;
 }
 
 PoolPlan::~PoolPlan() {
-  if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
-  if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
-  if (pool_desc_) cudnnDestroyPoolingDescriptor(pool_desc_);
+  if (x_desc_) cudnn_api().cudnnDestroyTensorDescriptor(x_desc_);
+  if (y_desc_) cudnn_api().cudnnDestroyTensorDescriptor(y_desc_);
+  if (pool_desc_) cudnn_api().cudnnDestroyPoolingDescriptor(pool_desc_);
 }
 
 Status PoolPlan::forward(cudnnHandle_t handle, const float* x, float* y) const {
   const float one = 1.f, zero = 0.f;
-  cudnnCheck(cudnnPoolingForward(handle, pool_desc_, &one, x_desc_, x, &zero, y_desc_, y));
+  cudnnCheck(cudnn_api().cudnnPoolingForward(handle, pool_desc_, &one, x_desc_, x, &zero, y_desc_, y));
   return Status::Ok();
 }
 
 Status PoolPlan::backward(cudnnHandle_t handle, const float* x, const float* y, const float* dy,
                           float* dx) const {
   const float one = 1.f, zero = 0.f;
-  cudnnCheck(cudnnPoolingBackward(handle, pool_desc_, &one, y_desc_, y, y_desc_, dy, x_desc_, x,
+  cudnnCheck(cudnn_api().cudnnPoolingBackward(handle, pool_desc_, &one, y_desc_, y, y_desc_, dy, x_desc_, x,
                                   &zero, x_desc_, dx));
   return Status::Ok();
 }

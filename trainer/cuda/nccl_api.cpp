@@ -23,32 +23,7 @@ bool bind(void* lib, const char* name, Fn& out, std::string& missing) {
 
 void load() {
   const char* override_path = std::getenv("SWEPT_NCCL_LIBRARY");
-  const char* path = (override_path && *override_path) ? override_path : "libnccl.so.2";
-  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char* why = dlerror();
-    g_load_status = Status::Unavailable(
-        std::string("NCCL is needed for replicas on several GPUs but ") + path +
-        " could not be loaded (" + (why ? why : "unknown reason") +
-        "); install NCCL 2 (libnccl2) or add its folder to LD_LIBRARY_PATH, or run one replica per "
-        "process");
-    return;
-  }
-  std::string missing;
-  bind(lib, "ncclGetVersion", g_api.get_version, missing);
-  bind(lib, "ncclCommInitAll", g_api.comm_init_all, missing);
-  bind(lib, "ncclCommDestroy", g_api.comm_destroy, missing);
-  bind(lib, "ncclCommAbort", g_api.comm_abort, missing);
-  bind(lib, "ncclAllReduce", g_api.all_reduce, missing);
-  bind(lib, "ncclGroupStart", g_api.group_start, missing);
-  bind(lib, "ncclGroupEnd", g_api.group_end, missing);
-  bind(lib, "ncclGetErrorString", g_api.get_error_string, missing);
-  if (!missing.empty()) {
-    g_load_status = Status::Unavailable(std::string(path) + " lacks " + missing +
-                                               ": install NCCL 2.x");
-    return;
-  }
-  g_load_status = Status::Ok();
+  g_load_status = load_nccl_from((override_path && *override_path) ? override_path : "libnccl.so.2", &g_api);
 }
 
 }  // namespace
@@ -57,6 +32,29 @@ Result<const NcclApi*> nccl() {
   std::call_once(g_once, load);
   if (!g_load_status.ok()) return g_load_status;
   return &g_api;
+}
+
+Status load_nccl_from(const std::string& path, NcclApi* api) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process's life
+  if (!lib) {
+    const char* why = dlerror();
+    return Status::Unavailable(
+        "NCCL is needed for replicas on several GPUs but " + path + " could not be loaded (" +
+        (why ? why : "unknown reason") +
+        "); install NCCL 2 (libnccl2) or add its folder to LD_LIBRARY_PATH (or set "
+        "SWEPT_NCCL_LIBRARY), or train on one GPU (--device=cuda:K)");
+  }
+  std::string missing;
+  bind(lib, "ncclGetVersion", api->get_version, missing);
+  bind(lib, "ncclCommInitAll", api->comm_init_all, missing);
+  bind(lib, "ncclCommDestroy", api->comm_destroy, missing);
+  bind(lib, "ncclCommAbort", api->comm_abort, missing);
+  bind(lib, "ncclAllReduce", api->all_reduce, missing);
+  bind(lib, "ncclGroupStart", api->group_start, missing);
+  bind(lib, "ncclGroupEnd", api->group_end, missing);
+  bind(lib, "ncclGetErrorString", api->get_error_string, missing);
+  if (!missing.empty()) return Status::Unavailable(path + " lacks " + missing + ": install NCCL 2.x");
+  return Status::Ok();
 }
 
 const char* nccl_error_string(ncclResult_t err) {

@@ -9,6 +9,8 @@
 
 #include <nccl.h>
 
+#include <string>
+
 #include "common/status.h"
 
 namespace swept::cuda {
@@ -29,6 +31,9 @@ struct NcclApi {
 // Loads libnccl.so.2 (or SWEPT_NCCL_LIBRARY when set) once. Errors: kUnavailable
 // naming the library and dlerror()'s reason, with what to install.
 Result<const NcclApi*> nccl();
+
+// The loading itself, without process-wide state (for tests).
+Status load_nccl_from(const std::string& path, NcclApi* api);
 
 // NCCL's text for `err` if NCCL is loaded, else a generic one.
 const char* nccl_error_string(ncclResult_t err);
