@@ -12,11 +12,21 @@
 #      run (1, 2, 3 ... epochs) whose final test accuracy reaches 0.99.
 #
 # Usage: bench/trainer_gpu.sh [--data DIR] [--bin PATH/swept-train] [--steps N]
-#   DIR:   the four MNIST IDX files (default: data/mnist, scripts/fetch-mnist.sh)
+#        bench/trainer_gpu.sh --pack OUT.tgz   (on the build machine: see below)
+#   DIR:   the four MNIST IDX files (default: data/mnist; --pack also takes their .gz)
 #   PEER:  env var, path of torch_mnist.py (default: ../shared/bench/torch_mnist.py,
 #          else shared/bench/torch_mnist.py beside the repository)
 #   DEVICE: env var, cuda (default) or cpu (only to check this script itself)
 # Output: one JSON line per measurement on stdout, a summary table on stderr.
+#
+# On a GPU machine that cannot build swept (the device tool's machines have
+# nvcc and PyTorch but not OpenBLAS or Boost), --pack OUT.tgz bundles, on the
+# build machine: swept-train and the CUDA test binary, the shared libraries
+# they need that are not in glibc, gzipped MNIST, torch_mnist.py and this
+# script. There: tar xzf OUT.tgz -C /tmp/sg && /tmp/sg/run.sh (run.sh puts
+# lib/ and the PyTorch wheels' nvidia/*/lib folders, where cuBLAS 13, cuDNN 9
+# and NCCL live, on LD_LIBRARY_PATH, runs the GPU tests, then this benchmark).
+# docs/benchmarks.md ("Trainer (GPU)") gives the device-tool command.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,13 +36,15 @@ STEPS=2000
 MAX_EPOCHS_TO_99=4
 DEVICE="${DEVICE:-cuda}"
 PYTHON="${PYTHON:-python3}"
+PACK=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --pack) PACK="$2"; shift 2 ;;
     --data) DATA="$2"; shift 2 ;;
     --bin) BIN="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
     --max-epochs) MAX_EPOCHS_TO_99="$2"; shift 2 ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,32p "$0"; exit 0 ;;
     *) echo "trainer_gpu.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -42,8 +54,56 @@ if [[ -z "$PEER" ]]; then
     [[ -f "$p" ]] && PEER="$p" && break
   done
 fi
+if [[ -n "$PACK" ]]; then
+  TESTS="$(dirname "$BIN")/trainer_cuda_gpu_tests"
+  for f in "$BIN" "$TESTS"; do
+    [[ -x "$f" ]] || { echo "trainer_gpu.sh --pack: $f not found: build swept-train and trainer_cuda_gpu_tests" >&2; exit 2; }
+  done
+  STAGE="$(mktemp -d)"
+  mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/mnist"
+  cp "$BIN" "$TESTS" "$STAGE/bin/"
+  cp "$0" "$STAGE/trainer_gpu.sh"
+  [[ -n "$PEER" && -f "$PEER" ]] && cp "$PEER" "$STAGE/torch_mnist.py"
+  # Every shared library ldd resolves outside glibc's own set.
+  ldd "$BIN" "$TESTS" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+      *) cp -L "$lib" "$STAGE/lib/" ;;
+    esac
+  done
+  for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do
+    if [[ -f "$DATA/$f" ]]; then gzip -9c "$DATA/$f" >"$STAGE/mnist/$f.gz"; else cp "$DATA/$f.gz" "$STAGE/mnist/"; fi
+  done
+  cat >"$STAGE/run.sh" <<'RUN'
+#!/usr/bin/env bash
+# Unpacked from bench/trainer_gpu.sh --pack: GPU tests, then the benchmark.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+WHEELS="$(python3 -c 'import glob, os, site
+dirs = set()
+for sp in site.getsitepackages():
+    for f in glob.glob(os.path.join(sp, "nvidia", "**", "lib*.so*"), recursive=True):
+        dirs.add(os.path.dirname(f))
+print(":".join(sorted(dirs)))' 2>/dev/null)"
+export LD_LIBRARY_PATH="$HERE/lib${WHEELS:+:$WHEELS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$HERE/mnist-raw"
+for f in "$HERE"/mnist/*.gz; do gunzip -c "$f" >"$HERE/mnist-raw/$(basename "$f" .gz)"; done
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+echo "== GPU tests"
+SWEPT_TRAIN_BIN="$HERE/bin/swept-train" SWEPT_TEST_SCRATCH=/tmp/swept-test-scratch \
+  "$HERE/bin/trainer_cuda_gpu_tests"
+echo "gpu tests exit code: $?"
+echo "== benchmark"
+PEER="$HERE/torch_mnist.py" "$HERE/trainer_gpu.sh" --bin "$HERE/bin/swept-train" --data "$HERE/mnist-raw" "$@"
+RUN
+  chmod +x "$STAGE/run.sh"
+  tar czf "$PACK" -C "$STAGE" .
+  rm -rf "$STAGE"
+  echo "trainer_gpu.sh: packed $(du -h "$PACK" | cut -f1) into $PACK" >&2
+  exit 0
+fi
 [[ -x "$BIN" ]] || { echo "trainer_gpu.sh: $BIN not found: build swept-train first (cmake --build build --target swept-train)" >&2; exit 2; }
-[[ -f "$DATA/train-images-idx3-ubyte" ]] || { echo "trainer_gpu.sh: no MNIST in $DATA: run scripts/fetch-mnist.sh or pass --data DIR" >&2; exit 2; }
+[[ -f "$DATA/train-images-idx3-ubyte" || -n "$PACK" ]] || { echo "trainer_gpu.sh: no MNIST in $DATA: run scripts/fetch-mnist.sh or pass --data DIR" >&2; exit 2; }
 [[ -n "$PEER" && -f "$PEER" ]] || { echo "trainer_gpu.sh: torch_mnist.py not found: set PEER=path/to/torch_mnist.py" >&2; exit 2; }
 
 DEVICE_NAME="$DEVICE"
@@ -93,8 +153,13 @@ PY
 
 MLP_FLAGS=(--hidden=100 --optimizer=sgd --lr=0.5 --batch_size=100)
 CNN_FLAGS=(--optimizer=adam --lr=0.001 --batch_size=128)
-report mlp_b100 "$(swept_rate mlp "${MLP_FLAGS[@]}")" "$(peer_rate mlp)" 3.0
-report cnn_b128 "$(swept_rate cnn "${CNN_FLAGS[@]}")" "$(peer_rate cnn)" 1.5
+# Assignments, so that a failed run stops the script (set -e).
+swept_mlp="$(swept_rate mlp "${MLP_FLAGS[@]}")"
+peer_mlp="$(peer_rate mlp)"
+report mlp_b100 "$swept_mlp" "$peer_mlp" 3.0
+swept_cnn="$(swept_rate cnn "${CNN_FLAGS[@]}")"
+peer_cnn="$(peer_rate cnn)"
+report cnn_b128 "$swept_cnn" "$peer_cnn" 1.5
 
 # Time to 99% test accuracy with the CNN, from process start to exit.
 for epochs in $(seq 1 "$MAX_EPOCHS_TO_99"); do

@@ -172,13 +172,20 @@ inline ProcessResult run_process(const std::string& command, const std::filesyst
 }
 
 // A fresh folder under the build tree for one test.
+// SWEPT_TEST_SCRATCH moves it (for test binaries carried to another machine).
 inline std::filesystem::path scratch_dir(const std::string& name) {
-  auto dir = std::filesystem::path(SWEPT_BINARY_DIR) / "test-scratch" / "trainer_cuda" / name;
+  const char* root = std::getenv("SWEPT_TEST_SCRATCH");
+  auto dir = (root && *root ? std::filesystem::path(root) : std::filesystem::path(SWEPT_BINARY_DIR) / "test-scratch") /
+             "trainer_cuda" / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
 }
 
-inline std::string swept_train() { return std::string(SWEPT_BINARY_DIR) + "/bin/swept-train"; }
+// The swept-train under test: this build's, or SWEPT_TRAIN_BIN when set.
+inline std::string swept_train() {
+  const char* bin = std::getenv("SWEPT_TRAIN_BIN");
+  return bin && *bin ? std::string(bin) : std::string(SWEPT_BINARY_DIR) + "/bin/swept-train";
+}
 
 }  // namespace swept::cuda::testing
