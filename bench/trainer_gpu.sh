@@ -89,10 +89,20 @@ export LD_LIBRARY_PATH="$HERE/lib${WHEELS:+:$WHEELS}${LD_LIBRARY_PATH:+:$LD_LIBR
 mkdir -p "$HERE/mnist-raw"
 for f in "$HERE"/mnist/*.gz; do gunzip -c "$f" >"$HERE/mnist-raw/$(basename "$f" .gz)"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-echo "== GPU tests"
-SWEPT_TRAIN_BIN="$HERE/bin/swept-train" SWEPT_TEST_SCRATCH=/tmp/swept-test-scratch \
-  "$HERE/bin/trainer_cuda_gpu_tests"
-echo "gpu tests exit code: $?"
+echo "== GPU tests, one process per case as CTest runs them (exit 77 = skipped)"
+export SWEPT_TRAIN_BIN="$HERE/bin/swept-train" SWEPT_TEST_SCRATCH=/tmp/swept-test-scratch
+T="$HERE/bin/trainer_cuda_gpu_tests"
+passed=0; failed=0; skipped=0
+while IFS= read -r name; do
+  "$T" --no-intro=true --no-version=true --test-case="${name//,/\\,}" >/tmp/case.txt 2>&1
+  rc=$?
+  case $rc in
+    0) passed=$((passed + 1)); echo "PASSED  $name" ;;
+    77) skipped=$((skipped + 1)); echo "SKIPPED $name: $(grep SKIPPED /tmp/case.txt | head -1)" ;;
+    *) failed=$((failed + 1)); echo "FAILED  $name (exit $rc)"; cat /tmp/case.txt ;;
+  esac
+done < <("$T" --list-test-cases --no-intro=true --no-version=true | grep -v '^\[doctest\]' | grep -v '^====')
+echo "gpu tests: $passed passed, $failed failed, $skipped skipped"
 echo "== benchmark"
 PEER="$HERE/torch_mnist.py" "$HERE/trainer_gpu.sh" --bin "$HERE/bin/swept-train" --data "$HERE/mnist-raw" "$@"
 RUN
