@@ -92,6 +92,11 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const trainer::CudaDevi
   if (!ws.ok()) return ws.status();
   b->cublas_workspace_ = std::move(*ws);
   cublasCheck(cublas_api().cublasSetWorkspace(b->cublas_, b->cublas_workspace_.data(), b->cublas_workspace_.bytes()));
+  // Partial sums of the bias gradients: 64 splits of up to 4096 channels (1 MiB).
+  auto scratch = b->ctx_->allocator.allocate(size_t(kBiasGradMaxSplits) * 4096 * sizeof(float),
+                                             "the bias-gradient scratch");
+  if (!scratch.ok()) return scratch.status();
+  b->bias_scratch_ = std::move(*scratch);
   void* pinned = nullptr;
   cudaCheck(cudaMallocHost(&pinned, kSlotBytes * kSlots));
   b->pinned_ = static_cast<char*>(pinned);
@@ -217,7 +222,9 @@ Status CudaBackend::dense_backward(int batch, int in, int out, const float* x, c
                                    float* db) {
   SWEPT_RETURN_IF_ERROR(activate());
   // dy := dy·act'(y) and db = column sums, in one pass.
-  SWEPT_RETURN_IF_ERROR(launch_activation_backward_bias_grad(dy, y, db, batch, out, 1, act, stream_));
+  SWEPT_RETURN_IF_ERROR(launch_activation_backward_bias_grad(dy, y, db, batch, out, 1, act,
+                                                             bias_scratch_.as<float>(),
+                                                             bias_scratch_.bytes() / sizeof(float), stream_));
   // dw[out][in] = dyᵀ · x
   SWEPT_RETURN_IF_ERROR(gemm_row_major(cublas_, true, false, out, in, batch, 1.f, dy, out, x, in, 0.f, dw, in));
   // dx[batch][in] = dy · w
@@ -280,7 +287,8 @@ Status CudaBackend::conv2d_backward(const trainer::Conv2dShape& s, const float* 
   auto plan = conv_plan(s);
   if (!plan.ok()) return plan.status();
   SWEPT_RETURN_IF_ERROR(launch_activation_backward_bias_grad(
-      dy, y, db, s.batch, s.out_channels, s.out_height() * s.out_width(), act, stream_));
+      dy, y, db, s.batch, s.out_channels, s.out_height() * s.out_width(), act,
+      bias_scratch_.as<float>(), bias_scratch_.bytes() / sizeof(float), stream_));
   SWEPT_RETURN_IF_ERROR((*plan)->backward_filter(cudnn_, x, dy, dw, cudnn_workspace_.data(),
                                                  cudnn_workspace_.bytes()));
   if (dx) {

@@ -109,6 +109,7 @@ class CudaBackend final : public trainer::Backend {
   cudnnHandle_t cudnn_ = nullptr;
   DeviceBuffer cublas_workspace_;
   DeviceBuffer cudnn_workspace_;
+  DeviceBuffer bias_scratch_;  // partial sums of launch_activation_backward_bias_grad
   std::map<std::array<int, 9>, std::unique_ptr<ConvPlan>> conv_plans_;
   std::map<std::array<int, 5>, std::unique_ptr<PoolPlan>> pool_plans_;
   std::map<uint64_t, Graph> graphs_;

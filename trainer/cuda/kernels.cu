@@ -65,14 +65,21 @@ __global__ void bias_activation_forward_kernel(float* y, const float* bias, size
   }
 }
 
-// One block per channel; threads stride over that channel's outer·inner values.
-__global__ void activation_backward_bias_grad_kernel(float* dy, const float* y, float* db, int outer,
-                                                     int channels, int inner, Activation act) {
+// Blocks [c·splits, (c+1)·splits) share channel c: block `part` takes its
+// part-th contiguous chunk of the channel's outer·inner values, so small
+// channel counts (conv1 has 32) still fill the GPU. Each block writes one
+// partial sum (or db[c] directly when splits == 1).
+__global__ void activation_backward_bias_partial_kernel(float* dy, const float* y, float* partial,
+                                                        float* db, int outer, int channels, int inner,
+                                                        Activation act, int splits) {
   __shared__ float shared[kThreads];
-  const int c = blockIdx.x;
+  const int c = blockIdx.x / splits, part = blockIdx.x % splits;
   const size_t per_channel = size_t(outer) * inner;
+  const size_t chunk = (per_channel + splits - 1) / splits;
+  const size_t begin = part * chunk;
+  const size_t end = begin + chunk < per_channel ? begin + chunk : per_channel;
   float sum = 0.f;
-  for (size_t k = threadIdx.x; k < per_channel; k += blockDim.x) {
+  for (size_t k = begin + threadIdx.x; k < end; k += blockDim.x) {
     size_t o = k / inner, j = k % inner;
     size_t i = (o * channels + c) * inner + j;
     float g = dy[i] * activation_slope(y[i], act);
@@ -80,7 +87,22 @@ __global__ void activation_backward_bias_grad_kernel(float* dy, const float* y, 
     sum += g;
   }
   float total = block_sum(sum, shared);
-  if (threadIdx.x == 0 && db) db[c] = total;
+  if (threadIdx.x == 0) {
+    if (splits == 1) {
+      if (db) db[c] = total;
+    } else {
+      partial[size_t(c) * splits + part] = total;
+    }
+  }
+}
+
+// db[c] = Σ_part partial[c][part], in part order (deterministic).
+__global__ void sum_partials_kernel(const float* partial, float* db, int channels, int splits) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= channels) return;
+  float sum = 0.f;
+  for (int p = 0; p < splits; ++p) sum += partial[size_t(c) * splits + p];
+  db[c] = sum;
 }
 
 // One block; each thread handles rows threadIdx.x, +blockDim.x, ...
@@ -217,13 +239,29 @@ Status launch_bias_activation_forward(float* y, const float* bias, int outer, in
   return Status::Ok();
 }
 
+// Blocks per channel: about 32 values per thread, at most kBiasGradMaxSplits.
+static int bias_grad_splits(int outer, int inner) {
+  size_t splits = size_t(outer) * inner / 8192;
+  if (splits < 1) splits = 1;
+  if (splits > size_t(kBiasGradMaxSplits)) splits = kBiasGradMaxSplits;
+  return static_cast<int>(splits);
+}
+
 Status launch_activation_backward_bias_grad(float* dy, const float* y, float* db, int outer,
                                             int channels, int inner, Activation act,
+                                            float* scratch, size_t scratch_floats,
                                             cudaStream_t stream) {
   if (size_t(outer) * channels * inner == 0) return Status::Ok();
-  activation_backward_bias_grad_kernel<<<channels, kThreads, 0, stream>>>(dy, y, db, outer, channels,
-                                                                          inner, act);
+  int splits = bias_grad_splits(outer, inner);
+  if (!db || size_t(channels) * splits > scratch_floats || !scratch) splits = 1;
+  activation_backward_bias_partial_kernel<<<channels * splits, kThreads, 0, stream>>>(
+      dy, y, scratch, db, outer, channels, inner, act, splits);
   SWEPT_LAUNCH_CHECK();
+  if (splits > 1) {
+    sum_partials_kernel<<<(channels + kThreads - 1) / kThreads, kThreads, 0, stream>>>(scratch, db,
+                                                                                      channels, splits);
+    SWEPT_LAUNCH_CHECK();
+  }
   return Status::Ok();
 }
 

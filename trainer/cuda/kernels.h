@@ -35,9 +35,14 @@ Status launch_bias_activation_forward(float* y, const float* bias, int outer, in
 
 // Fused backward of bias + activation, one pass over dy: dy := dy·act'(y)
 // (act' from the activated output y), and db[c] = Σ over outer, inner of the
-// new dy. Deterministic (fixed summation order, no atomics).
+// new dy. Channels with many values are split over several blocks whose
+// partial sums go to `scratch` (scratch_floats floats of device memory; with
+// too little, one block per channel) and are added in a fixed order:
+// deterministic, no atomics.
+constexpr int kBiasGradMaxSplits = 64;
 Status launch_activation_backward_bias_grad(float* dy, const float* y, float* db, int outer,
                                             int channels, int inner, Activation act,
+                                            float* scratch, size_t scratch_floats,
                                             cudaStream_t stream);
 
 // Softmax cross-entropy per trainer::Backend::softmax_cross_entropy:
