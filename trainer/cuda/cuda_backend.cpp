@@ -135,12 +135,15 @@ Status CudaBackend::activate() const {
 }
 
 namespace {
+// Keeps its device's context (and so the budget it returns its bytes to)
+// alive, whatever the order in which the trainer drops buffers and backends.
 class CudaBuffer final : public trainer::Buffer {
  public:
-  explicit CudaBuffer(DeviceBuffer memory, size_t bytes)
-      : Buffer(memory.data(), bytes), memory_(std::move(memory)) {}
+  CudaBuffer(DeviceBuffer memory, size_t bytes, std::shared_ptr<DeviceContext> ctx)
+      : Buffer(memory.data(), bytes), ctx_(std::move(ctx)), memory_(std::move(memory)) {}
 
  private:
+  std::shared_ptr<DeviceContext> ctx_;  // declared first: destroyed after memory_
   DeviceBuffer memory_;
 };
 }  // namespace
@@ -152,7 +155,7 @@ Result<std::unique_ptr<trainer::Buffer>> CudaBackend::allocate(size_t bytes) {
   SWEPT_RETURN_IF_ERROR(activate());
   auto mem = ctx_->allocator.allocate(bytes, "a buffer of " + format_mib(bytes));
   if (!mem.ok()) return mem.status();
-  return std::unique_ptr<trainer::Buffer>(new CudaBuffer(std::move(*mem), bytes));
+  return std::unique_ptr<trainer::Buffer>(new CudaBuffer(std::move(*mem), bytes, ctx_));
 }
 
 Status CudaBackend::copy_small_from_host(void* dst, const void* src, size_t bytes) {
@@ -240,6 +243,12 @@ Status CudaBackend::ensure_workspace(size_t bytes) {
   auto ws = ctx_->allocator.allocate(bytes, "the cuDNN convolution workspace");
   if (!ws.ok()) return ws.status();
   cudnn_workspace_ = std::move(*ws);
+  // Captured graphs hold the old workspace's address: drop them, so each key
+  // is captured again (with the new one) on its next call.
+  for (auto& [key, g] : graphs_) {
+    if (g.exec) cudaCheck(cudaGraphExecDestroy(g.exec));
+    g.exec = nullptr;
+  }
   return Status::Ok();
 }
 
