@@ -13,7 +13,8 @@
 //    barrier each stream waits for every "done". Two barriers per call make
 //    reusing the per-rank events safe (see the comments in all_reduce_mean).
 //    At most kMaxRanksPerDevice replicas share a GPU.
-// Mixed placements (2 GPUs × 2 replicas) are refused with a clear error.
+// Mixed placements (2 GPUs × 2 replicas) are refused with a clear error
+// (kInvalidArgument: the --replicas value does not fit the GPU count).
 // abort() wakes every rank waiting at a barrier and aborts NCCL communicators,
 // so a failed replica never leaves the others hanging.
 #include <algorithm>
@@ -238,7 +239,8 @@ Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend
     if (!ar.ok()) return ar.status();
     return std::unique_ptr<AllReduce>(std::move(*ar));
   }
-  return Status::Unavailable(std::to_string(ranks.size()) + " replicas on " +
+  // A placement the user chose (--replicas against the GPU count): bad usage.
+  return Status::InvalidArgument(std::to_string(ranks.size()) + " replicas on " +
                              std::to_string(devices.size()) +
                              " GPUs: give each replica a GPU of its own (--replicas equal to the "
                              "number of GPUs) or put them all on one (--device=cuda:K)");
