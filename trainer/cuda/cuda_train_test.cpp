@@ -1,8 +1,8 @@
 // Whole training runs on the GPU: the CUDA backend under the one training loop
 // (trainer/train.h) tracks the CPU backend's loss; replicas on one GPU follow
 // one replica's trajectory with identical weights; swept-train end to end on a
-// GPU, including the memory-fraction cap (exit 5) and a missing device index
-// (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
+// GPU, including two trainers sharing it at 0.4 each, the memory-fraction cap
+// (exit 5) and a missing device index (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
 #include <doctest/doctest.h>
 
 #include "trainer/cuda/gpu_test_support.h"
@@ -157,7 +157,7 @@ TEST_CASE("cuda: replicas on every visible GPU (NCCL) follow 1 replica's traject
   for (int r = 1; r < *count; ++r) CHECK(t.params[r] == t.params[0]);
 }
 
-TEST_CASE("cuda: swept-train on the GPU end to end, with replicas, a too-small budget and a bad index") {
+TEST_CASE("cuda: swept-train on the GPU end to end, with replicas, two trainers at 0.4, a too-small budget and a bad index") {
   require_gpu();
   auto dir = scratch_dir("gpu_end_to_end");
   write_idx_folder(dir / "data", synthetic_mnist(640, 64));
@@ -177,6 +177,14 @@ TEST_CASE("cuda: swept-train on the GPU end to end, with replicas, a too-small b
 
   ProcessResult env_tiny = run_process("SWEPT_GPU_MEMORY_FRACTION=0.000001 " + base + " --device=cuda", dir);
   CHECK(env_tiny.exit_code == 5);
+
+  // Two trainers at 0.4 share the GPU: both finish.
+  const std::string shared = base + " --device=cuda:0 --gpu_memory_fraction=0.4 --max_steps=50 --model=cnn";
+  ProcessResult pair = run_process("(" + shared + " >/dev/null 2>&1 & a=$!; " + shared +
+                                       " >/dev/null 2>&1 & b=$!; wait $a; ra=$?; wait $b; rb=$?; "
+                                       "echo \"$ra $rb\")",
+                                   dir);
+  CHECK(pair.out.find("0 0") == 0);
 
   ProcessResult missing = run_process(base + " --device=cuda:64", dir);
   CHECK(missing.exit_code == 4);
