@@ -135,9 +135,15 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   const po::options_description desc = describe();
   std::vector<std::string> args;
   for (const std::string& a : raw_args) args.push_back(underscore_name(a));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const bool after_bare_name = i > 0 && args[i - 1].rfind("--", 0) == 0 && args[i - 1].find('=') == std::string::npos;
+    if (args[i].rfind("-", 0) != 0 && !after_bare_name)
+      return bad("unexpected argument '" + args[i] + "': every option is --name=value");
+  }
   po::variables_map vm;
+  const po::positional_options_description no_positionals;  // every value is --name=value
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::store(po::command_line_parser(args).options(desc).positional(no_positionals).run(), vm);
     if (vm.count("config")) {
       std::vector<std::string> tokens;
       const std::string path = vm["config"].as<std::string>();

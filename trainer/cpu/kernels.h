@@ -118,15 +118,16 @@ void column_sums(int rows, int cols, int c0, int c1, const T* m, T* sums) {
 }
 
 // Unfolds one sample x[C][H][W] into col[C·kh·kw][Ho·Wo] (zero padding), so
-// that the convolution is the product w[out][C·kh·kw] · col.
+// that the convolution is the product w[out][C·kh·kw] · col. Rows of col are
+// `ld` floats apart (ld >= Ho·Wo), so several samples can sit side by side.
 template <typename T>
-void im2col(const Conv2dShape& s, const T* x, T* col) {
+void im2col(const Conv2dShape& s, const T* x, T* col, size_t ld) {
   const int ho = s.out_height(), wo = s.out_width();
   for (int c = 0; c < s.in_channels; ++c) {
     const T* plane = x + static_cast<size_t>(c) * s.height * s.width;
     for (int ky = 0; ky < s.kernel_h; ++ky) {
       for (int kx = 0; kx < s.kernel_w; ++kx) {
-        T* out = col + (static_cast<size_t>(c * s.kernel_h + ky) * s.kernel_w + kx) * ho * wo;
+        T* out = col + (static_cast<size_t>(c * s.kernel_h + ky) * s.kernel_w + kx) * ld;
         for (int oy = 0; oy < ho; ++oy) {
           const int iy = oy + ky - s.pad_h;
           T* out_row = out + static_cast<size_t>(oy) * wo;
@@ -149,14 +150,14 @@ void im2col(const Conv2dShape& s, const T* x, T* col) {
 
 // The adjoint of im2col: dx[C][H][W] = Σ of col entries that read each input.
 template <typename T>
-void col2im(const Conv2dShape& s, const T* col, T* dx) {
+void col2im(const Conv2dShape& s, const T* col, size_t ld, T* dx) {
   const int ho = s.out_height(), wo = s.out_width();
   std::fill(dx, dx + static_cast<size_t>(s.in_channels) * s.height * s.width, T(0));
   for (int c = 0; c < s.in_channels; ++c) {
     T* plane = dx + static_cast<size_t>(c) * s.height * s.width;
     for (int ky = 0; ky < s.kernel_h; ++ky) {
       for (int kx = 0; kx < s.kernel_w; ++kx) {
-        const T* in = col + (static_cast<size_t>(c * s.kernel_h + ky) * s.kernel_w + kx) * ho * wo;
+        const T* in = col + (static_cast<size_t>(c * s.kernel_h + ky) * s.kernel_w + kx) * ld;
         for (int oy = 0; oy < ho; ++oy) {
           const int iy = oy + ky - s.pad_h;
           if (iy < 0 || iy >= s.height) continue;

@@ -1,0 +1,342 @@
+// swept-train as a real process: an end-to-end run on a generated IDX data
+// set, exit codes for bad input / missing CUDA / divergence, SIGTERM, and
+// resume after SIGKILL giving the same metrics and weights as a run that was
+// never stopped. The kill point is found by reading the child's metric lines
+// (its stdout pipe is shrunk to one page, so it cannot run far ahead of the
+// reader); waits have deadlines, never sleeps.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/metrics_line.h"
+#include "trainer/checkpoint.h"
+#include "trainer/test_util.h"
+
+using namespace swept::trainer;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::string kTrainer = std::string(SWEPT_BINARY_DIR) + "/bin/swept-train";
+
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args, const std::map<std::string, std::string>& env = {}) {
+    int out[2], err[2];
+    REQUIRE(::pipe2(out, O_CLOEXEC) == 0);
+    REQUIRE(::pipe2(err, O_CLOEXEC) == 0);
+    ::fcntl(out[1], F_SETPIPE_SZ, 4096);  // back-pressure: the child stays near the reader
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(kTrainer.c_str()));
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      ::execv(kTrainer.c_str(), argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    ::close(err[1]);
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Child() {
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+    if (out_ >= 0) ::close(out_);
+    if (err_ >= 0) ::close(err_);
+  }
+
+  // Reads output until `pred` accepts a stdout line (returned) or the
+  // deadline passes / output ends (nullopt).
+  std::optional<std::string> wait_for_line(const std::function<bool(const std::string&)>& pred, double seconds = 60) {
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    for (;;) {
+      while (next_line_ < lines_.size()) {
+        const std::string& l = lines_[next_line_++];
+        if (pred(l)) return l;
+      }
+      if (out_ < 0 || Clock::now() > deadline) return std::nullopt;
+      pump(deadline);
+    }
+  }
+
+  // Reads everything until exit; returns the exit code (128 + signal when killed).
+  int wait_exit(double seconds = 60) {
+    const Clock::time_point deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while ((out_ >= 0 || err_ >= 0) && Clock::now() < deadline) pump(deadline);
+    REQUIRE_MESSAGE(out_ < 0, "swept-train did not finish in time");
+    int st = 0;
+    REQUIRE(::waitpid(pid_, &st, 0) == pid_);
+    reaped_ = true;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+
+  void signal(int sig) { ::kill(pid_, sig); }
+  const std::vector<std::string>& lines() const { return lines_; }
+  const std::string& err() const { return err_text_; }
+
+ private:
+  void pump(Clock::time_point deadline) {
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    const int ms = static_cast<int>(
+        std::max<int64_t>(1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+    if (::poll(fds, 2, std::min(ms, 1000)) <= 0) return;
+    char buf[4096];
+    if (out_ >= 0 && (fds[0].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = ::read(out_, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(out_);
+        out_ = -1;
+      } else {
+        partial_.append(buf, static_cast<size_t>(n));
+        size_t nl;
+        while ((nl = partial_.find('\n')) != std::string::npos) {
+          lines_.push_back(partial_.substr(0, nl));
+          partial_.erase(0, nl + 1);
+        }
+      }
+    }
+    if (err_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) {
+      const ssize_t n = ::read(err_, buf, sizeof buf);
+      if (n <= 0) {
+        ::close(err_);
+        err_ = -1;
+      } else {
+        err_text_.append(buf, static_cast<size_t>(n));
+      }
+    }
+  }
+
+  pid_t pid_ = -1;
+  int out_ = -1, err_ = -1;
+  bool reaped_ = false;
+  std::string partial_, err_text_;
+  std::vector<std::string> lines_;
+  size_t next_line_ = 0;
+};
+
+int64_t step_of(const std::string& line) {
+  auto rec = swept::parse_metrics_line(line);
+  return rec && rec->step ? *rec->step : -1;
+}
+
+// The line without its timing member, for comparing runs.
+nlohmann::json without_timing(const std::string& line) {
+  nlohmann::json j = nlohmann::json::parse(line);
+  j.erase("samples_per_sec");
+  j.erase("train_seconds");
+  return j;
+}
+
+std::vector<std::string> resume_args(const std::string& data, const std::string& dir) {
+  return {"--data=" + data, "--model=mlp", "--hidden=24", "--optimizer=adam", "--lr=0.003", "--dropout=0.2",
+          "--batch_size=20", "--epochs=3", "--log_every=1", "--eval_every=25", "--checkpoint_every=7",
+          "--checkpoint_dir=" + dir, "--threads=2", "--seed=9"};
+}
+
+}  // namespace
+
+TEST_CASE("trainer: end to end: a short run on a generated data set writes valid metric lines and learns") {
+  TempDir data("e2e");
+  write_mnist_like(data.path(), 1100, 300, 2);
+  Child c({"--data=" + data.path(), "--epochs=2", "--batch_size=50", "--log_every=5", "--threads=2",
+           "--activation=relu", "--optimizer=adam", "--lr=0.003"});
+  CHECK(c.wait_exit() == 0);
+  INFO(c.err());
+  REQUIRE(c.lines().size() > 3);
+  bool saw_loss = false, saw_val = false;
+  for (const std::string& line : c.lines()) {
+    auto rec = swept::parse_metrics_line(line);
+    REQUIRE_MESSAGE(rec.has_value(), line);
+    for (const auto& [name, value] : rec->values) {
+      saw_loss |= name == "loss";
+      saw_val |= name == "val_accuracy";
+    }
+  }
+  CHECK(saw_loss);
+  CHECK(saw_val);
+  auto final_line = nlohmann::json::parse(c.lines().back());
+  CHECK(final_line["final"] == true);
+  CHECK(final_line["test_accuracy"].get<double>() > 0.9);
+  CHECK(final_line.contains("train_seconds"));
+  CHECK(c.err().find("INFO") != std::string::npos);  // logs on stderr, not stdout
+
+  SUBCASE("the cnn too, with SWEPT_DATA_DIR instead of --data") {
+    Child cnn({"--model=cnn", "--max_steps=6", "--batch_size=16", "--log_every=3", "--threads=2"},
+              {{"SWEPT_DATA_DIR", data.path()}, {"SWEPT_GPU_MEMORY_FRACTION", "0.3"}});
+    CHECK(cnn.wait_exit() == 0);
+    REQUIRE(!cnn.lines().empty());
+    CHECK(nlohmann::json::parse(cnn.lines().back())["final"] == true);
+  }
+}
+
+TEST_CASE("trainer: --device=cuda without CUDA (or with no such GPU) exits 4 with a clear message") {
+  Child version({"--version"});
+  REQUIRE(version.wait_exit() == 0);
+  REQUIRE(!version.lines().empty());
+  const bool built_without_cuda = version.lines()[0].find("built without CUDA") != std::string::npos;
+  TempDir data("cuda");
+  write_mnist_like(data.path(), 200, 20, 2);
+  // A build with CUDA cannot have device 99 on any machine this runs on.
+  Child c({"--data=" + data.path(), built_without_cuda ? "--device=cuda" : "--device=cuda:99"});
+  CHECK(c.wait_exit() == 4);
+  if (built_without_cuda) CHECK(c.err().find("built without CUDA") != std::string::npos);
+  CHECK(c.err().find("--device") != std::string::npos);
+  CHECK(c.lines().empty());
+}
+
+TEST_CASE("trainer: bad flags and bad data exit 2 with a message") {
+  TempDir data("bad");
+  write_mnist_like(data.path(), 200, 20, 2);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--lr=-1"}, "--lr"},
+      {{"--no_such_option"}, "no_such_option"},
+      {{"--batch_size=10", "--replicas=3"}, "divisible"},
+      {{"--batch_size=500"}, "larger than"},
+      {{"--data=" + data.path()}, "more than once"},
+  };
+  for (const auto& [extra, needle] : cases) {
+    std::vector<std::string> args = {"--data=" + data.path()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    Child c(args);
+    INFO(extra[0]);
+    CHECK(c.wait_exit() == 2);
+    CHECK(c.err().find(needle) != std::string::npos);
+  }
+  Child missing({"--data=/nonexistent/mnist"});
+  CHECK(missing.wait_exit() == 2);
+  CHECK(missing.err().find("/nonexistent/mnist/train-images-idx3-ubyte") != std::string::npos);
+  // A truncated image file.
+  std::filesystem::resize_file(data.path() + "/" + kTestImages, 1000);
+  Child c({"--data=" + data.path()});
+  CHECK(c.wait_exit() == 2);
+  CHECK(c.err().find("truncated") != std::string::npos);
+  CHECK(c.err().find(kTestImages) != std::string::npos);
+}
+
+TEST_CASE("trainer: a diverging run ends with a \"diverged\" line and exit 3") {
+  TempDir data("div");
+  write_mnist_like(data.path(), 400, 20, 2);
+  Child c({"--data=" + data.path(), "--activation=relu", "--lr=1e12", "--batch_size=20", "--log_every=2"});
+  CHECK(c.wait_exit() == 3);
+  REQUIRE(!c.lines().empty());
+  auto rec = swept::parse_metrics_line(c.lines().back());
+  REQUIRE(rec.has_value());
+  CHECK(rec->final);
+  CHECK(rec->diverged);
+  CHECK(c.err().find("diverged") != std::string::npos);
+}
+
+TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights as a run never stopped") {
+  TempDir data("resume");
+  write_mnist_like(data.path(), 1000, 100, 4);  // 900 training samples: 45 steps per epoch, 135 in all
+  TempDir straight_dir("straight"), killed_dir("killed");
+
+  Child straight(resume_args(data.path(), straight_dir.path()));
+  REQUIRE(straight.wait_exit() == 0);
+
+  {
+    Child victim(resume_args(data.path(), killed_dir.path()));
+    auto seen = victim.wait_for_line([](const std::string& l) { return step_of(l) >= 60; });
+    REQUIRE(seen.has_value());
+    victim.signal(SIGKILL);
+    CHECK(victim.wait_exit() == 128 + SIGKILL);
+    REQUIRE(nlohmann::json::parse(victim.lines().back())["step"].get<int64_t>() < 135);  // it had not finished
+  }
+  std::vector<std::string> args = resume_args(data.path(), killed_dir.path());
+  args.push_back("--resume");
+  Child resumed(args);
+  REQUIRE(resumed.wait_exit() == 0);
+  INFO(resumed.err());
+  CHECK(resumed.err().find("resumed from") != std::string::npos);
+  REQUIRE(!resumed.lines().empty());
+
+  // Every line the resumed run printed equals the uninterrupted run's line
+  // of the same step and kind (timing aside).
+  std::map<std::pair<int64_t, std::string>, nlohmann::json> reference;
+  for (const std::string& l : straight.lines()) {
+    auto j = without_timing(l);
+    const std::string kind = j.contains("final") ? "final" : j.contains("val_loss") ? "val" : "train";
+    reference[{j["step"].get<int64_t>(), kind}] = j;
+  }
+  const int64_t first_resumed_step = step_of(resumed.lines().front());
+  CHECK(first_resumed_step > 1);
+  for (const std::string& l : resumed.lines()) {
+    auto j = without_timing(l);
+    const std::string kind = j.contains("final") ? "final" : j.contains("val_loss") ? "val" : "train";
+    auto it = reference.find({j["step"].get<int64_t>(), kind});
+    REQUIRE(it != reference.end());
+    CHECK(it->second == j);
+  }
+  // And the final weights and optimizer state, bit for bit.
+  auto a = read_checkpoint(list_checkpoints(straight_dir.path()).front());
+  auto b = read_checkpoint(list_checkpoints(killed_dir.path()).front());
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(a->step == 135);
+  CHECK(b->step == 135);
+  CHECK(a->params == b->params);
+  CHECK(a->state1 == b->state1);
+  CHECK(a->state2 == b->state2);
+}
+
+TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130; a corrupt newest checkpoint is skipped on resume") {
+  TempDir data("term");
+  write_mnist_like(data.path(), 1000, 100, 4);
+  TempDir dir("term-ckpt");
+  std::vector<std::string> args = resume_args(data.path(), dir.path());
+  for (std::string& a : args)
+    if (a.rfind("--checkpoint_every=", 0) == 0) a = "--checkpoint_every=1000";  // only SIGTERM and the end write one
+  Child c(args);
+  auto seen = c.wait_for_line([](const std::string& l) { return step_of(l) >= 20; });
+  REQUIRE(seen.has_value());
+  c.signal(SIGTERM);
+  CHECK(c.wait_exit(30) == 130);
+  CHECK(c.err().find("stopped by signal") != std::string::npos);
+  auto files = list_checkpoints(dir.path());
+  REQUIRE(files.size() == 1);
+  auto state = read_checkpoint(files[0]);
+  REQUIRE(state.ok());
+  CHECK(state->step >= 20);
+
+  // A corrupt "newer" checkpoint beside it is skipped with a warning.
+  write_file(checkpoint_path(dir.path(), state->step + 5), std::vector<uint8_t>(64, 1));
+  args.push_back("--resume");
+  Child resumed(args);
+  CHECK(resumed.wait_exit() == 0);
+  CHECK(resumed.err().find("trying an older checkpoint") != std::string::npos);
+  CHECK(resumed.err().find("resumed from " + files[0]) != std::string::npos);
+}
+
+TEST_CASE("trainer: resuming with another model is a clear error (exit 2), not a crash") {
+  TempDir data("mismatch");
+  write_mnist_like(data.path(), 400, 20, 4);
+  TempDir dir("mismatch-ckpt");
+  Child first({"--data=" + data.path(), "--max_steps=5", "--batch_size=20", "--checkpoint_dir=" + dir.path()});
+  REQUIRE(first.wait_exit() == 0);
+  Child second({"--data=" + data.path(), "--max_steps=10", "--batch_size=20", "--hidden=50",
+                "--checkpoint_dir=" + dir.path(), "--resume"});
+  CHECK(second.wait_exit() == 2);
+  CHECK(second.err().find("other shapes") != std::string::npos);
+}

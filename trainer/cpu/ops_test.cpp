@@ -1,0 +1,288 @@
+// Gradient checks of every layer of the CPU backend against central finite
+// differences, in double precision: CpuOps<double> is the backend's own code
+// path (threads, partitioning, OpenBLAS dgemm), so float noise cannot hide a
+// wrong derivative. Each check builds the scalar L = Σ r·y for a random r,
+// runs backward with dy = r, and compares dL/dθ with (L(θ+h) - L(θ-h)) / 2h.
+// Also: softmax cross-entropy, dropout, optimizer updates against values
+// computed by hand, and the float CPU backend against the double one.
+#include "trainer/cpu/ops.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "trainer/backend.h"
+
+using namespace swept::trainer;
+using namespace swept::trainer::cpu;
+
+namespace {
+
+std::vector<double> random_vector(size_t n, std::mt19937_64& gen, double scale = 1.0) {
+  std::uniform_real_distribution<double> u(-scale, scale);
+  std::vector<double> v(n);
+  for (double& x : v) x = u(gen);
+  return v;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// Checks analytic gradient `grad` of loss() with respect to `theta` at up to
+// `samples` coordinates (all of them when fewer).
+void check_gradient(const char* what, std::vector<double>& theta, const std::vector<double>& grad,
+                    const std::function<double()>& loss, size_t samples = 40) {
+  REQUIRE(grad.size() == theta.size());
+  const double h = 1e-5;
+  const size_t stride = std::max<size_t>(1, theta.size() / samples);
+  double worst = 0;
+  for (size_t i = 0; i < theta.size(); i += stride) {
+    const double saved = theta[i];
+    theta[i] = saved + h;
+    const double up = loss();
+    theta[i] = saved - h;
+    const double down = loss();
+    theta[i] = saved;
+    const double numeric = (up - down) / (2 * h);
+    const double err = std::abs(numeric - grad[i]) / std::max(1e-6, std::abs(numeric) + std::abs(grad[i]));
+    worst = std::max(worst, err);
+  }
+  INFO(what << ": worst relative error " << worst);
+  CHECK(worst < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("trainer: dense layer: gradients match finite differences for every activation") {
+  for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid}) {
+    for (int threads : {1, 3}) {
+      CpuOps<double> ops(threads);
+      std::mt19937_64 gen(7);
+      const int batch = 5, in = 7, out = 6;
+      auto x = random_vector(batch * in, gen), w = random_vector(out * in, gen), b = random_vector(out, gen);
+      auto r = random_vector(batch * out, gen);
+      std::vector<double> y(batch * out);
+      auto loss = [&] {
+        ops.dense_forward(batch, in, out, x.data(), w.data(), b.data(), act, y.data());
+        return dot(y, r);
+      };
+      loss();
+      std::vector<double> dy = r, dx(x.size()), dw(w.size()), db(b.size());
+      ops.dense_backward(batch, in, out, x.data(), w.data(), y.data(), dy.data(), act, dx.data(), dw.data(), db.data());
+      check_gradient("dense dx", x, dx, loss);
+      check_gradient("dense dw", w, dw, loss);
+      check_gradient("dense db", b, db, loss);
+    }
+  }
+}
+
+TEST_CASE("trainer: conv2d layer: gradients match finite differences (1 and several input channels)") {
+  struct Case {
+    int batch, in_ch, side, out_ch, kernel, pad;
+  };
+  for (Case c : {Case{3, 1, 6, 4, 5, 2}, Case{4, 3, 5, 5, 3, 1}, Case{2, 8, 4, 3, 5, 2}}) {
+    for (Activation act : {Activation::kNone, Activation::kRelu}) {
+      for (int threads : {1, 2}) {
+        CpuOps<double> ops(threads);
+        std::mt19937_64 gen(11);
+        Conv2dShape s{c.batch, c.in_ch, c.side, c.side, c.out_ch, c.kernel, c.kernel, c.pad, c.pad};
+        const size_t out_size = static_cast<size_t>(c.batch) * c.out_ch * s.out_height() * s.out_width();
+        auto x = random_vector(static_cast<size_t>(c.batch) * c.in_ch * c.side * c.side, gen);
+        auto w = random_vector(static_cast<size_t>(c.out_ch) * c.in_ch * c.kernel * c.kernel, gen);
+        auto b = random_vector(c.out_ch, gen);
+        auto r = random_vector(out_size, gen);
+        std::vector<double> y(out_size);
+        auto loss = [&] {
+          ops.conv2d_forward(s, x.data(), w.data(), b.data(), act, y.data());
+          return dot(y, r);
+        };
+        loss();
+        std::vector<double> dy = r, dx(x.size()), dw(w.size()), db(b.size());
+        ops.conv2d_backward(s, x.data(), w.data(), y.data(), dy.data(), act, dx.data(), dw.data(), db.data());
+        check_gradient("conv dx", x, dx, loss);
+        check_gradient("conv dw", w, dw, loss);
+        check_gradient("conv db", b, db, loss);
+      }
+    }
+  }
+}
+
+TEST_CASE("trainer: conv2d forward equals a direct convolution") {
+  CpuOps<double> ops(2);
+  std::mt19937_64 gen(3);
+  Conv2dShape s{2, 3, 6, 6, 4, 5, 5, 2, 2};
+  auto x = random_vector(2 * 3 * 36, gen), w = random_vector(4 * 3 * 25, gen), b = random_vector(4, gen);
+  std::vector<double> y(2 * 4 * 36);
+  ops.conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kNone, y.data());
+  for (int n = 0; n < 2; ++n)
+    for (int o = 0; o < 4; ++o)
+      for (int oy = 0; oy < 6; ++oy)
+        for (int ox = 0; ox < 6; ++ox) {
+          double sum = b[o];
+          for (int c = 0; c < 3; ++c)
+            for (int ky = 0; ky < 5; ++ky)
+              for (int kx = 0; kx < 5; ++kx) {
+                const int iy = oy + ky - 2, ix = ox + kx - 2;
+                if (iy < 0 || iy >= 6 || ix < 0 || ix >= 6) continue;
+                sum += w[((o * 3 + c) * 5 + ky) * 5 + kx] * x[((n * 3 + c) * 6 + iy) * 6 + ix];
+              }
+          CHECK(y[((n * 4 + o) * 6 + oy) * 6 + ox] == doctest::Approx(sum).epsilon(1e-12));
+        }
+}
+
+TEST_CASE("trainer: maxpool layer: forward picks maxima, gradients match finite differences") {
+  CpuOps<double> ops(2);
+  std::mt19937_64 gen(5);
+  Pool2dShape s{3, 2, 6, 4, 2};
+  auto x = random_vector(3 * 2 * 24, gen);
+  auto r = random_vector(3 * 2 * 6, gen);
+  std::vector<double> y(r.size());
+  auto loss = [&] {
+    ops.maxpool2d_forward(s, x.data(), y.data());
+    return dot(y, r);
+  };
+  loss();
+  CHECK(y[0] == std::max({x[0], x[1], x[4], x[5]}));
+  std::vector<double> dx(x.size());
+  ops.maxpool2d_backward(s, x.data(), y.data(), r.data(), dx.data());
+  check_gradient("maxpool dx", x, dx, loss, 1000);
+}
+
+TEST_CASE("trainer: softmax cross-entropy: loss, accuracy and gradient") {
+  std::mt19937_64 gen(9);
+  const int batch = 4, classes = 10;
+  auto z = random_vector(batch * classes, gen, 3.0);
+  std::vector<int32_t> labels = {3, 0, 9, 5};
+  auto loss = [&] {
+    double l = 0, correct = 0;
+    softmax_cross_entropy<double>(batch, classes, z.data(), labels.data(), 1.0, nullptr, &l, &correct);
+    return l;
+  };
+  // Loss of row 0 by hand: log Σ exp(z) - z[label].
+  double denom = 0;
+  for (int c = 0; c < classes; ++c) denom += std::exp(z[c]);
+  double l0 = 0, correct = 0;
+  softmax_cross_entropy<double>(1, classes, z.data(), labels.data(), 1.0, nullptr, &l0, &correct);
+  CHECK(l0 == doctest::Approx(std::log(denom) - z[3]).epsilon(1e-12));
+  std::vector<double> dz(z.size());
+  double l = 0;
+  softmax_cross_entropy<double>(batch, classes, z.data(), labels.data(), 1.0, dz.data(), &l, &correct);
+  check_gradient("softmax dz", z, dz, loss, 1000);
+  // Accuracy: make row 1's label the argmax.
+  z[10 + 0] = 100;
+  double l2 = 0, c2 = 0;
+  softmax_cross_entropy<double>(batch, classes, z.data(), labels.data(), 1.0, nullptr, &l2, &c2);
+  CHECK(c2 >= 1);
+}
+
+TEST_CASE("trainer: dropout: inverted scaling, keep rate, determinism, gradient") {
+  const size_t n = 100000;
+  std::vector<double> x(n, 1.0), mask(n), y(n), mask2(n), y2(n);
+  dropout_forward<double>(n, 0.25, 42, 7, 0, x.data(), mask.data(), y.data());
+  double kept = 0;
+  for (size_t i = 0; i < n; ++i) {
+    CHECK((mask[i] == 0.0 || mask[i] == doctest::Approx(1.0 / 0.75)));
+    kept += mask[i] != 0;
+    CHECK(y[i] == mask[i] * x[i]);
+  }
+  CHECK(kept / n == doctest::Approx(0.75).epsilon(0.01));
+  // Same (seed, step, element) → same mask, also for a slice that starts later.
+  dropout_forward<double>(n - 1000, 0.25, 42, 7, 1000, x.data(), mask2.data(), y2.data());
+  for (size_t i = 0; i < n - 1000; ++i) REQUIRE(mask2[i] == mask[i + 1000]);
+  // Another step draws another mask.
+  dropout_forward<double>(n, 0.25, 42, 8, 0, x.data(), mask2.data(), y2.data());
+  size_t same = 0;
+  for (size_t i = 0; i < n; ++i) same += mask2[i] == mask[i];
+  CHECK(same < n * 0.7);
+}
+
+TEST_CASE("trainer: optimizers: updates equal hand-computed values") {
+  const double lr = 0.1, wd = 0.01;
+  SUBCASE("sgd") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kSgd;
+    std::vector<double> p = {1.0, -2.0}, g = {0.5, 0.25};
+    optimizer_update<double>(c, wd, lr, 1, 1, 2, p.data(), g.data(), nullptr, nullptr);
+    CHECK(p[0] == doctest::Approx(1.0 - 0.1 * (0.5 + 0.01 * 1.0)));
+    CHECK(p[1] == doctest::Approx(-2.0 - 0.1 * (0.25 + 0.01 * -2.0)));
+  }
+  SUBCASE("momentum, two steps") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kMomentum;
+    c.momentum = 0.9f;
+    std::vector<double> p = {1.0}, g = {0.5}, v = {0.0};
+    optimizer_update<double>(c, 0, lr, 1, 1, 1, p.data(), g.data(), v.data(), nullptr);
+    CHECK(v[0] == doctest::Approx(0.5));
+    CHECK(p[0] == doctest::Approx(0.95));
+    optimizer_update<double>(c, 0, lr, 1, 1, 1, p.data(), g.data(), v.data(), nullptr);
+    CHECK(v[0] == doctest::Approx(0.9 * 0.5 + 0.5));  // 0.95
+    CHECK(p[0] == doctest::Approx(0.95 - 0.1 * 0.95));
+  }
+  SUBCASE("nesterov momentum, two steps") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kMomentum;
+    c.momentum = 0.9f;
+    c.nesterov = true;
+    std::vector<double> p = {1.0}, g = {0.5}, v = {0.0};
+    optimizer_update<double>(c, 0, lr, 1, 1, 1, p.data(), g.data(), v.data(), nullptr);
+    CHECK(p[0] == doctest::Approx(1.0 - 0.1 * (0.5 + 0.9 * 0.5)));  // 0.905
+    optimizer_update<double>(c, 0, lr, 1, 1, 1, p.data(), g.data(), v.data(), nullptr);
+    CHECK(p[0] == doctest::Approx(0.905 - 0.1 * (0.5 + 0.9 * 0.95)));
+  }
+  SUBCASE("adam, two steps with bias correction and weight decay") {
+    OptimizerConfig c;
+    c.kind = OptimizerKind::kAdam;
+    c.beta1 = 0.9f;
+    c.beta2 = 0.999f;
+    c.epsilon = 1e-8f;
+    std::vector<double> p = {1.0}, g = {0.5}, m = {0}, v = {0};
+    // Step 1: g' = 0.5 + 0.01 = 0.51; m = 0.051; v = 0.00026010; m̂ = 0.51, v̂ = 0.2601
+    optimizer_update<double>(c, wd, lr, 1 - 0.9, 1 - 0.999, 1, p.data(), g.data(), m.data(), v.data());
+    CHECK(m[0] == doctest::Approx(0.051));
+    CHECK(v[0] == doctest::Approx(0.001 * 0.51 * 0.51));
+    CHECK(p[0] == doctest::Approx(1.0 - 0.1 * 0.51 / (0.51 + 1e-8)));  // 0.9
+    // Step 2 (t = 2): g' = 0.5 + 0.01·p. The config holds float betas.
+    const double b1 = 0.9f, b2 = 0.999f;
+    const double p1 = p[0], g2 = 0.5 + 0.01 * p1;
+    const double m2 = b1 * m[0] + (1 - b1) * g2, v2 = b2 * v[0] + (1 - b2) * g2 * g2;
+    const double c1 = 1 - 0.81, c2 = 1 - 0.999 * 0.999;
+    optimizer_update<double>(c, wd, lr, c1, c2, 1, p.data(), g.data(), m.data(), v.data());
+    CHECK(m[0] == doctest::Approx(m2).epsilon(1e-12));
+    CHECK(v[0] == doctest::Approx(v2).epsilon(1e-12));
+    CHECK(p[0] == doctest::Approx(p1 - 0.1 * (m2 / c1) / (std::sqrt(v2 / c2) + 1e-8)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("trainer: the float CPU backend agrees with the double reference on a conv layer") {
+  auto backend = make_cpu_backend(CpuBackendOptions{2});
+  CpuOps<double> ref(1);
+  std::mt19937_64 gen(13);
+  Conv2dShape s{4, 8, 14, 14, 16, 5, 5, 2, 2};
+  const size_t xs = 4 * 8 * 196, ws = 16 * 8 * 25, ys = 4 * 16 * 196;
+  auto xd = random_vector(xs, gen), wd = random_vector(ws, gen, 0.1), bd = random_vector(16, gen), rd = random_vector(ys, gen);
+  std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()), r(rd.begin(), rd.end());
+  std::vector<float> y(ys), dx(xs), dw(ws), db(16);
+  std::vector<double> yd(ys), dxd(xs), dwd(ws), dbd(16);
+  REQUIRE(backend->conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kRelu, y.data()).ok());
+  REQUIRE(backend->conv2d_backward(s, x.data(), w.data(), y.data(), r.data(), Activation::kRelu, dx.data(), dw.data(), db.data()).ok());
+  ref.conv2d_forward(s, xd.data(), wd.data(), bd.data(), Activation::kRelu, yd.data());
+  ref.conv2d_backward(s, xd.data(), wd.data(), yd.data(), rd.data(), Activation::kRelu, dxd.data(), dwd.data(), dbd.data());
+  auto max_rel = [](const std::vector<float>& a, const std::vector<double>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num = std::max(num, std::abs(a[i] - b[i]));
+      den = std::max(den, std::abs(b[i]));
+    }
+    return num / den;
+  };
+  CHECK(max_rel(y, yd) < 1e-5);
+  CHECK(max_rel(dx, dxd) < 1e-5);
+  CHECK(max_rel(dw, dwd) < 1e-5);
+  CHECK(max_rel(db, dbd) < 1e-5);
+}
