@@ -11,14 +11,14 @@ namespace {
 
 using namespace testing;
 
-TEST_CASE("swept-train --version says the CUDA backend is built") {
+TEST_CASE("trainer/cuda: swept-train --version says the CUDA backend is built") {
   auto dir = scratch_dir("version");
   ProcessResult r = run_process(swept_train() + " --version", dir);
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("cuda") != std::string::npos);
 }
 
-TEST_CASE("swept-train --device=cuda with no GPU visible exits 4 and says what to do") {
+TEST_CASE("trainer/cuda: swept-train --device=cuda with no GPU visible exits 4 and says what to do") {
   auto dir = scratch_dir("no_gpu");
   write_idx_folder(dir / "data", synthetic_mnist(200, 50));
   for (const char* device : {"cuda", "cuda:0", "cuda:3"}) {
@@ -39,7 +39,7 @@ TEST_CASE("swept-train --device=cuda with no GPU visible exits 4 and says what t
   CHECK(r.exit_code == 4);
 }
 
-TEST_CASE("swept-train refuses a GPU memory fraction not above 0 and at most 1, with exit 2") {
+TEST_CASE("trainer/cuda: swept-train refuses a GPU memory fraction not above 0 and at most 1, with exit 2") {
   auto dir = scratch_dir("bad_fraction");
   write_idx_folder(dir / "data", synthetic_mnist(200, 50));
   const std::string data = " --data=" + (dir / "data").string();
@@ -60,7 +60,7 @@ TEST_CASE("swept-train refuses a GPU memory fraction not above 0 and at most 1, 
   }
 }
 
-TEST_CASE("a CUDA build still trains on the CPU where no GPU is visible") {
+TEST_CASE("trainer/cuda: a CUDA build still trains on the CPU where no GPU is visible") {
   auto dir = scratch_dir("cpu_path");
   write_idx_folder(dir / "data", synthetic_mnist(200, 50));
   ProcessResult r = run_process("CUDA_VISIBLE_DEVICES= " + swept_train() +

@@ -41,7 +41,7 @@ void check_close(const Twin& t, const char* what, double tolerance = kTolerance)
 
 const Activation kActivations[] = {Activation::kNone, Activation::kRelu, Activation::kSigmoid};
 
-TEST_CASE("cuda: dense forward and backward match the CPU backend for every activation") {
+TEST_CASE("trainer/cuda: dense forward and backward match the CPU backend for every activation") {
   Backends b;
   const int batch = 37, in = 129, out = 65;
   for (Activation act : kActivations) {
@@ -69,7 +69,7 @@ TEST_CASE("cuda: dense forward and backward match the CPU backend for every acti
   }
 }
 
-TEST_CASE("cuda: conv2d forward and backward match the CPU backend (the CNN's two shapes)") {
+TEST_CASE("trainer/cuda: conv2d forward and backward match the CPU backend (the CNN's two shapes)") {
   Backends b;
   const trainer::Conv2dShape shapes[] = {
       {.batch = 3, .in_channels = 1, .height = 28, .width = 28, .out_channels = 32, .kernel_h = 5,
@@ -110,7 +110,7 @@ TEST_CASE("cuda: conv2d forward and backward match the CPU backend (the CNN's tw
   }
 }
 
-TEST_CASE("cuda: max pooling forward and backward match the CPU backend") {
+TEST_CASE("trainer/cuda: max pooling forward and backward match the CPU backend") {
   Backends b;
   const trainer::Pool2dShape s{.batch = 3, .channels = 5, .height = 12, .width = 8, .window = 2};
   const size_t xn = size_t(s.batch) * s.channels * s.height * s.width, yn = xn / 4;
@@ -128,7 +128,7 @@ TEST_CASE("cuda: max pooling forward and backward match the CPU backend") {
   check_close(dx, "dx", 1e-7);
 }
 
-TEST_CASE("cuda: softmax cross-entropy (loss, accuracy count, gradient) matches the CPU backend") {
+TEST_CASE("trainer/cuda: softmax cross-entropy (loss, accuracy count, gradient) matches the CPU backend") {
   Backends b;
   const int batch = 300, classes = 10;
   Twin logits(*b.cpu, *b.gpu, batch * classes * 4), labels(*b.cpu, *b.gpu, batch * 4),
@@ -150,7 +150,7 @@ TEST_CASE("cuda: softmax cross-entropy (loss, accuracy count, gradient) matches 
   CHECK(stats.gpu_values()[1] == stats.cpu_values()[1]);
 }
 
-TEST_CASE("cuda: dropout draws the CPU backend's mask exactly, and its backward applies it") {
+TEST_CASE("trainer/cuda: dropout draws the CPU backend's mask exactly, and its backward applies it") {
   Backends b;
   const size_t n = 10007;
   const float p = 0.3f;
@@ -179,7 +179,7 @@ TEST_CASE("cuda: dropout draws the CPU backend's mask exactly, and its backward 
   CHECK(std::abs(double(kept) / n - (1 - p)) < 0.03);
 }
 
-TEST_CASE("cuda: optimizer updates (sgd, momentum, nesterov, adam, weight decay) match the CPU backend") {
+TEST_CASE("trainer/cuda: optimizer updates (sgd, momentum, nesterov, adam, weight decay) match the CPU backend") {
   Backends b;
   const size_t n = 5000;
   struct Case {
@@ -220,7 +220,7 @@ TEST_CASE("cuda: optimizer updates (sgd, momentum, nesterov, adam, weight decay)
   }
 }
 
-TEST_CASE("cuda: gather_batch builds the CPU backend's batch from a resident data set") {
+TEST_CASE("trainer/cuda: gather_batch builds the CPU backend's batch from a resident data set") {
   Backends b;
   const int samples = 50, size = 784, count = 16;
   std::vector<uint8_t> images(samples * size);
@@ -251,7 +251,7 @@ TEST_CASE("cuda: gather_batch builds the CPU backend's batch from a resident dat
   CHECK(y.gpu_values() == y.cpu_values());  // int32 bits compared as floats: equal bits
 }
 
-TEST_CASE("cuda: a step captured as a CUDA graph and replayed matches the same step run eagerly") {
+TEST_CASE("trainer/cuda: a step captured as a CUDA graph and replayed matches the same step run eagerly") {
   require_gpu();
   auto make = [] {
     auto g = trainer::make_cuda_backend({.device = 0, .memory_fraction = 0.0});
@@ -321,7 +321,7 @@ TEST_CASE("cuda: a step captured as a CUDA graph and replayed matches the same s
   CHECK(sa == se);
 }
 
-TEST_CASE("cuda: two replicas on one GPU average their gradients to identical bits") {
+TEST_CASE("trainer/cuda: two replicas on one GPU average their gradients to identical bits") {
   require_gpu();
   const size_t n = 100003;
   std::vector<std::unique_ptr<trainer::Backend>> replicas;
@@ -361,7 +361,7 @@ TEST_CASE("cuda: two replicas on one GPU average their gradients to identical bi
   CHECK(relative_error(out0, mean) < 1e-6);
 }
 
-TEST_CASE("cuda: a budget below what the run needs fails with how much it needed") {
+TEST_CASE("trainer/cuda: a budget below what the run needs fails with how much it needed") {
   require_gpu();
   // 1e-6 of any GPU is under a MiB: the cuBLAS workspace alone does not fit.
   auto tiny = trainer::make_cuda_backend({.device = 0, .memory_fraction = 1e-6});
@@ -381,7 +381,7 @@ TEST_CASE("cuda: a budget below what the run needs fails with how much it needed
   CHECK(fits.ok());
 }
 
-TEST_CASE("cuda: a device index past the visible GPUs is kNotFound") {
+TEST_CASE("trainer/cuda: a device index past the visible GPUs is kNotFound") {
   require_gpu();
   auto count = trainer::cuda_device_count();
   REQUIRE(count.ok());

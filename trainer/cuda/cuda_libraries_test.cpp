@@ -9,7 +9,7 @@
 namespace swept::cuda {
 namespace {
 
-TEST_CASE("cuda libraries: the installed cuBLAS and cuDNN load and every function is bound") {
+TEST_CASE("trainer/cuda: cuda libraries: the installed cuBLAS and cuDNN load and every function is bound") {
   CublasApi blas;
   CudnnApi dnn;
   Status s = load_cuda_libraries_from(default_cublas_soname(), default_cudnn_soname(), &blas, &dnn);
@@ -20,7 +20,7 @@ TEST_CASE("cuda libraries: the installed cuBLAS and cuDNN load and every functio
   CHECK(std::string(dnn.cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM)).size() > 0);
 }
 
-TEST_CASE("cuda libraries: a missing cuDNN or cuBLAS is kUnavailable naming it and the fix") {
+TEST_CASE("trainer/cuda: cuda libraries: a missing cuDNN or cuBLAS is kUnavailable naming it and the fix") {
   CublasApi blas;
   CudnnApi dnn;
   Status s = load_cuda_libraries_from(default_cublas_soname(), "/nonexistent/libcudnn.so.9", &blas, &dnn);
@@ -35,7 +35,7 @@ TEST_CASE("cuda libraries: a missing cuDNN or cuBLAS is kUnavailable naming it a
   CHECK(s.message().find("libcublas-not-here.so could not be loaded") != std::string::npos);
 }
 
-TEST_CASE("cuda libraries: a library without the needed functions is refused, naming them") {
+TEST_CASE("trainer/cuda: cuda libraries: a library without the needed functions is refused, naming them") {
   CublasApi blas;
   CudnnApi dnn;
   // libm is a real shared library with none of cuDNN's functions.
@@ -45,7 +45,7 @@ TEST_CASE("cuda libraries: a library without the needed functions is refused, na
   CHECK(s.message().find("cudnnConvolutionForward") != std::string::npos);
 }
 
-TEST_CASE("nccl: the installed NCCL loads, and a missing one is kUnavailable naming it") {
+TEST_CASE("trainer/cuda: nccl: the installed NCCL loads, and a missing one is kUnavailable naming it") {
   NcclApi api{};
   Status s = load_nccl_from("libnccl.so.2", &api);
   REQUIRE_MESSAGE(s.ok(), s.ToString());

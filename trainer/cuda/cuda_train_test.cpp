@@ -86,7 +86,7 @@ void check_tracks(const Trajectory& got, const Trajectory& want, double loss_tol
   CHECK(want.losses.back() < want.losses.front());  // it learned something
 }
 
-TEST_CASE("cuda: an MLP run (nesterov, weight decay, dropout) tracks the CPU run's loss") {
+TEST_CASE("trainer/cuda: an MLP run (nesterov, weight decay, dropout) tracks the CPU run's loss") {
   require_gpu();
   const auto data = synthetic_mnist(640, 64);
   const auto config = small_config(trainer::ModelKind::kMlp);
@@ -99,7 +99,7 @@ TEST_CASE("cuda: an MLP run (nesterov, weight decay, dropout) tracks the CPU run
   CHECK(relative_error(got.params[0], want.params[0]) < 1e-4);
 }
 
-TEST_CASE("cuda: a CNN run (adam) tracks the CPU run's loss") {
+TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
   require_gpu();
   const auto data = synthetic_mnist(320, 32);
   const auto config = small_config(trainer::ModelKind::kCnn);
@@ -113,7 +113,7 @@ TEST_CASE("cuda: a CNN run (adam) tracks the CPU run's loss") {
   check_tracks(got, want, 1e-3);
 }
 
-TEST_CASE("cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with identical weights") {
+TEST_CASE("trainer/cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with identical weights") {
   require_gpu();
   const auto data = synthetic_mnist(640, 64);
   auto config = small_config(trainer::ModelKind::kMlp);
@@ -131,7 +131,7 @@ TEST_CASE("cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with 
   }
 }
 
-TEST_CASE("cuda: replicas on every visible GPU (NCCL) follow 1 replica's trajectory") {
+TEST_CASE("trainer/cuda: replicas on every visible GPU (NCCL) follow 1 replica's trajectory") {
   require_gpu();
   auto count = trainer::cuda_device_count();
   REQUIRE(count.ok());
@@ -157,7 +157,7 @@ TEST_CASE("cuda: replicas on every visible GPU (NCCL) follow 1 replica's traject
   for (int r = 1; r < *count; ++r) CHECK(t.params[r] == t.params[0]);
 }
 
-TEST_CASE("cuda: swept-train on the GPU end to end, with replicas, two trainers at 0.4, a too-small budget and a bad index") {
+TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two trainers at 0.4, a too-small budget and a bad index") {
   require_gpu();
   auto dir = scratch_dir("gpu_end_to_end");
   write_idx_folder(dir / "data", synthetic_mnist(640, 64));

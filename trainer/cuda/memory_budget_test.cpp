@@ -8,7 +8,7 @@ namespace {
 
 constexpr uint64_t kGiB = 1024ull * kMiB;
 
-TEST_CASE("memory budget: the cap is floor(fraction x total) and reservations stay under it") {
+TEST_CASE("trainer/cuda: memory budget: the cap is floor(fraction x total) and reservations stay under it") {
   MemoryBudget budget("cuda:0 (test)", 80 * kGiB, 0.4);
   CHECK(budget.cap_bytes() == static_cast<uint64_t>(0.4 * 80 * kGiB));
   REQUIRE(budget.reserve(30 * kGiB, "weights").ok());
@@ -29,7 +29,7 @@ TEST_CASE("memory budget: the cap is floor(fraction x total) and reservations st
   CHECK(budget.peak_bytes() == 32 * kGiB);
 }
 
-TEST_CASE("memory budget: exactly the cap fits, one byte more does not") {
+TEST_CASE("trainer/cuda: memory budget: exactly the cap fits, one byte more does not") {
   MemoryBudget budget("cuda:0", 1000, 0.5);
   CHECK(budget.cap_bytes() == 500);
   CHECK_FALSE(budget.reserve(501, "a").ok());
@@ -37,7 +37,7 @@ TEST_CASE("memory budget: exactly the cap fits, one byte more does not") {
   CHECK_FALSE(budget.reserve(1, "b").ok());
 }
 
-TEST_CASE("memory budget: without a fraction the cap is the device's memory") {
+TEST_CASE("trainer/cuda: memory budget: without a fraction the cap is the device's memory") {
   MemoryBudget budget("cuda:1", 16 * kGiB, std::nullopt);
   CHECK(budget.cap_bytes() == 16 * kGiB);
   Status s = budget.reserve(17 * kGiB, "the data set");
