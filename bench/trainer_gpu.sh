@@ -5,7 +5,8 @@
 #
 # Measures, for both programs with the same models, batches and optimizers:
 #   1. MLP 784-100-10 (sigmoid), SGD lr 0.5, batch 100: samples/s after warm-up
-#   2. CNN (conv32-pool-conv64-pool-fc1024-fc10), Adam lr 1e-3, batch 128: samples/s
+#   2. CNN (conv32-pool-conv64-pool-fc1024-fc10), Adam lr 1e-3, batch 128: samples/s,
+#      in FP32 (the default) and with SWEPT_CUDA_TF32=1 (PyTorch's default for convolutions)
 # and prints the ratios swept/PyTorch (targets: MLP >= 3, CNN >= 1.5); then
 #   3. time to 99% MNIST test accuracy with the CNN, from process start (data
 #      already on local disk), for swept-train: the wall time of the shortest
@@ -170,6 +171,10 @@ report mlp_b100 "$swept_mlp" "$peer_mlp" 3.0
 swept_cnn="$(swept_rate cnn "${CNN_FLAGS[@]}")"
 peer_cnn="$(peer_rate cnn)"
 report cnn_b128 "$swept_cnn" "$peer_cnn" 1.5
+# PyTorch lets cuDNN use TF32 for convolutions by default; swept-train only
+# with SWEPT_CUDA_TF32=1. Both rows are reported; the FP32 one is the default.
+swept_cnn_tf32="$(SWEPT_CUDA_TF32=1 swept_rate cnn "${CNN_FLAGS[@]}")"
+report cnn_b128_tf32 "$swept_cnn_tf32" "$peer_cnn" 1.5
 
 # Time to 99% test accuracy with the CNN, from process start to exit.
 for epochs in $(seq 1 "$MAX_EPOCHS_TO_99"); do

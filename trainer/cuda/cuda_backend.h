@@ -9,6 +9,9 @@
 // (the first runs eagerly, so cuDNN plans and workspaces exist before
 // capture) and replays it afterwards. Graphs are off when SWEPT_CUDA_GRAPHS=0
 // or when the backend takes part in a multi-replica all-reduce.
+// Precision: FP32 throughout (cuBLAS default math, cuDNN FMA math), matching
+// the CPU backend to 1e-4 relative. SWEPT_CUDA_TF32=1 lets cuBLAS and cuDNN
+// use TF32 tensor cores (faster convolutions and products, about 5e-3).
 // Thread safety: one thread at a time per backend (trainer::Backend's rule);
 // each call first makes the backend's device current on the calling thread.
 #pragma once
@@ -87,6 +90,7 @@ class CudaBackend final : public trainer::Backend {
   // Number of graphs captured and replays made (for tests and logs).
   int graphs_captured() const { return graphs_captured_; }
   int64_t graph_replays() const { return graph_replays_; }
+  bool tf32() const { return tf32_; }
   const MemoryBudget& budget() const { return ctx_->budget; }
 
  private:
@@ -114,6 +118,7 @@ class CudaBackend final : public trainer::Backend {
   std::map<std::array<int, 5>, std::unique_ptr<PoolPlan>> pool_plans_;
   std::map<uint64_t, Graph> graphs_;
   bool graphs_allowed_ = true;
+  bool tf32_ = false;  // SWEPT_CUDA_TF32=1
   bool capturing_ = false;
   int graphs_captured_ = 0;
   int64_t graph_replays_ = 0;

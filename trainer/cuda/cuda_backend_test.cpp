@@ -19,14 +19,22 @@ using namespace testing;
 using trainer::Activation;
 
 constexpr double kTolerance = 1e-4;
+// With SWEPT_CUDA_TF32=1 products round their inputs to TF32's 10-bit
+// mantissa (relative 2^-11 each); sums of a few hundred such products stay
+// within 5e-3 of FP32. Documented in cuda_backend.h.
+constexpr double kTf32Tolerance = 5e-3;
 
 struct Backends {
-  Backends() {
+  // tf32: create the CUDA backend with SWEPT_CUDA_TF32=1 (read at creation).
+  explicit Backends(bool tf32 = false) {
     require_gpu();
     cpu = trainer::make_cpu_backend({.threads = 1});
+    if (tf32) setenv("SWEPT_CUDA_TF32", "1", 1);
     auto g = trainer::make_cuda_backend({.device = 0, .memory_fraction = 0.0});
+    unsetenv("SWEPT_CUDA_TF32");
     REQUIRE_MESSAGE(g.ok(), g.status().ToString());
     gpu = std::move(*g);
+    REQUIRE(static_cast<CudaBackend*>(gpu.get())->tf32() == tf32);
   }
   std::unique_ptr<trainer::Backend> cpu, gpu;
 };
@@ -108,6 +116,45 @@ TEST_CASE("trainer/cuda: conv2d forward and backward match the CPU backend (the 
       check_close(db, "db");
     }
   }
+}
+
+TEST_CASE("trainer/cuda: with SWEPT_CUDA_TF32=1 dense and conv layers match the CPU within the TF32 tolerance") {
+  Backends b(/*tf32=*/true);
+  const int batch = 16, in = 784, out = 100;
+  Twin x(*b.cpu, *b.gpu, batch * in * 4), w(*b.cpu, *b.gpu, out * in * 4), bias(*b.cpu, *b.gpu, out * 4),
+      y(*b.cpu, *b.gpu, batch * out * 4);
+  x.upload(random_values(batch * in, 91, 0.f, 1.f));
+  w.upload(random_values(out * in, 92, -0.05f, 0.05f));
+  bias.upload(random_values(out, 93));
+  for (auto* be : {b.cpu.get(), b.gpu.get()}) {
+    const bool g = be == b.gpu.get();
+    require_ok(be->dense_forward(batch, in, out, g ? x.gpu() : x.cpu(), g ? w.gpu() : w.cpu(),
+                                 g ? bias.gpu() : bias.cpu(), Activation::kNone, g ? y.gpu() : y.cpu()));
+  }
+  check_close(y, "dense y (tf32)", kTf32Tolerance);
+  const trainer::Conv2dShape s{.batch = 4, .in_channels = 32, .height = 14, .width = 14, .out_channels = 64,
+                               .kernel_h = 5, .kernel_w = 5, .pad_h = 2, .pad_w = 2};
+  const size_t xn = size_t(s.batch) * s.in_channels * s.height * s.width;
+  const size_t wn = size_t(s.out_channels) * s.in_channels * 25;
+  const size_t yn = size_t(s.batch) * s.out_channels * s.height * s.width;
+  Twin cx(*b.cpu, *b.gpu, xn * 4), cw(*b.cpu, *b.gpu, wn * 4), cb(*b.cpu, *b.gpu, s.out_channels * 4),
+      cy(*b.cpu, *b.gpu, yn * 4), cdy(*b.cpu, *b.gpu, yn * 4), cdx(*b.cpu, *b.gpu, xn * 4),
+      cdw(*b.cpu, *b.gpu, wn * 4), cdb(*b.cpu, *b.gpu, s.out_channels * 4);
+  cx.upload(random_values(xn, 94));
+  cw.upload(random_values(wn, 95, -0.1f, 0.1f));
+  cb.upload(random_values(s.out_channels, 96));
+  cdy.upload(random_values(yn, 97));
+  for (auto* be : {b.cpu.get(), b.gpu.get()}) {
+    const bool g = be == b.gpu.get();
+    require_ok(be->conv2d_forward(s, g ? cx.gpu() : cx.cpu(), g ? cw.gpu() : cw.cpu(), g ? cb.gpu() : cb.cpu(),
+                                  Activation::kNone, g ? cy.gpu() : cy.cpu()));
+    require_ok(be->conv2d_backward(s, g ? cx.gpu() : cx.cpu(), g ? cw.gpu() : cw.cpu(), g ? cy.gpu() : cy.cpu(),
+                                   g ? cdy.gpu() : cdy.cpu(), Activation::kNone, g ? cdx.gpu() : cdx.cpu(),
+                                   g ? cdw.gpu() : cdw.cpu(), g ? cdb.gpu() : cdb.cpu()));
+  }
+  check_close(cy, "conv y (tf32)", kTf32Tolerance);
+  check_close(cdx, "conv dx (tf32)", kTf32Tolerance);
+  check_close(cdw, "conv dw (tf32)", kTf32Tolerance);
 }
 
 TEST_CASE("trainer/cuda: max pooling forward and backward match the CPU backend") {

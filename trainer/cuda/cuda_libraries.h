@@ -28,6 +28,7 @@ namespace swept::cuda {
   X(cublasDestroy)                \
   X(cublasSetStream)              \
   X(cublasSetWorkspace)           \
+  X(cublasSetMathMode)            \
   X(cublasSgemm)                  \
   X(cublasGetStatusString)
 

@@ -12,15 +12,17 @@ namespace swept::cuda {
 namespace {
 
 // The first (fastest by cuDNN's heuristic) algorithm that succeeded, is
-// deterministic, runs in plain FP32 and fits the limit.
+// deterministic, runs in plain FP32 (or TF32 when allowed) and fits the limit.
 template <typename Perf, typename Algo>
-Status choose(const std::vector<Perf>& perfs, int returned, size_t limit, const char* pass,
-              Algo* algo) {
+Status choose(const std::vector<Perf>& perfs, int returned, size_t limit, bool allow_tf32,
+              const char* pass, Algo* algo) {
   size_t smallest = SIZE_MAX;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perfs[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+    if (!allow_tf32 &&
+        (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+      continue;
     if (p.memory < smallest) smallest = p.memory;
     if (p.memory > limit) continue;
     *algo = p.algo;
@@ -40,7 +42,7 @@ Status choose(const std::vector<Perf>& perfs, int returned, size_t limit, const 
 
 Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
                                                    const trainer::Conv2dShape& s,
-                                                   size_t workspace_limit) {
+                                                   size_t workspace_limit, bool allow_tf32) {
   if (s.batch <= 0 || s.in_channels <= 0 || s.out_channels <= 0 || s.out_height() <= 0 ||
       s.out_width() <= 0) {
     return Status::InvalidArgument("conv2d: empty or negative shape");
@@ -57,7 +59,9 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   // Cross-correlation (no kernel flip), as the CPU backend and every DL framework.
   cudnnCheck(cudnn_api().cudnnSetConvolution2dDescriptor(plan->conv_desc_, s.pad_h, s.pad_w, 1, 1, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(plan->conv_desc_, CUDNN_FMA_MATH));
+  // FMA math forbids tensor cores (and so TF32); TENSOR_OP math permits them.
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(
+      plan->conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
   cudnnCheck(cudnn_api().cudnnGetConvolution2dForwardOutputDim(plan->conv_desc_, plan->x_desc_, plan->w_desc_,
                                                    &n, &c, &h, &w));
@@ -72,7 +76,7 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   cudnnCheck(cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x_desc_, plan->w_desc_,
                                                     plan->conv_desc_, plan->y_desc_, max_count,
                                                     &returned, fwd.data()));
-  SWEPT_RETURN_IF_ERROR(choose(fwd, returned, workspace_limit, "forward", &plan->fwd_algo_));
+  SWEPT_RETURN_IF_ERROR(choose(fwd, returned, workspace_limit, allow_tf32, "forward", &plan->fwd_algo_));
   cudnnCheck(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x_desc_, plan->w_desc_,
                                                      plan->conv_desc_, plan->y_desc_,
                                                      plan->fwd_algo_, &plan->fwd_ws_));
@@ -82,7 +86,7 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w_desc_, plan->y_desc_,
                                                          plan->conv_desc_, plan->x_desc_, max_count,
                                                          &returned, bwd_data.data()));
-  SWEPT_RETURN_IF_ERROR(choose(bwd_data, returned, workspace_limit, "backward-data", &plan->bwd_data_algo_));
+  SWEPT_RETURN_IF_ERROR(choose(bwd_data, returned, workspace_limit, allow_tf32, "backward-data", &plan->bwd_data_algo_));
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w_desc_, plan->y_desc_,
                                                           plan->conv_desc_, plan->x_desc_,
                                                           plan->bwd_data_algo_, &plan->bwd_data_ws_));
@@ -92,7 +96,7 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x_desc_, plan->y_desc_,
                                                            plan->conv_desc_, plan->w_desc_, max_count,
                                                            &returned, bwd_filter.data()));
-  SWEPT_RETURN_IF_ERROR(choose(bwd_filter, returned, workspace_limit, "backward-filter",
+  SWEPT_RETURN_IF_ERROR(choose(bwd_filter, returned, workspace_limit, allow_tf32, "backward-filter",
                                &plan->bwd_filter_algo_));
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x_desc_, plan->y_desc_,
                                                             plan->conv_desc_, plan->w_desc_,

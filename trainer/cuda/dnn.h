@@ -5,8 +5,9 @@
 // backward-filter passes. Algorithms come from cuDNN's heuristics
 // (cudnnGetConvolution*Algorithm_v7), keeping the fastest one that is
 // deterministic (no atomics: replicas and reruns stay bit-identical), plain
-// FP32 (CUDNN_FMA_MATH: no TF32, so results match the CPU backend to 1e-4) and
-// whose workspace fits `workspace_limit`. Workspace memory is the caller's
+// FP32 (CUDNN_FMA_MATH: no TF32, so results match the CPU backend to 1e-4)
+// unless `allow_tf32` (then tensor-core TF32 algorithms too, to about 5e-3),
+// and whose workspace fits `workspace_limit`. Workspace memory is the caller's
 // (DeviceAllocator, so it counts against the memory budget).
 // PoolPlan does the same for max pooling (window = stride, no padding).
 // This file is the only one that includes cudnn.h besides check.h.
@@ -28,7 +29,7 @@ class ConvPlan {
   // algorithm fits workspace_limit, naming the pass and the smallest need).
   static Result<std::unique_ptr<ConvPlan>> Create(cudnnHandle_t handle,
                                                   const trainer::Conv2dShape& shape,
-                                                  size_t workspace_limit);
+                                                  size_t workspace_limit, bool allow_tf32);
   ~ConvPlan();
   ConvPlan(const ConvPlan&) = delete;
   ConvPlan& operator=(const ConvPlan&) = delete;
