@@ -171,8 +171,8 @@ class NcclAllReduce final : public trainer::AllReduce {
   ~NcclAllReduce() override {
     for (ncclComm_t c : comms_) {
       if (!c) continue;
-      if (aborted_) api_->comm_abort(c);
-      else api_->comm_destroy(c);
+      if (aborted_) ncclCheckLog(api_->comm_abort(c));
+      else ncclCheckLog(api_->comm_destroy(c));
     }
   }
 
@@ -195,7 +195,7 @@ class NcclAllReduce final : public trainer::AllReduce {
     if (!abort_status_.ok()) return;
     abort_status_ = why.ok() ? Status::Internal("all-reduce aborted") : why;
     aborted_ = true;
-    for (ncclComm_t c : comms_) api_->comm_abort(c);  // frees ranks stuck in NCCL kernels
+    for (ncclComm_t c : comms_) ncclCheckLog(api_->comm_abort(c));  // frees ranks stuck in NCCL kernels
     comms_.assign(comms_.size(), nullptr);
   }
 

@@ -43,3 +43,9 @@ void log_if_error(const Status& s);
 // For destructors and other places that cannot return: log and go on.
 #define cudaCheckLog(expr) \
   ::swept::cuda::log_if_error(::swept::cuda::cuda_status((expr), #expr, __FILE__, __LINE__))
+#define cublasCheckLog(expr) \
+  ::swept::cuda::log_if_error(::swept::cuda::cublas_status((expr), #expr, __FILE__, __LINE__))
+#define cudnnCheckLog(expr) \
+  ::swept::cuda::log_if_error(::swept::cuda::cudnn_status((expr), #expr, __FILE__, __LINE__))
+#define ncclCheckLog(expr) \
+  ::swept::cuda::log_if_error(::swept::cuda::nccl_status((expr), #expr, __FILE__, __LINE__))

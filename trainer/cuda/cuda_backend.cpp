@@ -123,8 +123,8 @@ CudaBackend::~CudaBackend() {
   if (pinned_) cudaCheckLog(cudaFreeHost(pinned_));
   conv_plans_.clear();
   pool_plans_.clear();
-  if (cudnn_) cudnn_api().cudnnDestroy(cudnn_);
-  if (cublas_) cublas_api().cublasDestroy(cublas_);
+  if (cudnn_) cudnnCheckLog(cudnn_api().cudnnDestroy(cudnn_));
+  if (cublas_) cublasCheckLog(cublas_api().cublasDestroy(cublas_));
   cublas_workspace_.reset();
   cudnn_workspace_.reset();
   if (stream_) cudaCheckLog(cudaStreamDestroy(stream_));

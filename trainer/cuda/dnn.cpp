@@ -106,10 +106,10 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
 }
 
 ConvPlan::~ConvPlan() {
-  if (x_desc_) cudnn_api().cudnnDestroyTensorDescriptor(x_desc_);
-  if (y_desc_) cudnn_api().cudnnDestroyTensorDescriptor(y_desc_);
-  if (w_desc_) cudnn_api().cudnnDestroyFilterDescriptor(w_desc_);
-  if (conv_desc_) cudnn_api().cudnnDestroyConvolutionDescriptor(conv_desc_);
+  if (x_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyTensorDescriptor(x_desc_));
+  if (y_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyTensorDescriptor(y_desc_));
+  if (w_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyFilterDescriptor(w_desc_));
+  if (conv_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyConvolutionDescriptor(conv_desc_));
 }
 
 size_t ConvPlan::workspace_bytes() const {
@@ -166,9 +166,9 @@ Result<std::unique_ptr<PoolPlan>> PoolPlan::Create(const trainer::Pool2dShape& s
 }
 
 PoolPlan::~PoolPlan() {
-  if (x_desc_) cudnn_api().cudnnDestroyTensorDescriptor(x_desc_);
-  if (y_desc_) cudnn_api().cudnnDestroyTensorDescriptor(y_desc_);
-  if (pool_desc_) cudnn_api().cudnnDestroyPoolingDescriptor(pool_desc_);
+  if (x_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyTensorDescriptor(x_desc_));
+  if (y_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyTensorDescriptor(y_desc_));
+  if (pool_desc_) cudnnCheckLog(cudnn_api().cudnnDestroyPoolingDescriptor(pool_desc_));
 }
 
 Status PoolPlan::forward(cudnnHandle_t handle, const float* x, float* y) const {
