@@ -28,7 +28,10 @@
 //     accumulated), so no zeroing pass is needed between steps.
 //
 // Thread safety: a Backend and its Buffers are used by one thread at a time
-// (its replica's thread). Different Backends may be used concurrently.
+// (its replica's thread). Different Backends may be used concurrently. The
+// trainer creates every Backend on the main thread and then drives replica r
+// from thread r (replica 0 from the main thread), always the same thread per
+// replica; a CUDA backend should still make its device current on entry.
 // Exceptions never leave a Backend: every failure is a Status.
 #pragma once
 

@@ -3,7 +3,7 @@
 // the folder), so a crash leaves either the old set or the new file, never a
 // half-written one under a checkpoint's name.
 //
-// File format (docs/trainer.md), little-endian:
+// File format (trainer/README.md), little-endian:
 //   "SWEPTCK1" | u32 version (1) | u32 n | n bytes of JSON metadata |
 //   params, state1, state2 (float32 ×param_count each, the states only when
 //   the optimizer has them) | order (int32 ×order_count) |

@@ -30,17 +30,17 @@ po::options_description describe() {
   model.add_options()
       ("model", po::value<std::string>()->default_value("mlp"), "mlp | cnn")
       ("hidden", po::value<int>()->default_value(100), "mlp: hidden units H of 784-H-10")
-      ("activation", po::value<std::string>()->default_value("sigmoid"), "mlp: hidden activation, sigmoid | relu")
+      ("activation", po::value<std::string>()->default_value("relu"), "mlp: hidden activation, relu | sigmoid (the tutorial's)")
       ("dropout", po::value<double>()->default_value(0.0), "drop probability before the last layer, [0, 1)")
-      ("optimizer", po::value<std::string>(), "sgd | momentum | adam (default: sgd for mlp, adam for cnn)")
-      ("lr", po::value<double>(), "learning rate > 0 (default: 0.5 with sgd, 0.05 with momentum, 0.001 with adam)")
+      ("optimizer", po::value<std::string>(), "sgd | momentum | adam (default: momentum for mlp, adam for cnn)")
+      ("lr", po::value<double>(), "learning rate > 0 (default: 0.5 with sgd, 0.1 with momentum, 0.001 with adam)")
       ("momentum", po::value<double>()->default_value(0.9), "momentum coefficient, [0, 1)")
       ("nesterov", po::value<bool>()->default_value(false)->implicit_value(true), "Nesterov momentum")
       ("beta1", po::value<double>()->default_value(0.9), "adam: beta1, [0, 1)")
       ("beta2", po::value<double>()->default_value(0.999), "adam: beta2, [0, 1)")
       ("epsilon", po::value<double>()->default_value(1e-8), "adam: epsilon > 0")
       ("weight_decay", po::value<double>()->default_value(0.0), "L2 weight decay on weights (not biases), >= 0")
-      ("schedule", po::value<std::string>()->default_value("constant"), "constant | step | cosine")
+      ("schedule", po::value<std::string>()->default_value("cosine"), "constant | step | cosine (to 0 at the last step)")
       ("warmup_steps", po::value<int64_t>()->default_value(0), "linear learning-rate warmup steps")
       ("decay_steps", po::value<int64_t>()->default_value(0), "step schedule: steps between decays (0: one epoch)")
       ("decay_rate", po::value<double>()->default_value(0.1), "step schedule: factor per decay, (0, 1]")
@@ -191,13 +191,13 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   if (!(dropout >= 0 && dropout < 1)) return bad("--dropout must be in [0, 1)");
   c.model.dropout = static_cast<float>(dropout);
 
-  const std::string opt = vm.count("optimizer") ? vm["optimizer"].as<std::string>() : (mlp ? "sgd" : "adam");
+  const std::string opt = vm.count("optimizer") ? vm["optimizer"].as<std::string>() : (mlp ? "momentum" : "adam");
   if (opt == "sgd") c.optimizer.kind = OptimizerKind::kSgd;
   else if (opt == "momentum") c.optimizer.kind = OptimizerKind::kMomentum;
   else if (opt == "adam") c.optimizer.kind = OptimizerKind::kAdam;
   else return bad("--optimizer=" + opt + ": expected sgd, momentum or adam");
   if (vm.count("lr")) c.lr = vm["lr"].as<double>();
-  else c.lr = c.optimizer.kind == OptimizerKind::kAdam ? 1e-3 : c.optimizer.kind == OptimizerKind::kMomentum ? 0.05 : 0.5;
+  else c.lr = c.optimizer.kind == OptimizerKind::kAdam ? 1e-3 : c.optimizer.kind == OptimizerKind::kMomentum ? 0.1 : 0.5;
   if (!(c.lr > 0) || !std::isfinite(c.lr)) return bad("--lr must be a number > 0");
   const double momentum = vm["momentum"].as<double>();
   if (!(momentum >= 0 && momentum < 1)) return bad("--momentum must be in [0, 1)");

@@ -63,6 +63,13 @@ void bias_activation_rows(int rows, int cols, const T* bias, Activation act, T* 
   }
 }
 
+// Same as bias_activation_rows over columns [c0, c1) of a rows × cols matrix.
+template <typename T>
+void bias_activation_columns(int rows, int cols, int c0, int c1, const T* bias, Activation act, T* y) {
+  for (int r = 0; r < rows; ++r)
+    bias_activation_rows(1, c1 - c0, bias + c0, act, y + static_cast<size_t>(r) * cols + c0);
+}
+
 // y[c][s] = act(y[c][s] + bias[c]) over one NCHW sample (channels × spatial).
 template <typename T>
 void bias_activation_channels(int channels, int spatial, const T* bias, Activation act, T* y) {
@@ -177,6 +184,20 @@ void col2im(const Conv2dShape& s, const T* col, size_t ld, T* dx) {
 template <typename T>
 void maxpool_forward(int planes, int height, int width, int window, const T* x, T* y) {
   const int ho = height / window, wo = width / window;
+  if (window == 2) {  // the models' case: two rows at a time, no inner window loops
+    for (int p = 0; p < planes; ++p) {
+      const T* in = x + static_cast<size_t>(p) * height * width;
+      T* out = y + static_cast<size_t>(p) * ho * wo;
+      for (int oy = 0; oy < ho; ++oy) {
+        const T* r0 = in + static_cast<size_t>(2 * oy) * width;
+        const T* r1 = r0 + width;
+        T* o = out + static_cast<size_t>(oy) * wo;
+        for (int ox = 0; ox < wo; ++ox)
+          o[ox] = std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), std::max(r1[2 * ox], r1[2 * ox + 1]));
+      }
+    }
+    return;
+  }
   for (int p = 0; p < planes; ++p) {
     const T* in = x + static_cast<size_t>(p) * height * width;
     T* out = y + static_cast<size_t>(p) * ho * wo;
@@ -199,6 +220,28 @@ template <typename T>
 void maxpool_backward(int planes, int height, int width, int window, const T* x, const T* y,
                       const T* dy, T* dx) {
   const int ho = height / window, wo = width / window;
+  if (window == 2) {  // every dx written once, no clearing pass
+    for (int p = 0; p < planes; ++p) {
+      const T* in = x + static_cast<size_t>(p) * height * width;
+      T* din = dx + static_cast<size_t>(p) * height * width;
+      const T* out = y + static_cast<size_t>(p) * ho * wo;
+      const T* dout = dy + static_cast<size_t>(p) * ho * wo;
+      for (int oy = 0; oy < ho; ++oy) {
+        const size_t r0 = static_cast<size_t>(2 * oy) * width, r1 = r0 + width;
+        for (int ox = 0; ox < wo; ++ox) {
+          const T best = out[oy * wo + ox], g = dout[oy * wo + ox];
+          const size_t a = r0 + 2 * ox, b = a + 1, c = r1 + 2 * ox, d = c + 1;
+          const bool at_a = in[a] == best, at_b = !at_a && in[b] == best, at_c = !at_a && !at_b && in[c] == best,
+                     at_d = !at_a && !at_b && !at_c;
+          din[a] = at_a ? g : T(0);
+          din[b] = at_b ? g : T(0);
+          din[c] = at_c ? g : T(0);
+          din[d] = at_d ? g : T(0);
+        }
+      }
+    }
+    return;
+  }
   for (int p = 0; p < planes; ++p) {
     const T* in = x + static_cast<size_t>(p) * height * width;
     T* din = dx + static_cast<size_t>(p) * height * width;

@@ -41,24 +41,26 @@ class CpuOps {
   int threads() const { return threads_; }
   ThreadPool& pool() { return pool_; }
 
+  // Products are split over output columns (measured on OpenBLAS 0.3.21 for
+  // the CNN's 128×3136→1024 layer: column halves run at ~95% of one core's
+  // peak, row halves at ~80% forward and ~55% for dx).
   void dense_forward(int batch, int in, int out, const T* x, const T* w, const T* b, Activation act, T* y) {
-    const int tasks = tasks_for(batch);
+    const int tasks = tasks_for(out);
     pool_.parallel_for(tasks, [&](int t) {
-      const Range r = split_range(batch, tasks, t);
-      if (r.end == r.begin) return;
-      T* y_rows = y + static_cast<size_t>(r.begin) * out;
-      gemm(false, true, r.end - r.begin, out, in, T(1), x + static_cast<size_t>(r.begin) * in, in, w, in, T(0),
-           y_rows, out);
-      bias_activation_rows(r.end - r.begin, out, b, act, y_rows);
+      const Range c = split_range(out, tasks, t);
+      if (c.end == c.begin) return;
+      gemm(false, true, batch, c.end - c.begin, in, T(1), x, in, w + static_cast<size_t>(c.begin) * in, in, T(0),
+           y + c.begin, out);
+      bias_activation_columns(batch, out, c.begin, c.end, b, act, y);
     });
   }
 
   void dense_backward(int batch, int in, int out, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
                       T* dw, T* db) {
     // Pass 1, by output columns: dy *= act'(y); rows of dw; entries of db.
-    const int col_tasks = tasks_for(out);
-    pool_.parallel_for(col_tasks, [&](int t) {
-      const Range c = split_range(out, col_tasks, t);
+    const int out_tasks = tasks_for(out);
+    pool_.parallel_for(out_tasks, [&](int t) {
+      const Range c = split_range(out, out_tasks, t);
       if (c.end == c.begin) return;
       activation_backward_columns(batch, out, c.begin, c.end, act, y, dy);
       gemm(true, false, c.end - c.begin, in, batch, T(1), dy + c.begin, out, x, in, T(0),
@@ -66,17 +68,17 @@ class CpuOps {
       column_sums(batch, out, c.begin, c.end, dy, db + c.begin);
     });
     if (dx == nullptr) return;
-    // Pass 2, by batch rows: dx = dy · w.
-    const int row_tasks = tasks_for(batch);
-    pool_.parallel_for(row_tasks, [&](int t) {
-      const Range r = split_range(batch, row_tasks, t);
-      if (r.end == r.begin) return;
-      gemm(false, false, r.end - r.begin, in, out, T(1), dy + static_cast<size_t>(r.begin) * out, out, w, in, T(0),
-           dx + static_cast<size_t>(r.begin) * in, in);
+    // Pass 2, by input columns: dx = dy · w.
+    const int in_tasks = tasks_for(in);
+    pool_.parallel_for(in_tasks, [&](int t) {
+      const Range c = split_range(in, in_tasks, t);
+      if (c.end == c.begin) return;
+      gemm(false, false, batch, c.end - c.begin, out, T(1), dy, out, w + c.begin, in, T(0), dx + c.begin, in);
     });
   }
 
   void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
+    if (s.in_channels >= kChannelsLastMin) return conv2d_forward_channels_last(s, x, w, b, act, y);
     const Geometry g(s);
     const int tasks = tasks_for(s.batch);
     ensure_scratch(tasks, g.col_size(), g.out_chunk_size(), 0);
@@ -103,6 +105,7 @@ class CpuOps {
 
   void conv2d_backward(const Conv2dShape& s, const T* x, const T* w, const T* y, const T* dy, Activation act, T* dx,
                        T* dw, T* db) {
+    if (s.in_channels >= kChannelsLastMin) return conv2d_backward_channels_last(s, x, w, y, dy, act, dx, dw, db);
     const Geometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     const size_t grad_size = w_size + s.out_channels;
@@ -217,6 +220,164 @@ class CpuOps {
     std::vector<T> grad;  // this task's weight and bias gradient partials
   };
 
+
+  // ---- channels-last convolution -------------------------------------------
+  // With several input channels, each sample is first transposed into a
+  // zero-padded [H+2p][W+2p][C] block; a row of the (transposed) im2col
+  // matrix, colT[pixel][(ky, kx, c)], is then kh contiguous copies of kw·C
+  // values (160 for 5×5×32) instead of kh·kw·C scattered ones, and its
+  // adjoint is as many contiguous additions. Weights are reordered to
+  // [out][(ky, kx, c)] once per call.
+  static constexpr int kChannelsLastMin = 4;
+
+  struct PaddedGeometry {
+    explicit PaddedGeometry(const Conv2dShape& s)
+        : hp(s.height + 2 * s.pad_h), wp(s.width + 2 * s.pad_w), ho(s.out_height()), wo(s.out_width()),
+          spatial(ho * wo), k(s.in_channels * s.kernel_h * s.kernel_w), row(s.kernel_w * s.in_channels),
+          in_size(static_cast<size_t>(s.in_channels) * s.height * s.width),
+          out_size(static_cast<size_t>(s.out_channels) * spatial) {}
+    int hp, wp, ho, wo, spatial, k, row;
+    size_t in_size, out_size;
+  };
+
+  // w[o][c][ky][kx] → wr[o][(ky·kw + kx)·C + c]
+  static void reorder_weights(const Conv2dShape& s, const T* w, T* wr) {
+    const int taps = s.kernel_h * s.kernel_w;
+    for (int o = 0; o < s.out_channels; ++o)
+      for (int c = 0; c < s.in_channels; ++c)
+        for (int t = 0; t < taps; ++t)
+          wr[(static_cast<size_t>(o) * taps + t) * s.in_channels + c] =
+              w[(static_cast<size_t>(o) * s.in_channels + c) * taps + t];
+  }
+  static void unorder_weights(const Conv2dShape& s, const T* wr, T* w) {
+    const int taps = s.kernel_h * s.kernel_w;
+    for (int o = 0; o < s.out_channels; ++o)
+      for (int c = 0; c < s.in_channels; ++c)
+        for (int t = 0; t < taps; ++t)
+          w[(static_cast<size_t>(o) * s.in_channels + c) * taps + t] =
+              wr[(static_cast<size_t>(o) * taps + t) * s.in_channels + c];
+  }
+
+  // x_n[C][H][W] → padded[H+2p][W+2p][C] (borders zero), then colT[S][K].
+  static void unfold_channels_last(const Conv2dShape& s, const PaddedGeometry& g, const T* x_n, T* padded, T* col) {
+    const int C = s.in_channels;
+    std::fill(padded, padded + static_cast<size_t>(g.hp) * g.wp * C, T(0));
+    for (int c = 0; c < C; ++c)
+      for (int iy = 0; iy < s.height; ++iy) {
+        const T* src = x_n + (static_cast<size_t>(c) * s.height + iy) * s.width;
+        T* dst = padded + (static_cast<size_t>(iy + s.pad_h) * g.wp + s.pad_w) * C + c;
+        for (int ix = 0; ix < s.width; ++ix) dst[static_cast<size_t>(ix) * C] = src[ix];
+      }
+    for (int oy = 0; oy < g.ho; ++oy)
+      for (int ox = 0; ox < g.wo; ++ox) {
+        T* dst = col + static_cast<size_t>(oy * g.wo + ox) * g.k;
+        for (int ky = 0; ky < s.kernel_h; ++ky)
+          std::copy_n(padded + (static_cast<size_t>(oy + ky) * g.wp + ox) * C, g.row, dst + ky * g.row);
+      }
+  }
+
+  // The adjoint of unfold_channels_last: dcolT[S][K] → dx_n[C][H][W].
+  static void fold_channels_last(const Conv2dShape& s, const PaddedGeometry& g, const T* dcol, T* padded, T* dx_n) {
+    const int C = s.in_channels;
+    std::fill(padded, padded + static_cast<size_t>(g.hp) * g.wp * C, T(0));
+    for (int oy = 0; oy < g.ho; ++oy)
+      for (int ox = 0; ox < g.wo; ++ox) {
+        const T* src = dcol + static_cast<size_t>(oy * g.wo + ox) * g.k;
+        for (int ky = 0; ky < s.kernel_h; ++ky) {
+          T* dst = padded + (static_cast<size_t>(oy + ky) * g.wp + ox) * C;
+          const T* from = src + ky * g.row;
+          for (int i = 0; i < g.row; ++i) dst[i] += from[i];
+        }
+      }
+    for (int c = 0; c < C; ++c)
+      for (int iy = 0; iy < s.height; ++iy) {
+        T* dst = dx_n + (static_cast<size_t>(c) * s.height + iy) * s.width;
+        const T* src = padded + (static_cast<size_t>(iy + s.pad_h) * g.wp + s.pad_w) * C + c;
+        for (int ix = 0; ix < s.width; ++ix) dst[ix] = src[static_cast<size_t>(ix) * C];
+      }
+  }
+
+  void conv2d_forward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
+    const PaddedGeometry g(s);
+    const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
+    if (reordered_.size() < w_size) reordered_.resize(w_size);
+    reorder_weights(s, w, reordered_.data());
+    const int tasks = tasks_for(s.batch);
+    const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
+    ensure_scratch(tasks, static_cast<size_t>(g.spatial) * g.k + padded_size, g.out_size, 0);
+    pool_.parallel_for(tasks, [&](int t) {
+      const Range r = split_range(s.batch, tasks, t);
+      T* col = scratch_[t].col.data();
+      T* padded = col + static_cast<size_t>(g.spatial) * g.k;
+      T* out = scratch_[t].out.data();  // [S][out]
+      for (int n = r.begin; n < r.end; ++n) {
+        unfold_channels_last(s, g, x + n * g.in_size, padded, col);
+        gemm(false, true, g.spatial, s.out_channels, g.k, T(1), col, g.k, reordered_.data(), g.k, T(0), out,
+             s.out_channels);
+        T* y_n = y + n * g.out_size;
+        for (int o = 0; o < s.out_channels; ++o) {
+          T* plane = y_n + static_cast<size_t>(o) * g.spatial;
+          for (int p = 0; p < g.spatial; ++p) plane[p] = out[static_cast<size_t>(p) * s.out_channels + o];
+        }
+        bias_activation_channels(s.out_channels, g.spatial, b, act, y_n);
+      }
+    });
+  }
+
+  void conv2d_backward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* y, const T* dy,
+                                     Activation act, T* dx, T* dw, T* db) {
+    const PaddedGeometry g(s);
+    const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
+    const size_t grad_size = w_size + s.out_channels;
+    if (reordered_.size() < 2 * w_size) reordered_.resize(2 * w_size);
+    T* wr = reordered_.data();
+    T* dwr = wr + w_size;
+    reorder_weights(s, w, wr);
+    const int tasks = tasks_for(s.batch);
+    const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
+    const size_t col_size = static_cast<size_t>(g.spatial) * g.k;
+    ensure_scratch(tasks, 2 * col_size + padded_size, g.out_size, grad_size);
+    pool_.parallel_for(tasks, [&](int t) {
+      const Range r = split_range(s.batch, tasks, t);
+      T* col = scratch_[t].col.data();
+      T* dcol = col + col_size;
+      T* padded = dcol + col_size;
+      T* dyc = scratch_[t].out.data();  // [out][S]
+      T* dw_part = scratch_[t].grad.data();
+      T* db_part = dw_part + w_size;
+      std::fill(dw_part, dw_part + grad_size, T(0));
+      for (int n = r.begin; n < r.end; ++n) {
+        const T* dy_n = dy + n * g.out_size;
+        std::copy_n(dy_n, g.out_size, dyc);
+        activation_backward(g.out_size, act, y + n * g.out_size, dyc);
+        for (int o = 0; o < s.out_channels; ++o) {
+          const T* plane = dyc + static_cast<size_t>(o) * g.spatial;
+          T sum = 0;
+          for (int p = 0; p < g.spatial; ++p) sum += plane[p];
+          db_part[o] += sum;
+        }
+        unfold_channels_last(s, g, x + n * g.in_size, padded, col);
+        gemm(false, false, s.out_channels, g.k, g.spatial, T(1), dyc, g.spatial, col, g.k, T(1), dw_part, g.k);
+        if (dx != nullptr) {
+          gemm(true, false, g.spatial, g.k, s.out_channels, T(1), dyc, g.spatial, wr, g.k, T(0), dcol, g.k);
+          fold_channels_last(s, g, dcol, padded, dx + n * g.in_size);
+        }
+      }
+    });
+    // Add the per-task partials in task order, then restore the weight layout.
+    const int sum_tasks = tasks_for(static_cast<int>(grad_size));
+    pool_.parallel_for(sum_tasks, [&](int t) {
+      const Range r = split_range(static_cast<int>(grad_size), sum_tasks, t);
+      for (int i = r.begin; i < r.end; ++i) {
+        T sum = 0;
+        for (int p = 0; p < tasks; ++p) sum += scratch_[p].grad[i];
+        if (static_cast<size_t>(i) < w_size) dwr[i] = sum;
+        else db[i - w_size] = sum;
+      }
+    });
+    unorder_weights(s, dwr, dw);
+  }
+
   int tasks_for(int items) const { return std::max(1, std::min(threads_, items)); }
 
   void ensure_scratch(int tasks, size_t col, size_t out, size_t grad) {
@@ -231,6 +392,7 @@ class CpuOps {
   int threads_;
   ThreadPool pool_;
   std::vector<Scratch> scratch_;
+  std::vector<T> reordered_;  // conv weights (and their gradient) in (ky, kx, c) order
 };
 
 }  // namespace swept::trainer::cpu

@@ -137,21 +137,36 @@ TEST_CASE("trainer: conv2d forward equals a direct convolution") {
 }
 
 TEST_CASE("trainer: maxpool layer: forward picks maxima, gradients match finite differences") {
-  CpuOps<double> ops(2);
-  std::mt19937_64 gen(5);
-  Pool2dShape s{3, 2, 6, 4, 2};
-  auto x = random_vector(3 * 2 * 24, gen);
-  auto r = random_vector(3 * 2 * 6, gen);
-  std::vector<double> y(r.size());
-  auto loss = [&] {
-    ops.maxpool2d_forward(s, x.data(), y.data());
-    return dot(y, r);
-  };
-  loss();
-  CHECK(y[0] == std::max({x[0], x[1], x[4], x[5]}));
-  std::vector<double> dx(x.size());
-  ops.maxpool2d_backward(s, x.data(), y.data(), r.data(), dx.data());
-  check_gradient("maxpool dx", x, dx, loss, 1000);
+  for (int window : {2, 3}) {
+    CpuOps<double> ops(2);
+    std::mt19937_64 gen(5);
+    Pool2dShape s{3, 2, 6, 12, window};
+    const size_t out = static_cast<size_t>(3 * 2) * (6 / window) * (12 / window);
+    auto x = random_vector(3 * 2 * 72, gen);
+    auto r = random_vector(out, gen);
+    std::vector<double> y(out);
+    auto loss = [&] {
+      ops.maxpool2d_forward(s, x.data(), y.data());
+      return dot(y, r);
+    };
+    loss();
+    double first = x[0];
+    for (int dy = 0; dy < window; ++dy)
+      for (int dx = 0; dx < window; ++dx) first = std::max(first, x[dy * 12 + dx]);
+    CHECK(y[0] == first);
+    std::vector<double> dx(x.size());
+    ops.maxpool2d_backward(s, x.data(), y.data(), r.data(), dx.data());
+    check_gradient("maxpool dx", x, dx, loss, 1000);
+  }
+}
+
+TEST_CASE("trainer: maxpool routes a tie to the first maximum only") {
+  CpuOps<float> ops(1);
+  Pool2dShape s{1, 1, 2, 2, 2};
+  std::vector<float> x = {1, 3, 3, 2}, y(1), dy = {5}, dx(4, -1);
+  ops.maxpool2d_forward(s, x.data(), y.data());
+  ops.maxpool2d_backward(s, x.data(), y.data(), dy.data(), dx.data());
+  CHECK(dx == std::vector<float>{0, 5, 0, 0});
 }
 
 TEST_CASE("trainer: softmax cross-entropy: loss, accuracy and gradient") {
