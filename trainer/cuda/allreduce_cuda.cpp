@@ -1,0 +1,249 @@
+// make_nccl_allreduce (trainer/allreduce.h): gradient averaging for CUDA replicas.
+//
+// Two implementations behind the one AllReduce interface:
+//  - NcclAllReduce: one replica per GPU. ncclAllReduce with ncclAvg on each
+//    replica's stream, called from its own thread; NCCL computes each element
+//    once and broadcasts it, so every rank gets the same bits. Enqueued in
+//    stream order, so a call per layer overlaps the rest of the backward pass.
+//  - SameDeviceAllReduce: several replicas on one GPU (NCCL refuses duplicate
+//    devices). Each rank records "ready" on its stream; after a host barrier
+//    every rank's stream waits for all others, rank r averages slice r of the
+//    count elements across all ranks' buffers (summed in rank order, then
+//    divided: identical bits everywhere), records "done"; after a second
+//    barrier each stream waits for every "done". Two barriers per call make
+//    reusing the per-rank events safe (see the comments in all_reduce_mean).
+//    At most kMaxRanksPerDevice replicas share a GPU.
+// Mixed placements (2 GPUs × 2 replicas) are refused with a clear error
+// (kInvalidArgument: the --replicas value does not fit the GPU count).
+// abort() wakes every rank waiting at a barrier and aborts NCCL communicators,
+// so a failed replica never leaves the others hanging.
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "trainer/allreduce.h"
+#include "trainer/cuda/check.h"
+#include "trainer/cuda/cuda_backend.h"
+#include "trainer/cuda/kernels.h"
+#include "trainer/cuda/nccl_api.h"
+
+namespace swept::cuda {
+namespace {
+
+// A reusable barrier for `parties` threads that abort() can break.
+class Barrier {
+ public:
+  explicit Barrier(int parties) : parties_(parties) {}
+  Status wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!aborted_.ok()) return aborted_;
+    const uint64_t gen = generation_;
+    if (++arrived_ == parties_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+      return Status::Ok();
+    }
+    cv_.wait(lock, [&] { return generation_ != gen || !aborted_.ok(); });
+    return generation_ != gen ? Status::Ok() : aborted_;
+  }
+  void abort(const Status& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.ok()) aborted_ = why.ok() ? Status::Internal("all-reduce aborted") : why;
+    cv_.notify_all();
+  }
+
+ private:
+  const int parties_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t generation_ = 0;
+  Status aborted_;
+};
+
+// A single replica: nothing to average.
+class SingleAllReduce final : public trainer::AllReduce {
+ public:
+  int world_size() const override { return 1; }
+  Status all_reduce_mean(int, float*, size_t) override { return Status::Ok(); }
+  void abort(const Status&) override {}
+};
+
+class SameDeviceAllReduce final : public trainer::AllReduce {
+ public:
+  static Result<std::unique_ptr<SameDeviceAllReduce>> Create(std::vector<CudaBackend*> ranks) {
+    std::unique_ptr<SameDeviceAllReduce> ar(new SameDeviceAllReduce(std::move(ranks)));
+    const int n = ar->world_size();
+    if (n > kMaxRanksPerDevice) {
+      return Status::InvalidArgument("at most " + std::to_string(kMaxRanksPerDevice) +
+                                     " replicas can share one GPU, not " + std::to_string(n));
+    }
+    cudaCheck(cudaSetDevice(ar->ranks_[0]->device()));
+    ar->ready_.resize(n);
+    ar->done_.resize(n);
+    ar->pointers_.resize(n);
+    for (int r = 0; r < n; ++r) {
+      cudaCheck(cudaEventCreateWithFlags(&ar->ready_[r], cudaEventDisableTiming));
+      cudaCheck(cudaEventCreateWithFlags(&ar->done_[r], cudaEventDisableTiming));
+    }
+    return ar;
+  }
+  ~SameDeviceAllReduce() override {
+    cudaCheckLog(cudaSetDevice(ranks_[0]->device()));
+    for (auto* s : {&ready_, &done_})
+      for (cudaEvent_t e : *s)
+        if (e) cudaCheckLog(cudaEventDestroy(e));
+  }
+
+  int world_size() const override { return static_cast<int>(ranks_.size()); }
+
+  Status all_reduce_mean(int rank, float* data, size_t count) override {
+    const int n = world_size();
+    if (rank < 0 || rank >= n) return Status::InvalidArgument("all_reduce_mean: rank out of range");
+    CudaBackend* me = ranks_[rank];
+    cudaCheck(cudaSetDevice(me->device()));
+    cudaStream_t stream = me->stream();
+    pointers_[rank] = data;
+    cudaCheck(cudaEventRecord(ready_[rank], stream));
+    // Barrier A: every rank has published its pointer and recorded "ready".
+    // No rank can record "ready" again before all have passed barrier B of
+    // this call, by which time every wait on it below has been enqueued.
+    SWEPT_RETURN_IF_ERROR(barrier_a_.wait());
+    for (int q = 0; q < n; ++q)
+      if (q != rank) cudaCheck(cudaStreamWaitEvent(stream, ready_[q], 0));
+    // Every rank's pointer goes to the kernel by value: no device table to keep.
+    RankPointers table{};
+    for (int q = 0; q < n; ++q) table.buffers[q] = pointers_[q];
+    const size_t per_rank = (count + n - 1) / n;
+    const size_t begin = std::min(count, per_rank * rank);
+    const size_t end = std::min(count, begin + per_rank);
+    SWEPT_RETURN_IF_ERROR(launch_mean_across_buffers(table, n, begin, end, stream));
+    cudaCheck(cudaEventRecord(done_[rank], stream));
+    // Barrier B: every slice is enqueued and "done" recorded. A rank records
+    // "ready"/"done" or rewrites pointers_[rank] in the next call only after
+    // every rank has passed this barrier, i.e. after their waits above were
+    // enqueued and their tables built, so events and pointers are safely reused.
+    SWEPT_RETURN_IF_ERROR(barrier_b_.wait());
+    for (int q = 0; q < n; ++q)
+      if (q != rank) cudaCheck(cudaStreamWaitEvent(stream, done_[q], 0));
+    return Status::Ok();
+  }
+
+  void abort(const Status& why) override {
+    barrier_a_.abort(why);
+    barrier_b_.abort(why);
+  }
+
+ private:
+  explicit SameDeviceAllReduce(std::vector<CudaBackend*> ranks)
+      : ranks_(std::move(ranks)),
+        barrier_a_(static_cast<int>(ranks_.size())),
+        barrier_b_(static_cast<int>(ranks_.size())) {}
+
+  std::vector<CudaBackend*> ranks_;
+  std::vector<cudaEvent_t> ready_, done_;
+  std::vector<float*> pointers_;  // rank r writes only pointers_[r]
+  Barrier barrier_a_, barrier_b_;
+};
+
+class NcclAllReduce final : public trainer::AllReduce {
+ public:
+  static Result<std::unique_ptr<NcclAllReduce>> Create(std::vector<CudaBackend*> ranks) {
+    auto api = nccl();
+    if (!api.ok()) return api.status();
+    std::unique_ptr<NcclAllReduce> ar(new NcclAllReduce(*api, std::move(ranks)));
+    std::vector<int> devices;
+    for (CudaBackend* b : ar->ranks_) devices.push_back(b->device());
+    ar->comms_.resize(devices.size());
+    ncclResult_t err = ar->api_->comm_init_all(ar->comms_.data(), static_cast<int>(devices.size()),
+                                               devices.data());
+    if (err != ncclSuccess) {
+      ar->comms_.clear();
+      return Status::Unavailable(
+          nccl_status(err, "ncclCommInitAll(comms, n, devices)", __FILE__, __LINE__).message() +
+          ": NCCL could not connect the GPUs");
+    }
+    return ar;
+  }
+  ~NcclAllReduce() override {
+    for (ncclComm_t c : comms_) {
+      if (!c) continue;
+      if (aborted_) ncclCheckLog(api_->comm_abort(c));
+      else ncclCheckLog(api_->comm_destroy(c));
+    }
+  }
+
+  int world_size() const override { return static_cast<int>(ranks_.size()); }
+
+  Status all_reduce_mean(int rank, float* data, size_t count) override {
+    if (rank < 0 || rank >= world_size()) return Status::InvalidArgument("all_reduce_mean: rank out of range");
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!abort_status_.ok()) return abort_status_;
+    }
+    cudaCheck(cudaSetDevice(ranks_[rank]->device()));
+    ncclCheck(api_->all_reduce(data, data, count, ncclFloat, ncclAvg, comms_[rank],
+                               ranks_[rank]->stream()));
+    return Status::Ok();
+  }
+
+  void abort(const Status& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!abort_status_.ok()) return;
+    abort_status_ = why.ok() ? Status::Internal("all-reduce aborted") : why;
+    aborted_ = true;
+    for (ncclComm_t c : comms_) ncclCheckLog(api_->comm_abort(c));  // frees ranks stuck in NCCL kernels
+    comms_.assign(comms_.size(), nullptr);
+  }
+
+ private:
+  NcclAllReduce(const NcclApi* api, std::vector<CudaBackend*> ranks)
+      : api_(api), ranks_(std::move(ranks)) {}
+  const NcclApi* api_;
+  std::vector<CudaBackend*> ranks_;
+  std::vector<ncclComm_t> comms_;
+  std::mutex mu_;
+  Status abort_status_;
+  bool aborted_ = false;
+};
+
+}  // namespace
+}  // namespace swept::cuda
+
+namespace swept::trainer {
+
+Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas) {
+  using cuda::CudaBackend;
+  if (replicas.empty()) return Status::InvalidArgument("make_nccl_allreduce: no replicas");
+  std::vector<CudaBackend*> ranks;
+  std::set<int> devices;
+  for (Backend* b : replicas) {
+    auto* cb = dynamic_cast<CudaBackend*>(b);
+    if (!cb) return Status::InvalidArgument("make_nccl_allreduce: every replica must be a CUDA backend");
+    ranks.push_back(cb);
+    devices.insert(cb->device());
+  }
+  if (ranks.size() == 1) return std::unique_ptr<AllReduce>(new cuda::SingleAllReduce());
+  // Collectives synchronize across replica threads: no graph replay for them.
+  for (CudaBackend* b : ranks) b->set_graphs_allowed(false);
+  if (devices.size() == 1) {
+    auto ar = cuda::SameDeviceAllReduce::Create(std::move(ranks));
+    if (!ar.ok()) return ar.status();
+    return std::unique_ptr<AllReduce>(std::move(*ar));
+  }
+  if (devices.size() == ranks.size()) {
+    auto ar = cuda::NcclAllReduce::Create(std::move(ranks));
+    if (!ar.ok()) return ar.status();
+    return std::unique_ptr<AllReduce>(std::move(*ar));
+  }
+  // A placement the user chose (--replicas against the GPU count): bad usage.
+  return Status::InvalidArgument(std::to_string(ranks.size()) + " replicas on " +
+                             std::to_string(devices.size()) +
+                             " GPUs: give each replica a GPU of its own (--replicas equal to the "
+                             "number of GPUs) or put them all on one (--device=cuda:K)");
+}
+
+}  // namespace swept::trainer

@@ -1,0 +1,195 @@
+// Whole training runs on the GPU: the CUDA backend under the one training loop
+// (trainer/train.h) tracks the CPU backend's loss; replicas on one GPU follow
+// one replica's trajectory with identical weights; swept-train end to end on a
+// GPU, including two trainers sharing it at 0.4 each, the memory-fraction cap
+// (exit 5) and a missing device index (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
+#include <doctest/doctest.h>
+
+#include "trainer/cuda/gpu_test_support.h"
+#include "trainer/train.h"
+
+namespace swept::cuda {
+namespace {
+
+using namespace testing;
+using trainer::Backend;
+
+trainer::TrainConfig small_config(trainer::ModelKind kind) {
+  trainer::TrainConfig c;
+  c.model.kind = kind;
+  c.model.hidden = 64;
+  c.batch_size = 32;
+  c.epochs = 1;
+  c.val_fraction = 0;
+  c.seed = 7;
+  if (kind == trainer::ModelKind::kMlp) {
+    c.optimizer.kind = trainer::OptimizerKind::kMomentum;
+    c.optimizer.nesterov = true;
+    c.lr = 0.1;
+    c.weight_decay = 1e-4;
+    c.model.dropout = 0.2f;  // same mask on both backends (trainer/counter_rng.h)
+  } else {
+    c.optimizer.kind = trainer::OptimizerKind::kAdam;
+    c.lr = 1e-3;
+  }
+  return c;
+}
+
+std::unique_ptr<Backend> cuda_backend() {
+  auto b = trainer::make_cuda_backend({.device = 0, .memory_fraction = 0.0});
+  REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+  return std::move(*b);
+}
+
+struct Trajectory {
+  std::vector<double> losses;               // mean training loss of each step
+  std::vector<std::vector<float>> params;  // every replica's parameters at the end
+};
+
+Trajectory train(const trainer::TrainConfig& config, const trainer::MnistData& data,
+                 std::vector<std::unique_ptr<Backend>> backends, int steps) {
+  std::vector<Backend*> raw;
+  for (auto& b : backends) raw.push_back(b.get());
+  std::unique_ptr<trainer::AllReduce> allreduce;
+  if (raw.size() == 1) {
+    allreduce = trainer::make_cpu_allreduce(1);
+  } else {
+    auto ar = trainer::make_nccl_allreduce(raw);
+    REQUIRE_MESSAGE(ar.ok(), ar.status().ToString());
+    allreduce = std::move(*ar);
+  }
+  auto trainer = trainer::Trainer::create(config, data, std::move(backends), std::move(allreduce));
+  REQUIRE_MESSAGE(trainer.ok(), trainer.status().ToString());
+  Trajectory t;
+  for (int s = 0; s < steps; ++s) {
+    Status st = (*trainer)->train_step();
+    REQUIRE_MESSAGE(st.ok(), st.ToString());
+    auto w = (*trainer)->fold_window(true);
+    REQUIRE(w.ok());
+    t.losses.push_back(w->loss_sum / double(w->samples));
+  }
+  for (int r = 0; r < (*trainer)->replicas(); ++r) {
+    auto p = (*trainer)->params(r);
+    REQUIRE(p.ok());
+    t.params.push_back(std::move(*p));
+  }
+  return t;
+}
+
+void check_tracks(const Trajectory& got, const Trajectory& want, double loss_tolerance) {
+  REQUIRE(got.losses.size() == want.losses.size());
+  double worst = 0;
+  for (size_t s = 0; s < got.losses.size(); ++s)
+    worst = std::max(worst, std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]));
+  INFO("worst per-step relative loss difference " << worst);
+  CHECK(worst < loss_tolerance);
+  CHECK(want.losses.back() < want.losses.front());  // it learned something
+}
+
+TEST_CASE("trainer/cuda: an MLP run (nesterov, weight decay, dropout) tracks the CPU run's loss") {
+  require_gpu();
+  const auto data = synthetic_mnist(640, 64);
+  const auto config = small_config(trainer::ModelKind::kMlp);
+  std::vector<std::unique_ptr<Backend>> cpu, gpu;
+  cpu.push_back(trainer::make_cpu_backend({.threads = 1}));
+  gpu.push_back(cuda_backend());
+  Trajectory want = train(config, data, std::move(cpu), 20);
+  Trajectory got = train(config, data, std::move(gpu), 20);
+  check_tracks(got, want, 1e-4);
+  CHECK(relative_error(got.params[0], want.params[0]) < 1e-4);
+}
+
+TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
+  require_gpu();
+  const auto data = synthetic_mnist(320, 32);
+  const auto config = small_config(trainer::ModelKind::kCnn);
+  std::vector<std::unique_ptr<Backend>> cpu, gpu;
+  cpu.push_back(trainer::make_cpu_backend({.threads = 2}));
+  gpu.push_back(cuda_backend());
+  Trajectory want = train(config, data, std::move(cpu), 8);
+  Trajectory got = train(config, data, std::move(gpu), 8);
+  // Adam divides by sqrt(v): parameters whose gradient is ~0 amplify FP32
+  // rounding, so the loss (not every weight) is what must agree.
+  check_tracks(got, want, 1e-3);
+}
+
+TEST_CASE("trainer/cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with identical weights") {
+  require_gpu();
+  const auto data = synthetic_mnist(640, 64);
+  auto config = small_config(trainer::ModelKind::kMlp);
+  std::vector<std::unique_ptr<Backend>> one;
+  one.push_back(cuda_backend());
+  Trajectory base = train(config, data, std::move(one), 30);
+  for (int n : {2, 4}) {
+    CAPTURE(n);
+    config.replicas = n;
+    std::vector<std::unique_ptr<Backend>> many;
+    for (int r = 0; r < n; ++r) many.push_back(cuda_backend());
+    Trajectory t = train(config, data, std::move(many), 30);
+    check_tracks(t, base, 1e-5);
+    for (int r = 1; r < n; ++r) CHECK(t.params[r] == t.params[0]);  // bit-identical replicas
+  }
+}
+
+TEST_CASE("trainer/cuda: replicas on every visible GPU (NCCL) follow 1 replica's trajectory") {
+  require_gpu();
+  auto count = trainer::cuda_device_count();
+  REQUIRE(count.ok());
+  if (*count < 2) {
+    std::printf("SKIPPED: needs 2 or more GPUs for NCCL, %d visible\n", *count);
+    std::fflush(stdout);
+    std::_Exit(kSkipReturnCode);
+  }
+  const auto data = synthetic_mnist(640, 64);
+  auto config = small_config(trainer::ModelKind::kMlp);
+  std::vector<std::unique_ptr<Backend>> one;
+  one.push_back(cuda_backend());
+  Trajectory base = train(config, data, std::move(one), 30);
+  config.replicas = *count;
+  std::vector<std::unique_ptr<Backend>> many;
+  for (int d = 0; d < *count; ++d) {
+    auto b = trainer::make_cuda_backend({.device = d, .memory_fraction = 0.0});
+    REQUIRE_MESSAGE(b.ok(), b.status().ToString());
+    many.push_back(std::move(*b));
+  }
+  Trajectory t = train(config, data, std::move(many), 30);
+  check_tracks(t, base, 1e-5);
+  for (int r = 1; r < *count; ++r) CHECK(t.params[r] == t.params[0]);
+}
+
+TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two trainers at 0.4, a too-small budget and a bad index") {
+  require_gpu();
+  auto dir = scratch_dir("gpu_end_to_end");
+  write_idx_folder(dir / "data", synthetic_mnist(640, 64));
+  const std::string base = swept_train() + " --data=" + (dir / "data").string() + " --batch_size=32";
+
+  ProcessResult ok = run_process(base + " --device=cuda:0 --model=cnn --max_steps=30 --log_every=10", dir);
+  CHECK(ok.exit_code == 0);
+  CHECK(ok.out.find("\"final\":true") != std::string::npos);
+
+  ProcessResult two = run_process(base + " --device=cuda:0 --replicas=2 --max_steps=20", dir);
+  CHECK(two.exit_code == 0);
+
+  ProcessResult tiny = run_process(base + " --device=cuda:0 --gpu_memory_fraction=0.000001", dir);
+  CHECK(tiny.exit_code == 5);
+  CHECK(tiny.err.find("needed") != std::string::npos);
+  CHECK(tiny.err.find("budget") != std::string::npos);
+
+  ProcessResult env_tiny = run_process("SWEPT_GPU_MEMORY_FRACTION=0.000001 " + base + " --device=cuda", dir);
+  CHECK(env_tiny.exit_code == 5);
+
+  // Two trainers at 0.4 share the GPU: both finish.
+  const std::string shared = base + " --device=cuda:0 --gpu_memory_fraction=0.4 --max_steps=50 --model=cnn";
+  ProcessResult pair = run_process("(" + shared + " >/dev/null 2>&1 & a=$!; " + shared +
+                                       " >/dev/null 2>&1 & b=$!; wait $a; ra=$?; wait $b; rb=$?; "
+                                       "echo \"$ra $rb\")",
+                                   dir);
+  CHECK(pair.out.find("0 0") == 0);
+
+  ProcessResult missing = run_process(base + " --device=cuda:64", dir);
+  CHECK(missing.exit_code == 4);
+  CHECK(missing.err.find("cuda:64") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace swept::cuda
