@@ -301,7 +301,7 @@ TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights 
   CHECK(a->state2 == b->state2);
 }
 
-TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130; a corrupt newest checkpoint is skipped on resume") {
+TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130, and a corrupt newest checkpoint is skipped on resume") {
   TempDir data("term");
   write_mnist_like(data.path(), 1000, 100, 4);
   TempDir dir("term-ckpt");

@@ -29,8 +29,7 @@ TEST_CASE("trainer: parse_idx rejects broken files with a message naming the fil
     int rank;
     const char* expect;
   };
-  auto truncated = good;
-  truncated.pop_back();
+  const std::vector<uint8_t> truncated(good.begin(), good.end() - 1);
   auto trailing = good;
   trailing.push_back(0);
   auto bad_magic = good;

@@ -129,7 +129,7 @@ TEST_CASE("trainer: SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for
   CHECK(bad.status().message().find("SWEPT_GPU_MEMORY_FRACTION") != std::string::npos);
 }
 
-TEST_CASE("trainer: --help lists options with defaults; --version names the backends") {
+TEST_CASE("trainer: --help lists options with defaults, --version names the backends") {
   auto h = parse({"--help"});
   REQUIRE(h.ok());
   CHECK(h->action == CommandLine::Action::kHelp);
