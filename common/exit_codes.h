@@ -13,6 +13,7 @@ enum ExitCode : int {
   kExitOutOfMemory = 5,   // swept-train: the memory budget (gpu_memory_fraction) is too small
   kExitUnavailable = 6,   // CLI: the scheduler could not be reached
   kExitNotAllCompleted = 7,  // `swept wait`/`swept run`: the sweep ended with trials not completed
+  kExitMissingLibrary = 8,   // swept-train: cuBLAS, cuDNN or NCCL cannot be loaded for --device=cuda
   kExitInterrupted = 130, // stopped by SIGINT/SIGTERM after cleaning up
   kExitInternal = 70,     // a bug in swept (EX_SOFTWARE)
 };

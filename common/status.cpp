@@ -12,6 +12,7 @@ const char* status_code_name(StatusCode code) {
     case StatusCode::kUnavailable: return "unavailable";
     case StatusCode::kFailedPrecondition: return "failed precondition";
     case StatusCode::kResourceExhausted: return "resource exhausted";
+    case StatusCode::kMissingDependency: return "missing dependency";
     case StatusCode::kInternal: return "internal error";
   }
   return "unknown";

@@ -25,6 +25,7 @@ enum class StatusCode {
   kUnavailable,      // a peer is unreachable or timed out; retrying may help
   kFailedPrecondition,  // the request is valid but not in this state
   kResourceExhausted,   // out of memory, budget or capacity
+  kMissingDependency,   // a library or program needed at run time is not installed
   kInternal,         // a bug in swept: report it
 };
 
@@ -41,6 +42,7 @@ class Status {
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
   static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
+  static Status MissingDependency(std::string m) { return {StatusCode::kMissingDependency, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }

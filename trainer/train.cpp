@@ -479,6 +479,7 @@ int exit_code_for(const Status& s) {
     case StatusCode::kNotFound:
     case StatusCode::kUnavailable: return kExitNoDevice;
     case StatusCode::kResourceExhausted: return kExitOutOfMemory;
+    case StatusCode::kMissingDependency: return kExitMissingLibrary;
     case StatusCode::kInternal: return kExitInternal;
     default: return kExitFailure;
   }

@@ -25,7 +25,7 @@ void* open_library(const std::string& path, const char* what, const char* instal
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* why = dlerror();
-    *error = Status::Unavailable(std::string(what) + " is needed for --device=cuda but " + path +
+    *error = Status::MissingDependency(std::string(what) + " is needed for --device=cuda but " + path +
                                  " could not be loaded (" + (why ? why : "unknown reason") + "); " +
                                  install_hint + ", add its folder to LD_LIBRARY_PATH (or set " +
                                  env_name + "), or use --device=cpu");
@@ -77,13 +77,13 @@ Status load_cuda_libraries_from(const std::string& cublas_path, const std::strin
 #undef SWEPT_BIND_CUBLAS
 #undef SWEPT_BIND_CUDNN
   if (!missing.empty()) {
-    return Status::Unavailable(cublas_path + " / " + cudnn_path + " lack " + missing +
+    return Status::MissingDependency(cublas_path + " / " + cudnn_path + " lack " + missing +
                                ": install cuBLAS " SWEPT_STRINGIFY(CUBLAS_VER_MAJOR) " and cuDNN " +
                                std::to_string(CUDNN_MAJOR) + ".x");
   }
   const size_t version = cudnn->cudnnGetVersion();
   if (version / 10000 != CUDNN_MAJOR) {
-    return Status::Unavailable(cudnn_path + " is cuDNN " + std::to_string(version) + ", cuDNN " +
+    return Status::MissingDependency(cudnn_path + " is cuDNN " + std::to_string(version) + ", cuDNN " +
                                std::to_string(CUDNN_MAJOR) + ".x is needed");
   }
   return Status::Ok();

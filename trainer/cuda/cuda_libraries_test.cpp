@@ -20,12 +20,12 @@ TEST_CASE("trainer/cuda: cuda libraries: the installed cuBLAS and cuDNN load and
   CHECK(std::string(dnn.cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM)).size() > 0);
 }
 
-TEST_CASE("trainer/cuda: cuda libraries: a missing cuDNN or cuBLAS is kUnavailable naming it and the fix") {
+TEST_CASE("trainer/cuda: cuda libraries: a missing cuDNN or cuBLAS is kMissingDependency naming it and the fix") {
   CublasApi blas;
   CudnnApi dnn;
   Status s = load_cuda_libraries_from(default_cublas_soname(), "/nonexistent/libcudnn.so.9", &blas, &dnn);
   REQUIRE_FALSE(s.ok());
-  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK(s.code() == StatusCode::kMissingDependency);
   CHECK(s.message().find("cuDNN 9 is needed for --device=cuda but /nonexistent/libcudnn.so.9") == 0);
   CHECK(s.message().find("LD_LIBRARY_PATH") != std::string::npos);
   CHECK(s.message().find("--device=cpu") != std::string::npos);
@@ -41,11 +41,11 @@ TEST_CASE("trainer/cuda: cuda libraries: a library without the needed functions 
   // libm is a real shared library with none of cuDNN's functions.
   Status s = load_cuda_libraries_from(default_cublas_soname(), "libm.so.6", &blas, &dnn);
   REQUIRE_FALSE(s.ok());
-  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK(s.code() == StatusCode::kMissingDependency);
   CHECK(s.message().find("cudnnConvolutionForward") != std::string::npos);
 }
 
-TEST_CASE("trainer/cuda: nccl: the installed NCCL loads, and a missing one is kUnavailable naming it") {
+TEST_CASE("trainer/cuda: nccl: the installed NCCL loads, and a missing one is kMissingDependency naming it") {
   NcclApi api{};
   Status s = load_nccl_from("libnccl.so.2", &api);
   REQUIRE_MESSAGE(s.ok(), s.ToString());
@@ -56,7 +56,7 @@ TEST_CASE("trainer/cuda: nccl: the installed NCCL loads, and a missing one is kU
   NcclApi none{};
   s = load_nccl_from("/nonexistent/libnccl.so.2", &none);
   REQUIRE_FALSE(s.ok());
-  CHECK(s.code() == StatusCode::kUnavailable);
+  CHECK(s.code() == StatusCode::kMissingDependency);
   CHECK(s.message().find("NCCL is needed for replicas on several GPUs") == 0);
 }
 

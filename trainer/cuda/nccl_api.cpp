@@ -38,7 +38,7 @@ Status load_nccl_from(const std::string& path, NcclApi* api) {
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);  // kept for the process's life
   if (!lib) {
     const char* why = dlerror();
-    return Status::Unavailable(
+    return Status::MissingDependency(
         "NCCL is needed for replicas on several GPUs but " + path + " could not be loaded (" +
         (why ? why : "unknown reason") +
         "); install NCCL 2 (libnccl2) or add its folder to LD_LIBRARY_PATH (or set "
@@ -53,7 +53,7 @@ Status load_nccl_from(const std::string& path, NcclApi* api) {
   bind(lib, "ncclGroupStart", api->group_start, missing);
   bind(lib, "ncclGroupEnd", api->group_end, missing);
   bind(lib, "ncclGetErrorString", api->get_error_string, missing);
-  if (!missing.empty()) return Status::Unavailable(path + " lacks " + missing + ": install NCCL 2.x");
+  if (!missing.empty()) return Status::MissingDependency(path + " lacks " + missing + ": install NCCL 2.x");
   return Status::Ok();
 }
 
