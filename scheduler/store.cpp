@@ -84,6 +84,24 @@ nlohmann::json parse_json_or(const std::string& text, nlohmann::json fallback) {
   return j.is_discarded() ? fallback : j;
 }
 
+// One row of "SELECT id, sweep_id, idx, state, attempts, agent, gpus,
+// gpu_fraction, params, command, started_at IS NOT NULL FROM trials".
+TrialRecord read_trial_record(sqlite3_stmt* st) {
+  TrialRecord t;
+  t.id = sqlite3_column_int64(st, 0);
+  t.sweep_id = sqlite3_column_int64(st, 1);
+  t.index = sqlite3_column_int64(st, 2);
+  t.state = col_str(st, 3);
+  t.attempts = sqlite3_column_int(st, 4);
+  t.agent = col_str(st, 5);
+  t.gpus = parse_gpus(col_opt_str(st, 6));
+  t.gpu_fraction = col_opt_f64(st, 7).value_or(0.0);
+  t.params = col_str(st, 8);
+  t.command = col_str(st, 9);
+  t.started = sqlite3_column_int(st, 10) != 0;
+  return t;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, Mode mode) {
@@ -328,19 +346,7 @@ Result<std::vector<TrialRecord>> Store::trials_in_state(int64_t sweep_id, const 
   std::vector<TrialRecord> out;
   int rc;
   while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-    TrialRecord t;
-    t.id = sqlite3_column_int64(st, 0);
-    t.sweep_id = sqlite3_column_int64(st, 1);
-    t.index = sqlite3_column_int64(st, 2);
-    t.state = col_str(st, 3);
-    t.attempts = sqlite3_column_int(st, 4);
-    t.agent = col_str(st, 5);
-    t.gpus = parse_gpus(col_opt_str(st, 6));
-    t.gpu_fraction = col_opt_f64(st, 7).value_or(0.0);
-    t.params = col_str(st, 8);
-    t.command = col_str(st, 9);
-    t.started = sqlite3_column_int(st, 10) != 0;
-    out.push_back(std::move(t));
+    out.push_back(read_trial_record(st));
   }
   sqlite3_reset(st);
   SWEPT_SQLITE_CHECK(rc);
@@ -358,18 +364,7 @@ Result<TrialRecord> Store::trial_record(int64_t trial_id) {
     SWEPT_SQLITE_CHECK(rc);
     return Status::NotFound("no trial " + std::to_string(trial_id));
   }
-  TrialRecord t;
-  t.id = sqlite3_column_int64(st, 0);
-  t.sweep_id = sqlite3_column_int64(st, 1);
-  t.index = sqlite3_column_int64(st, 2);
-  t.state = col_str(st, 3);
-  t.attempts = sqlite3_column_int(st, 4);
-  t.agent = col_str(st, 5);
-  t.gpus = parse_gpus(col_opt_str(st, 6));
-  t.gpu_fraction = col_opt_f64(st, 7).value_or(0.0);
-  t.params = col_str(st, 8);
-  t.command = col_str(st, 9);
-  t.started = sqlite3_column_int(st, 10) != 0;
+  TrialRecord t = read_trial_record(st);
   sqlite3_reset(st);
   return t;
 }
