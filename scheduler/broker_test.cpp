@@ -3,6 +3,7 @@
 // file and a FakeClock for liveness. Waits are bounded loops over broker
 // turns, never sleeps.
 #include "scheduler/broker.h"
+#include "scheduler/test_support.h"
 
 #include <doctest/doctest.h>
 #include <sqlite3.h>
@@ -21,31 +22,8 @@ using namespace swept::protocol;
 
 namespace {
 
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/swept-broker-test-XXXXXX";
-    int fd = mkstemp(tmpl);
-    close(fd);
-    std::filesystem::remove(tmpl);
-    path = tmpl;
-  }
-  ~TempDb() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  }
-};
-
-int64_t query_int(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  int64_t n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
+using testing::TempDb;
+using testing::query_int;
 
 // A scripted peer on a DEALER socket.
 struct Peer {

@@ -2,6 +2,7 @@
 // version 1, idempotent metric batches, bounded log tails, queries, read-only
 // opening, refusal of foreign or newer files.
 #include "scheduler/store.h"
+#include "scheduler/test_support.h"
 
 #include <doctest/doctest.h>
 #include <sqlite3.h>
@@ -17,31 +18,8 @@ using swept::protocol::Metrics;
 namespace {
 
 // A fresh temporary database path, removed (with its WAL files) at scope end.
-struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/swept-store-test-XXXXXX";
-    int fd = mkstemp(tmpl);
-    close(fd);
-    std::filesystem::remove(tmpl);
-    path = tmpl;
-  }
-  ~TempDb() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  }
-};
-
-int64_t count(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  REQUIRE(sqlite3_step(st) == SQLITE_ROW);
-  int64_t n = sqlite3_column_int64(st, 0);
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return n;
-}
+using testing::TempDb;
+using testing::query_int;
 
 SweepRecord sweep(const char* goal = "minimize") {
   SweepRecord s;
@@ -74,7 +52,7 @@ TEST_CASE("a new database gets the schema, WAL and the current version") {
   auto store = Store::open(t.path, Store::Mode::kReadWrite);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == kSchemaVersion);
-  CHECK(count(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='2'") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='2'") == 1);
   sqlite3* db = nullptr;
   sqlite3_open(t.path.c_str(), &db);
   sqlite3_stmt* st = nullptr;
@@ -112,7 +90,7 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   auto seq = (*store)->metrics_seq(1, 1);
   REQUIRE(seq.ok());
   CHECK(*seq == 0);
-  CHECK(count(t.path, "SELECT COUNT(*) FROM trials") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
 }
 
 TEST_CASE("files that are not swept databases, or newer ones, are refused") {
@@ -166,12 +144,12 @@ TEST_CASE("metric batches are idempotent: re-sent batches and repeated steps nev
   REQUIRE(*s.add_metrics(batch(*tid, 1, 2, {{1, "loss", 1.25}, {0, "loss", 9.0}}), "loss"));
   REQUIRE(s.commit().ok());
 
-  CHECK(count(t.path, "SELECT COUNT(*) FROM metrics") == 3);
-  CHECK(count(t.path, "SELECT COUNT(*) FROM metrics WHERE name='loss' AND step=1 AND value=1.25") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM metrics") == 3);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM metrics WHERE name='loss' AND step=1 AND value=1.25") == 1);
   // trial_latest follows the highest step, not the last line: step 0 came later but is older.
-  CHECK(count(t.path, "SELECT COUNT(*) FROM trial_latest WHERE name='loss' AND step=1 AND value=1.25") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trial_latest WHERE name='loss' AND step=1 AND value=1.25") == 1);
   // metric_value is the last value reported under the sweep's metric.
-  CHECK(count(t.path, "SELECT COUNT(*) FROM trials WHERE metric_value=9.0") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE metric_value=9.0") == 1);
   CHECK(*s.metrics_seq(*tid, 1) == 2);
   CHECK(*s.trial_log_tail(*tid) == "hello\n");
 }
