@@ -19,6 +19,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "cli/flags.h"
 #include "common/exit_codes.h"
 #include "common/protocol.h"
 #include "common/status.h"
@@ -26,8 +27,6 @@
 #include "scheduler/store.h"
 
 namespace swept::cli {
-
-namespace po = boost::program_options;
 
 // The options every client command takes.
 struct ClientFlags {
@@ -61,27 +60,6 @@ inline int report(const std::string& command, const Status& s) {
   return exit_code_for(s);
 }
 
-// Parses argv with `desc` (+ positional names). Returns an exit code to
-// return at once (help printed, or a usage error), or nullopt to go on.
-inline std::optional<int> parse_flags(const std::string& command, const std::string& usage,
-                                      const std::vector<std::string>& args, po::options_description& desc,
-                                      const po::positional_options_description& positional) {
-  bool help = false;
-  desc.add_options()("help,h", po::bool_switch(&help), "show this help");
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::cerr << "swept " << command << ": " << e.what() << "\nusage: " << usage << "\n";
-    return kExitUsage;
-  }
-  if (help) {
-    std::cout << "usage: " << usage << "\n\n" << desc << "\n";
-    return kExitOk;
-  }
-  return std::nullopt;
-}
 
 // Where answers come from: the scheduler, or a database file read-only.
 class ResultSource {

@@ -13,57 +13,42 @@
 #include <boost/program_options.hpp>
 
 #include "cli/command.h"
+#include "cli/flags.h"
+#include "cli/sweep_file.h"
 #include "common/exit_codes.h"
 #include "sweeps/sweep.h"
 
 namespace swept::cli {
-
-std::optional<sweeps::SweepSpec> load_sweep_file(const std::string& path);  // cmd_validate.cpp
 
 namespace {
 
 constexpr int64_t kDefaultUnboundedLimit = 10;
 
 int run_expand(const std::vector<std::string>& args) {
-  namespace po = boost::program_options;
-  po::options_description visible(
-      "usage: swept expand FILE [--limit N] [--seed S]\n\nPrints the trials of a sweep file, one JSON object per line:\n"
+  std::string path;
+  std::optional<int64_t> limit;
+  std::optional<uint64_t> seed;
+  po::options_description desc(
+      "Prints the trials of a sweep file, one JSON object per line:\n"
       "{\"index\": i, \"params\": {...}, \"command\": [...]}.\n\noptions");
-  visible.add_options()("help,h", "show this help")(
-      "limit", po::value<int64_t>(), "print at most N trials (default: all; 10 for an unbounded random search)")(
-      "seed", po::value<uint64_t>(), "use seed S instead of the file's seed");
-  po::options_description all;
-  all.add(visible).add_options()("file", po::value<std::string>(), "sweep file");
+  desc.add_options()("file", po::value(&path), "the sweep file (JSON)")(
+      "limit", po::value<int64_t>()->notifier([&](int64_t v) { limit = v; }),
+      "print at most N trials (default: all; 10 for an unbounded random search)")(
+      "seed", po::value<uint64_t>()->notifier([&](uint64_t v) { seed = v; }), "use seed S instead of the file's seed");
   po::positional_options_description positional;
   positional.add("file", 1);
-  po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "swept expand: " << e.what() << "; run 'swept expand --help'\n";
-    return kExitUsage;
-  }
-  if (vm.count("help")) {
-    std::cout << visible << "\n";
-    return kExitOk;
-  }
-  if (!vm.count("file")) {
+  if (auto rc = parse_flags("expand", "swept expand FILE [--limit N] [--seed S]", args, desc, positional)) return *rc;
+  if (path.empty()) {
     std::cerr << "swept expand: expected a sweep FILE; run 'swept expand --help'\n";
     return kExitUsage;
   }
-  std::optional<int64_t> limit;
-  if (vm.count("limit")) {
-    limit = vm["limit"].as<int64_t>();
-    if (*limit < 0) {
-      std::cerr << "swept expand: --limit: expected a count >= 0, found " << *limit << "\n";
-      return kExitUsage;
-    }
+  if (limit && *limit < 0) {
+    std::cerr << "swept expand: --limit: expected a count >= 0, found " << *limit << "\n";
+    return kExitUsage;
   }
-  const std::string path = vm["file"].as<std::string>();
   auto spec = load_sweep_file(path);
   if (!spec) return kExitUsage;
-  if (vm.count("seed")) spec->seed = vm["seed"].as<uint64_t>();
+  if (seed) spec->seed = *seed;
 
   std::optional<int64_t> count = sweeps::trial_count(*spec);
   int64_t n;
