@@ -215,7 +215,8 @@ Result<std::string> resolve_command(const std::string& name, const std::string& 
 Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   if (spec.argv.empty()) return Status::InvalidArgument("the trial's command is empty");
   const char* path_env = std::getenv("PATH");
-  auto program = resolve_command(spec.argv[0], self_exe_dir(), path_env ? path_env : "/usr/bin:/bin");
+  static const std::string own_dir = self_exe_dir();  // the executable does not move: read it once
+  auto program = resolve_command(spec.argv[0], own_dir, path_env ? path_env : "/usr/bin:/bin");
   if (!program.ok()) return program.status();
   if (!spec.working_dir.empty() && !exists(spec.working_dir)) {
     return Status::NotFound("trial working directory " + spec.working_dir + " does not exist");

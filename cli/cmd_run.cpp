@@ -34,6 +34,7 @@
 #include "cli/client_common.h"
 #include "cli/command.h"
 #include "cli/dashboard.h"
+#include "cli/sweep_file.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
@@ -126,13 +127,8 @@ int run_run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    std::cerr << "swept run: cannot read " << file << "\n";
-    return kExitUsage;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  std::optional<std::string> text = read_sweep_file(file);  // says why on failure
+  if (!text) return kExitUsage;
   ao.heartbeat_interval_ms = bo.heartbeat_ms;
   ao.scheduler_endpoint = "tcp://127.0.0.1:5555";  // replaced by the bound port below
   if (Status s = agent::validate_options(ao); !s.ok()) return report("run", s);
@@ -143,7 +139,7 @@ int run_run(const std::vector<std::string>& args) {
   scheduler::Broker broker(**store, SteadyClock::instance(), bo);
   if (Status s = broker.bind(); !s.ok()) return report("run", s);
   if (Status s = broker.recover(); !s.ok()) return report("run", s);
-  auto submitted = broker.submit(text.str());
+  auto submitted = broker.submit(*text);
   if (!submitted.ok()) {
     std::cerr << "swept run: " << file << " is not a valid sweep file:\n" << submitted.status().message() << "\n";
     return kExitUsage;

@@ -2,11 +2,10 @@
 // sweep's id on stdout (and nothing else, so scripts can capture it).
 // Exit 2 with one line per problem for a bad file, 6 when the scheduler
 // cannot be reached.
-#include <fstream>
-#include <sstream>
 
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/sweep_file.h"
 
 namespace swept::cli {
 namespace {
@@ -24,16 +23,11 @@ int run_submit(const std::vector<std::string>& args) {
     std::cerr << "swept submit: name the sweep file: swept submit FILE\n";
     return kExitUsage;
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    std::cerr << "swept submit: cannot read " << file << "\n";
-    return kExitUsage;
-  }
-  std::stringstream text;
-  text << in.rdbuf();
+  std::optional<std::string> text = read_sweep_file(file);  // says why on failure
+  if (!text) return kExitUsage;
   auto client = scheduler::Client::connect(scheduler::scheduler_endpoint(flags.scheduler), flags.timeout_ms);
   if (!client.ok()) return report("submit", client.status());
-  auto reply = (*client)->call(protocol::Submit{"", text.str(), file});
+  auto reply = (*client)->call(protocol::Submit{"", *text, file});
   if (!reply.ok()) return report("submit", reply.status());
   auto* ok = std::get_if<protocol::Submitted>(&*reply);
   if (!ok) return report("submit", Status::Internal("unexpected reply"));
