@@ -132,6 +132,23 @@ struct Server::Impl {
     }
   }
 
+  // A list endpoint's body: {key: [to_json(item), ...]} from fetch(db), or an
+  // empty list while the database file does not exist yet (the dashboard may
+  // start before the scheduler has written anything).
+  template <typename Fetch, typename ToJson>
+  Result<json> json_list(const char* key, Fetch&& fetch, ToJson&& to_json) {
+    auto conn = pool.acquire();
+    if (!conn.ok()) {
+      if (conn.status().code() == StatusCode::kNotFound) return json{{key, json::array()}};
+      return conn.status();
+    }
+    auto items = fetch(**conn);
+    if (!items.ok()) return items.status();
+    json list = json::array();
+    for (const auto& item : *items) list.push_back(to_json(item));
+    return json{{key, list}};
+  }
+
   // Without a token, a page on another site could rebind its own name to
   // 127.0.0.1 and read the API as same-origin; checking the Host header
   // against the names this server listens under defeats that. A wildcard
@@ -240,16 +257,8 @@ void Server::Impl::install_routes() {
   http.Get("/api/sweeps", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      auto conn = pool.acquire();
-      if (!conn.ok()) {
-        if (conn.status().code() == StatusCode::kNotFound) return json{{"sweeps", json::array()}};
-        return conn.status();
-      }
-      auto sweeps = list_sweeps(**conn);
-      if (!sweeps.ok()) return sweeps.status();
-      json list = json::array();
-      for (const auto& s : *sweeps) list.push_back(sweep_json(s));
-      return json{{"sweeps", list}};
+      return json_list(
+          "sweeps", [](auto& db) { return list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
     });
   });
 
@@ -344,32 +353,17 @@ void Server::Impl::install_routes() {
         points = *p;
       }
       std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "";
-      auto conn = pool.acquire();
-      if (!conn.ok()) {
-        if (conn.status().code() == StatusCode::kNotFound) return json{{"series", json::array()}};
-        return conn.status();
-      }
-      auto series = metric_series(**conn, ids, metric, static_cast<size_t>(points));
-      if (!series.ok()) return series.status();
-      json list = json::array();
-      for (const auto& s : *series) list.push_back(series_json(s));
-      return json{{"series", list}};
+      return json_list(
+          "series", [&](auto& db) { return metric_series(db, ids, metric, static_cast<size_t>(points)); },
+          [](const auto& s) { return series_json(s); });
     });
   });
 
   http.Get("/api/agents", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      auto conn = pool.acquire();
-      if (!conn.ok()) {
-        if (conn.status().code() == StatusCode::kNotFound) return json{{"agents", json::array()}};
-        return conn.status();
-      }
-      auto agents = list_agents(**conn);
-      if (!agents.ok()) return agents.status();
-      json list = json::array();
-      for (const auto& a : *agents) list.push_back(agent_json(a));
-      return json{{"agents", list}};
+      return json_list(
+          "agents", [](auto& db) { return list_agents(db); }, [](const auto& a) { return agent_json(a); });
     });
   });
 
