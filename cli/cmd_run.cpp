@@ -25,7 +25,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -77,18 +76,6 @@ std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
   if (s.metric_name && s.best_value)
     line += "  best " + *s.metric_name + " " + fmt_num(*s.best_value) + " (trial " + std::to_string(*s.best_trial_id) + ")";
   return line;
-}
-
-// Puts the directory of this executable first in PATH, so that trials find
-// swept-train (built beside swept) from whatever directory they run in.
-void put_own_directory_on_path() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return;
-  std::string dir = exe.parent_path().string();
-  const char* old = std::getenv("PATH");
-  std::string path = dir + (old && *old ? ":" + std::string(old) : std::string());
-  setenv("PATH", path.c_str(), 1);
 }
 
 int run_run(const std::vector<std::string>& args) {
@@ -167,7 +154,6 @@ int run_run(const std::vector<std::string>& args) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
-  put_own_directory_on_path();
 
   std::atomic<bool> stop_broker{false}, stop_agent{false}, broker_failed{false};
   Status broker_status;
