@@ -85,7 +85,7 @@ class Agent {
         gpus_(std::move(gpus)),
         name_(std::move(name)),
         slots_(slots),
-        link_(context_),
+        link_(options.zmq_context ? *options.zmq_context : own_context_),
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
         backoff_(options.reconnect_initial_ms, options.reconnect_max_ms) {
@@ -566,7 +566,7 @@ class Agent {
   const Clock& clock_ = SteadyClock::instance();
   PosixLauncher launcher_;
   SupervisorOptions supervisor_options_;
-  zmq::context_t context_;
+  zmq::context_t own_context_;  // unused (no threads started) when the options bring one
   SchedulerLink link_;
   Link link_state_ = Link::kWaiting;
   int64_t next_attempt_ms_ = 0;  // the first try is at once

@@ -14,6 +14,10 @@
 
 #include "common/status.h"
 
+namespace zmq {
+class context_t;
+}
+
 namespace swept::agent {
 
 struct AgentOptions {
@@ -45,6 +49,10 @@ struct AgentOptions {
   int stop_grace_ms = 10000;
   // Metrics are batched and sent at least this often while trials report.
   int metrics_flush_ms = 200;
+  // The ZeroMQ context to connect through; it must outlive run_agent. Set it
+  // to the scheduler's when both are in one process and the endpoint is
+  // inproc:// (swept run). Null: the agent makes its own.
+  zmq::context_t* zmq_context = nullptr;
 };
 
 // Checks options that can be checked without the network (GPU spec, slots,

@@ -1,22 +1,27 @@
-// PosixLauncher: clone(CLONE_VM | CLONE_VFORK) + immediate exec with an argv
-// array, one process group per trial.
+// PosixLauncher: clone(CLONE_VM) + immediate exec with an argv array, one
+// process group per trial; the agent learns the exec's outcome later.
 //
 // Why not posix_spawn: a trial must die with its agent (PR_SET_PDEATHSIG),
-// which posix_spawn cannot set. Why not fork: fork copies the page tables of
-// the whole process (in `swept run`, the scheduler, the dashboard and their
-// threads too), which made starting a trial cost milliseconds. So, like
-// glibc's posix_spawn, the child shares the agent's memory on a stack of its
-// own until it execs, while the launching thread waits (CLONE_VFORK). The
-// child therefore makes only async-signal-safe system calls on memory
-// prepared before the clone and writes nothing the parent reads but errno
-// through the pipe; every signal is blocked across the clone so that no
-// handler of the agent's runs in the child before it resets them. An exec failure (ENOENT, EACCES) comes back through a close-on-exec
-// pipe, so a bad command is an error value here, never a half-started child.
+// which posix_spawn cannot set, and posix_spawn blocks its caller until the
+// child has exec'd (CLONE_VFORK): on a loaded machine that is a millisecond
+// or more per trial in which the agent can do nothing else. Why not fork:
+// fork copies the page tables of the whole process (in `swept run`, the
+// scheduler, the dashboard and their threads too), which costs as much.
+// So the child shares the agent's memory on a stack of its own until it
+// execs, and the agent goes on at once. The child therefore (1) only reads
+// memory prepared before the clone, which the parent keeps unchanged until
+// the exec is decided (ExecWatch), and (2) makes raw system calls only: a
+// libc wrapper would write errno, which lives in the launching thread's TLS
+// and is shared with it. Every signal is blocked across the clone so that no
+// handler of the agent's runs in the child before it resets them. An exec
+// failure (ENOENT, EACCES) comes back as an errno through a close-on-exec
+// pipe whose end of file means the exec happened.
 #include "agent/launcher.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
 #include <sched.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -93,7 +98,32 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
   return out;
 }
 
-// What the forked child does, prepared before the fork.
+// Raw system calls for the child: they return -errno and touch no memory of
+// the parent's but what they are given.
+#if defined(__x86_64__)
+long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+  long ret;
+  register long r10 asm("r10") = a4;
+  register long r8 asm("r8") = a5;
+  asm volatile("syscall" : "=a"(ret) : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8) : "rcx", "r11", "memory");
+  return ret;
+}
+#elif defined(__aarch64__)
+long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+  register long x8 asm("x8") = n;
+  register long x0 asm("x0") = a1;
+  register long x1 asm("x1") = a2;
+  register long x2 asm("x2") = a3;
+  register long x3 asm("x3") = a4;
+  register long x4 asm("x4") = a5;
+  asm volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
+  return x0;
+}
+#else
+#error "agent/launcher.cpp: write raw_syscall for this architecture"
+#endif
+
+// What the cloned child does, prepared before the clone.
 struct ChildPlan {
   const char* path = nullptr;
   char* const* argv = nullptr;
@@ -103,72 +133,74 @@ struct ChildPlan {
   int stderr_fd = -1;
   int error_fd = -1;  // close-on-exec; gets errno if the child fails before exec
   pid_t parent_pid = -1;
+  int first_reserved_signal = 32;  // libc's own real-time signals: [this, SIGRTMIN)
+  int first_user_signal = 34;      // SIGRTMIN
 };
 
-[[noreturn]] void child_failed(int error_fd) {
-  int e = errno;
-  ssize_t ignored = ::write(error_fd, &e, sizeof e);
-  (void)ignored;
-  ::_exit(127);
+[[noreturn]] void child_failed(int error_fd, long negative_errno) {
+  int e = static_cast<int>(-negative_errno);
+  raw_syscall(SYS_write, error_fd, reinterpret_cast<long>(&e), sizeof e);
+  for (;;) raw_syscall(SYS_exit_group, 127);
 }
 
+// dup2's meaning (a no-op when the two are equal) with dup3, which every
+// architecture has.
+long move_fd(int from, int to) { return from == to ? 0 : raw_syscall(SYS_dup3, from, to, 0); }
+
+// The kernel's struct sigaction; all zero is SIG_DFL with no flags and an
+// empty mask, whatever the architecture's field order.
+struct KernelSigaction {
+  unsigned long handler = 0;
+  unsigned long flags = 0;
+  unsigned long restorer = 0;
+  unsigned long mask = 0;
+};
+
 // Runs in the cloned child of a possibly multi-threaded agent, on its own
-// stack but in the agent's memory: only async-signal-safe system calls, no
-// allocation, no locks, no writes to shared memory, then exec.
+// stack but in the agent's memory: raw system calls only, then exec.
 [[noreturn]] void exec_child(const ChildPlan& plan) {
   // The trial dies with the agent (even by SIGKILL): an unsupervised trial
   // would keep its GPU and race its own retry for the checkpoint directory.
   // (The signal follows the spawning thread: run_agent's, which outlives
   // every child it starts.)
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) child_failed(plan.error_fd);
-  if (::getppid() != plan.parent_pid) ::_exit(127);  // the agent is already gone
-  if (::setpgid(0, 0) != 0) child_failed(plan.error_fd);
+  long rc = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
+  if (rc < 0) child_failed(plan.error_fd, rc);
+  if (raw_syscall(SYS_getppid) != plan.parent_pid) raw_syscall(SYS_exit_group, 127);  // the agent is gone
+  if ((rc = raw_syscall(SYS_setpgid, 0, 0)) < 0) child_failed(plan.error_fd, rc);
 
   // Default dispositions and an empty mask, whatever the agent's threads had.
-  struct sigaction default_action {};
-  default_action.sa_handler = SIG_DFL;
-  sigemptyset(&default_action.sa_mask);
-  for (int sig = 1; sig < NSIG; ++sig) {
-    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &default_action, nullptr);  // EINVAL for reserved ones
+  // (exec resets handlers itself, but a signal arriving before it would run
+  // one here; and it keeps SIG_IGN, which a trial must not inherit.)
+  const KernelSigaction default_action;
+  const unsigned long empty_mask = 0;
+  for (int sig = 1; sig < 65; ++sig) {
+    if (sig == SIGKILL || sig == SIGSTOP) continue;
+    if (sig >= plan.first_reserved_signal && sig < plan.first_user_signal) continue;
+    raw_syscall(SYS_rt_sigaction, sig, reinterpret_cast<long>(&default_action), 0, sizeof empty_mask);
   }
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&empty_mask), 0, sizeof empty_mask);
 
-  int devnull = ::open("/dev/null", O_RDONLY);  // 0, 1, 2 are open: this is >= 3
-  if (devnull < 0 || ::dup2(devnull, STDIN_FILENO) < 0) child_failed(plan.error_fd);
-  if (::dup2(plan.stdout_fd, STDOUT_FILENO) < 0 || ::dup2(plan.stderr_fd, STDERR_FILENO) < 0) {
-    child_failed(plan.error_fd);
-  }
+  long devnull = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY);
+  if (devnull < 0) child_failed(plan.error_fd, devnull);
+  if ((rc = move_fd(static_cast<int>(devnull), STDIN_FILENO)) < 0) child_failed(plan.error_fd, rc);
+  if ((rc = move_fd(plan.stdout_fd, STDOUT_FILENO)) < 0) child_failed(plan.error_fd, rc);
+  if ((rc = move_fd(plan.stderr_fd, STDERR_FILENO)) < 0) child_failed(plan.error_fd, rc);
   // Every other descriptor (other trials' pipes, sockets) closes at exec; the
   // error pipe stays usable until then.
-  if (::syscall(SYS_close_range, 3u, ~0u, CLOSE_RANGE_CLOEXEC) != 0) {
-    for (int fd = 3; fd < 65536; ++fd) ::fcntl(fd, F_SETFD, FD_CLOEXEC);  // kernels before 5.11
+  if (raw_syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0) {
+    for (int fd = 3; fd < 65536; ++fd) raw_syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);  // kernels before 5.11
   }
-  if (plan.working_dir && ::chdir(plan.working_dir) != 0) child_failed(plan.error_fd);
-  ::execve(plan.path, plan.argv, plan.envp);
-  child_failed(plan.error_fd);
+  if (plan.working_dir && (rc = raw_syscall(SYS_chdir, reinterpret_cast<long>(plan.working_dir))) < 0) {
+    child_failed(plan.error_fd, rc);
+  }
+  rc = raw_syscall(SYS_execve, reinterpret_cast<long>(plan.path), reinterpret_cast<long>(plan.argv),
+                   reinterpret_cast<long>(plan.envp));
+  child_failed(plan.error_fd, rc);
 }
 
 int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
 
-// Starts the child on a private stack sharing the agent's memory; returns
-// once it has exec'd or exited (CLONE_VFORK). Returns the pid, or -errno.
-pid_t clone_and_exec(const ChildPlan& plan) {
-  constexpr size_t kChildStackBytes = 256 * 1024;
-  void* stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return -errno;
-  sigset_t all, previous;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pid_t pid = ::clone(child_entry, static_cast<char*>(stack) + kChildStackBytes,
-                      CLONE_VM | CLONE_VFORK | SIGCHLD, const_cast<ChildPlan*>(&plan));
-  int clone_errno = errno;
-  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  ::munmap(stack, kChildStackBytes);
-  return pid < 0 ? -clone_errno : pid;
-}
+constexpr size_t kChildStackBytes = 64 * 1024;
 
 }  // namespace
 
@@ -212,6 +244,56 @@ Result<std::string> resolve_command(const std::string& name, const std::string& 
   return Status::NotFound("command not found: " + name + " (not in PATH=" + path_env + ")");
 }
 
+// Everything the child reads before its exec, kept unchanged until then.
+struct ExecWatch::Memory {
+  std::vector<std::string> argv_strings;
+  std::vector<std::string> env_strings;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::string program;
+  std::string command;  // argv[0] as given, for messages
+  std::string working_dir;
+  ChildPlan plan;
+  void* stack = MAP_FAILED;
+  ~Memory() {
+    if (stack != MAP_FAILED) ::munmap(stack, kChildStackBytes);
+  }
+};
+
+ExecWatch::~ExecWatch() { outcome(/*wait=*/true); }
+
+std::optional<Status> ExecWatch::outcome(bool wait) {
+  if (outcome_ || fd_ < 0) return outcome_;
+  int child_errno = 0;
+  ssize_t n;
+  while (true) {
+    n = ::read(fd_, &child_errno, sizeof child_errno);
+    if (n >= 0 || errno == EINTR) {
+      if (n >= 0) break;
+      continue;
+    }
+    if (errno != EAGAIN) break;  // cannot happen on a pipe we own; treated as end of file below
+    if (!wait) return std::nullopt;
+    struct pollfd p {fd_, POLLIN, 0};
+    ::poll(&p, 1, -1);
+  }
+  ::close(fd_);
+  fd_ = -1;
+  if (n <= 0) {
+    outcome_ = Status::Ok();  // end of file: closed by the exec
+  } else if (child_errno == ENOENT) {
+    outcome_ = Status::NotFound("command not found: " + memory_->command);
+  } else if (child_errno == EACCES) {
+    outcome_ = Status::FailedPrecondition("permission denied: " + memory_->program);
+  } else if (child_errno == ENOEXEC) {
+    outcome_ = Status::FailedPrecondition("not an executable format: " + memory_->program);
+  } else {
+    outcome_ = errno_status("cannot start " + memory_->program, child_errno);
+  }
+  memory_.reset();  // the child has exec'd or is exiting: it no longer runs on this
+  return outcome_;
+}
+
 Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   if (spec.argv.empty()) return Status::InvalidArgument("the trial's command is empty");
   const char* path_env = std::getenv("PATH");
@@ -225,45 +307,47 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   FdPair out, err, exec_error;
   SWEPT_RETURN_IF_ERROR(make_pipe(out));
   SWEPT_RETURN_IF_ERROR(make_pipe(err));
-  SWEPT_RETURN_IF_ERROR(make_pipe(exec_error, /*nonblocking_read=*/false));
+  SWEPT_RETURN_IF_ERROR(make_pipe(exec_error));
 
   // Everything the child needs is built here: after the clone it allocates nothing.
-  std::vector<std::string> argv_strings = spec.argv;
-  std::vector<std::string> env_strings = build_environment(spec.env_overrides);
-  auto argv = c_array(argv_strings);
-  auto envp = c_array(env_strings);
-  ChildPlan plan;
-  plan.path = program->c_str();
-  plan.argv = argv.data();
-  plan.envp = envp.data();
-  plan.working_dir = spec.working_dir.empty() ? nullptr : spec.working_dir.c_str();
+  auto watch = std::make_shared<ExecWatch>();
+  watch->memory_ = std::make_unique<ExecWatch::Memory>();
+  ExecWatch::Memory& m = *watch->memory_;
+  m.argv_strings = spec.argv;
+  m.env_strings = build_environment(spec.env_overrides);
+  m.argv = c_array(m.argv_strings);
+  m.envp = c_array(m.env_strings);
+  m.program = *program;
+  m.command = spec.argv[0];
+  m.working_dir = spec.working_dir;
+  m.stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (m.stack == MAP_FAILED) return errno_status("mmap (the child's stack)", errno);
+  ChildPlan& plan = m.plan;
+  plan.path = m.program.c_str();
+  plan.argv = m.argv.data();
+  plan.envp = m.envp.data();
+  plan.working_dir = m.working_dir.empty() ? nullptr : m.working_dir.c_str();
   plan.stdout_fd = out.write_end;
   plan.stderr_fd = err.write_end;
   plan.error_fd = exec_error.write_end;
   plan.parent_pid = ::getpid();
+  plan.first_user_signal = SIGRTMIN;
 
-  pid_t pid = clone_and_exec(plan);
-  if (pid < 0) return errno_status("clone", -pid);
+  sigset_t all, previous;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &previous);
+  pid_t pid = ::clone(child_entry, static_cast<char*>(m.stack) + kChildStackBytes, CLONE_VM | SIGCHLD, &plan);
+  int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  if (pid < 0) return errno_status("clone", clone_errno);
 
   ::setpgid(pid, pid);  // also here, so the group exists whichever runs first
+  // The child holds its own copies of the write ends now; with ours closed,
+  // the pipes reach end of file when the trial (or the exec) is done.
   ::close(exec_error.write_end);
   exec_error.write_end = -1;
-  // The error pipe closes at a successful exec (close-on-exec) and carries
-  // the errno of a failed one.
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_error.read_end, &child_errno, sizeof child_errno);
-  } while (n < 0 && errno == EINTR);
-  if (n > 0) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (child_errno == ENOENT) return Status::NotFound("command not found: " + spec.argv[0]);
-    if (child_errno == EACCES) return Status::FailedPrecondition("permission denied: " + *program);
-    if (child_errno == ENOEXEC) return Status::FailedPrecondition("not an executable format: " + *program);
-    return errno_status("cannot start " + *program, child_errno);
-  }
+  watch->fd_ = exec_error.read_end;
+  exec_error.read_end = -1;
 
   SpawnedChild child;
   child.pid = pid;
@@ -271,6 +355,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   child.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   child.stdout_fd = out.read_end;
   child.stderr_fd = err.read_end;
+  child.exec = std::move(watch);
   out.read_end = -1;
   err.read_end = -1;
   return child;  // the write ends close with `out` and `err`: only the child holds them now

@@ -13,14 +13,25 @@
 //  - the environment is the agent's, with the overrides applied;
 //  - it gets SIGKILL when the thread that launched it ends (PR_SET_PDEATHSIG),
 //    so an agent killed with SIGKILL leaves no unsupervised trial behind.
-// The child is forked and execs at once, with only async-signal-safe system
-// calls in between (safe in multi-threaded processes, like posix_spawn).
+//    The child arms this first thing; a child whose agent process died
+//    before that exits at once. (A launching thread that ended, in a process
+//    that lives on, before its child armed it would leave that child
+//    running: the thread must outlive its children, as run_agent's does.)
+// The child shares the agent's memory until it execs, like posix_spawn's, and
+// makes only raw system calls in between (no libc state touched, not even
+// errno: safe in a multi-threaded process). Unlike posix_spawn, the agent
+// does not wait for the exec: launch() returns once the child exists, and
+// ExecWatch reports later whether the exec succeeded. Starting a program
+// takes the kernel a while on a busy machine, and an agent blocked for it
+// could neither start nor reap its other trials meanwhile.
 // Thread safety: launch() may be called from any thread; the thread must
 // outlive the child (the agent's event loop does).
 #pragma once
 
 #include <sys/types.h>
 
+#include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -36,6 +47,33 @@ struct LaunchSpec {
   std::string working_dir;  // must exist; the child starts there
 };
 
+// Until a launched child has exec'd, it runs on memory of the agent's (its
+// stack, argv and environment); ExecWatch owns that memory and the pipe on
+// which the child reports the exec. Its destructor waits for the exec to be
+// decided if nobody asked yet, so the memory is never freed under the child.
+class ExecWatch {
+ public:
+  ExecWatch() = default;
+  ~ExecWatch();
+  ExecWatch(const ExecWatch&) = delete;
+  ExecWatch& operator=(const ExecWatch&) = delete;
+
+  // Readable (poll) once the exec is decided; -1 after that was read.
+  int fd() const { return fd_; }
+  // nullopt while undecided (only when !wait); then Ok if the program runs,
+  // or why the exec failed: NotFound, FailedPrecondition (EACCES, ENOEXEC),
+  // IoError. The child of a failed exec exits with status 127 at once. Once
+  // decided, the memory is freed and the same answer is returned again.
+  std::optional<Status> outcome(bool wait = false);
+
+ private:
+  friend class PosixLauncher;
+  struct Memory;
+  std::unique_ptr<Memory> memory_;
+  int fd_ = -1;
+  std::optional<Status> outcome_;
+};
+
 // What a successful launch hands over. The caller owns the descriptors and
 // must close them, and must reap the child (waitpid) exactly once.
 struct SpawnedChild {
@@ -43,6 +81,9 @@ struct SpawnedChild {
   int pidfd = -1;      // readable when the child exits; -1 if the kernel lacks pidfd_open
   int stdout_fd = -1;  // read end, O_NONBLOCK
   int stderr_fd = -1;  // read end, O_NONBLOCK
+  // Whether the exec succeeded (see ExecWatch); null for fakes in tests,
+  // which means it did.
+  std::shared_ptr<ExecWatch> exec;
 };
 
 class Launcher {
@@ -50,7 +91,9 @@ class Launcher {
   virtual ~Launcher() = default;
   // Starts the child. NotFound("command not found: X ...") when argv[0]
   // cannot be resolved, FailedPrecondition when it is not executable,
-  // InvalidArgument for an empty argv, IoError for system failures.
+  // InvalidArgument for an empty argv, IoError for system failures. An exec
+  // that fails after these checks (a file of an unknown format, a missing
+  // #! interpreter) is reported by SpawnedChild::exec instead.
   virtual Result<SpawnedChild> launch(const LaunchSpec& spec) = 0;
 };
 

@@ -183,7 +183,13 @@ TEST_CASE("agent launcher: a trial dies with the thread that launched it (the ag
   spec.argv = {"/bin/sh", "-c", "exec sleep 30"};
   spec.working_dir = dir.path();
   std::optional<swept::Result<SpawnedChild>> child;
-  std::thread([&] { child.emplace(launcher.launch(spec)); }).join();  // the "agent" ends
+  // The "agent" ends once its trial runs. (Before the exec is decided the
+  // child may not have armed PR_SET_PDEATHSIG yet; run_agent's thread never
+  // ends while it has children, see launcher.h.)
+  std::thread([&] {
+    child.emplace(launcher.launch(spec));
+    if (child->ok()) CHECK((**child).exec->outcome(/*wait=*/true)->ok());
+  }).join();
   REQUIRE(child->ok());
   const SpawnedChild& c = **child;
   bool exited = testing::wait_until(

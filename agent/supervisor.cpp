@@ -208,7 +208,7 @@ void TrialSupervisor::close_fds() {
 std::vector<int> TrialSupervisor::poll_fds() const {
   std::vector<int> fds;
   if (result_) return fds;
-  for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd}) {
+  for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd, child_.exec ? child_.exec->fd() : -1}) {
     if (fd >= 0) fds.push_back(fd);
   }
   return fds;
@@ -227,6 +227,7 @@ int64_t TrialSupervisor::next_deadline_ms() const {
 
 void TrialSupervisor::service() {
   if (result_) return;
+  check_exec(/*wait=*/false);
   if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, false);
   if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, false);
   int64_t now = clock_.now_ms();
@@ -290,6 +291,14 @@ void TrialSupervisor::on_stdout_line(std::string_view line, bool overlong) {
   log_.append(overlong ? "\n[swept: line longer than 1 MiB, cut here; the whole line is in stdout.log]\n" : "\n");
 }
 
+void TrialSupervisor::check_exec(bool wait) {
+  if (!child_.exec || exec_failure_) return;
+  std::optional<Status> outcome = child_.exec->outcome(wait);
+  if (!outcome) return;
+  if (!outcome->ok()) exec_failure_ = *outcome;  // the child exits with 127; finish() says why
+  child_.exec.reset();
+}
+
 void TrialSupervisor::check_exit() {
   if (result_ || child_.pid <= 0) return;
   siginfo_t info{};
@@ -299,6 +308,7 @@ void TrialSupervisor::check_exit() {
     // automatically): it is gone, its exit status with it.
     if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
     if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
+    check_exec(/*wait=*/true);
     return finish(std::nullopt);
   }
   if (rc != 0 || info.si_pid == 0) return;  // still running
@@ -309,6 +319,7 @@ void TrialSupervisor::check_exit() {
   int status = 0;
   while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
   }
+  check_exec(/*wait=*/true);  // the child is gone: its end of the pipe is closed, this does not block
   finish(status);
 }
 
@@ -330,7 +341,16 @@ void TrialSupervisor::finish(std::optional<int> wait_status) {
     how = signal_description(*r.signal);
   }
   std::string forced = killed_ ? " (still running after SIGTERM and the grace period: killed)" : "";
-  if (timed_out_) {
+  if (exec_failure_) {
+    // What fail_to_start reports for the same causes found before the clone.
+    r.end = TrialEnd::kLaunchFailed;
+    r.exit_code = exec_failure_->code() == StatusCode::kFailedPrecondition ? 126 : 127;
+    r.signal.reset();
+    r.reason = exec_failure_->message();
+    std::string line = "swept: " + r.reason + "\n";
+    stderr_log_.append(line);
+    log_.append(line);
+  } else if (timed_out_) {
     r.end = TrialEnd::kTimedOut;
     r.reason = stop_reason_ + forced;
   } else if (stopping()) {

@@ -149,6 +149,9 @@ class TrialSupervisor {
   bool read_stream(int& fd, bool is_stdout, bool drain);
   void on_stdout_line(std::string_view line, bool overlong);
   void check_exit();
+  // Reads whether the exec succeeded once the launcher's pipe says (or,
+  // with `wait`, blocks until it does: only after the child is reaped).
+  void check_exec(bool wait);
   // Sends `sig` to the trial's process group, or to the trial itself when it
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
@@ -176,6 +179,7 @@ class TrialSupervisor {
   bool timed_out_ = false;
   std::string stop_reason_;
   std::optional<TrialResult> result_;
+  std::optional<Status> exec_failure_;  // the exec failed after launch() returned
 };
 
 // The variables a trial gets on top of the agent's environment: SWEPT_SWEEP_ID,

@@ -86,7 +86,8 @@ int run_run(const std::vector<std::string>& args) {
   ao.name = "local";
   ao.workdir = "swept-work";
   scheduler::BrokerOptions bo;
-  bo.bind = "tcp://127.0.0.1:*";
+  bo.bind = "tcp://127.0.0.1:*";  // for swept status/cancel and the dashboard's cancel
+  bo.local_bind = "inproc://swept-run-agent";
   po::options_description desc("options");
   desc.add_options()("file", po::value(&file), "the sweep file (JSON)")(
       "db", po::value(&db)->default_value(db), "the results database (created or extended)")(
@@ -132,7 +133,10 @@ int run_run(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   const int64_t sweep_id = submitted->sweep_id;
-  ao.scheduler_endpoint = broker.endpoint();
+  // The local agent talks to the broker through inproc: the same protocol
+  // and sockets, without TCP or ZeroMQ's I/O thread in between.
+  ao.scheduler_endpoint = bo.local_bind;
+  ao.zmq_context = &broker.context();
 
   // The dashboard reads the same database; its cancel button reaches this
   // scheduler like `swept cancel` does. A dashboard that cannot start (the

@@ -67,6 +67,13 @@ Status Broker::bind() {
                                " (is another scheduler running there? choose another --bind)");
   }
   SWEPT_ZMQ_CHECK(endpoint_ = socket_.get(zmq::sockopt::last_endpoint));
+  if (!options_.local_bind.empty()) {
+    try {
+      socket_.bind(options_.local_bind);
+    } catch (const zmq::error_t& e) {
+      return Status::Unavailable("cannot listen on " + options_.local_bind + ": " + e.what());
+    }
+  }
   return Status::Ok();
 }
 

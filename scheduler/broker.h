@@ -39,6 +39,10 @@ namespace swept::scheduler {
 struct BrokerOptions {
   // Where to listen; "tcp://127.0.0.1:*" picks a free port (see endpoint()).
   std::string bind = "tcp://127.0.0.1:5555";
+  // A second address on the same socket, for an agent in the same process
+  // (swept run): "inproc://NAME" reaches the broker without the network
+  // stack or ZeroMQ's I/O thread. That agent must use context(). Empty: none.
+  std::string local_bind;
   int heartbeat_ms = 1000;  // sent to agents in REGISTER_ACK
   int liveness = 5;         // heartbeats missed before an agent is lost
   // After a restart, how long a trial recorded as running waits for its
@@ -68,6 +72,9 @@ class Broker {
   Status bind();
   // The endpoint actually bound ("tcp://127.0.0.1:41234"), after bind().
   const std::string& endpoint() const { return endpoint_; }
+  // The ZeroMQ context of the broker's socket: an agent in the same process
+  // connects through it to `local_bind`.
+  zmq::context_t& context() { return context_; }
 
   // Loads running sweeps and trials from the store (after a restart).
   Status recover();
