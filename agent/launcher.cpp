@@ -29,6 +29,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <pthread.h>
@@ -129,17 +130,29 @@ struct ChildPlan {
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   const char* working_dir = nullptr;  // null: stay where the agent is
+  const char* const* make_dirs = nullptr;  // null-terminated
+  const char* file_path = nullptr;         // null: none
+  const char* file_content = nullptr;
+  size_t file_size = 0;
   int stdout_fd = -1;
   int stderr_fd = -1;
-  int error_fd = -1;  // close-on-exec; gets errno if the child fails before exec
+  int error_fd = -1;  // close-on-exec; gets a ChildFailure if the child fails before exec
   pid_t parent_pid = -1;
   int first_reserved_signal = 32;  // libc's own real-time signals: [this, SIGRTMIN)
   int first_user_signal = 34;      // SIGRTMIN
 };
 
-[[noreturn]] void child_failed(int error_fd, long negative_errno) {
-  int e = static_cast<int>(-negative_errno);
-  raw_syscall(SYS_write, error_fd, reinterpret_cast<long>(&e), sizeof e);
+// What the child reports through the error pipe when it gives up.
+enum class Stage : int { kSetup, kMakeDir, kWriteFile, kChdir, kExec };
+struct ChildFailure {
+  Stage stage = Stage::kSetup;
+  int item = 0;  // which of make_dirs
+  int error = 0;  // errno
+};
+
+[[noreturn]] void child_failed(int error_fd, Stage stage, long negative_errno, int item = 0) {
+  ChildFailure f{stage, item, static_cast<int>(-negative_errno)};
+  raw_syscall(SYS_write, error_fd, reinterpret_cast<long>(&f), sizeof f);
   for (;;) raw_syscall(SYS_exit_group, 127);
 }
 
@@ -164,9 +177,9 @@ struct KernelSigaction {
   // (The signal follows the spawning thread: run_agent's, which outlives
   // every child it starts.)
   long rc = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL);
-  if (rc < 0) child_failed(plan.error_fd, rc);
+  if (rc < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
   if (raw_syscall(SYS_getppid) != plan.parent_pid) raw_syscall(SYS_exit_group, 127);  // the agent is gone
-  if ((rc = raw_syscall(SYS_setpgid, 0, 0)) < 0) child_failed(plan.error_fd, rc);
+  if ((rc = raw_syscall(SYS_setpgid, 0, 0)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
 
   // Default dispositions and an empty mask, whatever the agent's threads had.
   // (exec resets handlers itself, but a signal arriving before it would run
@@ -180,22 +193,39 @@ struct KernelSigaction {
   }
   raw_syscall(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&empty_mask), 0, sizeof empty_mask);
 
+  for (int i = 0; plan.make_dirs && plan.make_dirs[i]; ++i) {
+    rc = raw_syscall(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(plan.make_dirs[i]), 0755);
+    if (rc < 0 && rc != -EEXIST) child_failed(plan.error_fd, Stage::kMakeDir, rc, i);
+  }
+  if (plan.file_path) {
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.file_path),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) child_failed(plan.error_fd, Stage::kWriteFile, fd);
+    for (size_t done = 0; done < plan.file_size;) {
+      rc = raw_syscall(SYS_write, fd, reinterpret_cast<long>(plan.file_content + done), plan.file_size - done);
+      if (rc == -EINTR) continue;
+      if (rc <= 0) child_failed(plan.error_fd, Stage::kWriteFile, rc < 0 ? rc : -ENOSPC);
+      done += static_cast<size_t>(rc);
+    }
+    raw_syscall(SYS_close, fd);
+  }
+
   long devnull = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"), O_RDONLY);
-  if (devnull < 0) child_failed(plan.error_fd, devnull);
-  if ((rc = move_fd(static_cast<int>(devnull), STDIN_FILENO)) < 0) child_failed(plan.error_fd, rc);
-  if ((rc = move_fd(plan.stdout_fd, STDOUT_FILENO)) < 0) child_failed(plan.error_fd, rc);
-  if ((rc = move_fd(plan.stderr_fd, STDERR_FILENO)) < 0) child_failed(plan.error_fd, rc);
+  if (devnull < 0) child_failed(plan.error_fd, Stage::kSetup, devnull);
+  if ((rc = move_fd(static_cast<int>(devnull), STDIN_FILENO)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
+  if ((rc = move_fd(plan.stdout_fd, STDOUT_FILENO)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
+  if ((rc = move_fd(plan.stderr_fd, STDERR_FILENO)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
   // Every other descriptor (other trials' pipes, sockets) closes at exec; the
   // error pipe stays usable until then.
   if (raw_syscall(SYS_close_range, 3, ~0u, CLOSE_RANGE_CLOEXEC) < 0) {
     for (int fd = 3; fd < 65536; ++fd) raw_syscall(SYS_fcntl, fd, F_SETFD, FD_CLOEXEC);  // kernels before 5.11
   }
   if (plan.working_dir && (rc = raw_syscall(SYS_chdir, reinterpret_cast<long>(plan.working_dir))) < 0) {
-    child_failed(plan.error_fd, rc);
+    child_failed(plan.error_fd, Stage::kChdir, rc);
   }
   rc = raw_syscall(SYS_execve, reinterpret_cast<long>(plan.path), reinterpret_cast<long>(plan.argv),
                    reinterpret_cast<long>(plan.envp));
-  child_failed(plan.error_fd, rc);
+  child_failed(plan.error_fd, Stage::kExec, rc);
 }
 
 int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
@@ -253,6 +283,10 @@ struct ExecWatch::Memory {
   std::string program;
   std::string command;  // argv[0] as given, for messages
   std::string working_dir;
+  std::vector<std::string> make_dirs;
+  std::vector<const char*> make_dir_ptrs;
+  std::string file_path;
+  std::string file_content;
   ChildPlan plan;
   void* stack = MAP_FAILED;
   ~Memory() {
@@ -264,10 +298,10 @@ ExecWatch::~ExecWatch() { outcome(/*wait=*/true); }
 
 std::optional<Status> ExecWatch::outcome(bool wait) {
   if (outcome_ || fd_ < 0) return outcome_;
-  int child_errno = 0;
+  ChildFailure failure;
   ssize_t n;
   while (true) {
-    n = ::read(fd_, &child_errno, sizeof child_errno);
+    n = ::read(fd_, &failure, sizeof failure);
     if (n >= 0 || errno == EINTR) {
       if (n >= 0) break;
       continue;
@@ -279,8 +313,21 @@ std::optional<Status> ExecWatch::outcome(bool wait) {
   }
   ::close(fd_);
   fd_ = -1;
+  const int child_errno = failure.error;
+  const Memory& m = *memory_;
   if (n <= 0) {
     outcome_ = Status::Ok();  // end of file: closed by the exec
+  } else if (failure.stage == Stage::kMakeDir) {
+    const std::string& dir = failure.item >= 0 && static_cast<size_t>(failure.item) < m.make_dirs.size()
+                                 ? m.make_dirs[static_cast<size_t>(failure.item)]
+                                 : m.working_dir;
+    outcome_ = errno_status("cannot create the trial directory " + dir, child_errno);
+  } else if (failure.stage == Stage::kWriteFile) {
+    outcome_ = errno_status("cannot write " + m.file_path, child_errno);
+  } else if (failure.stage == Stage::kChdir) {
+    outcome_ = errno_status("cannot enter the trial directory " + m.working_dir, child_errno);
+  } else if (failure.stage == Stage::kSetup) {
+    outcome_ = errno_status("cannot start " + m.program, child_errno);
   } else if (child_errno == ENOENT) {
     outcome_ = Status::NotFound("command not found: " + memory_->command);
   } else if (child_errno == EACCES) {
@@ -300,7 +347,9 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   static const std::string own_dir = self_exe_dir();  // the executable does not move: read it once
   auto program = resolve_command(spec.argv[0], own_dir, path_env ? path_env : "/usr/bin:/bin");
   if (!program.ok()) return program.status();
-  if (!spec.working_dir.empty() && !exists(spec.working_dir)) {
+  const bool child_makes_working_dir =
+      std::find(spec.make_dirs.begin(), spec.make_dirs.end(), spec.working_dir) != spec.make_dirs.end();
+  if (!spec.working_dir.empty() && !child_makes_working_dir && !exists(spec.working_dir)) {
     return Status::NotFound("trial working directory " + spec.working_dir + " does not exist");
   }
 
@@ -320,6 +369,11 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   m.program = *program;
   m.command = spec.argv[0];
   m.working_dir = spec.working_dir;
+  m.make_dirs = spec.make_dirs;
+  for (const auto& d : m.make_dirs) m.make_dir_ptrs.push_back(d.c_str());
+  m.make_dir_ptrs.push_back(nullptr);
+  m.file_path = spec.file_path;
+  m.file_content = spec.file_content;
   m.stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (m.stack == MAP_FAILED) return errno_status("mmap (the child's stack)", errno);
   ChildPlan& plan = m.plan;
@@ -327,6 +381,10 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   plan.argv = m.argv.data();
   plan.envp = m.envp.data();
   plan.working_dir = m.working_dir.empty() ? nullptr : m.working_dir.c_str();
+  plan.make_dirs = m.make_dir_ptrs.data();
+  plan.file_path = m.file_path.empty() ? nullptr : m.file_path.c_str();
+  plan.file_content = m.file_content.data();
+  plan.file_size = m.file_content.size();
   plan.stdout_fd = out.write_end;
   plan.stderr_fd = err.write_end;
   plan.error_fd = exec_error.write_end;

@@ -44,7 +44,14 @@ struct LaunchSpec {
   std::vector<std::string> argv;  // argv[0] is resolved with resolve_command()
   // Set (or replaced) on top of the agent's own environment.
   std::vector<std::pair<std::string, std::string>> env_overrides;
-  std::string working_dir;  // must exist; the child starts there
+  std::string working_dir;  // the child starts there; must exist unless it is in make_dirs
+  // Directories the child creates before it execs, in order (one that
+  // exists already is fine), then a file it writes (created or truncated).
+  // On a slow filesystem each costs ~0.1 ms, which the agent's loop would
+  // otherwise spend per trial: in the child it runs beside the loop.
+  std::vector<std::string> make_dirs;
+  std::string file_path;  // empty: none
+  std::string file_content;
 };
 
 // Until a launched child has exec'd, it runs on memory of the agent's (its
@@ -61,9 +68,10 @@ class ExecWatch {
   // Readable (poll) once the exec is decided; -1 after that was read.
   int fd() const { return fd_; }
   // nullopt while undecided (only when !wait); then Ok if the program runs,
-  // or why the exec failed: NotFound, FailedPrecondition (EACCES, ENOEXEC),
-  // IoError. The child of a failed exec exits with status 127 at once. Once
-  // decided, the memory is freed and the same answer is returned again.
+  // or why it did not start: NotFound, FailedPrecondition (EACCES, ENOEXEC),
+  // IoError (a directory or the file of LaunchSpec could not be made, ...).
+  // Such a child exits with status 127 at once. Once decided, the memory is
+  // freed and the same answer is returned again.
   std::optional<Status> outcome(bool wait = false);
 
  private:

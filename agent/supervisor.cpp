@@ -6,6 +6,7 @@
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -143,20 +144,17 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   fs::path working_dir = (fs::path(options_.workdir_root) / relative).lexically_normal();
   fs::path checkpoint_dir = working_dir / "checkpoints";
   working_dir_ = working_dir.string();
+  // The trial's own directories and parameter file are made by its process
+  // before the exec (LaunchSpec::make_dirs), beside the agent's loop; the
+  // sweep's directory, shared by its trials, here (a cheap EEXIST after the
+  // first trial).
+  fs::path parent = working_dir.parent_path();
   std::error_code ec;
-  fs::create_directories(checkpoint_dir, ec);
+  if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) fs::create_directories(parent, ec);
   if (ec) {
-    return fail_to_start(Status::IoError("cannot create the trial directory " + checkpoint_dir.string() + ": " +
+    return fail_to_start(Status::IoError("cannot create the trial directory " + parent.string() + ": " +
                                          ec.message()));
   }
-
-  int params_fd = ::open((working_dir / "swept-params.json").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (params_fd < 0) {
-    return fail_to_start(Status::IoError("cannot write swept-params.json in " + working_dir_ + ": " +
-                                         std::strerror(errno)));
-  }
-  write_all(params_fd, launch_.params_json + "\n");
-  ::close(params_fd);
   stdout_log_.set_path((working_dir / "stdout.log").string());
   stderr_log_.set_path((working_dir / "stderr.log").string());
 
@@ -165,22 +163,34 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.argv = launch_.argv;
   spec.working_dir = working_dir_;
   spec.env_overrides = environment_;
+  spec.make_dirs = {working_dir_, checkpoint_dir.string()};
+  spec.file_path = (working_dir / "swept-params.json").string();
+  spec.file_content = launch_.params_json + "\n";
   auto child = launcher.launch(spec);
   if (!child.ok()) return fail_to_start(child.status());
   child_ = *child;
   pid_ = child_.pid;
 }
 
-void TrialSupervisor::fail_to_start(const Status& why) {
-  TrialResult r;
+void TrialSupervisor::set_launch_failure(TrialResult& r, const Status& why) {
   r.end = TrialEnd::kLaunchFailed;
   // The shell's conventions: 127 not found, 126 found but not executable.
+  r.exit_code.reset();
+  r.signal.reset();
   if (why.code() == StatusCode::kNotFound) r.exit_code = 127;
   if (why.code() == StatusCode::kFailedPrecondition) r.exit_code = 126;
   r.reason = why.message();
   std::string line = "swept: " + why.message() + "\n";
   stderr_log_.append(line);
   log_.append(line);
+}
+
+void TrialSupervisor::fail_to_start(const Status& why) {
+  // The trial's directory is normally made by its process; one that never
+  // started still gets it, so that its stderr.log says why.
+  if (!working_dir_.empty()) ::mkdir(working_dir_.c_str(), 0755);
+  TrialResult r;
+  set_launch_failure(r, why);
   r.started_at = started_wall_;
   r.ended_at = clock_.wall_seconds();
   result_ = std::move(r);
@@ -342,14 +352,7 @@ void TrialSupervisor::finish(std::optional<int> wait_status) {
   }
   std::string forced = killed_ ? " (still running after SIGTERM and the grace period: killed)" : "";
   if (exec_failure_) {
-    // What fail_to_start reports for the same causes found before the clone.
-    r.end = TrialEnd::kLaunchFailed;
-    r.exit_code = exec_failure_->code() == StatusCode::kFailedPrecondition ? 126 : 127;
-    r.signal.reset();
-    r.reason = exec_failure_->message();
-    std::string line = "swept: " + r.reason + "\n";
-    stderr_log_.append(line);
-    log_.append(line);
+    set_launch_failure(r, *exec_failure_);  // as if found before the clone
   } else if (timed_out_) {
     r.end = TrialEnd::kTimedOut;
     r.reason = stop_reason_ + forced;

@@ -144,6 +144,8 @@ class TrialSupervisor {
   TrialSupervisor(const TrialLaunch& launch, const SupervisorOptions& options, const Clock& clock);
   void prepare_and_launch(Launcher& launcher);
   void fail_to_start(const Status& why);
+  // Fills `r` as a launch failure for `why` and logs the reason to stderr.log.
+  void set_launch_failure(TrialResult& r, const Status& why);
   void stop(const std::string& reason, bool timed_out);
   // Reads up to a budget from one pipe; returns false at end of stream.
   bool read_stream(int& fd, bool is_stdout, bool drain);

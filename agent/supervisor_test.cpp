@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "agent/test_util.h"
@@ -176,6 +177,20 @@ TEST_CASE("agent supervisor: an exec that fails after the launch (not a program,
   CHECK(u.sup->result().end == TrialEnd::kLaunchFailed);
   CHECK(u.sup->result().exit_code == 127);
   CHECK(u.sup->result().reason == "command not found: " + bad_interpreter);
+}
+
+TEST_CASE("agent supervisor: a trial directory that cannot be made fails the trial with the path and the cause") {
+  // The child makes its directories before the exec; a file where the
+  // trial's directory should be stops it there, and the reason names it.
+  Trial t;
+  std::filesystem::create_directories(t.root.path() + "/sweep-1");
+  std::ofstream(t.root.path() + "/sweep-1/trial-7") << "in the way\n";
+  t.start(shell("echo should-not-run"));
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().end == TrialEnd::kLaunchFailed);
+  CHECK(t.sup->result().reason ==
+        "cannot create the trial directory " + t.root.path() + "/sweep-1/trial-7/checkpoints: Not a directory");
+  CHECK(t.log.find("should-not-run") == std::string::npos);
 }
 
 TEST_CASE("agent supervisor: megabytes without a newline are log, cut, and kept whole in stdout.log") {
