@@ -35,6 +35,7 @@
 #include <pthread.h>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 
 extern char** environ;
 
@@ -232,6 +233,44 @@ int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); 
 
 constexpr size_t kChildStackBytes = 64 * 1024;
 
+// Children's stacks are kept for the next launch instead of unmapped: an
+// munmap in a multi-threaded process interrupts every other CPU running one
+// of its threads to flush its TLB, once per trial.
+class StackPool {
+ public:
+  static StackPool& instance() {
+    static StackPool pool;
+    return pool;
+  }
+  void* take() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        void* s = free_.back();
+        free_.pop_back();
+        return s;
+      }
+    }
+    return ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  }
+  // Precondition: no child runs on `stack` any more (it exec'd or exited).
+  void give_back(void* stack) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (free_.size() < kKept) {
+        free_.push_back(stack);
+        return;
+      }
+    }
+    ::munmap(stack, kChildStackBytes);
+  }
+
+ private:
+  static constexpr size_t kKept = 64;
+  std::mutex mutex_;
+  std::vector<void*> free_;
+};
+
 }  // namespace
 
 std::string self_exe_dir() {
@@ -290,7 +329,7 @@ struct ExecWatch::Memory {
   ChildPlan plan;
   void* stack = MAP_FAILED;
   ~Memory() {
-    if (stack != MAP_FAILED) ::munmap(stack, kChildStackBytes);
+    if (stack != MAP_FAILED) StackPool::instance().give_back(stack);
   }
 };
 
@@ -337,7 +376,10 @@ std::optional<Status> ExecWatch::outcome(bool wait) {
   } else {
     outcome_ = errno_status("cannot start " + memory_->program, child_errno);
   }
-  memory_.reset();  // the child has exec'd or is exiting: it no longer runs on this
+  // After an exec the child no longer runs on this memory. After a failure it
+  // may still be running its last instructions (exit) on the stack: the
+  // memory stays until the watch is destroyed, after the child is reaped.
+  if (outcome_->ok()) memory_.reset();
   return outcome_;
 }
 
@@ -374,7 +416,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   m.make_dir_ptrs.push_back(nullptr);
   m.file_path = spec.file_path;
   m.file_content = spec.file_content;
-  m.stack = ::mmap(nullptr, kChildStackBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  m.stack = StackPool::instance().take();
   if (m.stack == MAP_FAILED) return errno_status("mmap (the child's stack)", errno);
   ChildPlan& plan = m.plan;
   plan.path = m.program.c_str();

@@ -70,8 +70,10 @@ class ExecWatch {
   // nullopt while undecided (only when !wait); then Ok if the program runs,
   // or why it did not start: NotFound, FailedPrecondition (EACCES, ENOEXEC),
   // IoError (a directory or the file of LaunchSpec could not be made, ...).
-  // Such a child exits with status 127 at once. Once decided, the memory is
-  // freed and the same answer is returned again.
+  // Such a child exits with status 127 at once. Once decided, the same
+  // answer is returned again; after a successful exec the memory is freed,
+  // after a failure it is kept until the watch is destroyed, which must then
+  // wait until the child has been reaped.
   std::optional<Status> outcome(bool wait = false);
 
  private:

@@ -211,6 +211,7 @@ void TrialSupervisor::close_fds() {
   close_fd(child_.stdout_fd);
   close_fd(child_.stderr_fd);
   close_fd(child_.pidfd);
+  child_.exec.reset();  // callers have reaped the child (or it never existed)
   stdout_log_.close();
   stderr_log_.close();
 }
@@ -218,7 +219,9 @@ void TrialSupervisor::close_fds() {
 std::vector<int> TrialSupervisor::poll_fds() const {
   std::vector<int> fds;
   if (result_) return fds;
-  for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd, child_.exec ? child_.exec->fd() : -1}) {
+  // Not the exec pipe: a failed exec ends the child at once (pidfd), and a
+  // successful one needs no answer before then; service() reads it anyway.
+  for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd}) {
     if (fd >= 0) fds.push_back(fd);
   }
   return fds;
@@ -305,8 +308,11 @@ void TrialSupervisor::check_exec(bool wait) {
   if (!child_.exec || exec_failure_) return;
   std::optional<Status> outcome = child_.exec->outcome(wait);
   if (!outcome) return;
-  if (!outcome->ok()) exec_failure_ = *outcome;  // the child exits with 127; finish() says why
-  child_.exec.reset();
+  if (outcome->ok()) {
+    child_.exec.reset();
+  } else {
+    exec_failure_ = *outcome;  // the child exits with 127; finish() says why and drops the watch once it is reaped
+  }
 }
 
 void TrialSupervisor::check_exit() {

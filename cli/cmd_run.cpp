@@ -166,7 +166,14 @@ int run_run(const std::vector<std::string>& args) {
     if (!broker_status.ok()) broker_failed = true;
   });
   std::atomic<int> agent_rc{-1};
-  std::thread agent_thread([&] { agent_rc = agent::run_agent(ao, stop_agent); });
+  std::atomic<double> agent_cpu{0};
+  std::thread agent_thread([&] {
+    timespec t0{}, t1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    agent_rc = agent::run_agent(ao, stop_agent);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    agent_cpu = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+  });
 
   auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
   if (!reader.ok()) {
@@ -267,6 +274,7 @@ int run_run(const std::vector<std::string>& args) {
                         {"trials_dispatched", st.trials_dispatched}, {"trials_finished", st.trials_finished},
                         {"metric_rows", st.metric_rows},       {"loop_cpu_seconds", st.loop_cpu_seconds},
                         {"ingest_seconds", st.ingest_seconds}, {"turns", st.turns},
+                        {"agent_cpu_seconds", agent_cpu.load()},
                         {"wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()}};
     std::ofstream(stats_file) << j.dump(2) << "\n";
   }
