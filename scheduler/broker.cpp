@@ -18,6 +18,9 @@ using namespace swept::protocol;
 namespace {
 
 constexpr int kMaxMessagesPerTurn = 20000;
+// How long a received TRIAL_STARTED may wait for a commit that happens
+// anyway before it gets one of its own (Broker::write_starts).
+constexpr int64_t kStartWriteDelayMs = 50;
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
@@ -181,6 +184,12 @@ Status Broker::run(const std::atomic<bool>& stop) {
 
 Status Broker::turn(int max_wait_ms) {
   int wait = std::max(0, std::min(max_wait_ms, options_.heartbeat_ms));
+  for (int64_t id : pending_starts_) {  // wake when the oldest unwritten start is due
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    int64_t due = it->second.start_received_ms + kStartWriteDelayMs - clock_.now_ms();
+    wait = static_cast<int>(std::clamp<int64_t>(due, 0, wait));
+  }
   try {
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
     zmq::poll(items, 1, std::chrono::milliseconds(wait));
@@ -215,6 +224,7 @@ Status Broker::turn(int max_wait_ms) {
   }
   if (failure.ok()) failure = check_timers();
   if (failure.ok() && dirty_) failure = dispatch();
+  if (failure.ok() && !pending_starts_.empty()) failure = write_starts();
   if (failure.ok() && store_.in_transaction()) failure = store_.commit();
   if (!failure.ok()) {
     // Nothing half-done is acknowledged: drop what was about to be sent.
@@ -341,6 +351,8 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     auto it = live_.find(rt.trial_id);
     if (it != live_.end() && it->second.agent == r.name && it->second.attempt == rt.attempt) {
       LiveTrial& lt = it->second;
+      // A start the scheduler had not written when it stopped: its time at least.
+      if (!lt.started && rt.started_at > 0) SWEPT_RETURN_IF_ERROR(store_.fill_started_at(rt.trial_id, rt.attempt, rt.started_at));
       lt.started = true;
       lt.await_deadline_ms = 0;
       lt.acked_seq = lt.stored_seq;
@@ -432,8 +444,32 @@ Status Broker::on_trial_started(Session& s, const TrialStarted& m) {
   it->second.await_deadline_ms = 0;
   if (it->second.started) return Status::Ok();
   it->second.started = true;
+  it->second.start_env_json = nlohmann::json(m.env).dump();
+  it->second.start_started_at = m.started_at;
+  it->second.start_received_ms = clock_.now_ms();
+  pending_starts_.insert(m.trial_id);
+  return Status::Ok();
+}
+
+Status Broker::write_start(LiveTrial& lt) {
+  if (!lt.start_env_json) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  return store_.confirm_started(m.trial_id, m.attempt, nlohmann::json(m.env).dump(), m.started_at);
+  SWEPT_RETURN_IF_ERROR(store_.confirm_started(lt.trial_id, lt.attempt, *lt.start_env_json, lt.start_started_at));
+  lt.start_env_json.reset();
+  pending_starts_.erase(lt.trial_id);
+  return Status::Ok();
+}
+
+Status Broker::write_starts() {
+  const bool all = store_.in_transaction();
+  const int64_t now = clock_.now_ms();
+  for (auto id = pending_starts_.begin(); id != pending_starts_.end();) {
+    auto it = live_.find(*id);
+    ++id;  // write_start erases the current element
+    if (it == live_.end()) continue;
+    if (all || now - it->second.start_received_ms >= kStartWriteDelayMs) SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  }
+  return Status::Ok();
 }
 
 Status Broker::on_metrics(Session& s, const Metrics& m) {
@@ -505,6 +541,7 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
                            const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = it->second;
   live_.erase(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -526,6 +563,7 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
 Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = it->second;
   live_.erase(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());

@@ -124,6 +124,10 @@ class Broker {
     int64_t acked_seq = 0;     // highest acknowledged to the agent
     int64_t await_deadline_ms = 0;  // > 0: recovered, waiting for its agent
     int max_retries = 0;
+    // TRIAL_STARTED's record, not written yet (see write_starts()).
+    std::optional<std::string> start_env_json;
+    double start_started_at = 0;
+    int64_t start_received_ms = 0;
   };
   struct Outgoing {
     std::string routing_id;
@@ -131,6 +135,14 @@ class Broker {
   };
 
   Status ensure_tx();
+  // Writes the TRIAL_STARTED records received so far: all of them when a
+  // transaction is open anyway this turn, else those older than
+  // kStartWriteDelayMs (a trial's start is already on record as running
+  // since its dispatch; its pid, environment and start time may wait for
+  // the next commit instead of costing one of their own).
+  Status write_starts();
+  // Writes one trial's pending start (before its end is written).
+  Status write_start(LiveTrial& lt);
   void send_later(const std::string& routing_id, protocol::Message m);
   void flush();
 
@@ -162,6 +174,7 @@ class Broker {
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::string endpoint_;
+  std::set<int64_t> pending_starts_;  // live_ entries with a start_env_json
 
   std::unordered_map<std::string, Session> sessions_;    // by routing id
   std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id

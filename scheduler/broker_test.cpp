@@ -74,6 +74,16 @@ void turn_until(Broker& broker, const std::function<bool()>& cond, std::vector<P
   }
 }
 
+// Turns until `n` trials have their start written. With nothing else to
+// write, a TRIAL_STARTED is written 50 ms after it came: the fake clock moves
+// 10 ms a turn meanwhile (well inside any liveness limit of these tests).
+void wait_start_written(Broker& broker, FakeClock& clock, const std::string& db, int n) {
+  turn_until(broker, [&] {
+    clock.advance_ms(10);
+    return query_int(db, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == n;
+  });
+}
+
 Register registration(const std::string& name, int slots) {
   Register r;
   r.name = name;
@@ -170,7 +180,7 @@ TEST_CASE("an agent silent past liveness loses its trials, which are requeued an
       "parameters": {"x": {"values": [1]}}})").ok());
   auto st = expect<StartTrial>(*f.broker, a);
   a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
-  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
 
   // Agent a goes silent (SIGSTOP). 3 x 100 ms of fake time later it is lost.
   f.clock.advance_ms(301);
@@ -218,7 +228,7 @@ TEST_CASE("without retries left a lost trial fails - one never started costs no 
   auto s1 = expect<StartTrial>(*f.broker, a);
   auto s2 = expect<StartTrial>(*f.broker, a);
   a.send(TrialStarted{s1.trial_id, 1, 5, 1.0, "w", {}});
-  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
   a.send(Disconnect{"test"});
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='gone'") == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s1.trial_id) + " AND state='failed'") == 1);
@@ -342,6 +352,38 @@ TEST_CASE("after a restart, running trials are adopted, not restarted - finished
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 3);
 }
 
+TEST_CASE("a trial's start is written with the next commit, or on its own 50 ms later") {
+  // TRIAL_STARTED adds nothing the scheduler acts on (the trial is on record
+  // as running since its dispatch), so it does not cost a commit of its own
+  // while others happen anyway; alone, it is written within 50 ms.
+  Fixture f;
+  f.start();
+  Peer a(f.broker->endpoint(), "a#1");
+  a.send(registration("a", 2));
+  expect<RegisterAck>(*f.broker, a);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+      "parameters": {"x": {"values": [1, 2, 3]}}})").ok());
+  auto s1 = expect<StartTrial>(*f.broker, a);
+  auto s2 = expect<StartTrial>(*f.broker, a);
+  auto started = [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL"); };
+  int64_t seen = f.broker->stats().messages_in;
+  a.send(TrialStarted{s1.trial_id, 1, 5, 1.0, "w", {{"CUDA_VISIBLE_DEVICES", ""}}});
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; });
+  REQUIRE(f.broker->turn(0).ok());
+  CHECK(started() == 0);  // not yet: nothing else was written, and the fake clock has not moved
+  f.clock.advance_ms(50);
+  turn_until(*f.broker, [&] { return started() == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE env IS NOT NULL") == 1);
+
+  // The second trial's start rides on the commit of its own exit.
+  a.send(TrialStarted{s2.trial_id, 1, 6, 2.0, "w", {}});
+  a.send(TrialExited{s2.trial_id, 1, ExitCause::kExited, 0, std::nullopt, false, "exit code 0", 3.0, 0});
+  expect<ExitAck>(*f.broker, a);
+  CHECK(started() == 2);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed' AND started_at=2.0") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed' AND started_at=2.0") == 1);
+}
+
 TEST_CASE("recovered trials whose agent never returns are lost after the grace period") {
   Fixture f;
   f.start();
@@ -353,7 +395,7 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
         "parameters": {"x": {"values": [1]}}})").ok());
     auto st = expect<StartTrial>(*f.broker, a);
     a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
-    turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+    wait_start_written(*f.broker, f.clock, f.db.path, 1);
   }
   f.stop();
   f.start(/*grace_ms=*/1000);
@@ -429,7 +471,7 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
   expect<RegisterAck>(*f.broker, a);
   // The START_TRIAL of t1 is read after the REGISTER left: the agent announces it.
   a.send(TrialStarted{t1, 1, 7, 1.0, "w", {}});
-  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == 1; });
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
   // t2 is never confirmed: after a liveness period it is requeued, costing no retry.
   // (The agent keeps heartbeating meanwhile, so it stays alive.)
   f.clock.advance_ms(200);

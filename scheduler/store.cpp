@@ -437,6 +437,15 @@ Status Store::confirm_started(int64_t trial_id, int attempt, const std::string& 
   return Status::Ok();
 }
 
+Status Store::fill_started_at(int64_t trial_id, int attempt, double started_at) {
+  SWEPT_PREPARE(st, "UPDATE trials SET started_at=? WHERE id=? AND attempts=? AND started_at IS NULL");
+  SWEPT_SQLITE_CHECK(bind_arg(st, 1, started_at));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 2, trial_id));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 3, attempt));
+  SWEPT_STEP_DONE(st);
+  return Status::Ok();
+}
+
 Status Store::end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state,
                           std::optional<int> exit_code, const std::string& reason, double ended_at) {
   SWEPT_PREPARE(st, "UPDATE attempts SET state=?, exit_code=?, reason=?, ended_at=? WHERE trial_id=? AND attempt=?");

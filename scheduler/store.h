@@ -111,6 +111,8 @@ class Store {
   Status reopen_attempt(int64_t trial_id, int attempt, const std::string& agent);
   // The agent confirmed the start: the environment it set, the start time.
   Status confirm_started(int64_t trial_id, int attempt, const std::string& env_json, double started_at);
+  // Sets the start time of the trial's attempt where none is recorded yet.
+  Status fill_started_at(int64_t trial_id, int attempt, double started_at);
   // Ends an attempt in the history only (state of that attempt).
   Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at);
