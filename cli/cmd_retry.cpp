@@ -1,4 +1,4 @@
-// `swept retry SWEEP`: requeues the sweep's failed trials (their earlier
+// `swept retry SWEEP`: requeues the sweep's failed and lost trials (their earlier
 // attempts stay in the history); a finished sweep runs again until they end.
 #include "cli/client_common.h"
 #include "cli/command.h"
@@ -26,5 +26,5 @@ int run_retry(const std::vector<std::string>& args) {
 }
 
 }  // namespace
-SWEPT_COMMAND("retry", "requeue a sweep's failed trials", run_retry);
+SWEPT_COMMAND("retry", "requeue a sweep's failed and lost trials", run_retry);
 }  // namespace swept::cli

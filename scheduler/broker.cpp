@@ -579,8 +579,9 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
     runner_.requeue(lt.sweep_id, trial_id);
     log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
   } else {
+    // Final: `lost`, not `failed`: the trial did not fail, its host went away.
     std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "failed", std::nullopt, why, now));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "lost", std::nullopt, why, now));
     runner_.trial_ended(lt.sweep_id);
     log::info("trial " + to_s(trial_id) + " lost: " + why);
   }

@@ -231,7 +231,8 @@ TEST_CASE("without retries left a lost trial fails - one never started costs no 
   wait_start_written(*f.broker, f.clock, f.db.path, 1);
   a.send(Disconnect{"test"});
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='gone'") == 1; });
-  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s1.trial_id) + " AND state='failed'") == 1);
+  // Started and lost with no retries left: final state `lost`, not `failed`.
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s1.trial_id) + " AND state='lost'") == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(s2.trial_id) + " AND state='queued'") == 1);
 }
 
@@ -402,8 +403,15 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
   REQUIRE(f.broker->turn(0).ok());
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
   f.clock.advance_ms(1001);
-  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='failed'") == 1; });
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='lost'") == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+
+  // `swept retry` takes lost trials back as it does failed ones.
+  Peer cli(f.broker->endpoint(), "cli#1");
+  cli.send(Retry{"r", 1});
+  CHECK(expect<Done>(*f.broker, cli).count == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='running'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state IN ('queued', 'running')") == 1);
 }
 
 TEST_CASE("cancel stops queued and running trials - retry requeues failed ones") {

@@ -250,8 +250,13 @@ Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason)
 }
 
 Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
+  // Failed trials, and lost ones (their agent vanished with no retries left).
   auto failed = store_.trial_ids_in_state(sweep_id, "failed");
   if (!failed.ok()) return failed.status();
+  auto lost = store_.trial_ids_in_state(sweep_id, "lost");
+  if (!lost.ok()) return lost.status();
+  failed->insert(failed->end(), lost->begin(), lost->end());
+  std::sort(failed->begin(), failed->end());
   if (failed->empty()) return int64_t{0};
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) {

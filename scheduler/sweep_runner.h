@@ -84,8 +84,8 @@ class SweepRunner {
   // cancelled. Returns the number of queued trials stopped. The broker stops
   // the running ones.
   Result<int64_t> cancel(int64_t sweep_id, const std::string& reason);
-  // Retry: the sweep's failed trials go back to the queue (their history
-  // kept in `attempts`); a completed sweep runs again. Returns how many.
+  // Retry: the sweep's failed and lost trials go back to the queue (their
+  // history kept in `attempts`); a completed sweep runs again. Returns how many.
   Result<int64_t> retry_failed(int64_t sweep_id);
 
   bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
