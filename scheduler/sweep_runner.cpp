@@ -52,12 +52,10 @@ Result<std::vector<TrialRecord>> SweepRunner::recover() {
     a.spec = std::move(*spec);
     a.total = r.total_trials;
     a.next_index = r.next_index;
-    // Lost trials were being requeued when the scheduler stopped: queue them first.
-    for (const char* state : {"lost", "queued"}) {
-      auto ids = store_.trial_ids_in_state(r.id, state);
-      if (!ids.ok()) return ids.status();
-      for (int64_t id : *ids) a.queued.push_back(id);
-    }
+    // (A `lost` trial is final: it had no retries left. `swept retry` takes it back.)
+    auto ids = store_.trial_ids_in_state(r.id, "queued");
+    if (!ids.ok()) return ids.status();
+    for (int64_t id : *ids) a.queued.push_back(id);
     auto live = store_.trials_in_state(r.id, "running");
     if (!live.ok()) return live.status();
     a.running = static_cast<int>(live->size());
