@@ -231,16 +231,22 @@ Result<sqlite3_stmt*> Store::prepare(const char* sql) {
   if (!var##_r.ok()) return var##_r.status(); \
   sqlite3_stmt* var = *var##_r
 
+// BEGIN and COMMIT run once per broker turn: prepared once, like the rest.
 Status Store::begin() {
   if (in_tx_) return Status::Internal("Store::begin: a transaction is already open");
-  SWEPT_RETURN_IF_ERROR(exec("BEGIN IMMEDIATE"));
+  SWEPT_PREPARE(st, "BEGIN IMMEDIATE");
+  SWEPT_STEP_DONE(st);
   in_tx_ = true;
   return Status::Ok();
 }
 
 Status Store::commit() {
   if (!in_tx_) return Status::Internal("Store::commit: no transaction is open");
-  Status s = exec("COMMIT");
+  Status s = [&]() -> Status {
+    SWEPT_PREPARE(st, "COMMIT");
+    SWEPT_STEP_DONE(st);
+    return Status::Ok();
+  }();
   if (!s.ok()) {
     rollback();
     return s;
