@@ -57,7 +57,7 @@ std::string clock_text(double seconds) {
 
 // One progress line: bar, counts, elapsed, ETA, best so far.
 std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
-  int64_t done = s.counts.completed + s.counts.failed + s.counts.stopped;
+  int64_t done = s.counts.done();
   std::string bar;
   std::string counts;
   if (s.total_trials && *s.total_trials > 0) {
@@ -285,8 +285,9 @@ int run_run(const std::vector<std::string>& args) {
   if (sums.ok() && rows.ok()) {
     const auto& s = sums->front();
     std::cout << "sweep " << sweep_id << " " << s.state << ": " << s.counts.completed << " completed, "
-              << s.counts.failed << " failed, " << s.counts.stopped << " stopped, " << s.counts.queued + s.counts.running
-              << " not run\n";
+              << s.counts.failed << " failed, " << s.counts.stopped << " stopped, "
+              << (s.counts.lost ? std::to_string(s.counts.lost) + " lost, " : std::string())
+              << s.counts.queued + s.counts.running << " not run\n";
     if (auto best = best_trial(s, *rows))
       std::cout << "best: trial " << best->id << " " << *s.metric_name << "=" << fmt_num(*best->metric_value) << "  "
                 << params_text(best->params) << "\n";

@@ -8,7 +8,7 @@ namespace swept::cli {
 namespace {
 
 std::string progress(const protocol::SweepSummary& s) {
-  int64_t done = s.counts.completed + s.counts.failed + s.counts.stopped;
+  int64_t done = s.counts.done();
   return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
 }
 
@@ -50,7 +50,8 @@ int run_status(const std::vector<std::string>& args) {
   std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + s.name + ")") << ": " << s.method << ", "
             << s.state << ", " << progress(s) << " trials done\n";
   std::cout << "  queued " << s.counts.queued << ", running " << s.counts.running << ", completed "
-            << s.counts.completed << ", failed " << s.counts.failed << ", stopped " << s.counts.stopped << "\n";
+            << s.counts.completed << ", failed " << s.counts.failed << ", stopped " << s.counts.stopped << ", lost "
+            << s.counts.lost << "\n";
   if (s.metric_name) {
     if (s.best_trial_id)
       std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id

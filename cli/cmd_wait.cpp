@@ -35,7 +35,8 @@ int run_wait(const std::vector<std::string>& args) {
     const auto& s = sums->front();
     if (s.state != "running" && s.counts.running == 0) {
       std::cout << "sweep " << s.id << " " << s.state << ": " << s.counts.completed << " completed, "
-                << s.counts.failed << " failed, " << s.counts.stopped << " stopped\n";
+                << s.counts.failed << " failed, " << s.counts.stopped << " stopped"
+                << (s.counts.lost ? ", " + std::to_string(s.counts.lost) + " lost" : std::string()) << "\n";
       bool all = s.state == "completed" && s.counts.completed == s.counts.total();
       return all ? kExitOk : kExitNotAllCompleted;
     }

@@ -221,6 +221,8 @@ struct QuerySweeps {
 struct StateCounts {
   int64_t queued = 0, running = 0, completed = 0, failed = 0, stopped = 0, lost = 0;
   int64_t total() const { return queued + running + completed + failed + stopped + lost; }
+  // Trials in a final state.
+  int64_t done() const { return completed + failed + stopped + lost; }
   bool operator==(const StateCounts&) const = default;
 };
 
