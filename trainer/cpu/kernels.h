@@ -42,7 +42,8 @@ inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, 
 // normal float or NaN for NaN input, never inf. Double (the gradient
 // checks) keeps std::exp.
 inline float exp_vectorizable(float x) {
-  x = std::min(std::max(x, -87.3f), 88.3f);  // NaN passes through both
+  x = x < -87.3f ? -87.3f : x;  // (a select, not std::max: GCC vectorizes it)
+  x = x > 88.3f ? 88.3f : x;    // NaN passes through both
   // n = round(x / ln2) by the 1.5·2^23 trick (no SSE4.1 rounding needed).
   const float shifted = x * 1.44269504088896341f + 12582912.0f;
   const float n = shifted - 12582912.0f;
