@@ -266,8 +266,12 @@ void maxpool_backward(int planes, int height, int width, int window, const T* x,
         for (int ox = 0; ox < wo; ++ox) {
           const T best = out[oy * wo + ox], g = dout[oy * wo + ox];
           const size_t a = r0 + 2 * ox, b = a + 1, c = r1 + 2 * ox, d = c + 1;
-          const bool at_a = in[a] == best, at_b = !at_a && in[b] == best, at_c = !at_a && !at_b && in[c] == best,
-                     at_d = !at_a && !at_b && !at_c;
+          // Bitwise & and |, not && and ||: no branches, so the loop
+          // vectorizes (it once took 8% of a CNN step as scalar code).
+          const bool at_a = in[a] == best;
+          const bool at_b = !at_a & (in[b] == best);
+          const bool at_c = !(at_a | at_b) & (in[c] == best);
+          const bool at_d = !(at_a | at_b | at_c);
           din[a] = at_a ? g : T(0);
           din[b] = at_b ? g : T(0);
           din[c] = at_c ? g : T(0);

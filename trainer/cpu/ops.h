@@ -135,6 +135,12 @@ class CpuOps {
         const int nb = std::min(g.chunk, r.end - n0);
         const size_t ld = static_cast<size_t>(nb) * g.spatial;
         for (int j = 0; j < nb; ++j) im2col(s, x + (n0 + j) * g.in_size, col + j * g.spatial, ld);
+        if (nb == 1) {  // [C][S] of one sample is its NCHW output: no scatter
+          T* y_n = y + n0 * g.out_size;
+          gemm(false, false, s.out_channels, g.spatial, g.k, T(1), w, g.k, col, g.spatial, T(0), y_n, g.spatial);
+          bias_activation_channels(s.out_channels, g.spatial, b, act, y_n);
+          continue;
+        }
         gemm(false, false, s.out_channels, static_cast<int>(ld), g.k, T(1), w, g.k, col, static_cast<int>(ld), T(0),
              out, static_cast<int>(ld));
         // Scatter [C][nb·S] back to NCHW, adding the bias and activating.
@@ -148,7 +154,7 @@ class CpuOps {
     });
   }
 
-  void conv2d_backward(const Conv2dShape& s, const T* x, const T* w, const T* y, const T* dy, Activation act, T* dx,
+  void conv2d_backward(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
                        T* dw, T* db) {
     if (s.in_channels >= kChannelsLastMin) return conv2d_backward_channels_last(s, x, w, y, dy, act, dx, dw, db);
     const Geometry g(s);
@@ -166,6 +172,23 @@ class CpuOps {
       for (int n0 = r.begin; n0 < r.end; n0 += g.chunk) {
         const int nb = std::min(g.chunk, r.end - n0);
         const size_t ld = static_cast<size_t>(nb) * g.spatial;
+        if (nb == 1) {  // one sample: dy·act'(y) in place (dy may be overwritten), no gather
+          T* dy_n = dy + n0 * g.out_size;
+          activation_backward(g.out_size, act, y + n0 * g.out_size, dy_n);
+          for (int c = 0; c < s.out_channels; ++c) {
+            const T* plane = dy_n + static_cast<size_t>(c) * g.spatial;
+            T sum = 0;
+            for (int i = 0; i < g.spatial; ++i) sum += plane[i];
+            db_part[c] += sum;
+          }
+          im2col(s, x + n0 * g.in_size, col, g.spatial);
+          gemm(false, true, s.out_channels, g.k, g.spatial, T(1), dy_n, g.spatial, col, g.spatial, T(1), dw_part, g.k);
+          if (dx != nullptr) {
+            gemm(true, false, g.k, g.spatial, s.out_channels, T(1), w, g.k, dy_n, g.spatial, T(0), col, g.spatial);
+            col2im(s, col, g.spatial, dx + n0 * g.in_size);
+          }
+          continue;
+        }
         // Gather dy·act'(y) of the chunk into [C][nb·S]; sum it for db.
         for (int j = 0; j < nb; ++j) {
           const size_t base = (n0 + j) * g.out_size;
@@ -369,7 +392,7 @@ class CpuOps {
     });
   }
 
-  void conv2d_backward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* y, const T* dy,
+  void conv2d_backward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy,
                                      Activation act, T* dx, T* dw, T* db) {
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
@@ -381,19 +404,17 @@ class CpuOps {
     const int tasks = sample_tasks(s.batch);
     const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
     const size_t col_size = static_cast<size_t>(g.spatial) * g.k;
-    ensure_scratch(tasks, 2 * col_size + padded_size, g.out_size, grad_size);
+    ensure_scratch(tasks, 2 * col_size + padded_size, 0, grad_size);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
       T* col = scratch_[t].col.data();
       T* dcol = col + col_size;
       T* padded = dcol + col_size;
-      T* dyc = scratch_[t].out.data();  // [out][S]
       T* dw_part = scratch_[t].grad.data();
       T* db_part = dw_part + w_size;
       std::fill(dw_part, dw_part + grad_size, T(0));
       for (int n = r.begin; n < r.end; ++n) {
-        const T* dy_n = dy + n * g.out_size;
-        std::copy_n(dy_n, g.out_size, dyc);
+        T* dyc = dy + n * g.out_size;  // [out][S]: dy·act'(y) in place (dy may be overwritten)
         activation_backward(g.out_size, act, y + n * g.out_size, dyc);
         for (int o = 0; o < s.out_channels; ++o) {
           const T* plane = dyc + static_cast<size_t>(o) * g.spatial;
