@@ -149,6 +149,22 @@ void activation_backward_columns(int rows, int cols, int c0, int c1, Activation 
   }
 }
 
+// Σ v[0..n): eight interleaved partial sums, added in a fixed order at the
+// end, so the loop vectorizes (a single running sum cannot be reordered
+// without -ffast-math) and the result is still the same on every run.
+template <typename T>
+T sum_vectorizable(const T* v, int n) {
+  constexpr int kLanes = 8;
+  T lanes[kLanes] = {};
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l) lanes[l] += v[i + l];
+  T sum = 0;
+  for (; i < n; ++i) sum += v[i];
+  for (int l = 0; l < kLanes; ++l) sum += lanes[l];
+  return sum;
+}
+
 // sums[c - c0] = Σ_r m[r][c] for c in [c0, c1).
 template <typename T>
 void column_sums(int rows, int cols, int c0, int c1, const T* m, T* sums) {
