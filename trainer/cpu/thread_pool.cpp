@@ -3,14 +3,19 @@
 // caller claim tasks with compare-exchange, and the caller returns once
 // completed_ reaches the job's task count. The invariants that keep the
 // caller's std::function alive for as long as anyone can call it:
-//   - a task can only be claimed while claim_ holds its generation;
+//   - a task can only be claimed while claim_ holds its generation, and only
+//     below that generation's task count (job_ carries both, so a worker
+//     cannot pair an old claim with the next job's count);
 //   - the caller moves to the next generation only after every claimed task
 //     has returned (completed_ == tasks);
 //   - so a worker reads job_fn_ only after a successful claim, while the
 //     caller is still inside parallel_for for that job.
 // Idle workers spin (pause, then sched_yield so that other processes on a
-// shared machine get the core) and after kSpinTime block in claim_.wait();
+// shared machine get the core) and after kSpinTime sleep on sleep_cv_;
 // sleepers_ tells the caller whether a notify (a futex call) is needed.
+// (Not std::atomic<uint64_t>::wait: libstdc++ 12 implements 64-bit waits
+// through a proxy counter, and this pool's test once hung there with every
+// worker asleep and a job published.)
 #include "trainer/cpu/thread_pool.h"
 
 #include <chrono>
@@ -62,7 +67,10 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   stopping_.store(true);
   claim_.store(pack(generation_ + 1, 0));
-  claim_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    sleep_cv_.notify_all();
+  }
   for (auto& t : workers_) t.join();
 }
 
@@ -70,10 +78,13 @@ void ThreadPool::run_tasks(uint32_t generation) {
   uint64_t claim = claim_.load(std::memory_order_acquire);
   for (;;) {
     if (generation_of(claim) != generation) return;
-    // May belong to a newer job if the caller has moved on; the exchange
-    // below then fails, since claim_ holds the newer generation.
-    const uint32_t tasks = job_tasks_.load(std::memory_order_relaxed);
-    if (task_of(claim) >= tasks) return;
+    // The task count must be the count OF THIS generation: the caller sets
+    // up the next job (count, then claim_) right after this one ends, and a
+    // worker still holding this job's last claim value must not pair it with
+    // the next job's larger count (its exchange would then succeed, since
+    // claim_ has not moved yet, and run a task of the next job twice).
+    const uint64_t job = job_.load(std::memory_order_acquire);
+    if (generation_of(job) != generation || task_of(claim) >= task_of(job)) return;
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire))
       continue;
     (*job_fn_.load(std::memory_order_relaxed))(static_cast<int>(task_of(claim)));
@@ -85,20 +96,19 @@ void ThreadPool::run_tasks(uint32_t generation) {
 void ThreadPool::worker_loop() {
   uint32_t seen = 0;
   for (;;) {
-    uint64_t claim = claim_.load(std::memory_order_acquire);
-    const auto idle = [&] {
-      claim = claim_.load(std::memory_order_acquire);
-      return generation_of(claim) == seen && !stopping_.load(std::memory_order_relaxed);
+    uint64_t claim = 0;
+    const auto idle = [&] {  // seq_cst loads (plain loads on x86): see the sleep below
+      claim = claim_.load();
+      return generation_of(claim) == seen && !stopping_.load();
     };
     if (!poll_while(idle, kSpinTime)) {
-      while (idle()) {
-        // Announce the sleep before the last look at claim_ (both seq_cst),
-        // so a caller that publishes after that look sees sleepers_ > 0.
-        sleepers_.fetch_add(1);
-        claim = claim_.load();
-        if (generation_of(claim) == seen && !stopping_.load()) claim_.wait(claim);
-        sleepers_.fetch_sub(1);
-      }
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      // Announce the sleep before the last look at claim_ (both seq_cst): a
+      // caller that publishes after that look sees sleepers_ > 0 and then
+      // needs sleep_mutex_, which this thread holds until it is waiting.
+      sleepers_.fetch_add(1);
+      while (idle()) sleep_cv_.wait(lock);
+      sleepers_.fetch_sub(1);
     }
     if (stopping_.load()) return;
     seen = generation_of(claim);
@@ -115,10 +125,13 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
   const uint32_t count = static_cast<uint32_t>(tasks);
   completed_.store(0, std::memory_order_relaxed);
   job_fn_.store(&fn, std::memory_order_relaxed);
-  job_tasks_.store(count, std::memory_order_relaxed);
   ++generation_;
+  job_.store(pack(generation_, count), std::memory_order_relaxed);
   claim_.store(pack(generation_, 0));  // seq_cst: publishes the three above
-  if (sleepers_.load() > 0) claim_.notify_all();
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    sleep_cv_.notify_all();
+  }
   run_tasks(generation_);
   // Only tasks that a worker has claimed and not finished are left: wait for
   // them (they are running, so the wait is short unless that worker's core

@@ -16,8 +16,10 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -50,9 +52,11 @@ class ThreadPool {
   std::atomic<uint64_t> claim_{0};
   // Written by the caller before it publishes a generation in claim_ (release).
   std::atomic<const std::function<void(int)>*> job_fn_{nullptr};
-  std::atomic<uint32_t> job_tasks_{0};
+  std::atomic<uint64_t> job_{0};        // (generation << 32) | its task count
   std::atomic<uint32_t> completed_{0};  // tasks of the current job that have returned
-  std::atomic<int> sleepers_{0};        // workers blocked in claim_.wait()
+  std::atomic<int> sleepers_{0};        // workers asleep (or about to be) on sleep_cv_
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
   std::atomic<bool> stopping_{false};
   uint32_t generation_ = 0;             // the caller's copy
 };

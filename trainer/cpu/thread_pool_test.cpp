@@ -17,7 +17,10 @@ TEST_CASE("trainer: thread pool runs every task exactly once, job after job") {
     ThreadPool pool(threads);
     CHECK(pool.size() == threads);
     std::vector<std::atomic<int>> runs(64);
-    for (int job = 0; job < 2000; ++job) {
+    // Many short jobs back to back: a worker still finishing one job while
+    // the next is set up is the race this protocol must survive (an early
+    // version ran a task of the next job twice about once in 50000 jobs).
+    for (int job = 0; job < 30000; ++job) {
       const int tasks = job % 17;  // 0, 1, fewer and more tasks than threads
       for (auto& r : runs) r.store(0);
       pool.parallel_for(tasks, [&](int t) { runs[t].fetch_add(1); });
