@@ -74,9 +74,8 @@ class CpuBackend final : public Backend {
           const uint8_t* ahead = images + static_cast<size_t>(rows[i + kPrefetchSamples]) * sample_size;
           for (size_t j = 0; j < sample_size; j += 64) __builtin_prefetch(ahead + j);
         }
-        const uint8_t* __restrict src = images + static_cast<size_t>(rows[i]) * sample_size;
-        float* __restrict dst = x + static_cast<size_t>(i) * sample_size;
-        for (size_t j = 0; j < sample_size; ++j) dst[j] = static_cast<float>(src[j]) * (1.0f / 255.0f);
+        cpu::unit_floats_from_bytes(images + static_cast<size_t>(rows[i]) * sample_size, sample_size,
+                                    x + static_cast<size_t>(i) * sample_size);
         y[i] = labels[rows[i]];
       }
     });

@@ -412,3 +412,27 @@ void optimizer_update(const OptimizerConfig& cfg, T weight_decay, T lr, T correc
 }
 
 }  // namespace swept::trainer::cpu
+
+namespace swept::trainer::cpu {
+
+// ---- float entry points compiled for several instruction sets -----------------
+// The build targets baseline x86-64 (SSE2: 4 floats per instruction), which
+// leaves the elementwise passes of a step compute-bound (the MLP's SGD update
+// ran at ~1 element per cycle). These overloads run the templates above,
+// inlined into clones built for AVX-512, AVX2+FMA and the baseline; the
+// loader picks the clone for the CPU it runs on (GCC target_clones, glibc
+// ifunc), so the binary stays portable. Overload resolution prefers them
+// over the templates for float; the double gradient checks use the templates.
+// Defined in kernels_simd.cpp.
+void bias_activation_rows(int rows, int cols, const float* bias, Activation act, float* y);
+void bias_activation_channels(int channels, int spatial, const float* bias, Activation act, float* y);
+void activation_backward(size_t n, Activation act, const float* y, float* dy);
+void maxpool_forward(int planes, int height, int width, int window, const float* x, float* y);
+void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
+                      const float* dy, float* dx);
+void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, float correction1, float correction2,
+                      size_t n, float* param, const float* grad, float* state1, float* state2);
+// dst[i] = src[i] / 255 for i < n (image bytes to [0, 1]).
+void unit_floats_from_bytes(const uint8_t* src, size_t n, float* dst);
+
+}  // namespace swept::trainer::cpu

@@ -243,12 +243,13 @@ class CpuOps {
 
   void optimizer_update(const OptimizerConfig& config, T weight_decay, T lr, T correction1, T correction2, size_t n,
                         T* param, const T* grad, T* state1, T* state2) {
-    // Memory-bound: split only large tensors.
-    const int tasks = n >= (size_t{1} << 16) ? threads_ : 1;
+    // Split only large tensors: with the vectorized clones an SGD step over
+    // the MLP's 78400 weights takes ~10 µs on one thread and no less on two.
+    const int tasks = n >= (size_t{1} << 18) ? threads_ : 1;
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(static_cast<int>(n), tasks, t);
       const size_t off = static_cast<size_t>(r.begin);
-      cpu::optimizer_update<T>(config, weight_decay, lr, correction1, correction2, static_cast<size_t>(r.end - r.begin),
+      cpu::optimizer_update(config, weight_decay, lr, correction1, correction2, static_cast<size_t>(r.end - r.begin),
                                param + off, grad + off, state1 ? state1 + off : nullptr,
                                state2 ? state2 + off : nullptr);
     });
