@@ -427,9 +427,6 @@ namespace swept::trainer::cpu {
 void bias_activation_rows(int rows, int cols, const float* bias, Activation act, float* y);
 void bias_activation_channels(int channels, int spatial, const float* bias, Activation act, float* y);
 void activation_backward(size_t n, Activation act, const float* y, float* dy);
-void maxpool_forward(int planes, int height, int width, int window, const float* x, float* y);
-void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
-                      const float* dy, float* dx);
 void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, float correction1, float correction2,
                       size_t n, float* param, const float* grad, float* state1, float* state2);
 // dst[i] = src[i] / 255 for i < n (image bytes to [0, 1]).
