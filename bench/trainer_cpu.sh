@@ -15,7 +15,8 @@
 # Usage: bench/trainer_cpu.sh [DATA_DIR]   (default: $SWEPT_DATA_DIR, else data/mnist)
 # Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 3),
 #        MODELS (default "mlp cnn")
-# Prints a human summary and one JSON line per model on stdout.
+# Prints a human summary (with every round's figures) and one JSON line per
+# model on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${1:-${SWEPT_DATA_DIR:-$root/data/mnist}}
@@ -69,7 +70,7 @@ done
 gemm_rate=$(median "${sgemm_all[@]}")
 gemm_rate1=$(median "${sgemm1[@]}")
 
-declare -A result
+declare -A result rounds_of
 for model in $models; do
   if [[ $model == mlp ]]; then
     args=(--activation=sigmoid --hidden=100 --optimizer=sgd --lr=0.5 --schedule=constant)
@@ -85,6 +86,7 @@ for model in $models; do
     pn+=("$(peer_sps "$model" "$threads")")
   done
   result[$model]="$(median "${o[@]}") $(median "${p1[@]}") $(median "${pn[@]}")"
+  rounds_of[$model]="$(IFS=,; echo "${o[*]}") $(IFS=,; echo "${p1[*]}") $(IFS=,; echo "${pn[*]}")"
 done
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -93,9 +95,12 @@ echo "machine: $cpu, $(nproc) cores; load average during the run: $load; $(date 
 echo "SGEMM (OpenBLAS, 2048^3): ${gemm_rate1} GFLOP/s on 1 thread, ${gemm_rate} GFLOP/s on $threads"
 for model in $models; do
   read -r ours_sps peer1 peern <<<"${result[$model]}"
-  python3 - "$model" "$ours_sps" "$peer1" "$peern" "$threads" "$gemm_rate" "$rounds" <<'EOF'
+  read -r ours_all peer1_all peern_all <<<"${rounds_of[$model]}"
+  python3 - "$model" "$ours_sps" "$peer1" "$peern" "$threads" "$gemm_rate" "$rounds" \
+    "$ours_all" "$peer1_all" "$peern_all" <<'EOF'
 import json, sys
-model, ours, p1, pn, threads, gemm, rounds = sys.argv[1], *map(float, sys.argv[2:])
+model, ours, p1, pn, threads, gemm, rounds = sys.argv[1], *map(float, sys.argv[2:8])
+per_round = [[float(v) for v in a.split(",")] for a in sys.argv[8:11]]
 best_peer = max(p1, pn)
 line = {"bench": "trainer_cpu", "model": model, "threads": int(threads), "rounds": int(rounds),
         "swept_samples_per_sec": ours, "torch_samples_per_sec_default_threads": p1,
@@ -106,7 +111,11 @@ if model == "cnn":
     line["gflops"] = round(gflops, 1)
     line["share_of_sgemm_rate"] = round(gflops / gemm, 3)
     text += f"; {gflops:.1f} GFLOP/s = {100 * gflops / gemm:.0f}% of the machine's SGEMM rate"
+line["per_round"] = {"swept": per_round[0], "torch_default_threads": per_round[1],
+                     f"torch_{int(threads)}_threads": per_round[2]}
 print(text)
+print(f"  per round (run order): swept {per_round[0]}, PyTorch default {per_round[1]}, "
+      f"PyTorch {int(threads)} threads {per_round[2]}")
 print(json.dumps(line))
 EOF
 done

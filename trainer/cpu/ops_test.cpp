@@ -63,8 +63,11 @@ void check_gradient(const char* what, std::vector<double>& theta, const std::vec
 
 TEST_CASE("trainer: dense layer: gradients match finite differences for every activation") {
   for (Activation act : {Activation::kNone, Activation::kRelu, Activation::kSigmoid}) {
-    // Small, and large enough (> 8 MFLOP) that products are split over threads.
-    for (auto [threads, batch, in, out] : {std::tuple{1, 5, 7, 6}, std::tuple{3, 5, 7, 6}, std::tuple{3, 64, 300, 256}}) {
+    // Small, and large enough (> 8 MFLOP) that products are split over
+    // threads; the last is cut into the small-layer chunks (8 rows forward,
+    // 64 input columns backward, both with a partial last chunk).
+    for (auto [threads, batch, in, out] : {std::tuple{1, 5, 7, 6}, std::tuple{3, 5, 7, 6}, std::tuple{3, 64, 300, 256},
+                                           std::tuple{3, 124, 330, 100}}) {
       CpuOps<double> ops(threads);
       std::mt19937_64 gen(7);
       auto x = random_vector(batch * in, gen), w = random_vector(out * in, gen), b = random_vector(out, gen);
@@ -136,6 +139,23 @@ TEST_CASE("trainer: conv2d forward equals a direct convolution") {
               }
           CHECK(y[((n * 4 + o) * 6 + oy) * 6 + ox] == doctest::Approx(sum).epsilon(1e-12));
         }
+}
+
+TEST_CASE("trainer: exp_vectorizable is within a few float ulps of std::exp and never overflows") {
+  double worst = 0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double exact = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(exp_vectorizable(x) - exact) / exact);
+  }
+  INFO("worst relative error " << worst);
+  CHECK(worst < 4e-7);  // float's epsilon is 1.19e-7
+  CHECK(exp_vectorizable(0.0f) == 1.0f);
+  CHECK(std::isfinite(exp_vectorizable(1000.0f)));
+  CHECK(exp_vectorizable(-1000.0f) >= 0.0f);
+  CHECK(exp_vectorizable(-1000.0f) < 1e-37f);
+  CHECK(std::isnan(exp_vectorizable(std::nanf(""))));
+  CHECK(sigmoid(-200.0f) >= 0.0f);
+  CHECK(sigmoid(200.0f) == 1.0f);
 }
 
 TEST_CASE("trainer: maxpool layer: forward picks maxima, gradients match finite differences") {

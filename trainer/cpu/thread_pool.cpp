@@ -1,59 +1,118 @@
-// ThreadPool implementation: a generation counter under one mutex wakes the
-// workers for a job; tasks are claimed through an atomic counter; the caller
-// works too and then waits until EVERY worker has reported the generation
-// done, so no worker can still hold a job when the next one is set up and
-// the job (a reference to the caller's std::function) never dangles.
-// Workers spin briefly before sleeping: training steps issue many short jobs.
+// ThreadPool implementation (see thread_pool.h). One 64-bit atomic, claim_,
+// holds the job's generation and its next unclaimed task; workers and the
+// caller claim tasks with compare-exchange, and the caller returns once
+// completed_ reaches the job's task count. The invariants that keep the
+// caller's std::function alive for as long as anyone can call it:
+//   - a task can only be claimed while claim_ holds its generation, and only
+//     below that generation's task count (job_ carries both, so a worker
+//     cannot pair an old claim with the next job's count);
+//   - the caller moves to the next generation only after every claimed task
+//     has returned (completed_ == tasks);
+//   - so a worker reads job_fn_ only after a successful claim, while the
+//     caller is still inside parallel_for for that job.
+// Idle workers spin (pause, then sched_yield so that other processes on a
+// shared machine get the core) and after kSpinTime sleep on sleep_cv_;
+// sleepers_ tells the caller whether a notify (a futex call) is needed.
+// (Not std::atomic<uint64_t>::wait: libstdc++ 12 implements 64-bit waits
+// through a proxy counter, and this pool's test once hung there with every
+// worker asleep and a job published.)
 #include "trainer/cpu/thread_pool.h"
 
 #include <chrono>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace swept::trainer::cpu {
+namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+// Busy-polls (pause) for about kPauseTime, then polls with sched_yield;
+// the whole wait lasts at most `limit`. Returns whether `waiting()` ended.
+// The clock is read only every 64 polls (reading it on every poll once cost
+// a third of a training run's CPU time in __vdso_clock_gettime).
+constexpr auto kPauseTime = std::chrono::microseconds(50);
+
+template <typename Waiting>
+bool poll_while(Waiting waiting, std::chrono::steady_clock::duration limit) {
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (!waiting()) return true;
+      cpu_relax();
+    }
+    const auto spent = std::chrono::steady_clock::now() - start;
+    if (spent >= limit) return false;
+    if (spent >= kPauseTime) std::this_thread::yield();
+  }
+}
+
+// How long an idle worker stays awake: longer than the serial stretches of a
+// training step (a whole MLP step is ~0.3 ms), because waking a sleeping
+// thread costs tens to hundreds of µs on a VM, where an idle vCPU is halted.
+constexpr auto kSpinTime = std::chrono::milliseconds(2);
+
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
+  stopping_.store(true);
+  claim_.store(pack(generation_ + 1, 0));
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-    generation_atomic_.store(generation_ + 1);
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    sleep_cv_.notify_all();
   }
-  wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_tasks() {
-  const std::function<void(int)>& job = *job_;
+void ThreadPool::run_tasks(uint32_t generation) {
+  uint64_t claim = claim_.load(std::memory_order_acquire);
   for (;;) {
-    int task = next_task_.fetch_add(1);
-    if (task >= job_tasks_) return;
-    job(task);
+    if (generation_of(claim) != generation) return;
+    // The task count must be the count OF THIS generation: the caller sets
+    // up the next job (count, then claim_) right after this one ends, and a
+    // worker still holding this job's last claim value must not pair it with
+    // the next job's larger count (its exchange would then succeed, since
+    // claim_ has not moved yet, and run a task of the next job twice).
+    const uint64_t job = job_.load(std::memory_order_acquire);
+    if (generation_of(job) != generation || task_of(claim) >= task_of(job)) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire))
+      continue;
+    (*job_fn_.load(std::memory_order_relaxed))(static_cast<int>(task_of(claim)));
+    completed_.fetch_add(1, std::memory_order_release);
+    claim = claim_.load(std::memory_order_acquire);
   }
 }
 
 void ThreadPool::worker_loop() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin a little (about 50 µs) for the next job before sleeping.
-    auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (generation_atomic_.load(std::memory_order_acquire) == seen &&
-           std::chrono::steady_clock::now() < spin_until) {
+    uint64_t claim = 0;
+    const auto idle = [&] {  // seq_cst loads (plain loads on x86): see the sleep below
+      claim = claim_.load();
+      return generation_of(claim) == seen && !stopping_.load();
+    };
+    if (!poll_while(idle, kSpinTime)) {
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      // Announce the sleep before the last look at claim_ (both seq_cst): a
+      // caller that publishes after that look sees sleepers_ > 0 and then
+      // needs sleep_mutex_, which this thread holds until it is waiting.
+      sleepers_.fetch_add(1);
+      while (idle()) sleep_cv_.wait(lock);
+      sleepers_.fetch_sub(1);
     }
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-    }
-    run_tasks();
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++workers_done_;
-      workers_done_atomic_.store(workers_done_, std::memory_order_release);
-    }
-    done_.notify_one();
+    if (stopping_.load()) return;
+    seen = generation_of(claim);
+    run_tasks(seen);
   }
 }
 
@@ -63,28 +122,22 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
     for (int i = 0; i < tasks; ++i) fn(i);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    job_tasks_ = tasks;
-    next_task_.store(0);
-    workers_done_ = 0;
-    workers_done_atomic_.store(0);
-    ++generation_;
-    generation_atomic_.store(generation_, std::memory_order_release);
+  const uint32_t count = static_cast<uint32_t>(tasks);
+  completed_.store(0, std::memory_order_relaxed);
+  job_fn_.store(&fn, std::memory_order_relaxed);
+  ++generation_;
+  job_.store(pack(generation_, count), std::memory_order_relaxed);
+  claim_.store(pack(generation_, 0));  // seq_cst: publishes the three above
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    sleep_cv_.notify_all();
   }
-  wake_.notify_all();
-  run_tasks();
-  // Spin briefly for the workers (their tasks usually end with ours) before
-  // paying for a sleep and a wake-up.
-  const int workers = static_cast<int>(workers_.size());
-  const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-  while (workers_done_atomic_.load(std::memory_order_acquire) != workers &&
-         std::chrono::steady_clock::now() < spin_until) {
-  }
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return workers_done_ == workers; });
-  job_ = nullptr;
+  run_tasks(generation_);
+  // Only tasks that a worker has claimed and not finished are left: wait for
+  // them (they are running, so the wait is short unless that worker's core
+  // was taken away; then yielding hands the core back to it).
+  poll_while([&] { return completed_.load(std::memory_order_acquire) != count; },
+             std::chrono::steady_clock::duration::max());
 }
 
 }  // namespace swept::trainer::cpu

@@ -3,6 +3,14 @@
 // them) and returns when every call has returned. Which thread runs which
 // task is not fixed, so callers write results per TASK (never per thread):
 // results then do not depend on scheduling, only on the number of tasks.
+//
+// The caller never waits for a worker that has not started: tasks are
+// claimed one by one, and parallel_for returns once every task is done, so
+// on a busy machine a descheduled worker costs nothing but its share of the
+// work (the caller takes the tasks it does not claim). A training step
+// issues dozens of jobs of 5 to 200 µs, so workers spin between jobs (up to
+// kSpinTime) before they sleep.
+//
 // Thread safety: one caller at a time (the owning Backend's thread); fn must
 // not throw and must not call parallel_for on the same pool.
 #pragma once
@@ -29,22 +37,28 @@ class ThreadPool {
 
  private:
   void worker_loop();
-  void run_tasks();
+  // Claims and runs tasks of `generation` until none is left.
+  void run_tasks(uint32_t generation);
+
+  // The job: (generation << 32) | index of the next unclaimed task. A task is
+  // claimed by a compare-exchange that also checks the generation, so a late
+  // worker can never claim a task of a job that is already over, and a
+  // claimed task keeps its job (and job_fn_) alive until it is done.
+  static uint64_t pack(uint32_t generation, uint32_t task) { return uint64_t{generation} << 32 | task; }
+  static uint32_t generation_of(uint64_t claim) { return static_cast<uint32_t>(claim >> 32); }
+  static uint32_t task_of(uint64_t claim) { return static_cast<uint32_t>(claim); }
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::condition_variable done_;
-  // Set under mutex_ before generation_ moves; read by workers after they
-  // saw the new generation under mutex_.
-  const std::function<void(int)>* job_ = nullptr;
-  int job_tasks_ = 0;
-  uint64_t generation_ = 0;
-  std::atomic<uint64_t> generation_atomic_{0};  // generation_, for spinning
-  std::atomic<int> next_task_{0};
-  int workers_done_ = 0;
-  std::atomic<int> workers_done_atomic_{0};  // workers_done_, for the caller's spin
-  bool stopping_ = false;
+  std::atomic<uint64_t> claim_{0};
+  // Written by the caller before it publishes a generation in claim_ (release).
+  std::atomic<const std::function<void(int)>*> job_fn_{nullptr};
+  std::atomic<uint64_t> job_{0};        // (generation << 32) | its task count
+  std::atomic<uint32_t> completed_{0};  // tasks of the current job that have returned
+  std::atomic<int> sleepers_{0};        // workers asleep (or about to be) on sleep_cv_
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
+  std::atomic<bool> stopping_{false};
+  uint32_t generation_ = 0;             // the caller's copy
 };
 
 }  // namespace swept::trainer::cpu
