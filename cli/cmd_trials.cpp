@@ -10,8 +10,16 @@ namespace {
 std::string gpus_text(const protocol::TrialRow& t) {
   if (t.gpus.empty()) return "-";
   std::string s;
-  for (int g : t.gpus) s += (s.empty() ? "" : ",") + std::to_string(g);
-  if (t.gpu_fraction) s += "@" + fmt_num(*t.gpu_fraction);
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
+  // about `const char* + std::string&&` here.
+  for (int g : t.gpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
+  if (t.gpu_fraction) {
+    s += '@';
+    s += fmt_num(*t.gpu_fraction);
+  }
   return s;
 }
 
