@@ -179,6 +179,17 @@ Status Broker::run(const std::atomic<bool>& stop) {
     s = turn(100);
     stat_cpu_ = thread_cpu_seconds() - cpu0;
   }
+  // A stop (not a crash) leaves no received start unwritten.
+  if (s.ok() && !pending_starts_.empty()) {
+    s = ensure_tx();
+    for (auto id = pending_starts_.begin(); s.ok() && id != pending_starts_.end();) {
+      auto it = live_.find(*id);
+      ++id;
+      if (it != live_.end()) s = write_start(it->second);
+    }
+    if (s.ok()) s = store_.commit();
+    if (!s.ok()) store_.rollback();
+  }
   return s;
 }
 

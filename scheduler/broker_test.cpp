@@ -6,6 +6,8 @@
 #include "scheduler/test_support.h"
 
 #include <doctest/doctest.h>
+
+#include <atomic>
 #include <sqlite3.h>
 #include <unistd.h>
 
@@ -383,6 +385,16 @@ TEST_CASE("a trial's start is written with the next commit, or on its own 50 ms 
   CHECK(started() == 2);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed' AND started_at=2.0") == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed' AND started_at=2.0") == 1);
+
+  // A broker that is stopped (not killed) writes what it holds before run() returns.
+  auto s3 = expect<StartTrial>(*f.broker, a);
+  seen = f.broker->stats().messages_in;
+  a.send(TrialStarted{s3.trial_id, 1, 7, 4.0, "w", {}});
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; });
+  CHECK(started() == 2);
+  std::atomic<bool> stop{true};
+  REQUIRE(f.broker->run(stop).ok());
+  CHECK(started() == 3);
 }
 
 TEST_CASE("recovered trials whose agent never returns are lost after the grace period") {
