@@ -3,7 +3,10 @@
 // (target_clones) whose body is the kernels.h template, flattened into it so
 // the template's loops are vectorized with the clone's instruction set.
 // Invariant: nothing here but calls of the templates, so every clone computes
-// exactly what the baseline does (the float-vs-double tests cover them).
+// the same formulas as the baseline. Not the same bits: the x86-64-v3/v4
+// clones fuse multiply-adds (FMA) and sum in their own vector width, so two
+// hosts with different instruction sets may differ in the last bits (the
+// float-vs-double tests bound that). On one host a run is reproducible.
 // Not cloned: the 2×2 max pooling, whose stride-2 accesses GCC turns into
 // gathers and masked stores under AVX-512 (pool1 backward took 4x longer).
 #include "trainer/cpu/kernels.h"
