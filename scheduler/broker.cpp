@@ -373,7 +373,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     }
     auto rec = store_.trial_record(rt.trial_id);
     if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
-        (rec->state == "queued" || rec->state == "lost") && runner_.adopt_queued(rec->sweep_id, rec->id)) {
+        rec->state == "queued" && runner_.adopt_queued(rec->sweep_id, rec->id)) {
       // Given up while its agent was away, not restarted yet: take it back.
       LiveTrial lt;
       lt.trial_id = rec->id;
@@ -529,7 +529,8 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
     auto rec = store_.trial_record(e.trial_id);
     if (rec.ok() && rec->attempts == e.attempt && (rec->state == "queued" || rec->state == "lost") &&
         state != "lost" && runner_.is_running(rec->sweep_id)) {
-      // Requeued while its agent was away, but it finished: its result stands.
+      // Given up while its agent was away (requeued, or lost with no retries
+      // left), but it finished: its result stands.
       runner_.forget_queued(rec->sweep_id, rec->id);
       SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
       SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
@@ -650,7 +651,7 @@ Status Broker::cancel_trial(int64_t trial_id, const std::string& reason) {
   }
   auto rec = store_.trial_record(trial_id);
   if (!rec.ok()) return rec.status();
-  if (rec->state == "queued" || rec->state == "lost") {
+  if (rec->state == "queued") {
     runner_.forget_queued(rec->sweep_id, trial_id);
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
     SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
@@ -669,15 +670,19 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
                                                                       : "internal";
     send_later(routing_id, Error{rid, code, s.message()});
   };
-  auto is_fatal = [](const Status& s) { return s.code() == StatusCode::kIoError; };
+  // A request that cannot be served: a store failure (I/O) is returned and
+  // ends the turn; anything else is answered with ERROR and the turn goes on.
+  auto refuse = [&](const std::string& rid, const Status& s) -> Status {
+    if (s.code() == StatusCode::kIoError) return s;
+    reply_error(rid, s);
+    return Status::Ok();
+  };
 
   if (auto* sub = std::get_if<Submit>(&m)) {
     auto r = runner_.submit(sub->spec);
     if (!r.ok()) {
-      if (is_fatal(r.status())) return r.status();
-      reply_error(sub->request_id,
-                  r.status().WithContext(sub->source.empty() ? std::string("sweep file") : sub->source));
-      return Status::Ok();
+      return refuse(sub->request_id,
+                    r.status().WithContext(sub->source.empty() ? std::string("sweep file") : sub->source));
     }
     send_later(routing_id, Submitted{sub->request_id, r->sweep_id, r->total_trials});
     log::info("sweep " + to_s(r->sweep_id) + " submitted (" +
@@ -688,11 +693,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   if (auto* c = std::get_if<Cancel>(&m)) {
     if (c->sweep_id) {
       auto sums = store_.sweep_summaries(*c->sweep_id);
-      if (!sums.ok()) {
-        if (is_fatal(sums.status())) return sums.status();
-        reply_error(c->request_id, sums.status());
-        return Status::Ok();
-      }
+      if (!sums.ok()) return refuse(c->request_id, sums.status());
       if (sums->front().state != "running") {
         send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " + sums->front().state, 0});
         return Status::Ok();
@@ -703,49 +704,29 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
       return Status::Ok();
     }
     Status s = cancel_trial(*c->trial_id, "cancelled by the user");
-    if (!s.ok()) {
-      if (is_fatal(s)) return s;
-      reply_error(c->request_id, s);
-      return Status::Ok();
-    }
+    if (!s.ok()) return refuse(c->request_id, s);
     dirty_ = true;
     send_later(routing_id, Done{c->request_id, "trial " + to_s(*c->trial_id) + " stopped", 1});
     return Status::Ok();
   }
   if (auto* r = std::get_if<Retry>(&m)) {
     auto sums = store_.sweep_summaries(r->sweep_id);
-    if (!sums.ok()) {
-      if (is_fatal(sums.status())) return sums.status();
-      reply_error(r->request_id, sums.status());
-      return Status::Ok();
-    }
+    if (!sums.ok()) return refuse(r->request_id, sums.status());
     auto n = runner_.retry_failed(r->sweep_id);
-    if (!n.ok()) {
-      if (is_fatal(n.status())) return n.status();
-      reply_error(r->request_id, n.status());
-      return Status::Ok();
-    }
+    if (!n.ok()) return refuse(r->request_id, n.status());
     dirty_ = true;
-    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + " failed trials of sweep " + to_s(r->sweep_id), *n});
+    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + " failed or lost trials of sweep " + to_s(r->sweep_id), *n});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QuerySweeps>(&m)) {
     auto sums = store_.sweep_summaries(q->sweep_id);
-    if (!sums.ok()) {
-      if (is_fatal(sums.status())) return sums.status();
-      reply_error(q->request_id, sums.status());
-      return Status::Ok();
-    }
+    if (!sums.ok()) return refuse(q->request_id, sums.status());
     send_later(routing_id, Sweeps{q->request_id, std::move(*sums)});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryTrials>(&m)) {
     auto sums = store_.sweep_summaries(q->sweep_id);
-    if (!sums.ok()) {
-      if (is_fatal(sums.status())) return sums.status();
-      reply_error(q->request_id, sums.status());
-      return Status::Ok();
-    }
+    if (!sums.ok()) return refuse(q->request_id, sums.status());
     auto rows = store_.trial_rows(q->sweep_id);
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Trials{q->request_id, std::move(*rows)});

@@ -418,8 +418,15 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='lost'") == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
 
-  // `swept retry` takes lost trials back as it does failed ones.
+  // Lost is final: cancelling it is refused, as for a failed trial.
   Peer cli(f.broker->endpoint(), "cli#1");
+  int64_t lost_id = query_int(f.db.path, "SELECT id FROM trials WHERE state='lost'");
+  cli.send(Cancel{"c", std::nullopt, lost_id});
+  auto refused = expect<Error>(*f.broker, cli);
+  CHECK(refused.code == "bad_request");
+  CHECK(refused.message == "trial " + std::to_string(lost_id) + " is already lost");
+
+  // `swept retry` takes lost trials back as it does failed ones.
   cli.send(Retry{"r", 1});
   CHECK(expect<Done>(*f.broker, cli).count == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='running'") == 1);
