@@ -181,13 +181,8 @@ Status Broker::run(const std::atomic<bool>& stop) {
   }
   // A stop (not a crash) leaves no received start unwritten.
   if (s.ok() && !pending_starts_.empty()) {
-    s = ensure_tx();
-    for (auto id = pending_starts_.begin(); s.ok() && id != pending_starts_.end();) {
-      auto it = live_.find(*id);
-      ++id;
-      if (it != live_.end()) s = write_start(it->second);
-    }
-    if (s.ok()) s = store_.commit();
+    s = write_starts(/*all=*/true);
+    if (s.ok() && store_.in_transaction()) s = store_.commit();
     if (!s.ok()) store_.rollback();
   }
   return s;
@@ -235,7 +230,8 @@ Status Broker::turn(int max_wait_ms) {
   }
   if (failure.ok()) failure = check_timers();
   if (failure.ok() && dirty_) failure = dispatch();
-  if (failure.ok() && !pending_starts_.empty()) failure = write_starts();
+  // Those waiting ride on this turn's commit when there is one.
+  if (failure.ok() && !pending_starts_.empty()) failure = write_starts(/*all=*/store_.in_transaction());
   if (failure.ok() && store_.in_transaction()) failure = store_.commit();
   if (!failure.ok()) {
     // Nothing half-done is acknowledged: drop what was about to be sent.
@@ -471,8 +467,7 @@ Status Broker::write_start(LiveTrial& lt) {
   return Status::Ok();
 }
 
-Status Broker::write_starts() {
-  const bool all = store_.in_transaction();
+Status Broker::write_starts(bool all) {
   const int64_t now = clock_.now_ms();
   for (auto id = pending_starts_.begin(); id != pending_starts_.end();) {
     auto it = live_.find(*id);

@@ -135,12 +135,12 @@ class Broker {
   };
 
   Status ensure_tx();
-  // Writes the TRIAL_STARTED records received so far: all of them when a
-  // transaction is open anyway this turn, else those older than
-  // kStartWriteDelayMs (a trial's start is already on record as running
-  // since its dispatch; its pid, environment and start time may wait for
-  // the next commit instead of costing one of their own).
-  Status write_starts();
+  // Writes the TRIAL_STARTED records received so far: all of them, or only
+  // those older than kStartWriteDelayMs (a trial's start is already on
+  // record as running since its dispatch; its pid, environment and start
+  // time may wait for the next commit instead of costing one of their own).
+  // Opens the transaction when one is needed.
+  Status write_starts(bool all);
   // Writes one trial's pending start (before its end is written).
   Status write_start(LiveTrial& lt);
   void send_later(const std::string& routing_id, protocol::Message m);
