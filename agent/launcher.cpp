@@ -341,10 +341,8 @@ std::optional<Status> ExecWatch::outcome(bool wait) {
   ssize_t n;
   while (true) {
     n = ::read(fd_, &failure, sizeof failure);
-    if (n >= 0 || errno == EINTR) {
-      if (n >= 0) break;
-      continue;
-    }
+    if (n >= 0) break;
+    if (errno == EINTR) continue;
     if (errno != EAGAIN) break;  // cannot happen on a pipe we own; treated as end of file below
     if (!wait) return std::nullopt;
     struct pollfd p {fd_, POLLIN, 0};
