@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <map>
 #include <thread>
+#include <utility>
 
 #include "agent/backoff.h"
 #include "agent/gpu_inventory.h"
@@ -47,6 +48,10 @@ constexpr size_t kMaxRecordsPerBatch = 10000;  // docs/protocol.md, METRICS
 constexpr size_t kMaxUnackedRecordsPerTrial = 262144;
 constexpr int64_t kStopCheckMs = 100;      // how often the stop flag is looked at
 constexpr int kDisconnectLingerMs = 2000;  // time for the last messages to leave
+// TRIAL_STARTED waits this long after the launch (docs/protocol.md), unless
+// the trial's first METRICS or its TRIAL_EXITED leaves earlier: a short trial
+// then costs the scheduler one wake-up and one turn instead of two.
+constexpr int64_t kStartedReportDelayMs = 20;
 
 struct TrialKey {
   int64_t trial_id = 0;
@@ -70,6 +75,7 @@ struct TrialState {
   int64_t last_batch_ms = 0;
   bool stopping_for_shutdown = false;
   bool started_reported = false;          // TRIAL_STARTED or REGISTER `running` told the scheduler
+  int64_t launched_ms = 0;                // when its process was launched (TRIAL_STARTED is due after the delay)
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
 
@@ -179,6 +185,13 @@ class Agent {
     for (const Gpu& g : gpus_) {
       reg.gpus.push_back(pr::GpuInfo{g.index, g.uuid, g.name, static_cast<int64_t>(g.total_memory_bytes)});
     }
+    reg.features = {"start_after"};
+    // Trials waiting for a place are not running: a new session forgets
+    // them (docs/protocol.md, Reconciliation), and the scheduler requeues them.
+    if (!waiting_.empty()) {
+      log::info(std::to_string(waiting_.size()) + " trials waiting for a place are dropped on re-registering");
+      waiting_.clear();
+    }
     for (auto& [key, t] : trials_) {
       if (t.running()) {
         reg.running.push_back(pr::RunningTrial{key.trial_id, key.attempt, t.pid, t.started_at});
@@ -213,12 +226,16 @@ class Agent {
 
   void wait_for_events(int64_t now) {
     std::vector<zmq::pollitem_t> items;
+    const bool wakeable = options_.wakeup && options_.wakeup->fd() >= 0;  // items[0] when so
+    if (wakeable) items.push_back({nullptr, options_.wakeup->fd(), ZMQ_POLLIN, 0});
     if (link_.is_open()) items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
     int64_t deadline = now + kStopCheckMs;
     for (auto& [key, t] : trials_) {
       if (!t.supervisor) continue;
       for (int fd : t.supervisor->poll_fds()) items.push_back({nullptr, fd, ZMQ_POLLIN, 0});
       deadline = std::min(deadline, t.supervisor->next_deadline_ms());
+      if (!t.started_reported && link_state_ == Link::kRegistered)
+        deadline = std::min(deadline, t.launched_ms + kStartedReportDelayMs);
       if (t.supervisor->pending_metrics() > 0 || t.supervisor->has_pending_log()) {
         deadline = std::min(deadline, t.last_batch_ms + options_.metrics_flush_ms);
       }
@@ -239,6 +256,7 @@ class Agent {
       // EINTR from a signal aimed at the process: just go round again.
       if (e.num() != EINTR) log::warn(std::string("zmq_poll: ") + e.what());
     }
+    if (wakeable && items[0].revents) options_.wakeup->drain();
   }
 
   // ---- messages from the scheduler ---------------------------------------------
@@ -275,8 +293,7 @@ class Agent {
     // A trial started after the REGISTER left (a START_TRIAL that crossed
     // it) is announced now; the scheduler stops it if it gave it up.
     for (auto& [key, t] : trials_) {
-      if (t.running() && !t.started_reported) send_trial_started(key, t);
-      send_outbox(t);
+      send_outbox(key, t);
     }
   }
 
@@ -305,10 +322,31 @@ class Agent {
         send_trial_started(key, it->second);
       } else {
         it->second.exit_sent = false;
-        send_outbox(it->second);
+        send_outbox(it->first, it->second);
       }
       return;
     }
+    if (waiting_index(key) >= 0) return;  // already waiting for its turn
+    if (start.after_trial_id > 0 && !shutting_down_) {
+      // It takes the place of a trial still running here: it waits for that
+      // trial's end (docs/protocol.md, START_TRIAL `after`).
+      TrialKey before{start.after_trial_id, start.after_attempt};
+      auto p = trials_.find(before);
+      if (p != trials_.end() && p->second.supervisor) {
+        bool taken = std::any_of(waiting_.begin(), waiting_.end(), [&](const Waiting& w) { return w.before == before; });
+        if (!taken) {
+          waiting_.push_back({before, start});
+          return;
+        }
+        log::warn(describe(key) + " was sent to wait for " + describe(before) +
+                  ", for which another trial already waits: started at once");
+      }
+    }
+    start_trial(key, start, now);
+  }
+
+  // Launches a trial now (or records why it cannot start).
+  void start_trial(const TrialKey& key, const pr::StartTrial& start, int64_t now) {
     TrialState& t = trials_[key];
     t.last_batch_ms = now;
     if (shutting_down_) {
@@ -338,17 +376,25 @@ class Agent {
     t.supervisor = TrialSupervisor::start(launch, supervisor_options_, launcher_, clock_);
     t.pid = t.supervisor->pid();
     t.started_at = t.supervisor->started_at();
+    t.launched_ms = now;
     if (t.supervisor->finished()) {  // could not launch: report it as the trial's end
       log::info(describe(key) + " could not start: " + t.supervisor->result().reason);
       record_exit(key, t);
       return;
     }
     log::debug(describe(key) + " started, pid " + std::to_string(t.pid));
-    send_trial_started(key, t);
+    // TRIAL_STARTED goes out after kStartedReportDelayMs, or before the
+    // trial's first METRICS or its exit, whichever comes first.
   }
 
   void on(const pr::StopTrial& stop, int64_t) {
     TrialKey key{stop.trial_id, stop.attempt};
+    if (int w = waiting_index(key); w >= 0) {  // never started: it ends here
+      waiting_.erase(waiting_.begin() + w);
+      finish_without_start(key, trials_[key], pr::ExitCause::kStopped,
+                           stop.reason.empty() ? "stopped by the scheduler before it started" : stop.reason);
+      return;
+    }
     auto it = trials_.find(key);
     if (it == trials_.end()) {
       pr::TrialExited not_running;
@@ -428,23 +474,43 @@ class Agent {
     e.ended_at = clock_.wall_seconds();
     log::info(describe(key) + " not started: " + reason);
     t.exited = e;
-    send_outbox(t);
+    send_outbox(key, t);
   }
 
   void service_trials(int64_t now) {
     for (auto& [key, t] : trials_) {
       if (!t.supervisor) {
-        if (t.exited && !t.exit_sent) send_outbox(t);  // an exit a full queue held back
+        if (t.exited && !t.exit_sent) send_outbox(key, t);  // an exit a full queue held back
         continue;
       }
       t.supervisor->service();
+      if (!t.started_reported && now - t.launched_ms >= kStartedReportDelayMs) send_trial_started(key, t);
       bool finished = t.supervisor->finished();
       size_t pending = t.supervisor->pending_metrics();
       bool due = now - t.last_batch_ms >= options_.metrics_flush_ms &&
                  (pending > 0 || t.supervisor->has_pending_log());
       if (finished || due || pending >= kMaxRecordsPerBatch) make_batches(key, t, now);
-      if (finished) record_exit(key, t);
+      if (finished) {
+        record_exit(key, t);
+        start_waiting_behind(key, now);
+      }
     }
+  }
+
+  int waiting_index(const TrialKey& key) const {
+    for (size_t i = 0; i < waiting_.size(); ++i)
+      if (waiting_[i].start.trial_id == key.trial_id && waiting_[i].start.attempt == key.attempt)
+        return static_cast<int>(i);
+    return -1;
+  }
+
+  // `ended` has just ended: the trial waiting for its place starts now.
+  void start_waiting_behind(const TrialKey& ended, int64_t now) {
+    auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const Waiting& x) { return x.before == ended; });
+    if (w == waiting_.end()) return;
+    pr::StartTrial start = std::move(w->start);
+    waiting_.erase(w);
+    start_trial(TrialKey{start.trial_id, start.attempt}, start, now);
   }
 
   // Moves the supervisor's pending metrics and log into numbered batches.
@@ -472,7 +538,7 @@ class Agent {
       t.unacked.push_back(std::move(batch));
     } while (next < points.size());
     bound_unacked(key, t);
-    send_outbox(t);
+    send_outbox(key, t);
   }
 
   void bound_unacked(const TrialKey& key, TrialState& t) {
@@ -488,11 +554,16 @@ class Agent {
     }
   }
 
-  // Sends, in order, the batches not yet sent on this connection and then,
-  // once they are all out, the exit record. Stops at the first refusal (a full
-  // queue) so that order holds; the rest goes on a later turn.
-  void send_outbox(TrialState& t) {
+  // Sends, in order, the trial's TRIAL_STARTED if it is still due, the
+  // batches not yet sent on this connection and then, once they are all out,
+  // the exit record. Stops at the first refusal (a full queue) so that order
+  // holds; the rest goes on a later turn.
+  void send_outbox(const TrialKey& key, TrialState& t) {
     if (link_state_ != Link::kRegistered) return;
+    if (t.supervisor && !t.started_reported) {
+      send_trial_started(key, t);
+      if (!t.started_reported) return;
+    }
     for (const pr::Metrics& batch : t.unacked) {
       if (batch.seq <= t.sent_seq) continue;
       if (!send(batch)) return;
@@ -524,9 +595,10 @@ class Agent {
         break;
     }
     log::debug(describe(key) + " ended: " + pr::exit_cause_name(e.cause) + ", " + e.reason);
+    if (!t.started_reported) send_trial_started(key, t);  // it comes before the exit
     t.supervisor.reset();  // reaped and closed: only the record remains
     t.exited = std::move(e);
-    send_outbox(t);
+    send_outbox(key, t);
   }
 
   size_t running_count() const {
@@ -547,11 +619,15 @@ class Agent {
       t.stopping_for_shutdown = true;
       t.supervisor->request_stop(reason);
     }
+    for (Waiting& w : std::exchange(waiting_, {})) {
+      TrialKey key{w.start.trial_id, w.start.attempt};
+      finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown, reason);
+    }
   }
 
   void finish_shutdown() {
     if (link_state_ == Link::kRegistered) {
-      for (auto& [key, t] : trials_) send_outbox(t);
+      for (auto& [key, t] : trials_) send_outbox(key, t);
       send(pr::Disconnect{"agent " + name_ + " shutting down"});
     }
     link_.close(kDisconnectLingerMs);
@@ -577,6 +653,12 @@ class Agent {
   int liveness_;
   Backoff backoff_;
   std::map<TrialKey, TrialState> trials_;
+  // START_TRIALs with `after`, waiting for that trial to end (at most one each).
+  struct Waiting {
+    TrialKey before;
+    pr::StartTrial start;
+  };
+  std::vector<Waiting> waiting_;
   bool shutting_down_ = false;
   int exit_code_ = kExitOk;
 };

@@ -12,6 +12,7 @@
 #include <zmq_addon.hpp>
 
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -551,4 +552,92 @@ TEST_CASE("agent: a START_TRIAL that crosses a re-registration is announced once
   auto exited = s.wait_for<pr::TrialExited>();
   REQUIRE(exited);
   CHECK(exited->cause == pr::ExitCause::kStopped);
+}
+
+TEST_CASE("agent: a START_TRIAL with `after` waits for that trial's end and then starts in its place") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  pr::Register reg = connect(s);
+  CHECK(reg.features == std::vector<std::string>{"start_after"});
+  auto is = [](int64_t id) { return [id](const auto& m) { return m.trial_id == id; }; };
+  auto touch = [&](int64_t trial) { std::ofstream(dir.path() + "/sweep-3/trial-" + std::to_string(trial) + "/go"); };
+  const std::string until_go = "while [ ! -e go ]; do sleep 0.02; done";
+
+  s.send(start_trial(1, until_go));
+  REQUIRE(s.wait_for<pr::TrialStarted>(is(1)));
+  pr::StartTrial two = start_trial(2, "echo two");
+  two.after_trial_id = 1;
+  two.after_attempt = 1;
+  s.send(two);
+  // A repeated START_TRIAL for trial 1 is answered at once; the agent has
+  // handled START_TRIAL 2 before it, and trial 2 has not started.
+  s.send(start_trial(1, until_go));
+  REQUIRE(s.wait_for<pr::TrialStarted>(is(1)));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/sweep-3/trial-2"));
+  touch(1);
+  auto ended = s.wait_for<pr::TrialExited>(is(1));
+  auto started = s.wait_for<pr::TrialStarted>(is(2));
+  REQUIRE(ended);
+  REQUIRE(started);
+  CHECK(started->started_at >= ended->ended_at);
+  auto done = s.wait_for<pr::TrialExited>(is(2));
+  REQUIRE(done);
+  CHECK(done->exit_code == 0);
+
+  // STOP_TRIAL for a waiting trial: it ends there, never started.
+  s.send(start_trial(4, until_go));
+  REQUIRE(s.wait_for<pr::TrialStarted>(is(4)));
+  pr::StartTrial five = start_trial(5, "echo five");
+  five.after_trial_id = 4;
+  five.after_attempt = 1;
+  s.send(five);
+  s.send(pr::StopTrial{5, 1, "cancelled by the user"});
+  auto stopped = s.wait_for<pr::TrialExited>(is(5));
+  REQUIRE(stopped);
+  CHECK(stopped->cause == pr::ExitCause::kStopped);
+  CHECK(stopped->reason == "cancelled by the user");
+
+  // A re-registration forgets a waiting trial: neither running nor finished.
+  pr::StartTrial six = start_trial(6, "echo six");
+  six.after_trial_id = 4;
+  six.after_attempt = 1;
+  s.send(six);
+  s.send(pr::Disconnect{"unknown session; register again"});
+  auto again = s.wait_for<pr::Register>();
+  REQUIRE(again);
+  REQUIRE(again->running.size() == 1);
+  CHECK(again->running[0].trial_id == 4);
+  for (const auto& f : again->finished) CHECK(f.trial_id != 6);
+  s.send(ack_for(*again));
+  touch(4);
+  REQUIRE(s.wait_for<pr::TrialExited>(is(4)));
+  // Trial 4's end started nothing: 5 was stopped and 6 forgotten.
+  s.send(start_trial(7, "true"));
+  REQUIRE(s.wait_for<pr::TrialExited>(is(7)));
+  CHECK_FALSE(s.wait_for<pr::TrialStarted>(is(5), 0));
+  CHECK_FALSE(s.wait_for<pr::TrialStarted>(is(6), 0));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/sweep-3/trial-6"));
+  CHECK(agent.join() == kExitOk);
+}
+
+TEST_CASE("agent: TRIAL_STARTED goes out before the trial's first METRICS and its exit, or after 20 ms") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  s.send(start_trial(8, "echo '{\"step\": 1, \"loss\": 0.5}'"));
+  REQUIRE(s.wait_for<pr::TrialExited>());
+  std::vector<std::string> kinds;
+  for (const std::string& k : s.backlog_kinds())
+    if (k != "HEARTBEAT") kinds.push_back(k);
+  CHECK(kinds == std::vector<std::string>{"TRIAL_STARTED", "METRICS"});
+  s.clear_backlog();
+  // A trial that prints nothing and runs on is announced on its own.
+  s.send(start_trial(9, "trap 'exit 0' TERM; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  CHECK(started->trial_id == 9);
+  s.send(pr::StopTrial{9, 1, "done"});
+  REQUIRE(s.wait_for<pr::TrialExited>());
 }

@@ -36,6 +36,7 @@
 #include "cli/sweep_file.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/wakeup.h"
 #include "scheduler/broker.h"
 
 namespace swept::cli {
@@ -137,6 +138,8 @@ int run_run(const std::vector<std::string>& args) {
   // and sockets, without TCP or ZeroMQ's I/O thread in between.
   ao.scheduler_endpoint = bo.local_bind;
   ao.zmq_context = &broker.context();
+  Wakeup agent_wakeup;  // ends the agent's wait when it is told to stop
+  ao.wakeup = &agent_wakeup;
 
   // The dashboard reads the same database; its cancel button reaches this
   // scheduler like `swept cancel` does. A dashboard that cannot start (the
@@ -178,8 +181,10 @@ int run_run(const std::vector<std::string>& args) {
   auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
   if (!reader.ok()) {
     stop_agent = true;
+    agent_wakeup.notify();
     agent_thread.join();
     stop_broker = true;
+    broker.wake();
     broker_thread.join();
     return report("run", reader.status());
   }
@@ -197,8 +202,11 @@ int run_run(const std::vector<std::string>& args) {
   std::chrono::steady_clock::time_point stop_deadline{};
   std::optional<protocol::SweepSummary> last;
   int rc = kExitOk;
+  int64_t changes = 0;
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 100));
+    // Wakes when the sweep ends (or its last trial does), else to redraw
+    // and to look at the signal count.
+    changes = broker.wait_for_change(changes, std::chrono::milliseconds(tty ? 200 : 100));
     auto now = std::chrono::steady_clock::now();
     double elapsed = std::chrono::duration<double>(now - started).count();
     if (broker_failed) {
@@ -259,9 +267,14 @@ int run_run(const std::vector<std::string>& args) {
   // Shut down in order: the agent first (it stops what still runs and says
   // goodbye), then the scheduler once it has recorded that.
   stop_agent = true;
+  agent_wakeup.notify();
   agent_thread.join();
-  for (int i = 0; i < 20 && broker.live_trials() > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Its last reports reach the scheduler before the scheduler stops.
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+       broker.live_trials() > 0 && std::chrono::steady_clock::now() < until;)
+    changes = broker.wait_for_change(changes, std::chrono::milliseconds(50));
   stop_broker = true;
+  broker.wake();
   broker_thread.join();
   if (!broker_status.ok() && rc != kExitFailure) {
     std::cerr << "swept run: the scheduler stopped: " << broker_status.message() << "\n";

@@ -89,8 +89,10 @@ json body(const Register& m) {
   for (const auto& r : m.running)
     running.push_back({{"trial_id", r.trial_id}, {"attempt", r.attempt}, {"pid", r.pid}, {"started_at", r.started_at}});
   for (const auto& f : m.finished) finished.push_back(exited_json(f));
-  return {{"name", m.name}, {"host", m.host},       {"session", m.session},   {"pid", m.pid},
-          {"slots", m.slots}, {"gpus", gpus}, {"running", running}, {"finished", finished}};
+  json j = {{"name", m.name}, {"host", m.host},       {"session", m.session},   {"pid", m.pid},
+            {"slots", m.slots}, {"gpus", gpus}, {"running", running}, {"finished", finished}};
+  if (!m.features.empty()) j["features"] = m.features;
+  return j;
 }
 json body(const RegisterAck& m) {
   return {{"session", m.session}, {"heartbeat_ms", m.heartbeat_ms}, {"liveness", m.liveness}, {"acked", acks_json(m.acked)}};
@@ -104,9 +106,11 @@ json body(const Heartbeat& m) {
   return j;
 }
 json body(const StartTrial& m) {
-  return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"sweep_id", m.sweep_id}, {"argv", m.argv},
-          {"env", m.env},           {"params", m.params},   {"workdir", m.workdir},   {"gpus", m.gpus},
-          {"gpu_fraction", m.gpu_fraction}, {"timeout_s", m.timeout_s}};
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"sweep_id", m.sweep_id}, {"argv", m.argv},
+            {"env", m.env},           {"params", m.params},   {"workdir", m.workdir},   {"gpus", m.gpus},
+            {"gpu_fraction", m.gpu_fraction}, {"timeout_s", m.timeout_s}};
+  if (m.after_trial_id > 0) j["after"] = json::array({m.after_trial_id, m.after_attempt});
+  return j;
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
 json body(const TrialStarted& m) {
@@ -395,6 +399,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     }
     Reader finished = r.field("finished");
     for (size_t i = 0, n = finished.size(); i < n; ++i) m.finished.push_back(read_exited(finished.at(i)));
+    if (r.has("features")) m.features = r.field("features").strings();
     return m;
   }
   if (kind == "REGISTER_ACK") {
@@ -426,6 +431,13 @@ Message read_body(const std::string& kind, const Reader& r) {
     m.gpus = r.has("gpus") ? r.field("gpus").ints() : std::vector<int>{};
     m.gpu_fraction = r.has("gpu_fraction") ? r.field("gpu_fraction").f64() : 0.0;
     m.timeout_s = r.has("timeout_s") ? r.field("timeout_s").f64() : 0.0;
+    if (r.has("after")) {
+      Reader a = r.field("after");
+      if (a.size() != 2) a.fail("[trial_id, attempt]");
+      m.after_trial_id = a.at(0).i64();
+      m.after_attempt = a.at(1).i32();
+      if (m.after_trial_id <= 0) throw FieldError(a.path() + ": the trial id must be positive");
+    }
     return m;
   }
   if (kind == "STOP_TRIAL")

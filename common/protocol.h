@@ -90,6 +90,9 @@ struct Register {
   std::vector<GpuInfo> gpus;
   std::vector<RunningTrial> running;
   std::vector<TrialExited> finished;
+  // Optional behaviours this agent implements ("start_after": START_TRIAL's
+  // `after`); the scheduler uses none the agent does not list.
+  std::vector<std::string> features;
   bool operator==(const Register&) const = default;
 };
 
@@ -141,6 +144,10 @@ struct StartTrial {
   std::vector<int> gpus;
   double gpu_fraction = 0;
   double timeout_s = 0;
+  // > 0: start only once this trial (this attempt) has ended on the agent,
+  // in its place (docs/protocol.md, START_TRIAL `after`).
+  int64_t after_trial_id = 0;
+  int after_attempt = 0;
   bool operator==(const StartTrial&) const = default;
 };
 

@@ -38,6 +38,7 @@ std::vector<Message> every_message() {
   reg.gpus = {{0, "GPU-aaaa", "NVIDIA H100", 85899345920}, {1, "GPU-bbbb", "NVIDIA H100", 85899345920}};
   reg.running = {{17, 1, 5120, 1763762000.5}};
   reg.finished = {sample_exit()};
+  reg.features = {"start_after"};
   all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
   all.push_back(RegisterReject{"duplicate_name", "agent gpu-node-3 is already connected", 5000});
@@ -54,6 +55,10 @@ std::vector<Message> every_message() {
   st.gpus = {2, 3};
   st.gpu_fraction = 0.4;
   st.timeout_s = 60;
+  all.push_back(st);
+  st.attempt = 1;
+  st.after_trial_id = 16;  // waits for trial 16, attempt 3, to end
+  st.after_attempt = 3;
   all.push_back(st);
   all.push_back(StopTrial{17, 2, "cancelled by the user"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
@@ -198,6 +203,10 @@ TEST_CASE("malformed messages name the field") {
        DecodeFailure::kMalformed, "REGISTER.gpus[0].index: expected an integer, found a string"},
       {frames_of("START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":[],"workdir":"w"})"),
        DecodeFailure::kMalformed, "START_TRIAL.argv: must not be empty"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","after":[1]})"),
+       DecodeFailure::kMalformed, "START_TRIAL.after: expected [trial_id, attempt], found an array"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","after":[0,1]})"),
+       DecodeFailure::kMalformed, "START_TRIAL.after: the trial id must be positive"},
       {frames_of("CANCEL", R"({"request_id":"r"})"), DecodeFailure::kMalformed,
        "CANCEL: exactly one of sweep_id and trial_id must be given"},
       {frames_of("ATTACK", "{}"), DecodeFailure::kUnknownKind, "unknown message kind \"ATTACK\""},

@@ -21,6 +21,9 @@ constexpr int kMaxMessagesPerTurn = 20000;
 // How long a received TRIAL_STARTED may wait for a commit that happens
 // anyway before it gets one of its own (Broker::write_starts).
 constexpr int64_t kStartWriteDelayMs = 50;
+// A sweep whose trials run shorter than this on average gets successors
+// queued at its agents (Broker::queue_successors).
+constexpr double kSuccessorBelowSeconds = 1.0;
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
@@ -197,8 +200,9 @@ Status Broker::turn(int max_wait_ms) {
     wait = static_cast<int>(std::clamp<int64_t>(due, 0, wait));
   }
   try {
-    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
-    zmq::poll(items, 1, std::chrono::milliseconds(wait));
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
+    zmq::poll(items, wake_.fd() >= 0 ? 2 : 1, std::chrono::milliseconds(wait));
+    if (items[1].revents & ZMQ_POLLIN) wake_.drain();
   } catch (const zmq::error_t& e) {
     if (e.num() != EINTR) return Status::Unavailable(std::string("zmq_poll failed: ") + e.what());
   }
@@ -241,9 +245,26 @@ Status Broker::turn(int max_wait_ms) {
   }
   send_heartbeats();
   flush();
+  // Tell a waiter (swept run's progress) when a sweep ended or the last
+  // trial out on agents did.
+  const bool drained = live_.empty() && live_count_.load() != 0;
   live_count_ = live_.size();
+  if (drained || runner_.ended_count() != sweeps_ended_seen_) {
+    sweeps_ended_seen_ = runner_.ended_count();
+    {
+      std::lock_guard<std::mutex> lock(change_mutex_);
+      ++changes_;
+    }
+    change_cv_.notify_all();
+  }
   stat_turns_++;
   return Status::Ok();
+}
+
+int64_t Broker::wait_for_change(int64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(change_mutex_);
+  change_cv_.wait_for(lock, timeout, [&] { return changes_ != seen; });
+  return changes_;
 }
 
 Status Broker::handle(const std::string& routing_id, const Frames& frames) {
@@ -344,6 +365,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   s.slots = r.slots;
   s.pid = r.pid;
   s.gpus = r.gpus;
+  s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -527,8 +549,7 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
       // Given up while its agent was away (requeued, or lost with no retries
       // left), but it finished: its result stands.
       runner_.forget_queued(rec->sweep_id, rec->id);
-      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
+      SWEPT_RETURN_IF_ERROR(store_.finish_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at, nullptr));
       stat_finished_++;
       SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
       dirty_ = true;
@@ -548,17 +569,29 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
                            const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = it->second;
-  live_.erase(it);
+  if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take_live(it);
+  if (e && e->cause == ExitCause::kExited && lt.start_started_at > 0 && e->ended_at >= lt.start_started_at) {
+    // How long this sweep's trials run (queue_successors()): a moving average.
+    double run = e->ended_at - lt.start_started_at;
+    auto [m, fresh] = mean_run_seconds_.try_emplace(lt.sweep_id, run);
+    if (!fresh) m->second += 0.2 * (run - m->second);
+  }
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
   std::optional<int> code = e ? e->exit_code : std::nullopt;
   if (lt.cancelled) {
     SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "stopped", code, reason, ended));
   } else {
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended));
+    // A start not written yet goes in with the end (a short trial's
+    // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
+    std::optional<Store::StartRecord> start;
+    if (lt.start_env_json) {
+      start = Store::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
+      pending_starts_.erase(trial_id);
+    }
+    SWEPT_RETURN_IF_ERROR(
+        store_.finish_attempt(trial_id, lt.attempt, state, code, reason, ended, start ? &*start : nullptr));
   }
   stat_finished_++;
   runner_.trial_ended(lt.sweep_id);
@@ -571,8 +604,7 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = it->second;
-  live_.erase(it);
+  LiveTrial lt = take_live(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   double now = clock_.wall_seconds();
   // An attempt the agent never confirmed did not run: say so in the history.
@@ -781,6 +813,7 @@ Status Broker::dispatch() {
     caps.push_back(std::move(c));
   }
   for (const auto& [id, lt] : live_) {
+    if (lt.after) continue;  // its predecessor still holds the place
     auto it = index.find(lt.agent);
     if (it != index.end()) reserve(caps, Placement{it->second, lt.gpus, lt.gpu_fraction, lt.cpus});
   }
@@ -798,49 +831,104 @@ Status Broker::dispatch() {
     unplaceable_ = std::move(unplaceable);
   }
   std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues));
-  if (plan.empty()) return Status::Ok();
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  const double now = clock_.wall_seconds();
   for (const Dispatch& d : plan) {
-    auto next = runner_.take_next(d.sweep_id);
-    if (!next.ok()) return next.status();
-    if (!next->has_value()) {
-      SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(d.sweep_id));
-      dirty_ = true;  // the plan counted trials that were not there; look again
-      continue;
-    }
-    TrialToStart& t = **next;
-    const std::string& agent = caps[d.placement.agent].name;
-    int attempt = t.previous_attempts + 1;
-    SWEPT_RETURN_IF_ERROR(
-        store_.start_attempt(t.trial_id, attempt, agent, d.placement.gpus, d.placement.gpu_fraction, now));
-    const sweeps::SweepSpec* spec = runner_.spec(t.sweep_id);
-    LiveTrial lt;
-    lt.trial_id = t.trial_id;
-    lt.sweep_id = t.sweep_id;
-    lt.attempt = attempt;
-    lt.agent = agent;
-    lt.gpus = d.placement.gpus;
-    lt.gpu_fraction = d.placement.gpu_fraction;
-    lt.cpus = d.placement.cpus;
-    lt.max_retries = spec ? spec->max_retries : 0;
-    live_[t.trial_id] = lt;
+    bool started = false;
+    SWEPT_RETURN_IF_ERROR(start_next(d.sweep_id, caps[d.placement.agent].name, d.placement, nullptr, &started));
+    if (!started) dirty_ = true;  // the plan counted trials that were not there; look again
+  }
+  return queue_successors();
+}
 
-    StartTrial st;
-    st.trial_id = t.trial_id;
-    st.attempt = attempt;
-    st.sweep_id = t.sweep_id;
-    st.argv = std::move(t.argv);
-    st.params = t.params;
-    st.env = {{"SWEPT_SWEEP_ID", to_s(t.sweep_id)}, {"SWEPT_TRIAL_ID", to_s(t.trial_id)}, {"SWEPT_PARAMS", t.params.dump()}};
-    st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
-    st.gpus = d.placement.gpus;
-    st.gpu_fraction = d.placement.gpu_fraction;
-    st.timeout_s = spec ? spec->timeout_s : 0;
-    send_later(routing_by_name_[agent], std::move(st));
-    stat_dispatched_++;
+Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Placement& placement, LiveTrial* before,
+                          bool* started) {
+  *started = false;
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto next = runner_.take_next(sweep_id);
+  if (!next.ok()) return next.status();
+  if (!next->has_value()) return runner_.maybe_complete(sweep_id);
+  TrialToStart& t = **next;
+  int attempt = t.previous_attempts + 1;
+  SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
+                                             clock_.wall_seconds()));
+  const sweeps::SweepSpec* spec = runner_.spec(t.sweep_id);
+  LiveTrial lt;
+  lt.trial_id = t.trial_id;
+  lt.sweep_id = t.sweep_id;
+  lt.attempt = attempt;
+  lt.agent = agent;
+  lt.gpus = placement.gpus;
+  lt.gpu_fraction = placement.gpu_fraction;
+  lt.cpus = placement.cpus;
+  lt.max_retries = spec ? spec->max_retries : 0;
+
+  StartTrial st;
+  st.trial_id = t.trial_id;
+  st.attempt = attempt;
+  st.sweep_id = t.sweep_id;
+  st.argv = std::move(t.argv);
+  st.params = t.params;
+  st.env = {{"SWEPT_SWEEP_ID", to_s(t.sweep_id)}, {"SWEPT_TRIAL_ID", to_s(t.trial_id)}, {"SWEPT_PARAMS", t.params.dump()}};
+  st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
+  st.gpus = placement.gpus;
+  st.gpu_fraction = placement.gpu_fraction;
+  st.timeout_s = spec ? spec->timeout_s : 0;
+  if (before) {
+    lt.after = before->trial_id;
+    before->successor = t.trial_id;
+    st.after_trial_id = before->trial_id;
+    st.after_attempt = before->attempt;
+  }
+  live_[t.trial_id] = std::move(lt);
+  send_later(routing_by_name_[agent], std::move(st));
+  stat_dispatched_++;
+  *started = true;
+  return Status::Ok();
+}
+
+Status Broker::queue_successors() {
+  // Only while one sweep alone has trials waiting (a successor keeps its
+  // predecessor's place for the same sweep, so with several sweeps waiting
+  // the places go through placement and its fair order instead)...
+  int64_t sweep_id = 0;
+  int64_t available = 0;
+  for (const SweepQueue& q : runner_.queues()) {
+    if (q.available <= 0 || unplaceable_.count(q.sweep_id)) continue;
+    if (sweep_id) return Status::Ok();
+    sweep_id = q.sweep_id;
+    available = q.available;
+  }
+  // ...and only for short trials, where the round trip to the scheduler is
+  // a visible part of each trial's time. A long trial's successor would
+  // only wait there, holding a trial another agent could start.
+  auto mean = mean_run_seconds_.find(sweep_id);
+  if (!sweep_id || mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return Status::Ok();
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_) {
+    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
+    auto rid = routing_by_name_.find(lt.agent);
+    auto session = rid == routing_by_name_.end() ? sessions_.end() : sessions_.find(rid->second);
+    if (session == sessions_.end() || !session->second.start_after) continue;
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    if (available-- <= 0) break;
+    LiveTrial& before = live_[id];
+    Placement place{0, before.gpus, before.gpu_fraction, before.cpus};
+    bool started = false;
+    SWEPT_RETURN_IF_ERROR(start_next(sweep_id, before.agent, place, &before, &started));
+    if (!started) break;
   }
   return Status::Ok();
+}
+
+Broker::LiveTrial Broker::take_live(std::unordered_map<int64_t, LiveTrial>::iterator it) {
+  LiveTrial lt = std::move(it->second);
+  live_.erase(it);
+  // Its successor now holds the place; a successor that ends first frees it.
+  if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
+  if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;
+  return lt;
 }
 
 void Broker::send_heartbeats() {

@@ -16,6 +16,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -30,6 +32,7 @@
 #include "common/clock.h"
 #include "common/protocol.h"
 #include "common/status.h"
+#include "common/wakeup.h"
 #include "scheduler/placement.h"
 #include "scheduler/store.h"
 #include "scheduler/sweep_runner.h"
@@ -85,12 +88,24 @@ class Broker {
   // One turn of the loop: waits up to `max_wait_ms` for messages. Errors are
   // fatal store failures (the caller stops).
   Status turn(int max_wait_ms);
-  // Turns until `stop` is set (checked every 100 ms at most).
+  // Turns until `stop` is set: checked every 100 ms at most, and at once
+  // after wake().
   Status run(const std::atomic<bool>& stop);
+  // Ends the loop's current wait (after setting its stop flag, say). Any
+  // thread; async-signal-safe.
+  void wake() const { wake_.notify(); }
+
+  // Blocks until a sweep ends or the last trial out on agents ends, counted
+  // from `seen` (0 at first; pass back what the previous call returned), or
+  // until `timeout` passes. Returns the count of such changes. Any thread.
+  int64_t wait_for_change(int64_t seen, std::chrono::milliseconds timeout);
 
   // Cancels every running sweep: queued trials stopped, running ones sent
   // STOP_TRIAL (swept run's Ctrl-C). Takes effect at the next turn.
-  void request_cancel_all() { cancel_all_requested_ = true; }
+  void request_cancel_all() {
+    cancel_all_requested_ = true;
+    wake();
+  }
   // Trials out on agents (dispatched or adopted, not yet ended).
   size_t live_trials() const { return live_count_.load(); }
   BrokerStats stats() const;
@@ -109,6 +124,7 @@ class Broker {
     std::vector<protocol::GpuInfo> gpus;
     int64_t last_heard_ms = 0;
     int64_t last_sent_ms = 0;
+    bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
   };
   struct LiveTrial {
     int64_t trial_id = 0;
@@ -128,6 +144,10 @@ class Broker {
     std::optional<std::string> start_env_json;
     double start_started_at = 0;
     int64_t start_received_ms = 0;
+    // A successor: sent to start in the place of `after` once that trial
+    // ends on the agent; until then it holds no resources of its own.
+    int64_t after = 0;      // the live trial it waits for; 0 once that one ended
+    int64_t successor = 0;  // the live trial waiting for this one's place
   };
   struct Outgoing {
     std::string routing_id;
@@ -164,6 +184,16 @@ class Broker {
   Status cancel_trial(int64_t trial_id, const std::string& reason);
   Status check_timers();
   Status dispatch();
+  // Takes the sweep's next trial and sends it to `agent` with `placement`;
+  // with `before`, as that live trial's successor. *started false: the
+  // sweep had no trial to give.
+  Status start_next(int64_t sweep_id, const std::string& agent, const Placement& placement, LiveTrial* before,
+                    bool* started);
+  // Short trials of a sweep that has the cluster to itself: one more trial
+  // per running one waits at its agent to take its place at once.
+  Status queue_successors();
+  // Removes a live trial, unlinking it from its successor or predecessor.
+  LiveTrial take_live(std::unordered_map<int64_t, LiveTrial>::iterator it);
   void send_heartbeats();
   Session* session_by_routing(const std::string& routing_id);
 
@@ -179,6 +209,7 @@ class Broker {
   std::unordered_map<std::string, Session> sessions_;    // by routing id
   std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id
   std::unordered_map<int64_t, LiveTrial> live_;           // by trial id
+  std::map<int64_t, double> mean_run_seconds_;            // by sweep: how long its trials run
   std::vector<Outgoing> outgoing_;
   bool dirty_ = true;  // something changed that may allow a dispatch
   int64_t last_heartbeat_round_ms_ = 0;
@@ -186,6 +217,11 @@ class Broker {
   mutable std::mutex unplaceable_mutex_;
   std::set<int64_t> unplaceable_;  // guarded by unplaceable_mutex_
   std::atomic<size_t> live_count_{0};
+  Wakeup wake_;
+  int64_t sweeps_ended_seen_ = 0;
+  std::mutex change_mutex_;
+  std::condition_variable change_cv_;
+  int64_t changes_ = 0;  // guarded by change_mutex_
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
       stat_rows_{0}, stat_turns_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};

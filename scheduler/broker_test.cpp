@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <set>
 
 #include "scheduler/zmq_io.h"
@@ -515,4 +516,155 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
   a.send(exited(t1, 1, 0));
   a.send(exited(t2, 2, 0));
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+}
+
+namespace {
+
+// Every START_TRIAL `peer` receives while the broker turns `turns` times.
+std::vector<StartTrial> starts_during(Broker& broker, Peer& peer, int turns) {
+  std::vector<StartTrial> out;
+  for (int i = 0; i < turns; ++i) {
+    REQUIRE(broker.turn(2).ok());
+    while (auto m = peer.poll())
+      if (auto* st = std::get_if<StartTrial>(&*m)) out.push_back(*st);
+  }
+  return out;
+}
+
+const char* kTenShortTrials = R"({"method": "grid", "command": ["/bin/true", "${args}"],
+  "parameters": {"x": {"min": 1, "max": 10}}})";
+
+// Reports trial `id` (attempt 1) as started at `t0` and exited at `t1`.
+void run_for(Peer& agent, int64_t id, double t0, double t1) {
+  agent.send(TrialStarted{id, 1, 7, t0, "w", {}});
+  TrialExited e = exited(id, 1, 0);
+  e.ended_at = t1;
+  agent.send(e);
+}
+
+}  // namespace
+
+TEST_CASE("short trials get a successor waiting at their agent, which holds no place of its own") {
+  Fixture f;
+  f.start();
+  Peer agent(f.broker->endpoint(), "a#1");
+  Register reg = registration("a", 2);
+  reg.features = {"start_after"};
+  agent.send(reg);
+  expect<RegisterAck>(*f.broker, agent);
+  REQUIRE(f.broker->submit(kTenShortTrials).ok());
+  auto first = starts_during(*f.broker, agent, 20);
+  REQUIRE(first.size() == 2);  // two slots; nothing known yet of how long a trial runs
+  CHECK(first[0].after_trial_id == 0);
+  CHECK(first[1].after_trial_id == 0);
+
+  // The first ends after 10 ms: its slot gets a trial at once, and each of
+  // the two running trials gets one successor. No more than that.
+  run_for(agent, first[0].trial_id, 100.0, 100.01);
+  expect<ExitAck>(*f.broker, agent);
+  auto next = starts_during(*f.broker, agent, 20);
+  REQUIRE(next.size() == 3);
+  std::map<int64_t, StartTrial> by_after;  // predecessor -> its successor
+  int64_t fresh = 0;
+  for (const StartTrial& st : next) {
+    if (st.after_trial_id == 0) {
+      fresh = st.trial_id;
+    } else {
+      CHECK(st.after_attempt == 1);
+      by_after[st.after_trial_id] = st;
+    }
+  }
+  REQUIRE(fresh != 0);
+  REQUIRE(by_after.size() == 2);
+  CHECK(by_after.count(first[1].trial_id) == 1);
+  CHECK(by_after.count(fresh) == 1);
+  // Dispatched trials are on record as running (waiting ones included).
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 4);
+
+  // first[1] ends: its successor takes its place (no new free slot), and
+  // gets a successor of its own.
+  const StartTrial heir = by_after[first[1].trial_id];
+  run_for(agent, first[1].trial_id, 100.0, 100.02);
+  expect<ExitAck>(*f.broker, agent);
+  agent.send(TrialStarted{heir.trial_id, 1, 8, 100.02, "w", {}});
+  auto later = starts_during(*f.broker, agent, 20);
+  REQUIRE(later.size() == 1);
+  CHECK(later[0].after_trial_id == heir.trial_id);
+
+  // A waiting successor that its agent never started is requeued without
+  // costing a retry when the agent is lost.
+  f.clock.advance_ms(301);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='lost'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 2);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(later[0].trial_id) +
+                                 " AND state='queued'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(later[0].trial_id) +
+                                 " AND reason LIKE 'never started%'") == 1);
+}
+
+TEST_CASE("no successors for an agent without start_after, for long trials, or while two sweeps wait") {
+  SUBCASE("the agent does not list the feature") {
+    Fixture f;
+    f.start();
+    Peer agent(f.broker->endpoint(), "a#1");
+    agent.send(registration("a", 2));
+    expect<RegisterAck>(*f.broker, agent);
+    REQUIRE(f.broker->submit(kTenShortTrials).ok());
+    auto first = starts_during(*f.broker, agent, 20);
+    REQUIRE(first.size() == 2);
+    run_for(agent, first[0].trial_id, 100.0, 100.01);
+    auto next = starts_during(*f.broker, agent, 20);
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].after_trial_id == 0);
+  }
+  SUBCASE("the sweep's trials run for seconds") {
+    Fixture f;
+    f.start();
+    Peer agent(f.broker->endpoint(), "a#1");
+    Register reg = registration("a", 2);
+    reg.features = {"start_after"};
+    agent.send(reg);
+    expect<RegisterAck>(*f.broker, agent);
+    REQUIRE(f.broker->submit(kTenShortTrials).ok());
+    auto first = starts_during(*f.broker, agent, 20);
+    REQUIRE(first.size() == 2);
+    run_for(agent, first[0].trial_id, 100.0, 105.0);
+    auto next = starts_during(*f.broker, agent, 20);
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].after_trial_id == 0);
+  }
+  SUBCASE("a second sweep waits for places too") {
+    Fixture f;
+    f.start();
+    Peer agent(f.broker->endpoint(), "a#1");
+    Register reg = registration("a", 2);
+    reg.features = {"start_after"};
+    agent.send(reg);
+    expect<RegisterAck>(*f.broker, agent);
+    REQUIRE(f.broker->submit(kTenShortTrials).ok());
+    REQUIRE(f.broker->submit(kTenShortTrials).ok());
+    auto first = starts_during(*f.broker, agent, 20);
+    REQUIRE(first.size() == 2);
+    run_for(agent, first[0].trial_id, 100.0, 100.01);
+    auto next = starts_during(*f.broker, agent, 20);
+    REQUIRE(next.size() == 1);
+    CHECK(next[0].after_trial_id == 0);
+  }
+}
+
+TEST_CASE("wait_for_change returns when a sweep ends, not at its timeout") {
+  Fixture f;
+  f.start();
+  Peer agent(f.broker->endpoint(), "a#1");
+  agent.send(registration("a", 1));
+  expect<RegisterAck>(*f.broker, agent);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, agent);
+  CHECK(f.broker->wait_for_change(0, std::chrono::milliseconds(0)) == 0);
+  agent.send(exited(st.trial_id, 1, 0));
+  expect<ExitAck>(*f.broker, agent);
+  // The turn that recorded the end counted the change: a waiter with an
+  // hour to spare returns at once with it.
+  CHECK(f.broker->wait_for_change(0, std::chrono::hours(1)) >= 1);
 }

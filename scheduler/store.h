@@ -116,6 +116,15 @@ class Store {
   // Ends an attempt in the history only (state of that attempt).
   Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at);
+  // A running attempt reached a final state: the attempt and the trial both
+  // take `state`, in one statement each. `start`, when given, is the agent's
+  // start record not written yet (as confirm_started would write it).
+  struct StartRecord {
+    std::string env_json;
+    double started_at = 0;
+  };
+  Status finish_attempt(int64_t trial_id, int attempt, const std::string& state, std::optional<int> exit_code,
+                        const std::string& reason, double ended_at, const StartRecord* start);
   // Sets the trial's own state (final or queued) with its exit code and reason.
   Status set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at);

@@ -230,6 +230,7 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "completed", clock_.wall_seconds()));
   log::info("sweep " + std::to_string(sweep_id) + " completed");
   sweeps_.erase(it);
+  ++ended_count_;
   return Status::Ok();
 }
 
@@ -242,6 +243,7 @@ Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason)
       ++stopped;
     }
     sweeps_.erase(it);
+    ++ended_count_;
   }
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "cancelled", clock_.wall_seconds()));
   return stopped;

@@ -89,6 +89,8 @@ class SweepRunner {
   Result<int64_t> retry_failed(int64_t sweep_id);
 
   bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
+  // How many sweeps have ended (completed or cancelled) since construction.
+  int64_t ended_count() const { return ended_count_; }
   const sweeps::SweepSpec* spec(int64_t sweep_id) const;
   std::optional<std::string> metric_name(int64_t sweep_id) const;
   Demand demand(int64_t sweep_id) const;
@@ -109,6 +111,7 @@ class SweepRunner {
   Store& store_;
   const Clock& clock_;
   std::map<int64_t, Active> sweeps_;  // by id = submission order
+  int64_t ended_count_ = 0;
 };
 
 }  // namespace swept::scheduler
