@@ -12,6 +12,8 @@
 #      against the same number of rows inserted by the sqlite3 shell in one
 #      transaction into an identical table (the floor SQLite itself sets).
 # Usage: bench/scheduler_bench.sh [BUILD_DIR] [REPEATS]   (median of REPEATS, default 3)
+# SWEPT_BENCH_WORKDIRS="DIR ...": also run (1) with the trial directories
+# under each DIR (another filesystem: a journaled ext4 mount, say).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -21,7 +23,8 @@ swept=$build/bin/swept
 command -v sqlite3 >/dev/null || { echo "needs the sqlite3 shell (apt-get install sqlite3)" >&2; exit 2; }
 tmp=$(mktemp -d)
 shm=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
-trap 'rm -rf "$tmp" "$shm"' EXIT
+extras=()
+trap 'rm -rf "$tmp" "$shm" "${extras[@]}"' EXIT
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -71,6 +74,10 @@ report_noop() {  # $1: label, $2: workdir parent
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
 report_noop "workdir on $(df --output=fstype "$tmp" | tail -1 | xargs):" "$tmp"
 report_noop "workdir on $(df --output=fstype "$shm" | tail -1 | xargs):" "$shm"
+for parent in ${SWEPT_BENCH_WORKDIRS:-}; do
+  extras+=("$(mktemp -d -p "$parent")")
+  report_noop "workdir on $(df --output=fstype "$parent" | tail -1 | xargs) ($parent):" "${extras[-1]}"
+done
 
 # (3) metric ingestion: 4 trials x 100,000 lines x 2 metrics = 800,000 rows.
 cat > "$tmp/metrics.json" <<'JSON'

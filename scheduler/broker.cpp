@@ -867,7 +867,8 @@ Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Plac
   st.sweep_id = t.sweep_id;
   st.argv = std::move(t.argv);
   st.params = t.params;
-  st.env = {{"SWEPT_SWEEP_ID", to_s(t.sweep_id)}, {"SWEPT_TRIAL_ID", to_s(t.trial_id)}, {"SWEPT_PARAMS", t.params.dump()}};
+  // env stays empty: the agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID,
+  // SWEPT_ATTEMPT and SWEPT_PARAMS from the fields above.
   st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;

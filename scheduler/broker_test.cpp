@@ -154,7 +154,9 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
     auto st = expect<StartTrial>(*f.broker, agent);
     CHECK(st.attempt == 1);
     CHECK(st.argv.front() == "/bin/true");
-    CHECK(st.env.at("SWEPT_TRIAL_ID") == std::to_string(st.trial_id));
+    CHECK(st.sweep_id == sub->sweep_id);
+    CHECK(st.params.contains("x"));
+    CHECK(st.env.empty());  // the agent derives SWEPT_* from the fields
     CHECK(seen.insert(st.trial_id).second);
     agent.send(TrialStarted{st.trial_id, 1, 100 + i, 1.0, "w", {{"CUDA_VISIBLE_DEVICES", ""}}});
     Metrics m{st.trial_id, 1, 1, {{0, "loss", 1.0 + i}, {1, "loss", 0.5 + i}}, "log line\n", 0};
