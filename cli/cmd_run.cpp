@@ -285,6 +285,7 @@ int run_run(const std::vector<std::string>& args) {
     scheduler::BrokerStats st = broker.stats();
     nlohmann::json j = {{"messages_in", st.messages_in},       {"messages_dropped", st.messages_dropped},
                         {"trials_dispatched", st.trials_dispatched}, {"trials_finished", st.trials_finished},
+                        {"successors", st.successors},
                         {"metric_rows", st.metric_rows},       {"loop_cpu_seconds", st.loop_cpu_seconds},
                         {"ingest_seconds", st.ingest_seconds}, {"turns", st.turns},
                         {"agent_cpu_seconds", agent_cpu.load()},

@@ -84,8 +84,17 @@ Status Broker::bind() {
 }
 
 BrokerStats Broker::stats() const {
-  return {stat_in_.load(),   stat_dropped_.load(), stat_dispatched_.load(), stat_finished_.load(),
-          stat_rows_.load(), stat_cpu_.load(),     stat_ingest_.load(),     stat_turns_.load()};
+  BrokerStats s;
+  s.messages_in = stat_in_.load();
+  s.messages_dropped = stat_dropped_.load();
+  s.trials_dispatched = stat_dispatched_.load();
+  s.trials_finished = stat_finished_.load();
+  s.successors = stat_successors_.load();
+  s.metric_rows = stat_rows_.load();
+  s.loop_cpu_seconds = stat_cpu_.load();
+  s.ingest_seconds = stat_ingest_.load();
+  s.turns = stat_turns_.load();
+  return s;
 }
 
 std::vector<int64_t> Broker::unplaceable_sweeps() const {
@@ -878,6 +887,7 @@ Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Plac
     before->successor = t.trial_id;
     st.after_trial_id = before->trial_id;
     st.after_attempt = before->attempt;
+    stat_successors_++;
   }
   live_[t.trial_id] = std::move(lt);
   send_later(routing_by_name_[agent], std::move(st));

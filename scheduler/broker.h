@@ -59,6 +59,7 @@ struct BrokerStats {
   int64_t messages_dropped = 0;  // undecodable or refused
   int64_t trials_dispatched = 0;
   int64_t trials_finished = 0;
+  int64_t successors = 0;  // of trials_dispatched: sent to wait for a running trial's place
   int64_t metric_rows = 0;
   double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
   double ingest_seconds = 0;      // wall time spent storing METRICS batches
@@ -223,7 +224,7 @@ class Broker {
   std::condition_variable change_cv_;
   int64_t changes_ = 0;  // guarded by change_mutex_
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
-      stat_rows_{0}, stat_turns_{0};
+      stat_successors_{0}, stat_rows_{0}, stat_turns_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 

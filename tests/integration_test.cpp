@@ -322,3 +322,54 @@ TEST_CASE("swept run: the embedded dashboard serves the running sweep and cancel
   CHECK(db_int(db, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
   CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state IN ('queued','running')") == 0);
 }
+
+// Trials that end at once: successors (START_TRIAL `after`) keep the slots
+// busy, and neither a finished run, a Ctrl-C, nor a scheduler killed with
+// SIGKILL while successors wait at the agent leaves a trial run twice or
+// unaccounted for.
+TEST_CASE("short trials: successors wait at the agent - a whole run, a Ctrl-C and a scheduler SIGKILL stay consistent") {
+  TempDir dir;
+  const std::string quick = grid("", R"({"mode": {"value": "exit_now"}, "x": {"min": 1, "max": 300}})");
+  write_file(dir / "quick.json", quick);
+  std::string db = dir / "run.db", out;
+  int rc = run_command({kSwept, "run", dir / "quick.json", "--db", db, "--slots", "2", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off", "--stats", dir / "stats.json"},
+                       dir / "run.log", &out, 120);
+  REQUIRE_MESSAGE(rc == 0, out);
+  check_final_invariants(db, 1);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 300);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts") == 300);  // one each: none lost, none repeated
+  auto stats = nlohmann::json::parse(read_file(dir / "stats.json"));
+  CHECK(stats["trials_finished"] == 300);
+  CHECK(stats["successors"].get<int64_t>() > 0);
+
+  // Ctrl-C in the middle: waiting successors end stopped like queued trials.
+  write_file(dir / "long.json", grid("", R"({"mode": {"value": "exit_now"}, "x": {"min": 1, "max": 100000}})"));
+  std::string db2 = dir / "stop.db";
+  Process run({kSwept, "run", dir / "long.json", "--db", db2, "--slots", "2", "--workdir", dir / "w2", "--dashboard",
+               "off", "--progress", "off"},
+              dir / "run2.log");
+  REQUIRE(eventually([&] { return db_int(db2, "SELECT COUNT(*) FROM trials WHERE state='completed'") >= 200; }));
+  run.signal(SIGINT);
+  CHECK_MESSAGE(run.wait(30) == 130, run.log());
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM trials WHERE state NOT IN ('completed', 'stopped')") == 0);
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM attempts WHERE ended_at IS NULL") == 0);
+  CHECK(db_int(db2, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+
+  // The scheduler dies while successors wait: after its restart the sweep
+  // finishes, every trial completed exactly once.
+  auto sched = std::make_unique<Scheduler>(dir);
+  std::string endpoint = sched->endpoint, sdb = sched->db;
+  auto a = start_agent(dir, endpoint, "a", "none", 2);
+  int64_t sweep = submit(dir, endpoint, grid("", R"({"mode": {"value": "exit_now"}, "x": {"min": 1, "max": 600}})"));
+  REQUIRE(eventually([&] { return db_int(sdb, "SELECT COUNT(*) FROM trials WHERE state='completed'") >= 100; }));
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  sched = std::make_unique<Scheduler>(dir, endpoint);
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(sdb, sweep); }, 60), (sched->process->log() + a->log()));
+  // It restarted with trials out on the agent, running or waiting.
+  CHECK_MESSAGE(sched->process->log().find("recovered") != std::string::npos, sched->process->log());
+  check_final_invariants(sdb, sweep);
+  CHECK(db_int(sdb, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(sweep) + " AND state='completed'") == 600);
+  CHECK(db_int(sdb, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 600);
+}
