@@ -16,6 +16,12 @@
 //    Only REGISTER is sent while Registering; everything else waits.
 //  - Trials keep running whatever the link does; only a stop request
 //    (STOP_TRIAL, a timeout, or the agent's own shutdown) ends them.
+//  - `waiting_`: START_TRIALs with `after` whose predecessor still runs here,
+//    at most one per predecessor. Not running and not in `trials_`: one
+//    starts the moment its predecessor is reaped; a STOP_TRIAL or the
+//    agent's shutdown ends it unstarted; a re-registration forgets it.
+//  - TRIAL_STARTED leaves kStartedReportDelayMs after the launch, or ahead
+//    of the trial's first METRICS or its TRIAL_EXITED if those come first.
 #include "agent/agent.h"
 
 #include <unistd.h>

@@ -9,6 +9,10 @@
 // acknowledgement or a START_TRIAL never leaves before the state it implies
 // is on disk, which is what makes a SIGKILL at any moment recoverable.
 //
+// Short trials of a sweep that has the cluster to itself get successors:
+// the next trial is sent ahead to wait at the agent for a running one's
+// place (START_TRIAL `after`), so that no slot idles through a round trip.
+//
 // Time comes from a Clock, so liveness and recovery can be tested with a
 // FakeClock; the socket is real.
 // Thread safety: run()/turn() on one thread. request_cancel_all() and

@@ -606,52 +606,38 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
 }
 
 TEST_CASE("no successors for an agent without start_after, for long trials, or while two sweeps wait") {
-  SUBCASE("the agent does not list the feature") {
+  // Two places, the first trial ends after `run_s`: what fills its place?
+  auto after_first_end = [](bool feature, double run_s, int sweeps) {
     Fixture f;
     f.start();
     Peer agent(f.broker->endpoint(), "a#1");
-    agent.send(registration("a", 2));
+    Register reg = registration("a", 2);
+    if (feature) reg.features = {"start_after"};
+    agent.send(reg);
     expect<RegisterAck>(*f.broker, agent);
-    REQUIRE(f.broker->submit(kTenShortTrials).ok());
+    for (int i = 0; i < sweeps; ++i) REQUIRE(f.broker->submit(kTenShortTrials).ok());
     auto first = starts_during(*f.broker, agent, 20);
     REQUIRE(first.size() == 2);
-    run_for(agent, first[0].trial_id, 100.0, 100.01);
-    auto next = starts_during(*f.broker, agent, 20);
+    run_for(agent, first[0].trial_id, 100.0, 100.0 + run_s);
+    return starts_during(*f.broker, agent, 20);
+  };
+  SUBCASE("the agent does not list the feature") {
+    auto next = after_first_end(false, 0.01, 1);
     REQUIRE(next.size() == 1);
     CHECK(next[0].after_trial_id == 0);
   }
   SUBCASE("the sweep's trials run for seconds") {
-    Fixture f;
-    f.start();
-    Peer agent(f.broker->endpoint(), "a#1");
-    Register reg = registration("a", 2);
-    reg.features = {"start_after"};
-    agent.send(reg);
-    expect<RegisterAck>(*f.broker, agent);
-    REQUIRE(f.broker->submit(kTenShortTrials).ok());
-    auto first = starts_during(*f.broker, agent, 20);
-    REQUIRE(first.size() == 2);
-    run_for(agent, first[0].trial_id, 100.0, 105.0);
-    auto next = starts_during(*f.broker, agent, 20);
+    auto next = after_first_end(true, 5.0, 1);
     REQUIRE(next.size() == 1);
     CHECK(next[0].after_trial_id == 0);
   }
   SUBCASE("a second sweep waits for places too") {
-    Fixture f;
-    f.start();
-    Peer agent(f.broker->endpoint(), "a#1");
-    Register reg = registration("a", 2);
-    reg.features = {"start_after"};
-    agent.send(reg);
-    expect<RegisterAck>(*f.broker, agent);
-    REQUIRE(f.broker->submit(kTenShortTrials).ok());
-    REQUIRE(f.broker->submit(kTenShortTrials).ok());
-    auto first = starts_during(*f.broker, agent, 20);
-    REQUIRE(first.size() == 2);
-    run_for(agent, first[0].trial_id, 100.0, 100.01);
-    auto next = starts_during(*f.broker, agent, 20);
+    auto next = after_first_end(true, 0.01, 2);
     REQUIRE(next.size() == 1);
     CHECK(next[0].after_trial_id == 0);
+  }
+  SUBCASE("the same, short, alone, with the feature: successors (the control)") {
+    CHECK(after_first_end(true, 0.01, 1).size() == 3);
   }
 }
 
