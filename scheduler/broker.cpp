@@ -24,6 +24,9 @@ constexpr int64_t kStartWriteDelayMs = 50;
 // A sweep whose trials run shorter than this on average gets successors
 // queued at its agents (Broker::queue_successors).
 constexpr double kSuccessorBelowSeconds = 1.0;
+// How long a transaction may stay open to gather more changes when all it
+// would send is deferrable (Broker::turn).
+constexpr auto kGatherWindow = std::chrono::microseconds(2000);
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
@@ -191,17 +194,24 @@ Status Broker::run(const std::atomic<bool>& stop) {
     s = turn(100);
     stat_cpu_ = thread_cpu_seconds() - cpu0;
   }
-  // A stop (not a crash) leaves no received start unwritten.
-  if (s.ok() && !pending_starts_.empty()) {
+  // A stop (not a crash) leaves no received start unwritten and nothing
+  // decided uncommitted or unsent (a turn may have been gathering).
+  if (s.ok() && (!pending_starts_.empty() || store_.in_transaction())) {
     s = write_starts(/*all=*/true);
     if (s.ok() && store_.in_transaction()) s = store_.commit();
+    if (s.ok()) flush();
     if (!s.ok()) store_.rollback();
   }
+  gathering_ = false;
   return s;
 }
 
 Status Broker::turn(int max_wait_ms) {
   int wait = std::max(0, std::min(max_wait_ms, options_.heartbeat_ms));
+  if (gathering_) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(gather_until_ - std::chrono::steady_clock::now());
+    wait = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, wait));
+  }
   for (int64_t id : pending_starts_) {  // wake when the oldest unwritten start is due
     auto it = live_.find(id);
     if (it == live_.end()) continue;
@@ -245,6 +255,22 @@ Status Broker::turn(int max_wait_ms) {
   if (failure.ok() && dirty_) failure = dispatch();
   // Those waiting ride on this turn's commit when there is one.
   if (failure.ok() && !pending_starts_.empty()) failure = write_starts(/*all=*/store_.in_transaction());
+  // All there is to send waits on nothing (exit acknowledgements, and
+  // successors whose predecessor still runs): the transaction stays open a
+  // little, so that one commit and one wake-up of the agent serve several
+  // trials. Anything else commits and goes out now.
+  if (failure.ok() && store_.in_transaction() && deferrable_outgoing()) {
+    auto now = std::chrono::steady_clock::now();
+    if (!gathering_) {
+      gathering_ = true;
+      gather_until_ = now + kGatherWindow;
+    }
+    if (now < gather_until_) {
+      stat_turns_++;
+      return Status::Ok();
+    }
+  }
+  gathering_ = false;
   if (failure.ok() && store_.in_transaction()) failure = store_.commit();
   if (!failure.ok()) {
     // Nothing half-done is acknowledged: drop what was about to be sent.
@@ -268,6 +294,17 @@ Status Broker::turn(int max_wait_ms) {
   }
   stat_turns_++;
   return Status::Ok();
+}
+
+bool Broker::deferrable_outgoing() const {
+  for (const Outgoing& o : outgoing_) {
+    if (std::holds_alternative<ExitAck>(o.message)) continue;
+    const auto* st = std::get_if<StartTrial>(&o.message);
+    if (!st || !st->after_trial_id) return false;
+    auto before = live_.find(st->after_trial_id);
+    if (before == live_.end() || before->second.successor != st->trial_id) return false;  // its place is free now
+  }
+  return true;
 }
 
 int64_t Broker::wait_for_change(int64_t seen, std::chrono::milliseconds timeout) {

@@ -587,7 +587,11 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   // gets a successor of its own.
   const StartTrial heir = by_after[first[1].trial_id];
   run_for(agent, first[1].trial_id, 100.0, 100.02);
+  // All this turn sends can wait (an acknowledgement, a successor), so its
+  // transaction gathers for a moment; still, nothing leaves uncommitted.
   expect<ExitAck>(*f.broker, agent);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed' AND id=" +
+                                 std::to_string(first[1].trial_id)) == 1);
   agent.send(TrialStarted{heir.trial_id, 1, 8, 100.02, "w", {}});
   auto later = starts_during(*f.broker, agent, 20);
   REQUIRE(later.size() == 1);
