@@ -18,6 +18,7 @@
 #include "cli/command.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "common/wakeup.h"
 
 namespace swept::cli {
 namespace {
@@ -26,7 +27,13 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
-extern "C" void on_stop_signal(int) { g_stop_requested.store(true); }
+// Written from the handler too (one write(2)): the agent's loop wakes at once.
+Wakeup g_stop_wakeup;
+
+extern "C" void on_stop_signal(int) {
+  g_stop_requested.store(true);
+  g_stop_wakeup.notify();
+}
 
 int run_agent_command(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
@@ -90,6 +97,7 @@ int run_agent_command(const std::vector<std::string>& args) {
   sigaction(SIGTERM, &action, nullptr);
   sigaction(SIGINT, &action, nullptr);
 
+  o.wakeup = &g_stop_wakeup;
   int code = agent::run_agent(o, g_stop_requested);
   if (code == kExitOk && g_stop_requested.load()) return kExitInterrupted;
   return code;

@@ -21,7 +21,13 @@ namespace swept::cli {
 namespace {
 
 std::atomic<bool> g_scheduler_stop{false};
-extern "C" void on_scheduler_signal(int) { g_scheduler_stop.store(true); }
+// The broker to wake from the handler (Broker::wake is one write(2)).
+std::atomic<const scheduler::Broker*> g_scheduler_broker{nullptr};
+static_assert(std::atomic<const scheduler::Broker*>::is_always_lock_free);
+extern "C" void on_scheduler_signal(int) {
+  g_scheduler_stop.store(true);
+  if (const scheduler::Broker* b = g_scheduler_broker.load()) b->wake();
+}
 
 int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
@@ -65,6 +71,7 @@ int run_scheduler(const std::vector<std::string>& args) {
     log::info("dashboard at " + dashboard->url());
   }
 
+  g_scheduler_broker = &broker;
   struct sigaction sa {};
   sa.sa_handler = on_scheduler_signal;
   sigemptyset(&sa.sa_mask);
@@ -79,6 +86,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   }
   log::info("listening on " + broker.endpoint() + ", database " + db);
   Status s = broker.run(g_scheduler_stop);
+  g_scheduler_broker = nullptr;
   if (!s.ok()) {
     log::error("stopping: " + s.message());
     return kExitFailure;
