@@ -2,9 +2,10 @@
 # Scheduler benchmarks (issue 5), each against a peer in the same run:
 #  (1) 1,000 trials of a command that does nothing through `swept run --slots 4`,
 #      against `xargs -P 4` running the same 1,000 commands: ratio of wall times
-#      (target <= 1.25). Run twice: trial directories on the disk the database
-#      is on, and on tmpfs (/dev/shm), since creating 1,000 directories and log
-#      files is most of the difference on a loaded ext4.
+#      (target <= 1.25). Run twice: trial directories where a user's would be,
+#      in the project's tree (here: under BUILD_DIR), and on tmpfs (/dev/shm),
+#      since each trial's three new inodes are what swept does and xargs does
+#      not, and their price depends on the filesystem (docs/benchmarks.md).
 #  (2) the scheduler's own cost per trial, dispatch to completion recorded:
 #      CPU time of the broker's thread / trials (target < 1 ms).
 #  (3) metric rows ingested per second into SQLite while 4 trials report
@@ -23,8 +24,9 @@ swept=$build/bin/swept
 command -v sqlite3 >/dev/null || { echo "needs the sqlite3 shell (apt-get install sqlite3)" >&2; exit 2; }
 tmp=$(mktemp -d)
 shm=$(mktemp -d -p /dev/shm 2>/dev/null || mktemp -d)
+tree=$(mktemp -d -p "$build" bench-scheduler.XXXXXX)
 extras=()
-trap 'rm -rf "$tmp" "$shm" "${extras[@]}"' EXIT
+trap 'rm -rf "$tmp" "$shm" "$tree" "${extras[@]}"' EXIT
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
@@ -72,7 +74,7 @@ report_noop() {  # $1: label, $2: workdir parent
 }
 
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
-report_noop "workdir on $(df --output=fstype "$tmp" | tail -1 | xargs):" "$tmp"
+report_noop "workdir on $(df --output=fstype "$tree" | tail -1 | xargs) (build dir):" "$tree"
 report_noop "workdir on $(df --output=fstype "$shm" | tail -1 | xargs):" "$shm"
 for parent in ${SWEPT_BENCH_WORKDIRS:-}; do
   extras+=("$(mktemp -d -p "$parent")")
