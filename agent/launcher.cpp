@@ -100,10 +100,16 @@ std::vector<char*> c_array(std::vector<std::string>& strings) {
   return out;
 }
 
+// The functions the cloned child runs are not instrumented by sanitizers:
+// instrumented code calls into the sanitizer's runtime (before a noreturn
+// call, on a check), which uses libc and the launching thread's state from
+// a stack the runtime does not know.
+#define SWEPT_CHILD_CODE __attribute__((no_sanitize("address", "undefined")))
+
 // Raw system calls for the child: they return -errno and touch no memory of
 // the parent's but what they are given.
 #if defined(__x86_64__)
-long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+SWEPT_CHILD_CODE long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
   long ret;
   register long r10 asm("r10") = a4;
   register long r8 asm("r8") = a5;
@@ -111,7 +117,7 @@ long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, lon
   return ret;
 }
 #elif defined(__aarch64__)
-long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
+SWEPT_CHILD_CODE long raw_syscall(long n, long a1 = 0, long a2 = 0, long a3 = 0, long a4 = 0, long a5 = 0) {
   register long x8 asm("x8") = n;
   register long x0 asm("x0") = a1;
   register long x1 asm("x1") = a2;
@@ -151,7 +157,7 @@ struct ChildFailure {
   int error = 0;  // errno
 };
 
-[[noreturn]] void child_failed(int error_fd, Stage stage, long negative_errno, int item = 0) {
+[[noreturn]] SWEPT_CHILD_CODE void child_failed(int error_fd, Stage stage, long negative_errno, int item = 0) {
   ChildFailure f{stage, item, static_cast<int>(-negative_errno)};
   raw_syscall(SYS_write, error_fd, reinterpret_cast<long>(&f), sizeof f);
   for (;;) raw_syscall(SYS_exit_group, 127);
@@ -159,7 +165,7 @@ struct ChildFailure {
 
 // dup2's meaning (a no-op when the two are equal) with dup3, which every
 // architecture has.
-long move_fd(int from, int to) { return from == to ? 0 : raw_syscall(SYS_dup3, from, to, 0); }
+SWEPT_CHILD_CODE long move_fd(int from, int to) { return from == to ? 0 : raw_syscall(SYS_dup3, from, to, 0); }
 
 // The kernel's struct sigaction; all zero is SIG_DFL with no flags and an
 // empty mask, whatever the architecture's field order.
@@ -172,7 +178,7 @@ struct KernelSigaction {
 
 // Runs in the cloned child of a possibly multi-threaded agent, on its own
 // stack but in the agent's memory: raw system calls only, then exec.
-[[noreturn]] void exec_child(const ChildPlan& plan) {
+[[noreturn]] SWEPT_CHILD_CODE void exec_child(const ChildPlan& plan) {
   // The trial dies with the agent (even by SIGKILL): an unsupervised trial
   // would keep its GPU and race its own retry for the checkpoint directory.
   // (The signal follows the spawning thread: run_agent's, which outlives
@@ -229,7 +235,7 @@ struct KernelSigaction {
   child_failed(plan.error_fd, Stage::kExec, rc);
 }
 
-int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
+SWEPT_CHILD_CODE int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
 
 constexpr size_t kChildStackBytes = 64 * 1024;
 

@@ -675,7 +675,7 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   return Status::Ok();
 }
 
-Status Broker::on_agent_gone(const std::string& routing_id, const std::string& why, const char* new_state) {
+Status Broker::on_agent_gone(std::string routing_id, const std::string& why, const char* new_state) {
   auto it = sessions_.find(routing_id);
   if (it == sessions_.end()) return Status::Ok();
   std::string name = it->second.name;

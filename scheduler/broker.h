@@ -184,7 +184,9 @@ class Broker {
   Status on_trial_started(Session& s, const protocol::TrialStarted& m);
   Status on_metrics(Session& s, const protocol::Metrics& m);
   Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
-  Status on_agent_gone(const std::string& routing_id, const std::string& why, const char* new_state);
+  // Takes the routing id by value: callers pass the session's own, which
+  // this erases.
+  Status on_agent_gone(std::string routing_id, const std::string& why, const char* new_state);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
   Status finish_live(int64_t trial_id, const std::string& state, const protocol::TrialExited* e,
