@@ -926,7 +926,7 @@ Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Plac
     st.after_attempt = before->attempt;
     stat_successors_++;
   }
-  live_[t.trial_id] = std::move(lt);
+  live_[t.trial_id] = std::move(lt);  // (references into live_ stay valid)
   send_later(routing_by_name_[agent], std::move(st));
   stat_dispatched_++;
   *started = true;

@@ -660,3 +660,26 @@ TEST_CASE("wait_for_change returns when a sweep ends, not at its timeout") {
   // hour to spare returns at once with it.
   CHECK(f.broker->wait_for_change(0, std::chrono::hours(1)) >= 1);
 }
+
+TEST_CASE("hundreds of successors queued in one turn: exactly one behind each running trial") {
+  Fixture f;
+  f.start();
+  Peer agent(f.broker->endpoint(), "a#1");
+  Register reg = registration("a", 300);
+  reg.features = {"start_after"};
+  agent.send(reg);
+  expect<RegisterAck>(*f.broker, agent);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
+      "parameters": {"x": {"min": 1, "max": 1000}}})").ok());
+  auto first = starts_during(*f.broker, agent, 40);
+  REQUIRE(first.size() == 300);
+  run_for(agent, first[0].trial_id, 100.0, 100.01);
+  auto next = starts_during(*f.broker, agent, 40);
+  // The freed place, and one successor behind each of the 300 running trials.
+  REQUIRE(next.size() == 301);
+  std::set<int64_t> behind;
+  for (const StartTrial& st : next)
+    if (st.after_trial_id) CHECK(behind.insert(st.after_trial_id).second);
+  CHECK(behind.size() == 300);
+  CHECK(behind.count(first[0].trial_id) == 0);  // it had ended
+}
