@@ -522,14 +522,22 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
 
 namespace {
 
-// Every START_TRIAL `peer` receives while the broker turns `turns` times.
-std::vector<StartTrial> starts_during(Broker& broker, Peer& peer, int turns) {
+// The START_TRIALs `peer` receives: at least `n` (waiting up to 10 s for
+// them), plus any that come while the broker turns `settle` more times (so
+// that a test can say there were no more than n).
+std::vector<StartTrial> starts(Broker& broker, Peer& peer, size_t n, int settle = 20) {
   std::vector<StartTrial> out;
-  for (int i = 0; i < turns; ++i) {
+  auto collect = [&] {
     REQUIRE(broker.turn(2).ok());
     while (auto m = peer.poll())
       if (auto* st = std::get_if<StartTrial>(&*m)) out.push_back(*st);
+  };
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (out.size() < n) {
+    REQUIRE_MESSAGE(std::chrono::steady_clock::now() < deadline, "only " << out.size() << " of " << n << " START_TRIALs");
+    collect();
   }
+  for (int i = 0; i < settle; ++i) collect();
   return out;
 }
 
@@ -555,7 +563,7 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   agent.send(reg);
   expect<RegisterAck>(*f.broker, agent);
   REQUIRE(f.broker->submit(kTenShortTrials).ok());
-  auto first = starts_during(*f.broker, agent, 20);
+  auto first = starts(*f.broker, agent, 2);
   REQUIRE(first.size() == 2);  // two slots; nothing known yet of how long a trial runs
   CHECK(first[0].after_trial_id == 0);
   CHECK(first[1].after_trial_id == 0);
@@ -564,7 +572,7 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   // the two running trials gets one successor. No more than that.
   run_for(agent, first[0].trial_id, 100.0, 100.01);
   expect<ExitAck>(*f.broker, agent);
-  auto next = starts_during(*f.broker, agent, 20);
+  auto next = starts(*f.broker, agent, 3);
   REQUIRE(next.size() == 3);
   std::map<int64_t, StartTrial> by_after;  // predecessor -> its successor
   int64_t fresh = 0;
@@ -593,7 +601,7 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed' AND id=" +
                                  std::to_string(first[1].trial_id)) == 1);
   agent.send(TrialStarted{heir.trial_id, 1, 8, 100.02, "w", {}});
-  auto later = starts_during(*f.broker, agent, 20);
+  auto later = starts(*f.broker, agent, 1);
   REQUIRE(later.size() == 1);
   CHECK(later[0].after_trial_id == heir.trial_id);
 
@@ -620,10 +628,10 @@ TEST_CASE("no successors for an agent without start_after, for long trials, or w
     agent.send(reg);
     expect<RegisterAck>(*f.broker, agent);
     for (int i = 0; i < sweeps; ++i) REQUIRE(f.broker->submit(kTenShortTrials).ok());
-    auto first = starts_during(*f.broker, agent, 20);
+    auto first = starts(*f.broker, agent, 2);
     REQUIRE(first.size() == 2);
     run_for(agent, first[0].trial_id, 100.0, 100.0 + run_s);
-    return starts_during(*f.broker, agent, 20);
+    return starts(*f.broker, agent, 1);
   };
   SUBCASE("the agent does not list the feature") {
     auto next = after_first_end(false, 0.01, 1);
@@ -671,10 +679,10 @@ TEST_CASE("hundreds of successors queued in one turn: exactly one behind each ru
   expect<RegisterAck>(*f.broker, agent);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
       "parameters": {"x": {"min": 1, "max": 1000}}})").ok());
-  auto first = starts_during(*f.broker, agent, 40);
+  auto first = starts(*f.broker, agent, 300);
   REQUIRE(first.size() == 300);
   run_for(agent, first[0].trial_id, 100.0, 100.01);
-  auto next = starts_during(*f.broker, agent, 40);
+  auto next = starts(*f.broker, agent, 301);
   // The freed place, and one successor behind each of the 300 running trials.
   REQUIRE(next.size() == 301);
   std::set<int64_t> behind;
