@@ -541,6 +541,17 @@ std::vector<StartTrial> starts(Broker& broker, Peer& peer, size_t n, int settle 
   return out;
 }
 
+// A scripted agent "a" with `slots` places, registered, listing start_after
+// or not.
+std::unique_ptr<Peer> agent_with(Fixture& f, int slots, bool start_after) {
+  auto agent = std::make_unique<Peer>(f.broker->endpoint(), "a#1");
+  Register reg = registration("a", slots);
+  if (start_after) reg.features = {"start_after"};
+  agent->send(reg);
+  expect<RegisterAck>(*f.broker, *agent);
+  return agent;
+}
+
 const char* kTenShortTrials = R"({"method": "grid", "command": ["/bin/true", "${args}"],
   "parameters": {"x": {"min": 1, "max": 10}}})";
 
@@ -557,11 +568,8 @@ void run_for(Peer& agent, int64_t id, double t0, double t1) {
 TEST_CASE("short trials get a successor waiting at their agent, which holds no place of its own") {
   Fixture f;
   f.start();
-  Peer agent(f.broker->endpoint(), "a#1");
-  Register reg = registration("a", 2);
-  reg.features = {"start_after"};
-  agent.send(reg);
-  expect<RegisterAck>(*f.broker, agent);
+  auto peer = agent_with(f, 2, true);
+  Peer& agent = *peer;
   REQUIRE(f.broker->submit(kTenShortTrials).ok());
   auto first = starts(*f.broker, agent, 2);
   REQUIRE(first.size() == 2);  // two slots; nothing known yet of how long a trial runs
@@ -622,11 +630,8 @@ TEST_CASE("no successors for an agent without start_after, for long trials, or w
   auto after_first_end = [](bool feature, double run_s, int sweeps) {
     Fixture f;
     f.start();
-    Peer agent(f.broker->endpoint(), "a#1");
-    Register reg = registration("a", 2);
-    if (feature) reg.features = {"start_after"};
-    agent.send(reg);
-    expect<RegisterAck>(*f.broker, agent);
+    auto peer = agent_with(f, 2, feature);
+    Peer& agent = *peer;
     for (int i = 0; i < sweeps; ++i) REQUIRE(f.broker->submit(kTenShortTrials).ok());
     auto first = starts(*f.broker, agent, 2);
     REQUIRE(first.size() == 2);
@@ -672,11 +677,8 @@ TEST_CASE("wait_for_change returns when a sweep ends, not at its timeout") {
 TEST_CASE("hundreds of successors queued in one turn: exactly one behind each running trial") {
   Fixture f;
   f.start();
-  Peer agent(f.broker->endpoint(), "a#1");
-  Register reg = registration("a", 300);
-  reg.features = {"start_after"};
-  agent.send(reg);
-  expect<RegisterAck>(*f.broker, agent);
+  auto peer = agent_with(f, 300, true);
+  Peer& agent = *peer;
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
       "parameters": {"x": {"min": 1, "max": 1000}}})").ok());
   auto first = starts(*f.broker, agent, 300);
