@@ -595,7 +595,8 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
       // Given up while its agent was away (requeued, or lost with no retries
       // left), but it finished: its result stands.
       runner_.forget_queued(rec->sweep_id, rec->id);
-      SWEPT_RETURN_IF_ERROR(store_.finish_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at, nullptr));
+      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
       stat_finished_++;
       SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
       dirty_ = true;
@@ -636,8 +637,9 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
       start = Store::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
       pending_starts_.erase(trial_id);
     }
-    SWEPT_RETURN_IF_ERROR(
-        store_.finish_attempt(trial_id, lt.attempt, state, code, reason, ended, start ? &*start : nullptr));
+    const Store::StartRecord* with = start ? &*start : nullptr;
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
   }
   stat_finished_++;
   runner_.trial_ended(lt.sweep_id);

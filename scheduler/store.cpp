@@ -453,37 +453,25 @@ Status Store::fill_started_at(int64_t trial_id, int attempt, double started_at) 
 }
 
 Status Store::end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state,
-                          std::optional<int> exit_code, const std::string& reason, double ended_at) {
-  SWEPT_PREPARE(st, "UPDATE attempts SET state=?, exit_code=?, reason=?, ended_at=? WHERE trial_id=? AND attempt=?");
+                          std::optional<int> exit_code, const std::string& reason, double ended_at,
+                          const StartRecord* start) {
+  SWEPT_PREPARE(st,
+                "UPDATE attempts SET state=?, exit_code=?, reason=?, ended_at=?, started_at=COALESCE(?, started_at) "
+                "WHERE trial_id=? AND attempt=?");
   SWEPT_SQLITE_CHECK(bind_arg(st, 1, attempt_state));
   SWEPT_SQLITE_CHECK(bind_arg(st, 2, exit_code));
   SWEPT_SQLITE_CHECK(bind_arg(st, 3, reason));
   SWEPT_SQLITE_CHECK(bind_arg(st, 4, ended_at));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 5, trial_id));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 6, attempt));
+  SWEPT_SQLITE_CHECK(start ? bind_arg(st, 5, start->started_at) : sqlite3_bind_null(st, 5));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 6, trial_id));
+  SWEPT_SQLITE_CHECK(bind_arg(st, 7, attempt));
   SWEPT_STEP_DONE(st);
   return Status::Ok();
 }
 
-Status Store::finish_attempt(int64_t trial_id, int attempt, const std::string& state, std::optional<int> exit_code,
-                             const std::string& reason, double ended_at, const StartRecord* start) {
-  std::optional<double> started_at;
-  std::optional<std::string> env;
-  if (start) {
-    started_at = start->started_at;
-    env = start->env_json;
-  }
-  SWEPT_PREPARE(at,
-                "UPDATE attempts SET state=?, exit_code=?, reason=?, ended_at=?, started_at=COALESCE(?, started_at) "
-                "WHERE trial_id=? AND attempt=?");
-  SWEPT_SQLITE_CHECK(bind_arg(at, 1, state));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 2, exit_code));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 3, reason));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 4, ended_at));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 5, started_at));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 6, trial_id));
-  SWEPT_SQLITE_CHECK(bind_arg(at, 7, attempt));
-  SWEPT_STEP_DONE(at);
+Status Store::set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
+                              const std::optional<std::string>& reason, std::optional<double> ended_at,
+                              const StartRecord* start) {
   SWEPT_PREPARE(st,
                 "UPDATE trials SET state=?, exit_code=?, reason=?, ended_at=?, env=COALESCE(?, env), "
                 "started_at=COALESCE(?, started_at) WHERE id=?");
@@ -491,21 +479,9 @@ Status Store::finish_attempt(int64_t trial_id, int attempt, const std::string& s
   SWEPT_SQLITE_CHECK(bind_arg(st, 2, exit_code));
   SWEPT_SQLITE_CHECK(bind_arg(st, 3, reason));
   SWEPT_SQLITE_CHECK(bind_arg(st, 4, ended_at));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 5, env));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 6, started_at));
+  SWEPT_SQLITE_CHECK(start ? bind_arg(st, 5, start->env_json) : sqlite3_bind_null(st, 5));
+  SWEPT_SQLITE_CHECK(start ? bind_arg(st, 6, start->started_at) : sqlite3_bind_null(st, 6));
   SWEPT_SQLITE_CHECK(bind_arg(st, 7, trial_id));
-  SWEPT_STEP_DONE(st);
-  return Status::Ok();
-}
-
-Status Store::set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
-                              const std::optional<std::string>& reason, std::optional<double> ended_at) {
-  SWEPT_PREPARE(st, "UPDATE trials SET state=?, exit_code=?, reason=?, ended_at=? WHERE id=?");
-  SWEPT_SQLITE_CHECK(bind_arg(st, 1, state));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 2, exit_code));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 3, reason));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 4, ended_at));
-  SWEPT_SQLITE_CHECK(bind_arg(st, 5, trial_id));
   SWEPT_STEP_DONE(st);
   return Status::Ok();
 }

@@ -113,21 +113,21 @@ class Store {
   Status confirm_started(int64_t trial_id, int attempt, const std::string& env_json, double started_at);
   // Sets the start time of the trial's attempt where none is recorded yet.
   Status fill_started_at(int64_t trial_id, int attempt, double started_at);
-  // Ends an attempt in the history only (state of that attempt).
-  Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
-                     const std::string& reason, double ended_at);
-  // A running attempt reached a final state: the attempt and the trial both
-  // take `state`, in one statement each. `start`, when given, is the agent's
-  // start record not written yet (as confirm_started would write it).
+  // The agent's start record when it has not been written yet (as
+  // confirm_started would write it): end_attempt and set_trial_state take it
+  // along, so that a trial that starts and ends within one commit costs two
+  // statements, not four.
   struct StartRecord {
     std::string env_json;
     double started_at = 0;
   };
-  Status finish_attempt(int64_t trial_id, int attempt, const std::string& state, std::optional<int> exit_code,
-                        const std::string& reason, double ended_at, const StartRecord* start);
+  // Ends an attempt in the history only (state of that attempt).
+  Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
+                     const std::string& reason, double ended_at, const StartRecord* start = nullptr);
   // Sets the trial's own state (final or queued) with its exit code and reason.
   Status set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
-                         const std::optional<std::string>& reason, std::optional<double> ended_at);
+                         const std::optional<std::string>& reason, std::optional<double> ended_at,
+                         const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it, or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
   // Trials of a sweep in a state, ids only, ordered by index.
