@@ -339,10 +339,11 @@ struct ExecWatch::Memory {
   }
 };
 
-ExecWatch::~ExecWatch() { outcome(/*wait=*/true); }
+ExecWatch::~ExecWatch() { outcome(); }
 
-std::optional<Status> ExecWatch::outcome(bool wait) {
-  if (outcome_ || fd_ < 0) return outcome_;
+Status ExecWatch::outcome() {
+  if (outcome_) return *outcome_;
+  if (fd_ < 0) return Status::Ok();  // nothing was launched through it
   ChildFailure failure;
   ssize_t n;
   while (true) {
@@ -350,7 +351,6 @@ std::optional<Status> ExecWatch::outcome(bool wait) {
     if (n >= 0) break;
     if (errno == EINTR) continue;
     if (errno != EAGAIN) break;  // cannot happen on a pipe we own; treated as end of file below
-    if (!wait) return std::nullopt;
     struct pollfd p {fd_, POLLIN, 0};
     ::poll(&p, 1, -1);
   }
@@ -372,19 +372,19 @@ std::optional<Status> ExecWatch::outcome(bool wait) {
   } else if (failure.stage == Stage::kSetup) {
     outcome_ = errno_status("cannot start " + m.program, child_errno);
   } else if (child_errno == ENOENT) {
-    outcome_ = Status::NotFound("command not found: " + memory_->command);
+    outcome_ = Status::NotFound("command not found: " + m.command);
   } else if (child_errno == EACCES) {
-    outcome_ = Status::FailedPrecondition("permission denied: " + memory_->program);
+    outcome_ = Status::FailedPrecondition("permission denied: " + m.program);
   } else if (child_errno == ENOEXEC) {
-    outcome_ = Status::FailedPrecondition("not an executable format: " + memory_->program);
+    outcome_ = Status::FailedPrecondition("not an executable format: " + m.program);
   } else {
-    outcome_ = errno_status("cannot start " + memory_->program, child_errno);
+    outcome_ = errno_status("cannot start " + m.program, child_errno);
   }
   // After an exec the child no longer runs on this memory. After a failure it
   // may still be running its last instructions (exit) on the stack: the
   // memory stays until the watch is destroyed, after the child is reaped.
   if (outcome_->ok()) memory_.reset();
-  return outcome_;
+  return *outcome_;
 }
 
 Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {

@@ -65,16 +65,15 @@ class ExecWatch {
   ExecWatch(const ExecWatch&) = delete;
   ExecWatch& operator=(const ExecWatch&) = delete;
 
-  // Readable (poll) once the exec is decided; -1 after that was read.
-  int fd() const { return fd_; }
-  // nullopt while undecided (only when !wait); then Ok if the program runs,
-  // or why it did not start: NotFound, FailedPrecondition (EACCES, ENOEXEC),
-  // IoError (a directory or the file of LaunchSpec could not be made, ...).
-  // Such a child exits with status 127 at once. Once decided, the same
-  // answer is returned again; after a successful exec the memory is freed,
-  // after a failure it is kept until the watch is destroyed, which must then
-  // wait until the child has been reaped.
-  std::optional<Status> outcome(bool wait = false);
+  // Ok if the program runs, or why it did not start: NotFound,
+  // FailedPrecondition (EACCES, ENOEXEC), IoError (a directory or the file
+  // of LaunchSpec could not be made, ...). Such a child exits with status 127
+  // at once. Blocks until the exec is decided, so ask once the child has
+  // exited (then it returns at once) or when it must be known now. Later
+  // calls return the same answer. After a successful exec the memory is
+  // freed; after a failure it is kept until the watch is destroyed, which
+  // must then wait until the child has been reaped.
+  Status outcome();
 
  private:
   friend class PosixLauncher;

@@ -188,7 +188,7 @@ TEST_CASE("agent launcher: a trial dies with the thread that launched it (the ag
   // ends while it has children, see launcher.h.)
   std::thread([&] {
     child.emplace(launcher.launch(spec));
-    if (child->ok()) CHECK((**child).exec->outcome(/*wait=*/true)->ok());
+    if (child->ok()) CHECK((**child).exec->outcome().ok());
   }).join();
   REQUIRE(child->ok());
   const SpawnedChild& c = **child;

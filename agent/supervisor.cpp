@@ -220,7 +220,7 @@ std::vector<int> TrialSupervisor::poll_fds() const {
   std::vector<int> fds;
   if (result_) return fds;
   // Not the exec pipe: a failed exec ends the child at once (pidfd), and a
-  // successful one needs no answer before then; service() reads it anyway.
+  // successful one needs no answer before then; check_exit() reads it.
   for (int fd : {child_.stdout_fd, child_.stderr_fd, child_.pidfd}) {
     if (fd >= 0) fds.push_back(fd);
   }
@@ -240,7 +240,6 @@ int64_t TrialSupervisor::next_deadline_ms() const {
 
 void TrialSupervisor::service() {
   if (result_) return;
-  check_exec(/*wait=*/false);
   if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, false);
   if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, false);
   int64_t now = clock_.now_ms();
@@ -304,15 +303,11 @@ void TrialSupervisor::on_stdout_line(std::string_view line, bool overlong) {
   log_.append(overlong ? "\n[swept: line longer than 1 MiB, cut here; the whole line is in stdout.log]\n" : "\n");
 }
 
-void TrialSupervisor::check_exec(bool wait) {
-  if (!child_.exec || exec_failure_) return;
-  std::optional<Status> outcome = child_.exec->outcome(wait);
-  if (!outcome) return;
-  if (outcome->ok()) {
-    child_.exec.reset();
-  } else {
-    exec_failure_ = *outcome;  // the child exits with 127; finish() says why and drops the watch once it is reaped
-  }
+void TrialSupervisor::check_exec() {
+  if (!child_.exec) return;
+  Status outcome = child_.exec->outcome();
+  if (!outcome.ok()) exec_failure_ = outcome;  // finish() says why
+  child_.exec.reset();  // the child is reaped: nothing runs on the watch's memory
 }
 
 void TrialSupervisor::check_exit() {
@@ -324,7 +319,7 @@ void TrialSupervisor::check_exit() {
     // automatically): it is gone, its exit status with it.
     if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
     if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
-    check_exec(/*wait=*/true);
+    check_exec();
     return finish(std::nullopt);
   }
   if (rc != 0 || info.si_pid == 0) return;  // still running
@@ -335,7 +330,7 @@ void TrialSupervisor::check_exit() {
   int status = 0;
   while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  check_exec(/*wait=*/true);  // the child is gone: its end of the pipe is closed, this does not block
+  check_exec();  // the child is gone: its end of the pipe is closed, this does not block
   finish(status);
 }
 

@@ -151,9 +151,9 @@ class TrialSupervisor {
   bool read_stream(int& fd, bool is_stdout, bool drain);
   void on_stdout_line(std::string_view line, bool overlong);
   void check_exit();
-  // Reads whether the exec succeeded once the launcher's pipe says (or,
-  // with `wait`, blocks until it does: only after the child is reaped).
-  void check_exec(bool wait);
+  // Reads whether the exec succeeded (see ExecWatch); called once the child
+  // is reaped, when the answer is there without waiting.
+  void check_exec();
   // Sends `sig` to the trial's process group, or to the trial itself when it
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
