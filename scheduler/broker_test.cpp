@@ -134,6 +134,19 @@ struct Fixture {
     broker.reset();
     store.reset();
   }
+  // A scripted agent NAME with `slots` places, registered (REGISTER_ACK
+  // received); it lists start_after when asked. It lives as long as the
+  // fixture.
+  Peer& agent(const std::string& name, int slots, bool start_after = false) {
+    peers.push_back(std::make_unique<Peer>(broker->endpoint(), name + "#1"));
+    Peer& peer = *peers.back();
+    Register reg = registration(name, slots);
+    if (start_after) reg.features = {"start_after"};
+    peer.send(reg);
+    expect<RegisterAck>(*broker, peer);
+    return peer;
+  }
+  std::vector<std::unique_ptr<Peer>> peers;  // after broker: closed first
 };
 
 }  // namespace
@@ -178,9 +191,7 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
 TEST_CASE("an agent silent past liveness loses its trials, which are requeued and run elsewhere") {
   Fixture f;
   f.start();
-  Peer a(f.broker->endpoint(), "a#1");
-  a.send(registration("a", 1));
-  expect<RegisterAck>(*f.broker, a);
+  Peer& a = f.agent("a", 1);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
       "parameters": {"x": {"values": [1]}}})").ok());
   auto st = expect<StartTrial>(*f.broker, a);
@@ -193,9 +204,7 @@ TEST_CASE("an agent silent past liveness loses its trials, which are requeued an
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='queued' AND attempts=1") == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
 
-  Peer b(f.broker->endpoint(), "b#1");
-  b.send(registration("b", 1));
-  expect<RegisterAck>(*f.broker, b);
+  Peer& b = f.agent("b", 1);
   auto st2 = expect<StartTrial>(*f.broker, b);
   CHECK(st2.trial_id == st.trial_id);
   CHECK(st2.attempt == 2);
@@ -225,9 +234,7 @@ TEST_CASE("an agent silent past liveness loses its trials, which are requeued an
 TEST_CASE("without retries left a lost trial fails - one never started costs no retry") {
   Fixture f;
   f.start();
-  Peer a(f.broker->endpoint(), "a#1");
-  a.send(registration("a", 2));
-  expect<RegisterAck>(*f.broker, a);
+  Peer& a = f.agent("a", 2);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
       "parameters": {"x": {"values": [1, 2]}}})").ok());
   auto s1 = expect<StartTrial>(*f.broker, a);
@@ -272,9 +279,7 @@ TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
 TEST_CASE("a second agent with a live name is refused - a silent predecessor or the same process is replaced") {
   Fixture f;
   f.start();
-  Peer a(f.broker->endpoint(), "a#1");
-  a.send(registration("a", 1));
-  expect<RegisterAck>(*f.broker, a);
+  Peer& a = f.agent("a", 1);
   Register other = registration("a", 1);
   other.pid = 2;  // another process on the same host: a true duplicate
   Peer dup(f.broker->endpoint(), "a#2");
@@ -364,9 +369,7 @@ TEST_CASE("a trial's start is written with the next commit, or on its own 50 ms 
   // while others happen anyway; alone, it is written within 50 ms.
   Fixture f;
   f.start();
-  Peer a(f.broker->endpoint(), "a#1");
-  a.send(registration("a", 2));
-  expect<RegisterAck>(*f.broker, a);
+  Peer& a = f.agent("a", 2);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
       "parameters": {"x": {"values": [1, 2, 3]}}})").ok());
   auto s1 = expect<StartTrial>(*f.broker, a);
@@ -439,9 +442,7 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
 TEST_CASE("cancel stops queued and running trials - retry requeues failed ones") {
   Fixture f;
   f.start();
-  Peer a(f.broker->endpoint(), "a#1");
-  a.send(registration("a", 1));
-  expect<RegisterAck>(*f.broker, a);
+  Peer& a = f.agent("a", 1);
   Peer cli(f.broker->endpoint(), "cli#1");
   cli.send(Submit{"s", kThreeTrials, "three.json"});
   auto sub = expect<Submitted>(*f.broker, cli);
@@ -541,17 +542,6 @@ std::vector<StartTrial> starts(Broker& broker, Peer& peer, size_t n, int settle 
   return out;
 }
 
-// A scripted agent "a" with `slots` places, registered, listing start_after
-// or not.
-std::unique_ptr<Peer> agent_with(Fixture& f, int slots, bool start_after) {
-  auto agent = std::make_unique<Peer>(f.broker->endpoint(), "a#1");
-  Register reg = registration("a", slots);
-  if (start_after) reg.features = {"start_after"};
-  agent->send(reg);
-  expect<RegisterAck>(*f.broker, *agent);
-  return agent;
-}
-
 const char* kTenShortTrials = R"({"method": "grid", "command": ["/bin/true", "${args}"],
   "parameters": {"x": {"min": 1, "max": 10}}})";
 
@@ -568,8 +558,7 @@ void run_for(Peer& agent, int64_t id, double t0, double t1) {
 TEST_CASE("short trials get a successor waiting at their agent, which holds no place of its own") {
   Fixture f;
   f.start();
-  auto peer = agent_with(f, 2, true);
-  Peer& agent = *peer;
+  Peer& agent = f.agent("a", 2, /*start_after=*/true);
   REQUIRE(f.broker->submit(kTenShortTrials).ok());
   auto first = starts(*f.broker, agent, 2);
   REQUIRE(first.size() == 2);  // two slots; nothing known yet of how long a trial runs
@@ -630,8 +619,7 @@ TEST_CASE("no successors for an agent without start_after, for long trials, or w
   auto after_first_end = [](bool feature, double run_s, int sweeps) {
     Fixture f;
     f.start();
-    auto peer = agent_with(f, 2, feature);
-    Peer& agent = *peer;
+    Peer& agent = f.agent("a", 2, feature);
     for (int i = 0; i < sweeps; ++i) REQUIRE(f.broker->submit(kTenShortTrials).ok());
     auto first = starts(*f.broker, agent, 2);
     REQUIRE(first.size() == 2);
@@ -661,9 +649,7 @@ TEST_CASE("no successors for an agent without start_after, for long trials, or w
 TEST_CASE("wait_for_change returns when a sweep ends, not at its timeout") {
   Fixture f;
   f.start();
-  Peer agent(f.broker->endpoint(), "a#1");
-  agent.send(registration("a", 1));
-  expect<RegisterAck>(*f.broker, agent);
+  Peer& agent = f.agent("a", 1);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})").ok());
   auto st = expect<StartTrial>(*f.broker, agent);
   CHECK(f.broker->wait_for_change(0, std::chrono::milliseconds(0)) == 0);
@@ -677,8 +663,7 @@ TEST_CASE("wait_for_change returns when a sweep ends, not at its timeout") {
 TEST_CASE("hundreds of successors queued in one turn: exactly one behind each running trial") {
   Fixture f;
   f.start();
-  auto peer = agent_with(f, 300, true);
-  Peer& agent = *peer;
+  Peer& agent = f.agent("a", 300, /*start_after=*/true);
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
       "parameters": {"x": {"min": 1, "max": 1000}}})").ok());
   auto first = starts(*f.broker, agent, 300);
