@@ -153,30 +153,27 @@ TEST_CASE("agent supervisor: a command that does not exist fails the trial, 127,
 TEST_CASE("agent supervisor: an exec that fails after the launch (not a program, missing interpreter) fails the trial") {
   // The launcher returns before the exec; these failures come back through
   // its pipe and must still read as launch failures, not as "exit code 127".
-  Trial t;
-  std::string not_a_program = t.root.path() + "/notes.txt";
-  std::string bad_interpreter = t.root.path() + "/script";
-  for (auto [path, text] : {std::pair{not_a_program, std::string("\x7f" "ELF but not really\n")},
-                            std::pair{bad_interpreter, std::string("#!/no/such/interpreter\necho hi\n")}}) {
-    std::ofstream(path) << text;
+  struct Case {
+    const char* name;
+    std::string content;
+    int exit_code;
+    std::string reason;  // followed by the program's path
+  };
+  for (const Case& c : {Case{"notes.txt", std::string("\x7f" "ELF but not really\n"), 126, "not an executable format: "},
+                        Case{"script", "#!/no/such/interpreter\necho hi\n", 127, "command not found: "}}) {
+    Trial t;
+    const std::string path = t.root.path() + "/" + c.name;
+    std::ofstream(path) << c.content;
     ::chmod(path.c_str(), 0755);
+    TrialLaunch l;
+    l.argv = {path};
+    t.start(l);
+    REQUIRE(t.run_to_end());
+    CHECK(t.sup->result().end == TrialEnd::kLaunchFailed);
+    CHECK(t.sup->result().exit_code == c.exit_code);
+    CHECK(t.sup->result().reason == c.reason + path);
+    CHECK(t.file("stderr.log").find(c.reason) != std::string::npos);
   }
-  TrialLaunch l;
-  l.argv = {not_a_program};
-  t.start(l);
-  REQUIRE(t.run_to_end());
-  CHECK(t.sup->result().end == TrialEnd::kLaunchFailed);
-  CHECK(t.sup->result().exit_code == 126);
-  CHECK(t.sup->result().reason == "not an executable format: " + not_a_program);
-  CHECK(t.file("stderr.log").find("not an executable format") != std::string::npos);
-
-  Trial u;
-  l.argv = {bad_interpreter};
-  u.start(l);
-  REQUIRE(u.run_to_end());
-  CHECK(u.sup->result().end == TrialEnd::kLaunchFailed);
-  CHECK(u.sup->result().exit_code == 127);
-  CHECK(u.sup->result().reason == "command not found: " + bad_interpreter);
 }
 
 TEST_CASE("agent supervisor: a trial directory that cannot be made fails the trial with the path and the cause") {
