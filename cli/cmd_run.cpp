@@ -178,14 +178,22 @@ int run_run(const std::vector<std::string>& args) {
     agent_cpu = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) * 1e-9;
   });
 
-  auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
-  if (!reader.ok()) {
+  // Each loop notices its stop flag at once: the wake-up ends its wait.
+  auto stop_agent_thread = [&] {
     stop_agent = true;
     agent_wakeup.notify();
     agent_thread.join();
+  };
+  auto stop_broker_thread = [&] {
     stop_broker = true;
     broker.wake();
     broker_thread.join();
+  };
+
+  auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
+  if (!reader.ok()) {
+    stop_agent_thread();
+    stop_broker_thread();
     return report("run", reader.status());
   }
   const bool tty = progress == "auto" && isatty(STDERR_FILENO);
@@ -266,16 +274,12 @@ int run_run(const std::vector<std::string>& args) {
 
   // Shut down in order: the agent first (it stops what still runs and says
   // goodbye), then the scheduler once it has recorded that.
-  stop_agent = true;
-  agent_wakeup.notify();
-  agent_thread.join();
+  stop_agent_thread();
   // Its last reports reach the scheduler before the scheduler stops.
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
        broker.live_trials() > 0 && std::chrono::steady_clock::now() < until;)
     changes = broker.wait_for_change(changes, std::chrono::milliseconds(50));
-  stop_broker = true;
-  broker.wake();
-  broker_thread.join();
+  stop_broker_thread();
   if (!broker_status.ok() && rc != kExitFailure) {
     std::cerr << "swept run: the scheduler stopped: " << broker_status.message() << "\n";
     rc = kExitFailure;

@@ -286,6 +286,7 @@ Status Broker::turn(int max_wait_ms) {
   live_count_ = live_.size();
   if (drained || runner_.ended_count() != sweeps_ended_seen_) {
     sweeps_ended_seen_ = runner_.ended_count();
+    std::erase_if(mean_run_seconds_, [&](const auto& kv) { return !runner_.is_running(kv.first); });
     {
       std::lock_guard<std::mutex> lock(change_mutex_);
       ++changes_;
