@@ -279,7 +279,7 @@ TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
 TEST_CASE("a second agent with a live name is refused - a silent predecessor or the same process is replaced") {
   Fixture f;
   f.start();
-  Peer& a = f.agent("a", 1);
+  f.agent("a", 1);  // the first "a", alive (the fixture keeps it)
   Register other = registration("a", 1);
   other.pid = 2;  // another process on the same host: a true duplicate
   Peer dup(f.broker->endpoint(), "a#2");
