@@ -102,12 +102,18 @@ void all_reduce(const std::shared_ptr<Clique>& c, int rank, const float* send, f
 
 extern "C" {
 
-// For tests of the abort path: how many ranks of `comm`'s clique are waiting
-// for the others (0 when the clique is gone).
-int swept_nccl_emu_waiting(ncclComm_t comm) {
-  auto* c = reinterpret_cast<Comm*>(comm);
-  std::lock_guard<std::mutex> lock(c->clique->mu);
-  return c->clique->waiting;
+// For tests of the abort path: how many ranks of all live cliques are
+// waiting at a collective for the others.
+int swept_nccl_emu_waiting_total() {
+  std::lock_guard<std::mutex> lock(g_cliques_mu);
+  int total = 0;
+  for (auto& weak : g_cliques) {
+    if (auto c = weak.lock()) {
+      std::lock_guard<std::mutex> clique_lock(c->mu);
+      total += c->waiting;
+    }
+  }
+  return total;
 }
 
 ncclResult_t ncclGetVersion(int* version) {
