@@ -220,7 +220,11 @@ __global__ void gather_batch_kernel(const uint8_t* images, const int32_t* labels
   }
 }
 
-__global__ void mean_across_buffers_kernel(RankPointers p, int ranks, size_t begin, size_t end) {
+// __grid_constant__: p.buffers[r] is indexed at run time; without it the
+// parameter is copied to a 128-byte local stack frame in every thread
+// (ptxas_check.sh found it); with it, read in place from parameter space.
+__global__ void mean_across_buffers_kernel(__grid_constant__ const RankPointers p, int ranks, size_t begin,
+                                           size_t end) {
   for (size_t i = begin + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < end; i += size_t(gridDim.x) * blockDim.x) {
     float sum = 0.f;
     for (int r = 0; r < ranks; ++r) sum += p.buffers[r][i];

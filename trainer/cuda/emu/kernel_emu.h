@@ -22,6 +22,8 @@
 #undef __device__
 #undef __forceinline__
 #undef __shared__
+#undef __grid_constant__
+#define __grid_constant__
 #define __global__
 #define __device__
 #define __forceinline__ inline
