@@ -532,7 +532,11 @@ TEST_CASE("trainer/cuda: NCCL abort while a rank waits in its collective ends ev
 #endif
   auto count = trainer::cuda_device_count();
   REQUIRE(count.ok());
-  REQUIRE_MESSAGE(*count >= 2, "NCCL needs 2 GPUs");
+  if (*count < 2) {
+    std::printf("SKIPPED: needs 2 or more GPUs for NCCL, %d visible\n", *count);
+    std::fflush(stdout);
+    std::_Exit(kSkipReturnCode);
+  }
   std::vector<std::unique_ptr<trainer::Backend>> replicas;
   for (int d = 0; d < 2; ++d) {
     auto g = trainer::make_cuda_backend({.device = d, .memory_fraction = 0.0});
