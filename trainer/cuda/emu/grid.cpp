@@ -17,12 +17,13 @@
 // missing __syncthreads (a data race between a block's threads) is a race
 // TSan reports. Blocks run one at a time (__shared__ is a plain static then).
 #include <boost/context/fiber.hpp>
-#include <boost/context/fixedsize_stack.hpp>
+#include <boost/context/stack_context.hpp>
 
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -69,6 +70,36 @@ thread_local bool t_plain = false;  // running threads as plain calls (no barrie
 
 constexpr size_t kStackBytes = 64 * 1024;
 
+// Fiber stacks, kept per thread for the next block instead of returned to
+// malloc (a block of 256 threads would otherwise allocate 16 MiB each time).
+struct StackPool {
+  std::vector<void*> free;
+  ~StackPool() {
+    for (void* p : free) std::free(p);
+  }
+};
+thread_local StackPool t_stacks;
+
+struct PooledStack {
+  ctx::stack_context allocate() {
+    void* base = nullptr;
+    if (!t_stacks.free.empty()) {
+      base = t_stacks.free.back();
+      t_stacks.free.pop_back();
+    } else {
+      base = std::malloc(kStackBytes);
+      if (!base) throw std::bad_alloc();
+    }
+    ctx::stack_context sc;
+    sc.size = kStackBytes;
+    sc.sp = static_cast<char*>(base) + kStackBytes;  // stacks grow down
+    return sc;
+  }
+  void deallocate(ctx::stack_context& sc) noexcept {
+    t_stacks.free.push_back(static_cast<char*>(sc.sp) - sc.size);
+  }
+};
+
 // Runs one block's threads as fibers; returns whether any reached a barrier.
 bool run_block_fibers(uint3 block_index, dim3 block, const std::function<void(uint3, uint3)>& body) {
   const unsigned threads = block.x * block.y * block.z;
@@ -78,7 +109,7 @@ bool run_block_fibers(uint3 block_index, dim3 block, const std::function<void(ui
   std::vector<ctx::fiber> fibers;
   fibers.reserve(threads);
   for (unsigned t = 0; t < threads; ++t) {
-    fibers.emplace_back(std::allocator_arg, ctx::fixedsize_stack(kStackBytes),
+    fibers.emplace_back(std::allocator_arg, PooledStack(),
                         [&run, &body, block_index, t, block](ctx::fiber&& scheduler) {
                           run.to_scheduler = &scheduler;
                           body(block_index, unflatten(t, block));
