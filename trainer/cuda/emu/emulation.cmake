@@ -18,6 +18,17 @@
 # SWEPT_CUDA_EMU_THREADS=ON runs a block's CUDA threads as OS threads instead
 # of fibers (for ThreadSanitizer: scripts/test-cuda-tsan.sh).
 option(SWEPT_CUDA_EMU_THREADS "CUDA emulation: a block's threads as OS threads (for TSan)" OFF)
+# A sanitizer for trainer/cuda, its emulation and its GPU tests only (e.g.
+# thread): the CPU backend's ifunc resolvers (target_clones) run before the
+# sanitizer's runtime is up and cannot be instrumented, so SWEPT_SANITIZE,
+# which instruments everything, is not usable for this.
+set(SWEPT_CUDA_EMU_SANITIZE "" CACHE STRING "Sanitizer for trainer/cuda and its emulation only, e.g. thread")
+function(swept_cuda_emu_sanitize target)
+  if(SWEPT_CUDA_EMU_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=${SWEPT_CUDA_EMU_SANITIZE} -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=${SWEPT_CUDA_EMU_SANITIZE})
+  endif()
+endfunction()
 
 find_path(SWEPT_CUDA_INCLUDE_DIR cuda_runtime_api.h
   HINTS ${CUDAToolkit_ROOT} ENV CUDAToolkit_ROOT ENV CUDA_PATH ENV CUDA_HOME
@@ -49,11 +60,13 @@ target_link_libraries(swept_cudart_emu PRIVATE ${SWEPT_BOOST_CONTEXT_LIB} Thread
 if(SWEPT_CUDA_EMU_THREADS)
   target_compile_definitions(swept_cudart_emu PUBLIC SWEPT_CUDA_EMU_THREADS=1)
 endif()
+swept_cuda_emu_sanitize(swept_cudart_emu)
 
 foreach(lib cublas cudnn nccl)
   add_library(swept_${lib}_emu MODULE ${_emu}/${lib}_emu.cpp)
   target_include_directories(swept_${lib}_emu PRIVATE ${SWEPT_CUDNN_INCLUDE_DIR} ${SWEPT_NCCL_INCLUDE_DIR})
   target_link_libraries(swept_${lib}_emu PRIVATE swept_cudart_emu)
+  swept_cuda_emu_sanitize(swept_${lib}_emu)
 endforeach()
 target_link_libraries(swept_cublas_emu PRIVATE PkgConfig::OPENBLAS)
 target_link_libraries(swept_cudnn_emu PRIVATE PkgConfig::OPENBLAS ${CMAKE_DL_LIBS})
@@ -70,4 +83,5 @@ function(swept_cuda_emulate target)
     SWEPT_EMU_CUDNN_LIBRARY="$<TARGET_FILE:swept_cudnn_emu>"
     SWEPT_EMU_NCCL_LIBRARY="$<TARGET_FILE:swept_nccl_emu>")
   add_dependencies(${target} swept_cublas_emu swept_cudnn_emu swept_nccl_emu)
+  swept_cuda_emu_sanitize(${target})
 endfunction()
