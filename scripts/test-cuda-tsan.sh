@@ -5,8 +5,9 @@
 # (-DSWEPT_CUDA_EMU_THREADS=ON), so a race between a block's threads (a
 # missing __syncthreads, two threads writing one element) is a race TSan
 # reports; the replica threads of the all-reduce tests run concurrently too.
-# Runs the kernel-level GPU tests, the same-GPU and NCCL all-reduce tests and
-# the NCCL abort test; the whole-run tests are left out (hours under TSan).
+# Runs the kernel-level GPU tests, the graph-capture test, the same-GPU
+# all-reduce test and the NCCL abort test; the whole training runs are left
+# out (too slow under TSan with an OS thread per CUDA thread).
 # Not part of scripts/test.sh (a third build). About 7 minutes on 2 busy cores
 # (2026-11-23: 6 min 39 s wall, most of it the build), no race found. Checked
 # that it finds one: without block_sum's last __syncthreads, the softmax case

@@ -257,6 +257,14 @@ Status CudaBackend::ensure_workspace(size_t bytes) {
   return Status::Ok();
 }
 
+// What a convolution pass may take as workspace: what the budget has left
+// (the current workspace would be replaced), at most kMaxConvWorkspace.
+size_t CudaBackend::conv_workspace_limit() const {
+  const MemoryBudget& budget = ctx_->budget;
+  const size_t room = budget.cap_bytes() - budget.in_use_bytes() + cudnn_workspace_.bytes();
+  return room < kMaxConvWorkspace ? room : kMaxConvWorkspace;
+}
+
 namespace {
 std::array<int, 9> conv_key(const trainer::Conv2dShape& s) {
   return {s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h, s.kernel_w, s.pad_h, s.pad_w};
@@ -273,9 +281,7 @@ Result<ConvPlan*> CudaBackend::conv_plan(const trainer::Conv2dShape& s) {
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return it->second.get();
   if (capturing_) return Status::Internal("a new convolution shape appeared while a CUDA graph was captured");
-  const MemoryBudget& budget = ctx_->budget;
-  size_t room = budget.cap_bytes() - budget.in_use_bytes() + cudnn_workspace_.bytes();
-  auto plan = ConvPlan::Create(cudnn_, s, room < kMaxConvWorkspace ? room : kMaxConvWorkspace, tf32_);
+  auto plan = ConvPlan::Create(cudnn_, s, conv_workspace_limit(), tf32_);
   if (!plan.ok()) return plan.status();
   SWEPT_RETURN_IF_ERROR(ensure_workspace((*plan)->workspace_bytes()));
   ConvPlan* p = plan->get();
@@ -319,10 +325,9 @@ Status CudaBackend::conv2d_backward(const trainer::Conv2dShape& s, const float* 
     // Planned on the first backward with an input gradient (never for the
     // first layer, whose input gradient nobody needs).
     if (!(*plan)->has_backward_data()) {
-      if (capturing_) return Status::Internal("a convolution's backward-data pass was first needed while a CUDA graph was captured");
-      const MemoryBudget& budget = ctx_->budget;
-      size_t room = budget.cap_bytes() - budget.in_use_bytes() + cudnn_workspace_.bytes();
-      SWEPT_RETURN_IF_ERROR((*plan)->plan_backward_data(cudnn_, room < kMaxConvWorkspace ? room : kMaxConvWorkspace));
+      if (capturing_)
+        return Status::Internal("a convolution's backward-data pass was first needed while a CUDA graph was captured");
+      SWEPT_RETURN_IF_ERROR((*plan)->plan_backward_data(cudnn_, conv_workspace_limit()));
       SWEPT_RETURN_IF_ERROR(ensure_workspace((*plan)->workspace_bytes()));
     }
     SWEPT_RETURN_IF_ERROR((*plan)->backward_data(cudnn_, w, dy, dx, cudnn_workspace_.data(),

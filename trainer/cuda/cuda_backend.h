@@ -107,6 +107,7 @@ class CudaBackend final : public trainer::Backend {
   Result<ConvPlan*> conv_plan(const trainer::Conv2dShape& shape);
   Result<const PoolPlan*> pool_plan(const trainer::Pool2dShape& shape);
   Status ensure_workspace(size_t bytes);
+  size_t conv_workspace_limit() const;
   Status copy_small_from_host(void* dst, const void* src, size_t bytes);
 
   struct Graph {

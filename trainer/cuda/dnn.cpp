@@ -86,6 +86,8 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
                                                      plan->conv_desc_, plan->y_desc_,
                                                      plan->fwd_algo_, &plan->fwd_ws_));
 
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(
+      plan->conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));  // the query's again
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(max_count);
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x_desc_, plan->y_desc_,
