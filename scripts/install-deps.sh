@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
+  libyaml-cpp-dev                     # YAML sweep files (sweeps/read_yaml.cpp)
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)

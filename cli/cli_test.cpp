@@ -41,7 +41,7 @@ std::string slurp(const std::string& path) {
 // CTest runs test cases in parallel, each in its own process: each gets its
 // own scratch folder so that captured outputs and temp files never collide.
 std::string scratch_dir() {
-  return SWEPT_BINARY_DIR "/sweeps-cli-test/" + std::to_string(::getpid());
+  return SWEPT_BINARY_DIR "/cli-test/" + std::to_string(::getpid());
 }
 
 // Runs `swept ARGS` with stdout and stderr captured apart.
@@ -75,14 +75,14 @@ std::vector<std::string> lines(const std::string& text) {
 
 const std::string kExamples = SWEPT_SOURCE_DIR "/examples/";
 
-TEST_CASE("sweeps.cli: validate summarises a good file and exits 0") {
+TEST_CASE("cli: validate summarises a good file and exits 0") {
   const Run r = swept("validate " + quote(kExamples + "grid-basic.json"));
   CHECK(r.exit_code == swept::kExitOk);
   CHECK(r.out == kExamples + "grid-basic.json: ok: grid, 6 parameters, 12 trials\n");
   CHECK(r.err.empty());
 }
 
-TEST_CASE("sweeps.cli: validate lists every problem one line each and exits 2") {
+TEST_CASE("cli: validate lists every problem one line each and exits 2") {
   const std::string path = write_temp("bad.json", R"({"method": "grid", "run_cap": 0, "parameters": {"lr": {"min": 1, "max": 0}}})");
   const Run r = swept("validate " + quote(path));
   CHECK(r.exit_code == swept::kExitUsage);
@@ -91,7 +91,7 @@ TEST_CASE("sweeps.cli: validate lists every problem one line each and exits 2") 
                                                  path + ": parameters.lr.max: expected max > min (1), found 0"});
 }
 
-TEST_CASE("sweeps.cli: a missing file a directory and a huge file are refused with exit 2") {
+TEST_CASE("cli: a missing file a directory and a huge file are refused with exit 2") {
   const Run missing = swept("validate /nonexistent/sweep.json");
   CHECK(missing.exit_code == swept::kExitUsage);
   CHECK(missing.err.find("cannot open the file") != std::string::npos);
@@ -105,7 +105,7 @@ TEST_CASE("sweeps.cli: a missing file a directory and a huge file are refused wi
   CHECK(big.out.empty());
 }
 
-TEST_CASE("sweeps.cli: expand prints one JSON object per trial with index params and command") {
+TEST_CASE("cli: expand prints one JSON object per trial with index params and command") {
   const Run r = swept("expand " + quote(kExamples + "nested-grid-random-order.json"));
   REQUIRE(r.exit_code == swept::kExitOk);
   const auto ls = lines(r.out);
@@ -123,7 +123,7 @@ TEST_CASE("sweeps.cli: expand prints one JSON object per trial with index params
   CHECK(distinct.size() == 16);
 }
 
-TEST_CASE("sweeps.cli: expand --limit and --seed") {
+TEST_CASE("cli: expand --limit and --seed") {
   const std::string file = quote(kExamples + "random-search.json");
   const Run a = swept("expand " + file + " --limit 3");
   const Run b = swept("expand " + file + " --limit 3 --seed 2026");
@@ -142,7 +142,7 @@ TEST_CASE("sweeps.cli: expand --limit and --seed") {
   CHECK(junk.err.find("swept expand:") == 0);
 }
 
-TEST_CASE("sweeps.cli: an unbounded random search shows 10 trials and says so") {
+TEST_CASE("cli: an unbounded random search shows 10 trials and says so") {
   const std::string path = write_temp("unbounded.json", R"({"method": "random", "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
   const Run r = swept("expand " + quote(path));
   CHECK(r.exit_code == 0);
@@ -150,7 +150,7 @@ TEST_CASE("sweeps.cli: an unbounded random search shows 10 trials and says so") 
   CHECK(r.err.find("unbounded random search") != std::string::npos);
 }
 
-TEST_CASE("sweeps.cli: an unset envvar macros fails expand with no partial output") {
+TEST_CASE("cli: an unset envvar macros fails expand with no partial output") {
   const std::string path = write_temp("envvar.json", R"({"method": "grid", "parameters": {"x": {"values": [1, 2]}},
       "command": ["run", "${envvar:SWEPT_TEST_SURELY_UNSET_VARIABLE}"]})");
   const Run r = swept("expand " + quote(path));
@@ -166,7 +166,7 @@ TEST_CASE("sweeps.cli: an unset envvar macros fails expand with no partial outpu
         R"({"index":0,"params":{"x":1},"command":["run","v"]})");
 }
 
-TEST_CASE("sweeps.cli: --help on each command and usage errors exit 2") {
+TEST_CASE("cli: --help on each command and usage errors exit 2") {
   for (const char* command : {"validate", "expand"}) {
     INFO(command);
     const Run help = swept(std::string(command) + " --help");
@@ -180,7 +180,7 @@ TEST_CASE("sweeps.cli: --help on each command and usage errors exit 2") {
   }
 }
 
-TEST_CASE("sweeps.cli: every example validates and expands to trials with commands") {
+TEST_CASE("cli: every example validates and expands to trials with commands") {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
     if (entry.path().extension() != ".json") continue;
