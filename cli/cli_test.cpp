@@ -1,5 +1,6 @@
-// `swept validate` and `swept expand`, run as the real binary (built beside
-// this test) on the examples and on bad files: exit codes, output lines, help.
+// `swept validate`, `swept expand` and `swept run`, run as the real binary
+// (built beside this test) on the examples (JSON and their YAML twins) and on
+// bad files: exit codes, output lines, warnings, --strict, --explain, help.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -183,7 +184,7 @@ TEST_CASE("cli: --help on each command and usage errors exit 2") {
 TEST_CASE("cli: every example validates and expands to trials with commands") {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
-    if (entry.path().extension() != ".json") continue;
+    if (entry.path().extension() != ".json" && entry.path().extension() != ".yaml") continue;
     ++examples;
     INFO(entry.path().string());
     const Run v = swept("validate " + quote(entry.path().string()));
@@ -198,7 +199,119 @@ TEST_CASE("cli: every example validates and expands to trials with commands") {
       CHECK_FALSE(line["command"].empty());
     }
   }
-  CHECK(examples >= 5);
+  CHECK(examples >= 14);
+}
+
+TEST_CASE("cli: a YAML file - format by extension, problems with path line and column, exit 2") {
+  const std::string good = write_temp("good.yml", "method: grid\nparameters:\n  lr:\n    values: [1e-3, 1e-2]\n");
+  const Run ok = swept("validate " + quote(good));
+  CHECK(ok.exit_code == swept::kExitOk);
+  CHECK(ok.out == good + ": ok: grid, 1 parameter, 2 trials\n");
+  CHECK(ok.err.empty());
+  const Run trials = swept("expand " + quote(good));
+  CHECK(lines(trials.out) == std::vector<std::string>{
+                                 R"({"index":0,"params":{"lr":0.001},"command":["swept-train","--lr=0.001"]})",
+                                 R"({"index":1,"params":{"lr":0.01},"command":["swept-train","--lr=0.01"]})"});
+  const std::string bad = write_temp("bad.yaml", "method: grid\nparameters:\n  lr:\n    min: 3\n    max: 1\n  wd: {values: []}\n");
+  const Run r = swept("validate " + quote(bad));
+  CHECK(r.exit_code == swept::kExitUsage);
+  CHECK(r.out.empty());
+  CHECK(lines(r.err) == std::vector<std::string>{
+                            bad + ": parameters.lr.max: expected max > min (3), found 1 (line 5, column 10)",
+                            bad + ": parameters.wd.values: expected a non-empty array of values, found an empty array "
+                                  "(line 6, column 16)"});
+  // The extension decides: YAML text in a .json file is refused by the JSON reader...
+  const std::string yaml_in_json = write_temp("yaml.json", "method: grid\nparameters: {x: {values: [1]}}\n");
+  const Run as_json = swept("validate " + quote(yaml_in_json));
+  CHECK(as_json.exit_code == swept::kExitUsage);
+  CHECK(as_json.err.find("expected valid JSON") != std::string::npos);
+  // ... and any other name is read by content.
+  const std::string no_ext = write_temp("sweep.conf", "method: grid\nparameters: {x: {values: [1]}}\n");
+  CHECK(swept("validate " + quote(no_ext)).exit_code == swept::kExitOk);
+}
+
+TEST_CASE("cli: malformed YAML - tabs, quotes, scalars, garbage, nesting, alias bomb: exit 2, one line each") {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char level = 'b'; level <= 'j'; ++level) {
+    bomb += std::string(1, level) + ": &" + level + " [";
+    for (int k = 0; k < 9; ++k) bomb += std::string(k ? ", *" : "*") + static_cast<char>(level - 1);
+    bomb += "]\n";
+  }
+  std::string garbage;
+  for (int i = 0; i < 2000; ++i) garbage += static_cast<char>((i * 7919) % 251);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"tabs.yaml", "method: grid\nparameters:\n\tx: {values: [1]}\n"},
+      {"quote.yaml", "method: grid\nparameters:\n  x: {values: [\"a]}\n"},
+      {"scalar.yaml", "method: grid\nparameters: 3\n"},
+      {"garbage.yaml", garbage},
+      {"nesting.yaml", "x: " + std::string(10 << 20, '[')},
+      {"deep.yaml", "x: " + std::string(500000, '[')},
+      {"bomb.yaml", bomb},
+  };
+  for (const auto& [name, text] : files) {
+    INFO(name);
+    const std::string path = write_temp(name, text);
+    const Run r = swept("validate " + quote(path));
+    CHECK(r.exit_code == swept::kExitUsage);
+    CHECK(r.out.empty());
+    const auto ls = lines(r.err);
+    REQUIRE(ls.size() == 1);
+    CHECK(ls[0].rfind(path + ": ", 0) == 0);
+    if (name != "nesting.yaml") CHECK_MESSAGE(ls[0].find("(line ") != std::string::npos, ls[0]);  // a size: no line
+  }
+}
+
+TEST_CASE("cli: warnings go to stderr with exit 0; --strict makes them problems; --explain shows each reading") {
+  const std::string path = write_temp("lenient.yaml", R"(method: random
+metric: {name: loss, goal: minimise}
+paramters_extra: 1
+parameters:
+  lr: {values: [1e-5, 0.5]}
+  wd:
+    distribution: log_uniform
+    min: -5
+    max: -1
+command: [run, 3, "${args}"]
+)");
+  const Run lenient = swept("validate " + quote(path));
+  CHECK(lenient.exit_code == swept::kExitOk);
+  CHECK(lenient.out == path + ": ok: random, 2 parameters, unbounded (no run_cap)\n");
+  // validate's summary comes first, warnings on stderr, each once, in file order.
+  const auto warnings = lines(lenient.err);
+  REQUIRE(warnings.size() == 4);
+  CHECK(warnings[0].rfind(path + ": warning: metric.goal: ", 0) == 0);
+  CHECK(warnings[1].rfind(path + ": warning: paramters_extra: unknown top-level key", 0) == 0);
+  CHECK(warnings[2].rfind(path + ": warning: parameters.wd.distribution: W&B's deprecated log_uniform", 0) == 0);
+  CHECK(warnings[3].rfind(path + ": warning: command[1]: expected a string, found 3", 0) == 0);
+  const Run strict = swept("validate --strict " + quote(path));
+  CHECK(strict.exit_code == swept::kExitUsage);
+  CHECK(strict.out.empty());
+  CHECK(lines(strict.err).size() == 4);
+  CHECK(strict.err.find("warning:") == std::string::npos);
+  const Run explained = swept("validate --explain " + quote(path));
+  CHECK(explained.exit_code == swept::kExitOk);
+  CHECK(explained.out.find(path + ": parameters.lr.values[0]: 1e-5 read as 1e-05: ") != std::string::npos);
+  CHECK(explained.out.find("(line 5, column 17)") != std::string::npos);
+  CHECK(explained.out.find("parameters.wd.distribution: log_uniform min -5 max -1 read as log_uniform_values") !=
+        std::string::npos);
+  const Run expand_explained = swept("expand --explain --limit 1 " + quote(path));
+  CHECK(expand_explained.exit_code == swept::kExitOk);
+  CHECK(lines(expand_explained.out).size() == 1);  // stdout stays JSON lines
+  CHECK(expand_explained.err.find("1e-5 read as 1e-05") != std::string::npos);
+}
+
+TEST_CASE("cli: swept run runs a YAML sweep file end to end") {
+  const std::string dir = scratch_dir() + "/run";
+  std::filesystem::create_directories(dir);
+  // The example's command is relative to the repository root.
+  const std::string cmd = "cd " + quote(SWEPT_SOURCE_DIR) + " && " + quote(SWEPT_BINARY_DIR "/bin/swept") +
+                          " run examples/script-sweep.yaml --db " + quote(dir + "/s.db") + " --workdir " +
+                          quote(dir + "/work") + " --dashboard off --progress off >" + quote(dir + "/out") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  INFO(slurp(dir + "/out"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(slurp(dir + "/out").find("sweep 1 completed: 14 completed, 0 failed") != std::string::npos);
 }
 
 }  // namespace
