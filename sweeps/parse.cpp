@@ -456,12 +456,15 @@ void parse_space(Checker& ck, const json& root, const SweepSpec& spec, bool meth
   }
 }
 
-// The position of `path` or of its nearest ancestor the reader recorded.
+// The position of `path` or of its nearest ancestor the reader recorded
+// (not the whole file's, for a key that is missing: line 1 would mislead).
 Position position_of(const std::map<std::string, Position>& positions, std::string path) {
+  const bool whole_file = path.empty();
   while (true) {
     if (auto it = positions.find(path); it != positions.end()) return it->second;
     if (path.empty()) return {};
     const size_t cut = path.find_last_of(".[");
+    if (cut == std::string::npos && !whole_file) return {};
     path = cut == std::string::npos ? "" : path.substr(0, cut);
   }
 }

@@ -252,9 +252,6 @@ Resolved resolve_plain(const std::string& text) {
     else if (d->dump() != text) rule = "a YAML number";
     return {*d, rule, ""};
   }
-  if (text.size() > 1 && text[0] == '.' && text.find_first_not_of("0123456789_", 1) == std::string::npos && underscores) {
-    if (auto d = decimal_number(clean)) return {*d, "a YAML 1.1 float with '_'", ""};
-  }
   return {json(text), "", ""};
 }
 
