@@ -284,10 +284,8 @@ class Converter {
   // going on could not be bounded).
   bool convert(size_t index, const std::string& path, Position at, int depth, bool via_alias, json& out) {
     const Node* n = &nodes_[index];
-    std::vector<size_t> chain;
     while (n->kind == Node::Kind::kAlias) {
       via_alias = true;
-      chain.push_back(index);
       index = n->target;
       n = &nodes_[index];
     }

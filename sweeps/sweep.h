@@ -33,7 +33,7 @@ struct Problem {
   std::string message;
   int line = 0;
   int column = 0;
-  std::string ToString() const;  // "parameters.lr.min: expected ..." (no position)
+  std::string ToString() const;  // "parameters.lr.min: expected ... (line 7, column 10)"; no position when line is 0
 };
 
 // How one value was read, for `swept expand|validate --explain`: the spelling
@@ -47,8 +47,9 @@ struct Reading {
 };
 
 // Which reader a sweep file's text goes to. kAuto decides by content: text
-// whose first character (after blanks) is '{' or '[' and that parses as JSON
-// is JSON; anything else is YAML (docs/sweep-format.md, "What is read how").
+// whose first character (after blanks) is '{' or '[' is JSON, unless it is not
+// valid JSON but reads as a valid sweep in YAML (flow style); anything else is
+// YAML (docs/sweep-format.md, "What is read how").
 enum class Format { kAuto, kJson, kYaml };
 
 enum class Method { kGrid, kRandom };
@@ -102,7 +103,7 @@ inline constexpr int kMaxJsonDepth = 64;                 // nested arrays/object
 inline constexpr int kMaxParameterDepth = 8;             // nested `parameters` blocks
 inline constexpr int64_t kMaxGridTrials = 1000000;       // grid product, by arithmetic
 inline constexpr size_t kMaxProblems = 100;              // listed before "N more"
-inline constexpr int64_t kMaxYamlValues = 100000;        // values after YAML aliases are expanded
+inline constexpr int64_t kMaxYamlValues = 100000;        // values copied by YAML aliases (4x: values per file)
 
 // Parses and validates a sweep file's text. Never throws, never aborts; every
 // problem found is listed. `format` picks the reader (kAuto: by content).
@@ -138,7 +139,8 @@ struct CommandContext {
 };
 
 // Expands the sweep's command (or the default `swept-train ${args}`) for one
-// trial into an argv. Errors: an unset ${envvar:NAME}, an unknown macro.
+// trial into an argv. Errors: an unset ${envvar:NAME}, ${program} without a program.
+// A whole element ${unknown} expands to nothing, as W&B's agent does.
 Result<std::vector<std::string>> build_command(const SweepSpec& spec, const nlohmann::json& params,
                                                const CommandContext& context);
 
