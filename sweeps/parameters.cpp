@@ -53,6 +53,22 @@ bool valid_parameter_name(const std::string& name) {
   return true;
 }
 
+bool check_parameter_name(Checker& ck, const std::string& name, const std::string& path) {
+  if (valid_parameter_name(name)) return true;
+  bool usable = !name.empty() && name[0] != '-';
+  for (unsigned char c : name) {
+    usable = usable && c > 0x20 && c < 0x7F && c != '=' && c != '"' && c != '\'' && c != '`' && c != '$' && c != '\\';
+  }
+  if (!usable) {
+    ck.add(path, "expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or '_', "
+                 "found " + found(json(name)));
+    return false;
+  }
+  ck.warn(path, "a parameter name outside W&B's rule (letters, digits, '_', '.', '-', starting with a letter or '_'); "
+                "W&B's agent passes it on as written, and so does swept");
+  return true;
+}
+
 bool is_gridable(Distribution d) {
   return d == Distribution::kConstant || d == Distribution::kCategorical || d == Distribution::kIntUniform ||
          d == Distribution::kQUniform;
@@ -493,11 +509,7 @@ void parse_block(Checker& ck, const json& block, const std::string& path, const 
   for (auto it = block.begin(); it != block.end(); ++it) {  // nlohmann keeps keys sorted
     const std::string& name = it.key();
     const std::string here = join(path, name);
-    if (!valid_parameter_name(name)) {
-      ck.add(here, "expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or '_', "
-                   "found " + found(json(name)));
-      continue;
-    }
+    if (!check_parameter_name(ck, name, here)) continue;
     const json& config = it.value();
     if (!config.is_object()) {
       ck.add(here, "expected an object describing the parameter (e.g. {\"values\": [1, 2]}), found " + found(config));

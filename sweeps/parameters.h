@@ -17,6 +17,13 @@ namespace swept::sweeps {
 // W&B's rule for parameter names: a letter or '_', then letters, digits, '_', '.', '-'.
 bool valid_parameter_name(const std::string& name);
 
+// Checks a parameter name at `path`: W&B's rule holds, or the name is still
+// one word a command line carries safely (printable ASCII, no '=', quotes,
+// '$' or '\\', not starting with '-'), which is a warning: W&B's schema
+// refuses it, its agent runs it (LightningCLI-style "model/lr"). Otherwise a
+// problem, and false.
+bool check_parameter_name(Checker& ck, const std::string& name, const std::string& path);
+
 // Whether a grid (or sampling without replacement) can enumerate it.
 bool is_gridable(Distribution d);
 

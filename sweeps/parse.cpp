@@ -212,9 +212,7 @@ std::vector<json> parse_trials(Checker& ck, const json& t, const std::vector<Lea
     json params = json::object();
     bool ok = true;
     for (auto it = trial.begin(); it != trial.end(); ++it) {
-      if (!valid_parameter_name(it.key())) {
-        ck.add(join(here, it.key()), "expected a parameter name of letters, digits, '_', '.' or '-' that starts with a "
-                                     "letter or '_', found " + found(json(it.key())));
+      if (!check_parameter_name(ck, it.key(), join(here, it.key()))) {
         ok = false;
         continue;
       }

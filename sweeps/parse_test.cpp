@@ -63,9 +63,9 @@ const std::vector<Malformed>& malformed_files() {
        {"parameters: expected at least one parameter, found an empty object"}},
       {"parameters not an object", R"({"method": "grid", "parameters": [1]})",
        {"parameters: expected an object of parameters ({\"name\": {...}}), found an array of 1 items"}},
-      {"bad parameter name", R"({"method": "grid", "parameters": {"1lr": {"values": [1]}}})",
-       {"parameters.1lr: expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or "
-        "'_', found \"1lr\""}},
+      {"bad parameter name", R"({"method": "grid", "parameters": {"-lr": {"values": [1]}}})",
+       {"parameters.-lr: expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or "
+        "'_', found \"-lr\""}},
       {"parameter name with a space", R"({"method": "grid", "parameters": {"l r": {"values": [1]}}})",
        {"parameters.\"l r\": expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter "
         "or '_', found \"l r\""}},
@@ -245,6 +245,12 @@ TEST_CASE("sweeps.parse: W&B's leniency - warnings and a spec, never a silent ch
       {"integer in a string", with(R"(, "max_retries": "3")"),
        {"max_retries: expected a number, found the string \"3\"; read as 3 (W&B's server reads it so; write it "
         "without quotes)"}},
+      {"parameter name outside W&B's rule", R"({"method": "grid", "parameters": {"model/lr": {"values": [1]},
+          "1st": {"value": 2}}})",
+       {"parameters.1st: a parameter name outside W&B's rule (letters, digits, '_', '.', '-', starting with a letter "
+        "or '_'); W&B's agent passes it on as written, and so does swept",
+        "parameters.\"model/lr\": a parameter name outside W&B's rule (letters, digits, '_', '.', '-', starting with "
+        "a letter or '_'); W&B's agent passes it on as written, and so does swept"}},
       {"number in a string", param(R"({"min": "1e-5", "max": 0.1})"),
        {"parameters.p.min: expected a number, found the string \"1e-5\"; read as 1e-05 (W&B's server reads it so; "
         "write it without quotes)"}},
