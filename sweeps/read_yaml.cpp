@@ -422,8 +422,9 @@ class Converter {
                                           std::string(src->kind == Node::Kind::kSequence ? "sequence" : "scalar"));
           continue;
         }
-        // Converted at this mapping's path so its keys get their real paths.
-        if (!convert(s, path, nodes_[s].at, depth, true, merged)) return false;
+        // Converted at this mapping's path so its keys get their real paths;
+        // one level deeper, so that a chain of merges is bounded like nesting.
+        if (!convert(s, path, nodes_[s].at, depth + 1, true, merged)) return false;
         for (auto it = merged.begin(); it != merged.end(); ++it) {
           if (!out.contains(it.key())) out[it.key()] = it.value();
         }

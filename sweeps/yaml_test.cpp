@@ -266,6 +266,20 @@ TEST_CASE("sweeps.yaml: hostile input - garbage, deep nesting, 10 MB, an alias b
     previous = std::string(1, level);
   }
   bomb += "method: grid\nparameters:\n  x:\n    values: *j\n";
+  // A chain of 5000 merge keys, each merging the one before: bounded like nesting.
+  std::string chain = "m0: &m0 {k0: 1}\n";
+  for (int i = 1; i < 5000; ++i) {
+    const std::string n = std::to_string(i), previous = std::to_string(i - 1);
+    for (const std::string& piece : {std::string("m"), n, std::string(": &m"), n, std::string(" {<<: *m"), previous,
+                                     std::string(", k"), n, std::string(": 1}\n")}) {
+      chain.append(piece);  // (GCC 12 warns falsely on "literal" + string here)
+    }
+  }
+  ParseOutcome merges = parse_sweep(chain + "method: grid\nparameters: {x: {values: [1]}}\n", Format::kYaml);
+  REQUIRE(merges.problems.size() == 1);
+  CHECK_MESSAGE(merges.problems[0].message.find("nested at most 64 levels deep once aliases are expanded") !=
+                    std::string::npos,
+                merges.problems[0].message);
   ParseOutcome b = parse_sweep(bomb, Format::kYaml);
   CHECK_FALSE(b.spec);
   REQUIRE(b.problems.size() == 1);
