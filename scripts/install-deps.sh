@@ -10,6 +10,7 @@ packages=(
   libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
   libboost-context-dev                # fibers of the CUDA emulation (trainer/cuda/emu/)
+  libyaml-cpp-dev                     # YAML sweep files (sweeps/read_yaml.cpp)
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
