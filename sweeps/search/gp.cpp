@@ -1,6 +1,6 @@
 // The Gaussian process of `method: bayes`.
 //
-// Model: y (minimize space, standardized over the model's points) ~ GP(0, k) + noise,
+// Model: y (minimize space, as normal scores of their ranks: see below) ~ GP(0, k) + noise,
 // k = s2 * Matern 5/2 of the scaled distance r^2 = sum_p d_p(x, x')^2 / l_p^2,
 // one lengthscale l_p per sweep parameter (ARD): d_p is the difference of the
 // CDF coordinates for a numeric parameter and of the one-hot vectors for a
@@ -225,7 +225,25 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   const double sd = std::sqrt((y.array() - mean).square().sum() / static_cast<double>(n));
   if (!(sd > 1e-12 * std::max(1.0, std::fabs(mean))))
     return Status::FailedPrecondition("all " + std::to_string(n) + " values are equal: nothing to learn from");
-  const VectorXd ys = (y.array() - mean) / sd;
+  // Copula transform (Salinas et al. 2020): each value becomes the normal score
+  // of its rank, ties sharing their mean rank. The GP then models the order of
+  // the values, not their scale, so one diverged or imputed trial (or a cliff
+  // in the objective) cannot flatten the rest; EI is taken on that scale too.
+  VectorXd ys(n);
+  {
+    std::vector<Eigen::Index> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y(a) < y(b); });
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      while (j + 1 < order.size() && y(order[j + 1]) == y(order[i])) ++j;
+      const double rank = 0.5 * static_cast<double>(i + j);  // mean rank of the tie group, from 0
+      const double q = (rank + 0.5) / static_cast<double>(n);
+      for (size_t k = i; k <= j; ++k) ys(order[k]) = numeric::normal_quantile(q);
+      i = j + 1;
+    }
+    ys.array() -= ys.mean();
+  }
 
   // Fit the hyperparameters.
   const int p = f.n_params;
@@ -323,14 +341,14 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   VectorXd mu, var;
   score(cand, &lei, &mu, &var);
   // Refine: shrinking perturbations around the best few.
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 4; ++round) {
     std::vector<size_t> order(cand.size());
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + std::min<size_t>(s.n_local_starts, order.size()), order.end(),
                       [&](size_t a, size_t b) { return lei[a] > lei[b]; });
     std::vector<std::vector<double>> local;
     for (int st = 0; st < s.n_local_starts && st < static_cast<int>(order.size()); ++st)
-      for (int j = 0; j < 24; ++j) local.push_back(perturb(cand[order[static_cast<size_t>(st)]], 0.05 / std::pow(3.0, round)));
+      for (int j = 0; j < 32; ++j) local.push_back(perturb(cand[order[static_cast<size_t>(st)]], 0.1 / std::pow(3.0, round)));
     std::vector<double> lei2;
     VectorXd mu2, var2;
     score(local, &lei2, &mu2, &var2);
@@ -366,8 +384,8 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   state->signal_variance = post.s2;
   state->noise_variance = noise;
   state->log_marginal_likelihood = -objective.best_value();
-  state->predicted_mean = mu(static_cast<Eigen::Index>(chosen_i)) * sd + mean;
-  state->predicted_sd = std::sqrt(var(static_cast<Eigen::Index>(chosen_i))) * sd;
+  state->predicted_quantile = normal_cdf(mu(static_cast<Eigen::Index>(chosen_i)));
+  state->predicted_sd = std::sqrt(var(static_cast<Eigen::Index>(chosen_i)));
   return chosen;
 }
 

@@ -79,7 +79,7 @@ json ModelState::to_json() const {
       j["signal_variance"] = signal_variance;
       j["noise_variance"] = noise_variance;
       j["log_marginal_likelihood"] = log_marginal_likelihood;
-      j["predicted_mean"] = predicted_mean;
+      j["predicted_quantile"] = predicted_quantile;
       j["predicted_sd"] = predicted_sd;
     } else {
       j["n_below"] = n_below;
@@ -197,7 +197,6 @@ Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec
     return out;
   }
   st.mode = "model";
-  st.predicted_mean *= sign;
   out.params = decode(enc, *point);
   return out;
 }

@@ -48,10 +48,10 @@ struct TpeSettings {
 
 // The GP of method: bayes.
 struct BayesSettings {
-  int n_startup_trials = 5;       // random trials before the first fit (at least 2)
-  int max_model_trials = 96;      // the GP's cap: the best half and the most recent half of this many
-  int n_candidates = 512;         // random candidates scored by EI before local refinement
-  int n_local_starts = 4;         // best candidates refined by L-BFGS-B on EI
+  int n_startup_trials = 10;      // random trials before the first fit (at least 2)
+  int max_model_trials = 64;      // the GP's cap: the best half and the most recent half of this many
+  int n_candidates = 1024;        // candidates scored by EI (half uniform, half near the best trials) before refinement
+  int n_local_starts = 4;         // best candidates refined by shrinking local perturbations
   double xi = 0.0;                // EI's exploration margin, in standardized units
 };
 
@@ -92,12 +92,15 @@ struct ModelState {
   int n_pending = 0;    // pending trials taken into account
   int n_model = 0;      // points in the model (after the cap, fantasies included)
   double best = 0;      // best value seen, metric's sign (NaN when none)
-  double acquisition = 0;  // log EI (bayes, standardized units) or log l(x)/g(x) (tpe) of the suggestion
+  double acquisition = 0;  // log EI (bayes, normal-score units) or log l(x)/g(x) (tpe) of the suggestion
   // bayes: fitted hyperparameters (per parameter lengthscale, in encoded units)
   std::vector<double> lengthscales;
-  double signal_variance = 0, noise_variance = 0;  // standardized units
+  double signal_variance = 0, noise_variance = 0;  // in normal-score units
   double log_marginal_likelihood = 0;  // at the fit, plus the lengthscale prior
-  double predicted_mean = 0, predicted_sd = 0;  // at the suggestion, metric's sign
+  // At the suggestion: the predicted share of the model's trials that are
+  // better (the GP models normal scores of the values' ranks), and the
+  // predictive sd in those score units.
+  double predicted_quantile = 0, predicted_sd = 0;
   // tpe
   int n_below = 0, n_above = 0;
   nlohmann::json to_json() const;

@@ -44,6 +44,7 @@ std::vector<double> weights_of(size_t n) {
 struct Mixture {
   std::vector<double> log_weights;           // per component (the prior last)
   std::vector<std::vector<double>> mu;       // per component, per numeric dim
+  std::vector<std::vector<double>> log_norm; // per component, per numeric dim: -log(sigma sqrt(2 pi) mass on [0, 1])
   std::vector<double> sigma;                 // per component (the same for every numeric dim in [0, 1])
   std::vector<std::vector<std::vector<double>>> cat_log_p;  // per component, per categorical dim, per choice
 };
@@ -78,18 +79,18 @@ Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>
       for (double& x : p) x = std::log(x / sum);
       cats.push_back(std::move(p));
     }
+    const double sg = prior ? 1.0 : sigma;
+    std::vector<double> norms;
+    for (double mu : mus) {
+      const double mass = normal_cdf((1.0 - mu) / sg) - normal_cdf(-mu / sg);
+      norms.push_back(-kLogSqrt2Pi - std::log(sg) - std::log(std::max(mass, 1e-300)));
+    }
     m.mu.push_back(std::move(mus));
-    m.sigma.push_back(prior ? 1.0 : sigma);
+    m.log_norm.push_back(std::move(norms));
+    m.sigma.push_back(sg);
     m.cat_log_p.push_back(std::move(cats));
   }
   return m;
-}
-
-// log of the truncated-normal density on [0, 1].
-double log_truncnorm(double x, double mu, double sigma) {
-  const double z = (x - mu) / sigma;
-  const double mass = normal_cdf((1.0 - mu) / sigma) - normal_cdf(-mu / sigma);
-  return -0.5 * z * z - kLogSqrt2Pi - std::log(sigma) - std::log(std::max(mass, 1e-300));
 }
 
 double sample_truncnorm(double mu, double sigma, double u) {
@@ -108,11 +109,17 @@ double log_density(const Mixture& m, const Encoding& enc, const std::vector<doub
   double best = -std::numeric_limits<double>::infinity();
   std::vector<double> terms(m.log_weights.size());
   for (size_t c = 0; c < m.log_weights.size(); ++c) {
+    // log of the product kernel: truncated normals on [0, 1] and categorical kernels.
     double t = m.log_weights[c];
+    const double inv_sigma = 1.0 / m.sigma[c];
     size_t ni = 0, ci = 0;
     for (size_t k = 0; k < enc.dims.size(); ++k) {
-      if (enc.dims[k].categorical) t += m.cat_log_p[c][ci++][static_cast<size_t>(x[k])];
-      else t += log_truncnorm(x[k], m.mu[c][ni++], m.sigma[c]);
+      if (enc.dims[k].categorical) {
+        t += m.cat_log_p[c][ci++][static_cast<size_t>(x[k])];
+      } else {
+        const double z = (x[k] - m.mu[c][ni]) * inv_sigma;
+        t += -0.5 * z * z + m.log_norm[c][ni++];
+      }
     }
     terms[c] = t;
     best = std::max(best, t);
