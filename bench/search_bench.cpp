@@ -7,7 +7,7 @@
 //       [--settings '{"bayes": {...}, "tpe": {...}}']
 //       one JSON line per (function, method): {"function","method","slots","best":[per seed]}
 //   search_bench latency PEER_SCRIPT [--sizes 100,1000,10000]
-//       one JSON line per (method, finished trials): {"method","finished","ms":[...]}
+//       one JSON line per (method, finished trials): {"method","finished","ms":[...],"cpu_ms":[...]}
 //
 // The spaces come from the peer (`search_peer.py space NAME`), so both sides
 // search the same parameters; the functions are evaluated here, from their
@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -193,6 +194,13 @@ int quality(const std::string& peer, int trials, int seed_lo, int seed_hi, int s
   return 0;
 }
 
+// CPU time of this thread: on a shared, loaded machine it is inflated far less than wall time.
+double thread_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
 int latency(const std::string& peer, const std::vector<int>& sizes) {
   using Clock = std::chrono::steady_clock;
   for (const char* name : {"hartmann6", "nnlike"}) {
@@ -204,11 +212,13 @@ int latency(const std::string& peer, const std::vector<int>& sizes) {
         h.finished.push_back({p, value(name, p)});
       }
       for (const char* method : {"bayes", "tpe"}) {
-        json ms = json::array();
+        json ms = json::array(), cpu_ms = json::array();
         const int reps = n >= 10000 ? 3 : 7;
         for (int r = 0; r < reps; ++r) {
           const auto t0 = Clock::now();
+          const double c0 = thread_cpu_ms();
           auto s = search::suggest(settings_for(method), spec, h, n + r);
+          cpu_ms.push_back(thread_cpu_ms() - c0);
           const double dt = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
           if (!s.ok() || s->model.mode != "model") {
             std::cerr << "search_bench: latency run did not use the model\n";
@@ -216,7 +226,8 @@ int latency(const std::string& peer, const std::vector<int>& sizes) {
           }
           ms.push_back(dt);
         }
-        std::cout << json{{"function", name}, {"method", method}, {"finished", n}, {"ms", ms}}.dump() << std::endl;
+        std::cout << json{{"function", name}, {"method", method}, {"finished", n}, {"ms", ms}, {"cpu_ms", cpu_ms}}.dump()
+                  << std::endl;
       }
     }
   }

@@ -69,16 +69,16 @@ print("| function | bayes 1 slot | bayes 4 slots | tpe 1 slot | tpe 4 slots |")
 print("|---|---|---|---|---|")
 for f in fns:
     print(f"| {f} | {med[(f,'bayes',1)]:.4g} | {med[(f,'bayes',4)]:.4g} | {med[(f,'tpe',1)]:.4g} | {med[(f,'tpe',4)]:.4g} |")
-print("\n### Suggestion latency (median ms of one suggestion)\n")
+print("\n### Suggestion latency: median ms of one suggestion, wall (thread CPU)\n")
 print("| function | finished trials | swept bayes | swept tpe | Optuna TPE (default) | Optuna TPE (multivariate, constant liar) |")
 print("|---|---|---|---|---|---|")
 lat = {}
-for r in rows("latency.jsonl"): lat[(r["function"], r["finished"], r["method"])] = statistics.median(r["ms"])
-for r in rows("latency_peer.jsonl"): lat[(r["function"], r["finished"], r["sampler"])] = statistics.median(r["ms"])
+for r in rows("latency.jsonl"): lat[(r["function"], r["finished"], r["method"])] = (statistics.median(r["ms"]), statistics.median(r["cpu_ms"]))
+for r in rows("latency_peer.jsonl"): lat[(r["function"], r["finished"], r["sampler"])] = (statistics.median(r["ms"]), statistics.median(r["cpu_ms"]))
 for f in ("hartmann6", "nnlike"):
     for n in (100, 1000, 10000):
-        g = lambda m: lat.get((f, n, m), float("nan"))
-        print(f"| {f} | {n:,} | {g('bayes'):.2f} | {g('tpe'):.2f} | {g('optuna-tpe'):.1f} | {g('optuna-tpe-multivariate-liar'):.1f} |")
+        g = lambda m: "%.2f (%.2f)" % lat.get((f, n, m), (float("nan"), float("nan")))
+        print(f"| {f} | {n:,} | {g('bayes')} | {g('tpe')} | {g('optuna-tpe')} | {g('optuna-tpe-multivariate-liar')} |")
 print("\n### Early termination: 81 trials x 81 steps, 8 slots, seeds 1-8\n")
 print("| curves | rule | settings | steps saved (median) | best trial kept | worst regret of the best kept trial |")
 print("|---|---|---|---|---|---|")

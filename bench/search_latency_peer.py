@@ -4,7 +4,7 @@ suggestion in a study that already holds N finished trials, on the spaces of
 ../shared/bench/search_peer.py. Used by bench/search_bench.sh.
 
   search_latency_peer.py PEER_SCRIPT FUNCTION N [REPEATS]
-      prints {"function", "sampler", "finished", "ms": [...]} for Optuna's default TPESampler and
+      prints {"function", "sampler", "finished", "ms": [...], "cpu_ms": [...]} for Optuna's default TPESampler and
       for TPESampler(multivariate=True, constant_liar=True) (swept's tpe settings).
 """
 import importlib.util, json, random, sys, time
@@ -46,13 +46,14 @@ def main():
                             optuna.samplers.TPESampler(seed=1, multivariate=True, constant_liar=True))):
         study = optuna.create_study(sampler=sampler)
         study.add_trials(history)
-        times = []
+        times, cpu = [], []
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             trial = study.ask(dists)
             times.append((time.perf_counter() - t0) * 1000.0)
+            cpu.append((time.thread_time() - c0) * 1000.0)
             study.tell(trial, peer.value(name, trial.params))
-        print(json.dumps({"function": name, "sampler": label, "finished": n, "ms": times}), flush=True)
+        print(json.dumps({"function": name, "sampler": label, "finished": n, "ms": times, "cpu_ms": cpu}), flush=True)
 
 
 if __name__ == "__main__":

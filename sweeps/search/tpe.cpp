@@ -160,9 +160,8 @@ std::vector<double> sample(const Mixture& m, const Encoding& enc, Stream& rng) {
 Result<std::vector<double>> tpe_suggest(const TpeSettings& s, const ModelInput& in, ModelState* state) {
   const Encoding& enc = *in.encoding;
   const size_t n_finished = in.x.size();
-  const size_t n = n_finished + (s.constant_liar ? in.pending.size() : 0);
   if (n_finished == 0) return Status::FailedPrecondition("no finished trial to learn from");
-  const size_t n_below = std::min(gamma_of(n), n_finished);
+  const size_t n_below = std::min(gamma_of(n_finished), n_finished);  // pending trials do not count, as in Optuna
   // The best n_below finished trials (ties: the earlier one), kept in completion order.
   std::vector<size_t> order(n_finished);
   std::iota(order.begin(), order.end(), 0);
