@@ -136,6 +136,22 @@ Result<ThresholdSettings> parse_threshold(const json& e, const std::string& p) {
   return t;
 }
 
+Result<OptunaHyperbandSettings> parse_optuna_hyperband(const json& e, const std::string& p) {
+  OptunaHyperbandSettings h;
+  SWEPT_RETURN_IF_ERROR(read_integer(e, "min_resource", p, 1, &h.min_resource));
+  SWEPT_RETURN_IF_ERROR(read_integer(e, "reduction_factor", p, 2, &h.reduction_factor));
+  SWEPT_RETURN_IF_ERROR(read_integer(e, "bootstrap_count", p, 0, &h.bootstrap_count));
+  if (e.contains("max_resource") && !(e["max_resource"].is_string() && e["max_resource"] == "auto")) {
+    if (e["max_resource"].is_string()) return bad(p + ".max_resource", "expected \"auto\" or a whole number, found " + e["max_resource"].dump());
+    int64_t v = 0;
+    SWEPT_RETURN_IF_ERROR(read_integer(e, "max_resource", p, 1, &v));
+    h.max_resource = v;
+  }
+  if (h.bootstrap_count > 0 && !h.max_resource)
+    return bad(p + ".bootstrap_count", "needs a fixed max_resource (\"auto\" is known only once a trial has finished)");
+  return h;
+}
+
 Result<Rule> parse_pruner_at(const json& e, Goal goal, const std::string& p);
 
 Result<PatientSettings> parse_patient(const json& e, Goal goal, const std::string& p) {
@@ -169,7 +185,8 @@ Result<Rule> parse_pruner_at(const json& e, Goal goal, const std::string& p) {
   if (type == "successive_halving") return take(RuleType::kAsha, parse_asha(e, p));
   if (type == "threshold") return take(RuleType::kThreshold, parse_threshold(e, p));
   if (type == "patient") return take(RuleType::kPatient, parse_patient(e, goal, p));
-  return bad(p + ".type", "expected median, percentile, successive_halving, threshold or patient, found \"" + type + "\"");
+  if (type == "hyperband") return take(RuleType::kOptunaHyperband, parse_optuna_hyperband(e, p));
+  return bad(p + ".type", "expected median, percentile, successive_halving, threshold, patient or hyperband, found \"" + type + "\"");
 }
 
 }  // namespace
@@ -182,6 +199,7 @@ const char* rule_type_name(RuleType type) {
     case RuleType::kPercentile: return "percentile";
     case RuleType::kThreshold: return "threshold";
     case RuleType::kPatient: return "patient";
+    case RuleType::kOptunaHyperband: return "optuna_hyperband";
   }
   return "?";
 }
@@ -222,6 +240,10 @@ Result<Rule> parse_rule(const json& e, const std::optional<Metric>& metric) {
   return bad(p + ".type", "expected \"hyperband\", \"asha\" or \"median\", found \"" + type + "\"");
 }
 
-Result<Rule> parse_optuna_pruner(const json& pruner, Goal goal) { return parse_pruner_at(pruner, goal, "pruner"); }
+Result<Rule> parse_optuna_pruner(const json& pruner, Goal goal, const std::string& study_name) {
+  auto rule = parse_pruner_at(pruner, goal, "pruner");
+  if (rule.ok() && rule->type == RuleType::kOptunaHyperband) std::get<OptunaHyperbandSettings>(rule->settings).study_name = study_name;
+  return rule;
+}
 
 }  // namespace swept::sweeps::stopping

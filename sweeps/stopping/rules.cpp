@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <limits>
 
+#include <zlib.h>
+
 #include "sweeps/stopping/stopping.h"
 
 namespace swept::sweeps::stopping {
@@ -285,7 +287,67 @@ Decision judge_asha(const Rule& rule, const TrialCurve& judged, const std::vecto
   }
 }
 
+// Optuna's HyperbandPruner: n_brackets = floor(log(max/min) / log(rf)) + 1
+// (Python's math.log(x, base), so 243/1 with rf 3 gives 5), bracket b gets
+// ceil(n * rf^s / (s + 1)) of every sum(budgets) trials, s = n - 1 - b.
+std::vector<int64_t> optuna_budgets(const OptunaHyperbandSettings& s, int64_t max_resource) {
+  const double ratio = static_cast<double>(max_resource) / static_cast<double>(s.min_resource);
+  const auto n = static_cast<int64_t>(std::floor(std::log(ratio) / std::log(static_cast<double>(s.reduction_factor)))) + 1;
+  std::vector<int64_t> budgets;
+  for (int64_t b = 0; b < std::max<int64_t>(n, 1); ++b) {
+    const int64_t k = n - 1 - b;
+    double pow = 1;
+    for (int64_t i = 0; i < k; ++i) pow *= static_cast<double>(s.reduction_factor);
+    budgets.push_back(static_cast<int64_t>(std::ceil(static_cast<double>(n) * pow / static_cast<double>(k + 1))));
+  }
+  return budgets;
+}
+
+Decision judge_optuna_hyperband(const Rule& rule, const TrialCurve& judged, const std::vector<TrialCurve>& others) {
+  const auto& s = std::get<OptunaHyperbandSettings>(rule.settings);
+  std::optional<int64_t> max_resource = s.max_resource;
+  if (!max_resource) {
+    for (const TrialCurve& t : others) {
+      if (t.state != CurveState::kFinished || t.reports.empty() || t.number == judged.number) continue;
+      max_resource = std::max(max_resource.value_or(0), by_step(t).rbegin()->first + 1);
+    }
+  }
+  if (!max_resource) {
+    Decision d;
+    d.number = judged.number;
+    d.completed_rungs = judged.completed_rungs;
+    d.reason = "hyperband: max_resource is auto and no trial has finished yet";
+    return d;
+  }
+  const int64_t bracket = optuna_hyperband_bracket(s, *max_resource, judged.number);
+  std::vector<TrialCurve> same_bracket;
+  for (const TrialCurve& t : others)
+    if (t.number != judged.number && optuna_hyperband_bracket(s, *max_resource, t.number) == bracket) same_bracket.push_back(t);
+  Rule sh;
+  sh.type = RuleType::kAsha;
+  sh.goal = rule.goal;
+  sh.settings = AshaSettings{s.min_resource, s.reduction_factor, bracket, s.bootstrap_count};
+  Decision d = judge_asha(sh, judged, same_bracket);
+  d.bracket = bracket;
+  d.reason = "hyperband bracket " + std::to_string(bracket) + ", " + d.reason;
+  return d;
+}
+
 }  // namespace
+
+int64_t optuna_hyperband_bracket(const OptunaHyperbandSettings& settings, int64_t max_resource, int64_t number) {
+  const std::vector<int64_t> budgets = optuna_budgets(settings, max_resource);
+  int64_t total = 0;
+  for (int64_t b : budgets) total += b;
+  const std::string key = settings.study_name + "_" + std::to_string(number);
+  const uLong crc = crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(key.data()), static_cast<uInt>(key.size()));
+  int64_t n = static_cast<int64_t>(crc % static_cast<uLong>(total));
+  for (size_t b = 0; b < budgets.size(); ++b) {
+    n -= budgets[b];
+    if (n < 0) return static_cast<int64_t>(b);
+  }
+  return static_cast<int64_t>(budgets.size()) - 1;
+}
 
 HyperbandBands hyperband_bands(const Rule& rule, const std::vector<TrialCurve>& trials) {
   const auto& s = std::get<HyperbandSettings>(rule.settings);
@@ -370,6 +432,7 @@ Decision judge(const Rule& rule, const TrialCurve& judged, const std::vector<Tri
     case RuleType::kPercentile: return judge_percentile(rule, judged, others);
     case RuleType::kThreshold: return judge_threshold(rule, judged);
     case RuleType::kPatient: return judge_patient(rule, judged, others);
+    case RuleType::kOptunaHyperband: return judge_optuna_hyperband(rule, judged, others);
   }
   return Decision{};
 }

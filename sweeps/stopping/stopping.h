@@ -16,9 +16,9 @@
 //   with promotion): swept's key `type: asha`.
 // - kMedian / kPercentile: Optuna's MedianPruner / PercentilePruner (`type:
 //   median`; percentile is the same rule at another percentile).
-// - kThreshold, kPatient: Optuna's ThresholdPruner and PatientPruner; checked
-//   against the vectors too, reachable only through parse_optuna_pruner (no
-//   sweep-file key yet).
+// - kThreshold, kPatient, kOptunaHyperband: Optuna's ThresholdPruner,
+//   PatientPruner and HyperbandPruner; checked against the vectors too,
+//   reachable only through parse_optuna_pruner (no sweep-file key yet).
 // Thread safety: every function is pure; values are immutable after parsing.
 #pragma once
 
@@ -98,13 +98,26 @@ struct PatientSettings {
   double min_delta = 0;
 };
 
-enum class RuleType { kHyperband, kAsha, kMedian, kPercentile, kThreshold, kPatient };
+// Optuna's HyperbandPruner: trials are spread over brackets by a hash of
+// "<study_name>_<number>" (crc32, zlib's), each bracket runs successive
+// halving with its own min_early_stopping_rate among its own trials.
+struct OptunaHyperbandSettings {
+  int64_t min_resource = 1;
+  std::optional<int64_t> max_resource;  // nullopt = "auto": the longest finished trial's last step + 1
+  int64_t reduction_factor = 3;
+  int64_t bootstrap_count = 0;
+  std::string study_name;
+};
+
+enum class RuleType { kHyperband, kAsha, kMedian, kPercentile, kThreshold, kPatient, kOptunaHyperband };
 const char* rule_type_name(RuleType type);  // "hyperband", "asha", "median", ...
 
 struct Rule {
   RuleType type = RuleType::kHyperband;
   Goal goal = Goal::kMinimize;
-  std::variant<HyperbandSettings, AshaSettings, PercentileSettings, ThresholdSettings, PatientSettings> settings;
+  std::variant<HyperbandSettings, AshaSettings, PercentileSettings, ThresholdSettings, PatientSettings,
+               OptunaHyperbandSettings>
+      settings;
 };
 
 // Builds a rule from a sweep's `early_terminate` object and `metric`.
@@ -119,9 +132,10 @@ struct Rule {
 Result<Rule> parse_rule(const nlohmann::json& early_terminate, const std::optional<Metric>& metric);
 
 // Builds an Optuna pruner as the conformance vectors describe it ({"type":
-// "median"|"percentile"|"successive_halving"|"threshold"|"patient", ...}),
-// refusing what Optuna's constructors refuse (the field named).
-Result<Rule> parse_optuna_pruner(const nlohmann::json& pruner, Goal goal);
+// "median"|"percentile"|"successive_halving"|"threshold"|"patient"|"hyperband", ...}),
+// refusing what Optuna's constructors refuse (the field named). `study_name`
+// feeds Optuna's hyperband bracket hash.
+Result<Rule> parse_optuna_pruner(const nlohmann::json& pruner, Goal goal, const std::string& study_name = "");
 
 // One judgement of one running trial, with the reason it was made.
 struct Decision {
@@ -135,8 +149,12 @@ struct Decision {
   double value = std::nan("");
   double threshold = std::nan("");
   std::string reason;  // one line for logs and the dashboard
-  std::map<int, double> completed_rungs;  // kAsha: the judged trial's records after this call
+  std::map<int, double> completed_rungs;  // kAsha, kOptunaHyperband: the judged trial's records after this call
+  int64_t bracket = -1;                   // kOptunaHyperband: the judged trial's bracket (-1: not resolved yet)
 };
+
+// kOptunaHyperband: the bracket of trial `number` given the resolved max_resource.
+int64_t optuna_hyperband_bracket(const OptunaHyperbandSettings& settings, int64_t max_resource, int64_t number);
 
 // Judges every kRunning trial of `trials` (in input order; the others are
 // context). Hyperband judges all of them against one set of band thresholds;

@@ -1,8 +1,6 @@
 // The stopping rules against the peers' own answers: every `wandb.hyperband`
 // case of ../shared/conformance/wandb-sweeps-vectors.json and the optuna.pruner.*
 // vectors of optuna-pruner-vectors.json (README.md there says how they were made).
-// Vectors of a kind swept does not implement (Optuna's HyperbandPruner) are
-// counted and reported, never passed.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -140,18 +138,13 @@ Goal goal_of(const json& v) { return v.value("direction", "minimize") == "maximi
 
 TEST_CASE("sweeps.stopping.conformance: optuna.pruner snapshot vectors") {
   std::map<std::string, std::pair<int, int>> counts;  // kind -> (passed, total)
-  int not_implemented = 0;
   for (const json& vec : load("optuna-pruner-vectors.json")) {
     const std::string kind = vec.value("kind", "");
     if (kind.rfind("optuna.pruner.", 0) != 0 || !vec.contains("judged")) continue;
-    if (kind == "optuna.pruner.hyperband") {
-      ++not_implemented;  // Optuna's HyperbandPruner (crc32 brackets): not built, see the report
-      continue;
-    }
     CAPTURE(vec["id"].get<std::string>());
     auto& [pass, total] = counts[kind];
     ++total;
-    auto rule = parse_optuna_pruner(vec["pruner"], goal_of(vec));
+    auto rule = parse_optuna_pruner(vec["pruner"], goal_of(vec), vec.value("study_name", ""));
     REQUIRE_MESSAGE(rule.ok(), rule.status().ToString());
     std::vector<TrialCurve> others;
     for (const json& t : vec["trials"]) others.push_back(optuna_trial(t, optuna_state(t["state"].get<std::string>())));
@@ -167,6 +160,10 @@ TEST_CASE("sweeps.stopping.conformance: optuna.pruner snapshot vectors") {
       CHECK(rungs_ok);
       ok = ok && rungs_ok;
     }
+    if (vec.contains("expected_bracket") && !vec["expected_bracket"].is_null()) {
+      CHECK(d.bracket == vec["expected_bracket"].get<int64_t>());
+      ok = ok && d.bracket == vec["expected_bracket"].get<int64_t>();
+    }
     CHECK(!d.reason.empty());
     pass += ok;
   }
@@ -174,7 +171,7 @@ TEST_CASE("sweeps.stopping.conformance: optuna.pruner snapshot vectors") {
     MESSAGE(kind << ": " << pt.first << "/" << pt.second);
     CHECK(pt.first == pt.second);
   }
-  MESSAGE("optuna.pruner.hyperband vectors not run (not implemented): " << not_implemented);
+  CHECK(counts["optuna.pruner.hyperband"].second == 5);
   CHECK(counts["optuna.pruner.successive_halving"].second == 61);
   CHECK(counts["optuna.pruner.median"].second == 32);
 }
@@ -269,6 +266,26 @@ TEST_CASE("sweeps.stopping.conformance: optuna compact vectors (sh-01, median-01
   }
 }
 
+TEST_CASE("sweeps.stopping.conformance: optuna hyperband brackets (hb-01, hb-02)") {
+  const json all = load("optuna-pruner-vectors.json");
+  int checked = 0;
+  auto check = [&](const json& c, const std::string& study) {
+    OptunaHyperbandSettings s;
+    s.min_resource = c["min_resource"].get<int64_t>();
+    s.reduction_factor = c["reduction_factor"].get<int64_t>();
+    s.study_name = study;
+    const int64_t max_resource = c["max_resource"].get<int64_t>();
+    for (size_t i = 0; i < c["trial_numbers"].size(); ++i) {
+      CHECK(optuna_hyperband_bracket(s, max_resource, c["trial_numbers"][i].get<int64_t>()) == c["expected_bracket"][i].get<int64_t>());
+      ++checked;
+    }
+  };
+  check(vector_by_id(all, "optuna-hb-01")["bracket_ids"], "my-study");
+  for (const json& c : vector_by_id(all, "optuna-hb-02")["cases"]) check(c, c["study_name"].get<std::string>());
+  MESSAGE("hyperband bracket ids checked: " << checked);
+  CHECK(checked >= 90);
+}
+
 TEST_CASE("sweeps.stopping.conformance: optuna helpers and invalid settings") {
   const json all = load("optuna-pruner-vectors.json");
   int helpers = 0, invalid = 0, valid = 0;
@@ -291,7 +308,6 @@ TEST_CASE("sweeps.stopping.conformance: optuna helpers and invalid settings") {
     }
     if (kind == "optuna.pruner.invalid_settings") {
       for (const json& c : vec["cases"]) {
-        if (c["pruner"]["type"] == "hyperband") continue;  // not implemented (see above)
         ++invalid;
         CAPTURE(c["pruner"].dump());
         auto rule = parse_optuna_pruner(c["pruner"], Goal::kMinimize);
@@ -307,7 +323,7 @@ TEST_CASE("sweeps.stopping.conformance: optuna helpers and invalid settings") {
   }
   MESSAGE("helpers " << helpers << ", refused settings " << invalid << ", accepted boundary settings " << valid);
   CHECK(helpers == 10);
-  CHECK(invalid >= 20);
+  CHECK(invalid == 25);
 }
 
 }  // namespace
