@@ -47,7 +47,8 @@ Status read_bool(const json& block, const std::string& prefix, const char* key, 
 
 Status only_keys(const json& block, const std::string& prefix, std::initializer_list<const char*> keys) {
   if (!block.is_object()) return bad(prefix, "expected an object, found " + block.dump());
-  for (const auto& [k, v] : block.items()) {
+  for (const auto& item : block.items()) {
+    const std::string& k = item.key();
     if (std::none_of(keys.begin(), keys.end(), [&](const char* key) { return k == key; })) {
       std::string list;
       for (const char* key : keys) list += std::string(list.empty() ? "" : ", ") + key;
