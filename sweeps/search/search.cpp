@@ -114,12 +114,12 @@ Result<SearchSettings> parse_search_settings(const json& sweep) {
     if (s.method != SearchMethod::kTpe) return bad("tpe", "settings for method: tpe, but the method is " + name);
     const json& t = sweep["tpe"];
     SWEPT_RETURN_IF_ERROR(only_keys(t, "tpe", {"n_startup_trials", "n_ei_candidates", "prior_weight", "consider_magic_clip",
-                                               "consider_endpoints"}));
+                                               "constant_liar"}));
     SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_startup_trials", 1, 100000, &s.tpe.n_startup_trials));
     SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_ei_candidates", 1, 100000, &s.tpe.n_ei_candidates));
     SWEPT_RETURN_IF_ERROR(read_double(t, "tpe", "prior_weight", 1e-9, 1e9, &s.tpe.prior_weight));
     SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "consider_magic_clip", &s.tpe.consider_magic_clip));
-    SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "consider_endpoints", &s.tpe.consider_endpoints));
+    SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "constant_liar", &s.tpe.constant_liar));
   }
   if (sweep.contains("bayes")) {
     if (s.method != SearchMethod::kBayes) return bad("bayes", "settings for method: bayes, but the method is " + name);
