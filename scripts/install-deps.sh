@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   libzmq3-dev cppzmq-dev libsqlite3-dev sqlite3 nlohmann-json3-dev
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
+  libdnnl-dev                         # swept-train's float GEMMs, chosen by CPU features
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)

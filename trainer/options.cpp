@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "trainer/cpu/kernel_choice.h"
+
 namespace swept::trainer {
 namespace po = boost::program_options;
 
@@ -128,7 +130,7 @@ std::string version_text() {
 #if !defined(SWEPT_HAVE_CUDA)
   text += "; built without CUDA";
 #endif
-  return text;
+  return text + "\nCPU kernels: " + cpu::kernel_choice().description();
 }
 
 Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args, const EnvLookup& env) {

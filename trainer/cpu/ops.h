@@ -4,7 +4,7 @@
 // partitioning and all — against finite differences.
 //
 // Each operation is cut into at most `threads` independent tasks on the
-// ThreadPool; each task calls OpenBLAS single-threaded or the loops of
+// ThreadPool; each task calls the GEMM single-threaded or the loops of
 // kernels.h. Partial sums are kept per task and added in task order, so the
 // result depends on the thread count only, never on scheduling.
 // Convolutions are im2col + GEMM, per sample or over small chunks of samples
