@@ -448,9 +448,15 @@ class CpuOps {
   // A product is split only into parts of at least ~4 MFLOP (~40 µs on one
   // core): below that, waking another thread costs more than it saves, and on
   // a shared machine a descheduled helper thread stalls the whole step.
+  // Products with work for several parts per thread (the CNN's fc1) are cut
+  // into up to kTasksPerThread parts per thread, claimed dynamically: when
+  // another process takes a core, the thread that keeps one takes over the
+  // parts the other has not started, instead of waiting for half the product.
   int gemm_tasks(int items, double flops) const {
     const int by_work = static_cast<int>(flops / kMinFlopsPerTask);
-    return std::max(1, std::min({threads_, items, by_work}));
+    if (threads_ == 1 || by_work < 2 * threads_) return std::max(1, std::min({threads_, items, by_work}));
+    const int per_thread = std::min(kTasksPerThread, by_work / threads_);
+    return std::max(1, std::min(items, threads_ * per_thread));
   }
   static constexpr double kMinFlopsPerTask = 4e6;
   // An elementwise pass over n values is weighted as n · this many flops
