@@ -40,7 +40,7 @@ help=$("$trainer" --help | tr -s ' \n' '  ')  # one line: the help wraps at 80 c
 default_of() { sed -n "s/.*--$1 arg (=\([^)]*\)).*/\1/p" <<<"$help" | head -1; }
 epochs=$(sed -n 's/.*epochs to train (default: [0-9]* mlp, \([0-9]*\) cnn).*/\1/p' <<<"$help")
 batch=$(sed -n 's/.*global batch size, split over replicas (default: [0-9]* mlp, \([0-9]*\) cnn).*/\1/p' <<<"$help")
-lr=$(sed -n 's/.*learning rate > 0 (default:.* \([0-9.e-]*\) with adam).*/\1/p' <<<"$help")
+lr=$(sed -n 's/.*learning rate > 0 (default:.* adam [0-9.e-]* mlp \/ \([0-9.e-]*\) cnn).*/\1/p' <<<"$help")
 schedule=$(default_of schedule)
 [[ -n $epochs && -n $batch && -n $lr && $schedule == cosine ]] || {
   echo "trainer_cpu_tta: cannot read the CNN recipe from swept-train --help (epochs '$epochs', batch '$batch', lr '$lr', schedule '$schedule')" >&2
