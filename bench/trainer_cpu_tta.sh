@@ -13,7 +13,9 @@
 # that reached 99.0%. No OPENBLAS_* variable is set.
 #
 # Usage: bench/trainer_cpu_tta.sh [DATA_DIR]   (default: $SWEPT_DATA_DIR, else data/mnist)
-# Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 1), SEED (default 0)
+# Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 1), SEED (default 0),
+#        PEER_THREADS (default "0 THREADS": the peer's thread counts, 0 its default)
+# Each result is also reported on stderr as it comes (a run takes minutes).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 data=${1:-${SWEPT_DATA_DIR:-$root/data/mnist}}
@@ -21,6 +23,7 @@ build=${BUILD_DIR:-$root/build}
 threads=${THREADS:-$(nproc)}
 rounds=${ROUNDS:-1}
 seed=${SEED:-0}
+peer_threads=${PEER_THREADS:-0 $threads}  # 0: PyTorch's default
 trainer=$build/bin/swept-train
 peer=$root/bench/trainer_cpu_tta_torch.py
 target=0.99
@@ -66,8 +69,11 @@ theirs() {  # threads (0: default)
 results=()
 for _ in $(seq "$rounds"); do
   results+=("swept $(ours)")
-  results+=("torch $(theirs 0)")
-  results+=("torch $(theirs "$threads")")
+  echo "trainer_cpu_tta: swept-train: ${results[-1]#swept } (test accuracy, seconds)" >&2
+  for t in $peer_threads; do
+    results+=("torch $(theirs "$t")")
+    echo "trainer_cpu_tta: PyTorch --threads $t: ${results[-1]#torch } (test accuracy, seconds, threads)" >&2
+  done
 done
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) cores; load average after the run: $load; $(date -u +%FT%TZ)"
@@ -87,13 +93,16 @@ def summary(rs):
             "median_seconds": statistics.median(s for _, s in rs), "reached": all(a >= target for a, _ in rs)}
 ours = summary(runs["swept"])
 peers = {t: summary(rs) for t, rs in runs["torch"].items()}
-print(f"swept-train: {ours[\"median_seconds\"]:.1f} s, test accuracy {ours[\"test_accuracy\"]}" + ("" if ours["reached"] else f"  (did NOT reach {target:.1%})"))
+def describe(name, r):
+    note = "" if r["reached"] else "  (did NOT reach %.1f%%)" % (100 * target)
+    return "%s: %.1f s, test accuracy %s%s" % (name, r["median_seconds"], r["test_accuracy"], note)
+print(describe("swept-train", ours))
 for t, p in sorted(peers.items()):
-    print(f"PyTorch, {t} thread(s): {p[\"median_seconds\"]:.1f} s, test accuracy {p[\"test_accuracy\"]}" + ("" if p["reached"] else f"  (did NOT reach {target:.1%})"))
+    print(describe("PyTorch, %d thread(s)" % t, p))
 reached = [p["median_seconds"] for p in peers.values() if p["reached"]]
 line = {"bench": "trainer_cpu_tta", "target_accuracy": target, "swept": ours, "torch": {str(t): p for t, p in peers.items()}}
 if ours["reached"] and reached:
     line["speedup_vs_fastest_torch"] = round(min(reached) / ours["median_seconds"], 2)
-    print(f"time to {target:.1%}: swept-train {min(reached) / ours[\"median_seconds\"]:.2f}x faster than the faster PyTorch")
+    print("time to %.1f%%: swept-train %.2fx faster than the faster PyTorch" % (100 * target, min(reached) / ours["median_seconds"]))
 print(json.dumps(line))
 ' "$target"
