@@ -11,6 +11,7 @@ packages=(
   libboost-program-options-dev doctest-dev libopenblas-dev libcpp-httplib-dev
   libboost-context-dev                # fibers of the CUDA emulation (trainer/cuda/emu/)
   libyaml-cpp-dev                     # YAML sweep files (sweeps/read_yaml.cpp)
+  libdnnl-dev                         # swept-train's float GEMMs, chosen by CPU features
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)

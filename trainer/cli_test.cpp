@@ -21,6 +21,7 @@
 
 #include "common/metrics_line.h"
 #include "trainer/checkpoint.h"
+#include "trainer/cpu/kernel_choice.h"
 #include "trainer/test_util.h"
 
 using namespace swept::trainer;
@@ -339,4 +340,58 @@ TEST_CASE("trainer: resuming with another model is a clear error (exit 2), not a
                 "--checkpoint_dir=" + dir.path(), "--resume"});
   CHECK(second.wait_exit() == 2);
   CHECK(second.err().find("other shapes") != std::string::npos);
+}
+
+// The fault of issue 13: OpenBLAS names the CPU by its model, and on a VM that
+// presents a generic "Intel(R) Xeon(R) Processor" it runs its SSE3 Prescott
+// kernels. OPENBLAS_CORETYPE=Prescott makes OpenBLAS do exactly that on any
+// CPU (set here for the child only, to simulate the fault); swept-train must
+// still run the kernels the CPU's features allow, and compute the same bits
+// as without the fault (its float path does not go through OpenBLAS).
+TEST_CASE("trainer: with OpenBLAS on its generic Prescott core, swept-train still runs the fast kernels") {
+  const swept::trainer::cpu::KernelChoice& here = swept::trainer::cpu::kernel_choice();
+  const char* expected_loops = swept::trainer::cpu::cpu_supports(swept::trainer::cpu::SimdLevel::kAvx512) ? "loops x86-64-v4"
+                               : swept::trainer::cpu::cpu_supports(swept::trainer::cpu::SimdLevel::kAvx2) ? "loops x86-64-v3"
+                                                                                                          : "loops x86-64 ";
+  INFO("this CPU: " << here.description());
+  TempDir data("prescott");
+  write_mnist_like(data.path(), 600, 100, 4);
+  const std::vector<std::string> args = {"--data=" + data.path(), "--model=cnn", "--max_steps=8", "--batch_size=16",
+                                         "--log_every=2", "--threads=2"};
+  Child fault(args, {{"OPENBLAS_CORETYPE", "Prescott"}});
+  REQUIRE(fault.wait_exit() == 0);
+  Child normal(args);
+  REQUIRE(normal.wait_exit() == 0);
+  for (const Child* c : {&fault, &normal}) {
+    // The first log line names the kernels in use, and they are the fast ones.
+    const std::string first = c->err().substr(0, c->err().find('\n'));
+    INFO(first);
+    CHECK(first.find("CPU kernels: oneDNN") != std::string::npos);
+    CHECK(first.find(expected_loops) != std::string::npos);
+    if (here.cap.empty()) CHECK(first.find(here.gemm) != std::string::npos);
+  }
+  REQUIRE(fault.lines().size() == normal.lines().size());
+  for (size_t i = 0; i < fault.lines().size(); ++i) CHECK(without_timing(fault.lines()[i]) == without_timing(normal.lines()[i]));
+}
+
+// `swept run examples/grid-basic.json` once ended with "no completed trial
+// reported val_loss": runs cut short by --max_steps never reached an epoch's
+// end. The last step now always evaluates the validation split.
+TEST_CASE("trainer: a run ended by --max_steps mid-epoch reports val_loss at its last step") {
+  TempDir data("maxsteps");
+  write_mnist_like(data.path(), 1200, 100, 5);
+  // 1100 training samples / 50 = 22 steps per epoch; stop at 7, then at 30.
+  for (int max_steps : {7, 30}) {
+    Child c({"--data=" + data.path(), "--max_steps=" + std::to_string(max_steps), "--batch_size=50",
+             "--val_fraction=0.08", "--log_every=5", "--threads=1"});
+    REQUIRE(c.wait_exit() == 0);
+    CAPTURE(max_steps);
+    int evaluations_at_end = 0;
+    for (const std::string& line : c.lines()) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      if (j.contains("val_loss") && j["step"] == max_steps) ++evaluations_at_end;
+    }
+    CHECK(evaluations_at_end == 1);
+    CHECK(nlohmann::json::parse(c.lines().back())["final"] == true);
+  }
 }

@@ -35,9 +35,9 @@ TEST_CASE("trainer: defaults depend on the model") {
   auto cnn = parse({"--model=cnn"});
   REQUIRE(cnn.ok());
   CHECK(cnn->config.optimizer.kind == OptimizerKind::kAdam);
-  CHECK(cnn->config.lr == doctest::Approx(1e-3));
+  CHECK(cnn->config.lr == doctest::Approx(2e-3));
   CHECK(cnn->config.batch_size == 128);
-  CHECK(cnn->config.epochs == 3);
+  CHECK(cnn->config.epochs == 2);
 }
 
 TEST_CASE("trainer: underscore and hyphen spellings, separate values, booleans") {

@@ -14,6 +14,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "trainer/cpu/kernel_choice.h"
 
 namespace swept::trainer {
 namespace {
@@ -511,7 +512,9 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
     log::error(s.message());
     return exit_code_for(s);
   };
-  // The device first: a missing GPU is reported before 50 MB of data are read.
+  // The kernels first, so that a slow run says why in its first line.
+  if (config.device == DeviceKind::kCpu) log::info("CPU kernels: " + cpu::kernel_choice().description());
+  // The device next: a missing GPU is reported before 50 MB of data are read.
   Result<Backends> backends = make_backends(config);
   if (!backends.ok()) return fail(backends.status());
   Result<MnistData> data = load_mnist(config.data_dir);
@@ -588,7 +591,10 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
       window_pause = 0;
     }
     const bool epoch_end = step % trainer.steps_per_epoch() == 0;
-    const bool eval_now = config.eval_every > 0 ? step % config.eval_every == 0 : epoch_end;
+    // Also at the last step, wherever it falls (--max_steps may end a run
+    // mid-epoch): every run that completes reports its validation figures.
+    const bool eval_now =
+        (config.eval_every > 0 ? step % config.eval_every == 0 : epoch_end) || step == trainer.total_steps();
     if (eval_now && trainer.split().val_count > 0) {
       const RunClock pause;
       Result<EvalResult> v = trainer.evaluate_validation();

@@ -2,7 +2,7 @@
 // templated on the scalar type: float is what the backend runs; double is
 // what the gradient checks run (trainer/cpu/kernels_test.cpp), so the layer
 // math is checked against finite differences without float noise.
-// Matrix products go to OpenBLAS (cblas_sgemm / cblas_dgemm); everything else
+// Matrix products go to oneDNN (float) and OpenBLAS (double); everything else
 // is plain loops over contiguous memory that the compiler vectorizes.
 // Layouts are those of trainer/backend.h (row-major, NCHW).
 // Thread safety: pure functions of their arguments; callers give disjoint
@@ -19,14 +19,16 @@
 
 #include "trainer/backend.h"
 #include "trainer/counter_rng.h"
+#include "trainer/cpu/kernel_choice.h"
 
 namespace swept::trainer::cpu {
 
-// C[M][N] = alpha · op(A)[M][K] · op(B)[K][N] + beta · C, row-major.
+// C[M][N] = alpha · op(A)[M][K] · op(B)[K][N] + beta · C, row-major: float
+// through the kernels chosen by the CPU's features (kernel_choice.h: oneDNN),
+// double (the gradient checks' reference) through OpenBLAS.
 inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
                  int lda, const float* b, int ldb, float beta, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 inline void gemm(bool trans_a, bool trans_b, int m, int n, int k, double alpha, const double* a,
                  int lda, const double* b, int ldb, double beta, double* c, int ldc) {
@@ -419,9 +421,9 @@ namespace swept::trainer::cpu {
 // The build targets baseline x86-64 (SSE2: 4 floats per instruction), which
 // leaves the elementwise passes of a step compute-bound (the MLP's SGD update
 // ran at ~1 element per cycle). These overloads run the templates above,
-// inlined into clones built for AVX-512, AVX2+FMA and the baseline; the
-// loader picks the clone for the CPU it runs on (GCC target_clones, glibc
-// ifunc), so the binary stays portable. Overload resolution prefers them
+// inlined into versions built for AVX-512, AVX2+FMA and the baseline; each
+// call runs the level kernel_choice.h chose (the level oneDNN's GEMM runs
+// at), so the binary stays portable. Overload resolution prefers them
 // over the templates for float; the double gradient checks use the templates.
 // Defined in kernels_simd.cpp.
 void bias_activation_rows(int rows, int cols, const float* bias, Activation act, float* y);

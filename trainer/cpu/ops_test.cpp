@@ -9,7 +9,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <tuple>
@@ -17,6 +19,7 @@
 
 #include "trainer/backend.h"
 #include "trainer/counter_rng.h"
+#include "trainer/cpu/kernel_choice.h"
 
 using namespace swept::trainer;
 using namespace swept::trainer::cpu;
@@ -314,20 +317,31 @@ TEST_CASE("trainer: optimizers: updates equal hand-computed values") {
   }
 }
 
-TEST_CASE("trainer: the float CPU backend agrees with the double reference on a conv layer") {
-  auto backend = make_cpu_backend(CpuBackendOptions{2});
-  CpuOps<double> ref(1);
-  std::mt19937_64 gen(13);
-  Conv2dShape s{4, 8, 14, 14, 16, 5, 5, 2, 2};
-  const size_t xs = 4 * 8 * 196, ws = 16 * 8 * 25, ys = 4 * 16 * 196;
-  auto xd = random_vector(xs, gen), wd = random_vector(ws, gen, 0.1), bd = random_vector(16, gen), rd = random_vector(ys, gen);
-  std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()), r(rd.begin(), rd.end());
-  std::vector<float> y(ys), dx(xs), dw(ws), db(16);
-  std::vector<double> yd(ys), dxd(xs), dwd(ws), dbd(16);
-  REQUIRE(backend->conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kRelu, y.data()).ok());
-  REQUIRE(backend->conv2d_backward(s, x.data(), w.data(), y.data(), r.data(), Activation::kRelu, dx.data(), dw.data(), db.data()).ok());
-  ref.conv2d_forward(s, xd.data(), wd.data(), bd.data(), Activation::kRelu, yd.data());
-  ref.conv2d_backward(s, xd.data(), wd.data(), yd.data(), rd.data(), Activation::kRelu, dxd.data(), dwd.data(), dbd.data());
+// The float backend at each kernel level against the double reference. The
+// loops' level is switched in-process; oneDNN's GEMM level is fixed per
+// process, so CTest runs this case again under ONEDNN_MAX_CPU_ISA=SSE41, AVX2
+// and AVX512_CORE (trainer/CMakeLists.txt), and the case first checks that
+// the level asked for is the level in use.
+TEST_CASE("trainer: float kernels at every level agree with the double reference (conv, dense, Adam)") {
+  const KernelChoice& choice = kernel_choice();
+  MESSAGE("CPU kernels: " << choice.description());
+  if (const char* cap = std::getenv("ONEDNN_MAX_CPU_ISA")) {
+    const std::string level = cap;
+    const bool sse41 = choice.features.find("sse4.1") != std::string::npos;
+    const bool supported = level == "AVX512_CORE" ? cpu_supports(SimdLevel::kAvx512)
+                           : level == "AVX2"      ? cpu_supports(SimdLevel::kAvx2)
+                                                  : sse41;
+    if (!supported) {
+      MESSAGE("this CPU cannot run kernel level " << level << ": not tested here");
+      return;
+    }
+    std::string expected = level;
+    for (char& c : expected) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    CHECK(choice.gemm.find("sgemm " + expected) != std::string::npos);
+    CHECK(simd_level() == (level == "AVX512_CORE" ? SimdLevel::kAvx512
+                           : level == "AVX2"      ? SimdLevel::kAvx2
+                                                  : SimdLevel::kBaseline));
+  }
   auto max_rel = [](const std::vector<float>& a, const std::vector<double>& b) {
     double num = 0, den = 0;
     for (size_t i = 0; i < a.size(); ++i) {
@@ -336,8 +350,77 @@ TEST_CASE("trainer: the float CPU backend agrees with the double reference on a 
     }
     return num / den;
   };
-  CHECK(max_rel(y, yd) < 1e-5);
-  CHECK(max_rel(dx, dxd) < 1e-5);
-  CHECK(max_rel(dw, dwd) < 1e-5);
-  CHECK(max_rel(db, dbd) < 1e-5);
+  const SimdLevel chosen = simd_level();
+  for (SimdLevel level : {SimdLevel::kBaseline, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(chosen)) continue;  // above the process's cap
+    REQUIRE(set_simd_level_for_testing(level));
+    CAPTURE(simd_level_name(level));
+    auto backend = make_cpu_backend(CpuBackendOptions{2});
+    CpuOps<double> ref(1);
+    std::mt19937_64 gen(13);
+    {  // conv, ReLU (channels-first and, for 8 input channels, channels-last)
+      for (int in_channels : {1, 8}) {
+        Conv2dShape s{4, in_channels, 14, 14, 16, 5, 5, 2, 2};
+        const size_t xs = 4 * in_channels * 196, ws = 16 * in_channels * 25, ys = 4 * 16 * 196;
+        auto xd = random_vector(xs, gen), wd = random_vector(ws, gen, 0.1), bd = random_vector(16, gen),
+             rd = random_vector(ys, gen);
+        std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()),
+            r(rd.begin(), rd.end());
+        std::vector<float> y(ys), dx(xs), dw(ws), db(16);
+        std::vector<double> yd(ys), dxd(xs), dwd(ws), dbd(16);
+        REQUIRE(backend->conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kRelu, y.data()).ok());
+        REQUIRE(backend
+                    ->conv2d_backward(s, x.data(), w.data(), y.data(), r.data(), Activation::kRelu, dx.data(),
+                                      dw.data(), db.data())
+                    .ok());
+        ref.conv2d_forward(s, xd.data(), wd.data(), bd.data(), Activation::kRelu, yd.data());
+        ref.conv2d_backward(s, xd.data(), wd.data(), yd.data(), rd.data(), Activation::kRelu, dxd.data(), dwd.data(),
+                            dbd.data());
+        CAPTURE(in_channels);
+        CHECK(max_rel(y, yd) < 1e-5);
+        CHECK(max_rel(dx, dxd) < 1e-5);
+        CHECK(max_rel(dw, dwd) < 1e-5);
+        CHECK(max_rel(db, dbd) < 1e-5);
+      }
+    }
+    {  // dense, sigmoid: the MLP's small-product path (100 × 784 → 100)
+      const int batch = 100, in = 784, out = 100;
+      auto xd = random_vector(size_t{batch} * in, gen), wd = random_vector(size_t{out} * in, gen, 0.05),
+           bd = random_vector(out, gen), rd = random_vector(size_t{batch} * out, gen);
+      std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()),
+          r(rd.begin(), rd.end());
+      std::vector<float> y(rd.size()), dx(xd.size()), dw(wd.size()), db(out);
+      std::vector<double> yd(rd.size()), dxd(xd.size()), dwd(wd.size()), dbd(out);
+      REQUIRE(backend->dense_forward(batch, in, out, x.data(), w.data(), b.data(), Activation::kSigmoid, y.data()).ok());
+      REQUIRE(backend
+                  ->dense_backward(batch, in, out, x.data(), w.data(), y.data(), r.data(), Activation::kSigmoid,
+                                   dx.data(), dw.data(), db.data())
+                  .ok());
+      ref.dense_forward(batch, in, out, xd.data(), wd.data(), bd.data(), Activation::kSigmoid, yd.data());
+      ref.dense_backward(batch, in, out, xd.data(), wd.data(), yd.data(), rd.data(), Activation::kSigmoid, dxd.data(),
+                         dwd.data(), dbd.data());
+      CHECK(max_rel(y, yd) < 1e-5);
+      CHECK(max_rel(dx, dxd) < 1e-5);
+      CHECK(max_rel(dw, dwd) < 1e-5);
+      CHECK(max_rel(db, dbd) < 1e-5);
+    }
+    {  // Adam, two steps
+      OptimizerConfig c;
+      c.kind = OptimizerKind::kAdam;
+      const size_t n = 1000;
+      auto pd = random_vector(n, gen), gd = random_vector(n, gen);
+      std::vector<double> md(n, 0), vd(n, 0);
+      std::vector<float> p(pd.begin(), pd.end()), g(gd.begin(), gd.end()), m(n, 0), v(n, 0);
+      for (int t = 1; t <= 2; ++t) {
+        const double c1 = 1 - std::pow(0.9, t), c2 = 1 - std::pow(0.999, t);
+        // float: the level's version (the non-template overload); double: the template
+        optimizer_update(c, 0.01f, 0.001f, static_cast<float>(c1), static_cast<float>(c2), n, p.data(), g.data(),
+                         m.data(), v.data());
+        cpu::optimizer_update<double>(c, 0.01, 0.001, c1, c2, n, pd.data(), gd.data(), md.data(), vd.data());
+      }
+      CHECK(max_rel(p, pd) < 1e-5);
+      CHECK(max_rel(m, md) < 1e-5);
+    }
+  }
+  REQUIRE(set_simd_level_for_testing(chosen));
 }

@@ -58,6 +58,15 @@ bool poll_while(Waiting waiting, std::chrono::steady_clock::duration limit) {
 // thread costs tens to hundreds of µs on a VM, where an idle vCPU is halted.
 constexpr auto kSpinTime = std::chrono::milliseconds(2);
 
+// The stall detector: over each window of kStallWindow jobs the caller adds
+// up the jobs' wall time and what they would have taken on the caller alone
+// (its own time per task × the job's tasks). When the workers made the window
+// slower than that, the second thread lost more than it gained: the caller
+// runs jobs alone for kSoloTime, then measures again. Measured on the 2-core
+// VM with a busy-loop process beside it: docs/benchmarks.md (CPU hog).
+constexpr int kStallWindow = 64;
+constexpr auto kSoloTime = std::chrono::milliseconds(250);
+
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -74,21 +83,23 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_tasks(uint32_t generation) {
+int ThreadPool::run_tasks(uint32_t generation) {
+  int ran = 0;
   uint64_t claim = claim_.load(std::memory_order_acquire);
   for (;;) {
-    if (generation_of(claim) != generation) return;
+    if (generation_of(claim) != generation) return ran;
     // The task count must be the count OF THIS generation: the caller sets
     // up the next job (count, then claim_) right after this one ends, and a
     // worker still holding this job's last claim value must not pair it with
     // the next job's larger count (its exchange would then succeed, since
     // claim_ has not moved yet, and run a task of the next job twice).
     const uint64_t job = job_.load(std::memory_order_acquire);
-    if (generation_of(job) != generation || task_of(claim) >= task_of(job)) return;
+    if (generation_of(job) != generation || task_of(claim) >= task_of(job)) return ran;
     if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_acquire))
       continue;
     (*job_fn_.load(std::memory_order_relaxed))(static_cast<int>(task_of(claim)));
     completed_.fetch_add(1, std::memory_order_release);
+    ++ran;
     claim = claim_.load(std::memory_order_acquire);
   }
 }
@@ -122,6 +133,12 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
     for (int i = 0; i < tasks; ++i) fn(i);
     return;
   }
+  const auto start = std::chrono::steady_clock::now();
+  if (start < solo_until_) {  // the workers stalled recently: same tasks, run here
+    ++solo_jobs_;
+    for (int i = 0; i < tasks; ++i) fn(i);
+    return;
+  }
   const uint32_t count = static_cast<uint32_t>(tasks);
   completed_.store(0, std::memory_order_relaxed);
   job_fn_.store(&fn, std::memory_order_relaxed);
@@ -132,12 +149,23 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
     sleep_cv_.notify_all();
   }
-  run_tasks(generation_);
+  const int ran_here = run_tasks(generation_);
   // Only tasks that a worker has claimed and not finished are left: wait for
   // them (they are running, so the wait is short unless that worker's core
   // was taken away; then yielding hands the core back to it).
+  const auto ran_out = std::chrono::steady_clock::now();
   poll_while([&] { return completed_.load(std::memory_order_acquire) != count; },
              std::chrono::steady_clock::duration::max());
+  const auto end = std::chrono::steady_clock::now();
+  window_time_ += end - start;
+  // Alone, the caller would have run every task at its own pace (a job whose
+  // tasks all went to workers says nothing: counted as it was).
+  window_alone_ += ran_here > 0 ? (ran_out - start) * tasks / ran_here : end - start;
+  if (++window_jobs_ == kStallWindow) {
+    if (window_time_ > window_alone_) solo_until_ = end + kSoloTime;
+    window_jobs_ = 0;
+    window_time_ = window_alone_ = std::chrono::steady_clock::duration::zero();
+  }
 }
 
 }  // namespace swept::trainer::cpu

@@ -11,11 +11,20 @@
 // issues dozens of jobs of 5 to 200 µs, so workers spin between jobs (up to
 // kSpinTime) before they sleep.
 //
+// When another process takes a core, a worker that has claimed a task may be
+// descheduled for a whole time slice (milliseconds) while the caller waits
+// for it: the second thread then loses more than it gains. The caller
+// notices (recent jobs took longer than its own pace says they would have
+// taken it alone) and runs the jobs alone for a while (kSoloTime) before it
+// tries the workers again.
+// Results do not change: the tasks are the same, only who runs them.
+//
 // Thread safety: one caller at a time (the owning Backend's thread); fn must
 // not throw and must not call parallel_for on the same pool.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,11 +43,14 @@ class ThreadPool {
 
   int size() const { return static_cast<int>(workers_.size()) + 1; }
   void parallel_for(int tasks, const std::function<void(int)>& fn);
+  // Jobs that the caller ran alone because the workers had stalled (for
+  // tests and diagnostics).
+  uint64_t solo_jobs() const { return solo_jobs_; }
 
  private:
   void worker_loop();
-  // Claims and runs tasks of `generation` until none is left.
-  void run_tasks(uint32_t generation);
+  // Claims and runs tasks of `generation` until none is left; returns how many it ran.
+  int run_tasks(uint32_t generation);
 
   // The job: (generation << 32) | index of the next unclaimed task. A task is
   // claimed by a compare-exchange that also checks the generation, so a late
@@ -59,6 +71,12 @@ class ThreadPool {
   std::condition_variable sleep_cv_;
   std::atomic<bool> stopping_{false};
   uint32_t generation_ = 0;             // the caller's copy
+
+  // The caller's stall detector (see the top of this file); caller-only state.
+  int window_jobs_ = 0;
+  std::chrono::steady_clock::duration window_time_{}, window_alone_{};
+  std::chrono::steady_clock::time_point solo_until_{};
+  uint64_t solo_jobs_ = 0;
 };
 
 }  // namespace swept::trainer::cpu

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 using swept::trainer::cpu::ThreadPool;
@@ -57,4 +59,33 @@ TEST_CASE("trainer: thread pool can be destroyed right after it starts or after 
     used.parallel_for(5, [&](int) { n.fetch_add(1); });
     CHECK(n.load() == 5);
   }
+}
+
+// A worker that holds its task far longer than the caller's share (as when
+// another process takes its core) makes the caller run the next jobs alone;
+// every task still runs exactly once, with the same results.
+TEST_CASE("trainer: thread pool runs jobs alone once its worker stalls, with the same results") {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::vector<std::atomic<int>> runs(4);
+  int jobs = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (pool.solo_jobs() == 0 && std::chrono::steady_clock::now() < deadline) {
+    for (auto& r : runs) r.store(0);
+    pool.parallel_for(4, [&](int t) {
+      // 50 µs of work on the caller; on the worker 2 ms, as if descheduled.
+      const bool worker = std::this_thread::get_id() != caller;
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(worker ? 2000 : 50);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      runs[t].fetch_add(1);
+    });
+    ++jobs;
+    for (int t = 0; t < 4; ++t) REQUIRE(runs[t].load() == 1);
+  }
+  CHECK(pool.solo_jobs() > 0);
+  INFO("jobs until the caller went solo: " << jobs);
+  for (auto& r : runs) r.store(0);
+  pool.parallel_for(4, [&](int t) { runs[t].fetch_add(1); });
+  for (int t = 0; t < 4; ++t) CHECK(runs[t].load() == 1);
 }
