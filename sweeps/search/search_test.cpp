@@ -209,6 +209,25 @@ TEST_CASE("sweeps.search: both searchers beat random search on a smooth bowl (sa
   }
 }
 
+TEST_CASE("sweeps.search: tpe searches a small integer range as integers and settles on the best one") {
+  // Four integers: each a discrete kernel (a draw rounded to its integer, scored by the kernel's mass on it).
+  const SweepSpec spec = spec_of({{"k", {{"distribution", "int_uniform"}, {"min", 1}, {"max", 4}}},
+                                  {"x", {{"min", 0.0}, {"max", 1.0}}}});
+  const SearchHistory h = run(settings_of("tpe"), spec, 40, +[](const json& p) {
+    return std::abs(static_cast<double>(p["k"].get<int64_t>() - 3)) + 0.1 * p["x"].get<double>();
+  });
+  int counts[5] = {0, 0, 0, 0, 0};
+  for (size_t i = 0; i < h.finished.size(); ++i) {
+    const json& k = h.finished[i].params["k"];
+    REQUIRE(k.is_number_integer());
+    REQUIRE(k.get<int64_t>() >= 1);
+    REQUIRE(k.get<int64_t>() <= 4);
+    if (i >= 10) ++counts[k.get<int64_t>()];  // the model's suggestions
+  }
+  INFO("suggested k = 1, 2, 3, 4: ", counts[1], ", ", counts[2], ", ", counts[3], ", ", counts[4]);
+  CHECK(counts[3] > counts[1] + counts[2] + counts[4]);
+}
+
 TEST_CASE("sweeps.search: settings refused with the field named") {
   auto err = [](json file) {
     auto s = parse_search_settings(file);

@@ -11,6 +11,16 @@
 // the largest log l(x) - log g(x) is suggested: Bergstra et al. (2011)'s
 // expected-improvement argument for l/g, Falkner et al. (2018)'s multivariate
 // kernel bandwidth 0.2 n^(-1/(d+4)) (Scott's rule) as Optuna uses it.
+// An integer parameter is a discrete kernel, as in Optuna's
+// _BatchedDiscreteTruncNormDistributions: a draw is rounded to its integer,
+// and its likelihood is the normal's mass over the integer's cell (not the
+// density at the cell's middle, which overstates a narrow kernel's own cell
+// and understates its neighbours' when cells are wide, e.g. layers in 1..4).
+//
+// Compared with Debian's Optuna 3.1 (the benchmark's peer): its truncated-normal
+// log-density (_truncnorm.logpdf) leaves out the -log(sigma) term, so each
+// narrow kernel counts sigma^-1 times less than it should against the wide
+// prior; later Optuna adds the term back, and so does this file.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -45,9 +55,21 @@ struct Mixture {
   std::vector<double> log_weights;           // per component (the prior last)
   std::vector<std::vector<double>> mu;       // per component, per numeric dim
   std::vector<std::vector<double>> log_norm; // per component, per numeric dim: -log(sigma sqrt(2 pi) mass on [0, 1])
+  std::vector<std::vector<double>> log_mass; // per component, per numeric dim: log of the normal's mass on [0, 1]
   std::vector<double> sigma;                 // per component (the same for every numeric dim in [0, 1])
   std::vector<std::vector<std::vector<double>>> cat_log_p;  // per component, per categorical dim, per choice
 };
+
+// log(Phi(b) - Phi(a)) for a < b, computed in the tail where the CDF keeps its
+// relative precision; far out in a tail (where the difference underflows) the
+// density at the nearer end times the width stands in.
+double log_gauss_mass(double a, double b) {
+  if (a >= 0) std::swap(a, b), a = -a, b = -b;  // mirror into the lower half
+  const double diff = b <= 0 ? normal_cdf(b) - normal_cdf(a) : 1.0 - normal_cdf(a) - normal_cdf(-b);
+  if (diff > 1e-300) return std::log(diff);
+  const double near = std::min(std::fabs(a), std::fabs(b));
+  return std::log(b - a) - kLogSqrt2Pi - 0.5 * near * near;
+}
 
 Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>& obs, const TpeSettings& s) {
   Mixture m;
@@ -80,13 +102,15 @@ Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>
       cats.push_back(std::move(p));
     }
     const double sg = prior ? 1.0 : sigma;
-    std::vector<double> norms;
+    std::vector<double> norms, masses;
     for (double mu : mus) {
-      const double mass = normal_cdf((1.0 - mu) / sg) - normal_cdf(-mu / sg);
-      norms.push_back(-kLogSqrt2Pi - std::log(sg) - std::log(std::max(mass, 1e-300)));
+      const double log_mass = log_gauss_mass(-mu / sg, (1.0 - mu) / sg);
+      masses.push_back(log_mass);
+      norms.push_back(-kLogSqrt2Pi - std::log(sg) - log_mass);
     }
     m.mu.push_back(std::move(mus));
     m.log_norm.push_back(std::move(norms));
+    m.log_mass.push_back(std::move(masses));
     m.sigma.push_back(sg);
     m.cat_log_p.push_back(std::move(cats));
   }
@@ -116,6 +140,13 @@ double log_density(const Mixture& m, const Encoding& enc, const std::vector<doub
     for (size_t k = 0; k < enc.dims.size(); ++k) {
       if (enc.dims[k].categorical) {
         t += m.cat_log_p[c][ci++][static_cast<size_t>(x[k])];
+      } else if (enc.dims[k].cells > 0) {
+        // The normal's mass over the integer's cell, over its mass on [0, 1].
+        const double cells = static_cast<double>(enc.dims[k].cells);
+        const double lo = std::floor(std::clamp(x[k], 0.0, 1.0) * cells);
+        const double left = std::min(lo, cells - 1) / cells, right = left + 1.0 / cells;
+        t += log_gauss_mass((left - m.mu[c][ni]) * inv_sigma, (right - m.mu[c][ni]) * inv_sigma) - m.log_mass[c][ni];
+        ++ni;
       } else {
         const double z = (x[k] - m.mu[c][ni]) * inv_sigma;
         t += -0.5 * z * z + m.log_norm[c][ni++];
@@ -150,6 +181,10 @@ std::vector<double> sample(const Mixture& m, const Encoding& enc, Stream& rng) {
       x[k] = static_cast<double>(j);
     } else {
       x[k] = sample_truncnorm(m.mu[c][ni++], m.sigma[c], rng.next());
+      if (const int64_t cells = enc.dims[k].cells; cells > 0) {  // round to the integer: the middle of its cell
+        const double cell = std::min(std::floor(x[k] * static_cast<double>(cells)), static_cast<double>(cells - 1));
+        x[k] = (cell + 0.5) / static_cast<double>(cells);
+      }
     }
   }
   return x;
