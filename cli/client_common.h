@@ -24,7 +24,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "scheduler/client.h"
-#include "scheduler/store.h"
+#include "store/reader.h"
 
 namespace swept::cli {
 
@@ -67,9 +67,9 @@ class ResultSource {
   static Result<ResultSource> open(const ClientFlags& f) {
     ResultSource s;
     if (!f.db.empty()) {
-      auto store = scheduler::Store::open(f.db, scheduler::Store::Mode::kReadOnly);
-      if (!store.ok()) return store.status();
-      s.store_ = std::move(*store);
+      auto db = store::open_reader(f.db);
+      if (!db.ok()) return db.status();
+      s.db_ = std::move(*db);
       return s;
     }
     auto c = scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms);
@@ -79,25 +79,21 @@ class ResultSource {
   }
 
   Result<std::vector<protocol::SweepSummary>> sweeps(std::optional<int64_t> id) {
-    if (store_) return store_->sweep_summaries(id);
+    if (db_) return store::sweep_summaries(*db_, id);
     auto r = client_->call(protocol::QuerySweeps{"", id});
     if (!r.ok()) return r.status();
     if (auto* s = std::get_if<protocol::Sweeps>(&*r)) return std::move(s->sweeps);
     return unexpected(*r);
   }
   Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
-    if (store_) {
-      auto sums = store_->sweep_summaries(sweep_id);
-      if (!sums.ok()) return sums.status();
-      return store_->trial_rows(sweep_id);
-    }
+    if (db_) return store::trial_rows(*db_, sweep_id);
     auto r = client_->call(protocol::QueryTrials{"", sweep_id});
     if (!r.ok()) return r.status();
     if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
     return unexpected(*r);
   }
   Result<std::vector<protocol::AgentRow>> agents() {
-    if (store_) return store_->agent_rows();
+    if (db_) return store::agent_rows(*db_);
     auto r = client_->call(protocol::QueryAgents{""});
     if (!r.ok()) return r.status();
     if (auto* a = std::get_if<protocol::Agents>(&*r)) return std::move(a->agents);
@@ -110,7 +106,7 @@ class ResultSource {
     return Status::Internal(std::string("unexpected reply ") + protocol::kind_name(m));
   }
   std::unique_ptr<scheduler::Client> client_;
-  std::unique_ptr<scheduler::Store> store_;
+  std::unique_ptr<store::Connection> db_;
 };
 
 // A sweep or trial id from the command line.
@@ -177,16 +173,15 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// The best completed trial of a sweep by its metric, or nullopt.
+// The sweep's best trial: the row of summary.best_trial_id, which the store
+// computes (store/reader.h, "Best": one definition for the dashboard,
+// `swept status` and `swept best`), never recomputed here.
 inline std::optional<protocol::TrialRow> best_trial(const protocol::SweepSummary& s,
                                                     const std::vector<protocol::TrialRow>& trials) {
-  std::optional<protocol::TrialRow> best;
-  bool maximize = s.metric_goal == std::optional<std::string>("maximize");
-  for (const auto& t : trials) {
-    if (t.state != "completed" || !t.metric_value) continue;
-    if (!best || (maximize ? *t.metric_value > *best->metric_value : *t.metric_value < *best->metric_value)) best = t;
-  }
-  return best;
+  if (!s.best_trial_id) return std::nullopt;
+  for (const auto& t : trials)
+    if (t.id == *s.best_trial_id) return t;
+  return std::nullopt;
 }
 
 }  // namespace swept::cli

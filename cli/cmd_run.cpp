@@ -123,7 +123,7 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = agent::validate_options(ao); !s.ok()) return report("run", s);
 
   // The scheduler: store, socket, the sweep.
-  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  auto store = store::Writer::open(db);
   if (!store.ok()) return report("run", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), bo);
   if (Status s = broker.bind(); !s.ok()) return report("run", s);
@@ -190,7 +190,7 @@ int run_run(const std::vector<std::string>& args) {
     broker_thread.join();
   };
 
-  auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
+  auto reader = store::open_reader(db);
   if (!reader.ok()) {
     stop_agent_thread();
     stop_broker_thread();
@@ -234,7 +234,7 @@ int run_run(const std::vector<std::string>& args) {
       broker.request_cancel_all();
       stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
     }
-    auto sums = (*reader)->sweep_summaries(sweep_id);
+    auto sums = store::sweep_summaries(**reader, sweep_id);
     if (sums.ok()) last = sums->front();
     if (!interrupted) {
       auto unfit = broker.unplaceable_sweeps();
@@ -298,8 +298,8 @@ int run_run(const std::vector<std::string>& args) {
   }
 
   // The outcome, from the database.
-  auto sums = (*reader)->sweep_summaries(sweep_id);
-  auto rows = (*reader)->trial_rows(sweep_id);
+  auto sums = store::sweep_summaries(**reader, sweep_id);
+  auto rows = store::trial_rows(**reader, sweep_id);
   if (sums.ok() && rows.ok()) {
     const auto& s = sums->front();
     std::cout << "sweep " << sweep_id << " " << s.state << ": " << s.counts.completed << " completed, "

@@ -55,7 +55,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   else if (level == "warn") log::set_level(log::Level::kWarn);
   else if (level == "error") log::set_level(log::Level::kError);
 
-  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  auto store = store::Writer::open(db);
   if (!store.ok()) return report("scheduler", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), o);
   if (Status s = broker.bind(); !s.ok()) {

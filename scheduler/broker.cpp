@@ -52,7 +52,7 @@ std::string state_for_exit(const TrialExited& e, std::string* reason) {
 
 }  // namespace
 
-Broker::Broker(Store& store, const Clock& clock, BrokerOptions options)
+Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
     : store_(store), clock_(clock), options_(std::move(options)), runner_(store, clock), context_(1),
       socket_(context_, zmq::socket_type::router) {}
 
@@ -138,7 +138,7 @@ Status Broker::recover() {
   auto running = runner_.recover();
   if (!running.ok()) return running.status();
   int64_t deadline = clock_.now_ms() + options_.recovery_grace_ms;
-  for (const TrialRecord& t : *running) {
+  for (const store::TrialRecord& t : *running) {
     LiveTrial lt;
     lt.trial_id = t.id;
     lt.sweep_id = t.sweep_id;
@@ -245,7 +245,7 @@ Status Broker::turn(int max_wait_ms) {
   if (failure.ok() && cancel_all_requested_.exchange(false)) {
     auto sweeps = store_.sweeps_in_state("running");
     if (!sweeps.ok()) failure = sweeps.status();
-    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<SweepRecord>{}) {
+    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<store::SweepRecord>{}) {
       int64_t n = 0;
       failure = cancel_sweep(s.id, "stopped by the user (interrupt)", &n);
       if (!failure.ok()) break;
@@ -565,7 +565,7 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   std::optional<std::string> metric = runner_.metric_name(sweep_id);
   if (!metric && !runner_.is_running(sweep_id)) {
-    auto sums = store_.sweep_summaries(sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), sweep_id);
     if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
   }
   auto t0 = std::chrono::steady_clock::now();
@@ -633,12 +633,12 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
   } else {
     // A start not written yet goes in with the end (a short trial's
     // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
-    std::optional<Store::StartRecord> start;
+    std::optional<store::Writer::StartRecord> start;
     if (lt.start_env_json) {
-      start = Store::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
+      start = store::Writer::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
       pending_starts_.erase(trial_id);
     }
-    const Store::StartRecord* with = start ? &*start : nullptr;
+    const store::Writer::StartRecord* with = start ? &*start : nullptr;
     SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
   }
@@ -738,7 +738,7 @@ Status Broker::cancel_trial(int64_t trial_id, const std::string& reason) {
 
 Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  // Store failures answer the client and end the turn (the caller rolls back).
+  // Store (Writer) failures answer the client and end the turn (the caller rolls back).
   auto reply_error = [&](const std::string& rid, const Status& s) {
     std::string code = s.code() == StatusCode::kNotFound            ? "not_found"
                        : s.code() == StatusCode::kInvalidArgument   ? "bad_request"
@@ -768,7 +768,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   }
   if (auto* c = std::get_if<Cancel>(&m)) {
     if (c->sweep_id) {
-      auto sums = store_.sweep_summaries(*c->sweep_id);
+      auto sums = store::sweep_summaries(store_.connection(), *c->sweep_id);
       if (!sums.ok()) return refuse(c->request_id, sums.status());
       if (sums->front().state != "running") {
         send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " + sums->front().state, 0});
@@ -786,7 +786,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     return Status::Ok();
   }
   if (auto* r = std::get_if<Retry>(&m)) {
-    auto sums = store_.sweep_summaries(r->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), r->sweep_id);
     if (!sums.ok()) return refuse(r->request_id, sums.status());
     auto n = runner_.retry_failed(r->sweep_id);
     if (!n.ok()) return refuse(r->request_id, n.status());
@@ -795,21 +795,21 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     return Status::Ok();
   }
   if (auto* q = std::get_if<QuerySweeps>(&m)) {
-    auto sums = store_.sweep_summaries(q->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
     send_later(routing_id, Sweeps{q->request_id, std::move(*sums)});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryTrials>(&m)) {
-    auto sums = store_.sweep_summaries(q->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
-    auto rows = store_.trial_rows(q->sweep_id);
+    auto rows = store::trial_rows(store_.connection(), q->sweep_id);
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Trials{q->request_id, std::move(*rows)});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryAgents>(&m)) {
-    auto rows = store_.agent_rows();
+    auto rows = store::agent_rows(store_.connection());
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Agents{q->request_id, std::move(*rows)});
     return Status::Ok();

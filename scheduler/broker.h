@@ -3,7 +3,7 @@
 //
 // It owns the agent registry (sessions, liveness), the table of trials out on
 // agents, and decides what starts where by asking placement (pure) and the
-// sweep runner (queues); everything durable goes through the Store. Each turn
+// sweep runner (queues); everything durable goes through the store's Writer. Each turn
 // of the loop receives what is waiting, handles it inside one store
 // transaction, checks timers, dispatches, commits, and only then sends: an
 // acknowledgement or a START_TRIAL never leaves before the state it implies
@@ -42,7 +42,8 @@
 #include "common/status.h"
 #include "common/wakeup.h"
 #include "scheduler/placement.h"
-#include "scheduler/store.h"
+#include "store/reader.h"
+#include "store/writer.h"
 #include "scheduler/sweep_runner.h"
 
 namespace swept::scheduler {
@@ -77,7 +78,7 @@ struct BrokerStats {
 class Broker {
  public:
   // `store` and `clock` must outlive the broker.
-  Broker(Store& store, const Clock& clock, BrokerOptions options);
+  Broker(store::Writer& store, const Clock& clock, BrokerOptions options);
   ~Broker();
 
   // Binds the socket. Unavailable when the address is taken or invalid.
@@ -210,7 +211,7 @@ class Broker {
   void send_heartbeats();
   Session* session_by_routing(const std::string& routing_id);
 
-  Store& store_;
+  store::Writer& store_;
   const Clock& clock_;
   BrokerOptions options_;
   SweepRunner runner_;

@@ -3,7 +3,7 @@
 // file and a FakeClock for liveness. Waits are bounded loops over broker
 // turns, never sleeps.
 #include "scheduler/broker.h"
-#include "scheduler/test_support.h"
+#include "store/test_support.h"
 
 #include <doctest/doctest.h>
 
@@ -25,8 +25,8 @@ using namespace swept::protocol;
 
 namespace {
 
-using testing::TempDb;
-using testing::query_int;
+using store::testing::TempDb;
+using store::testing::query_int;
 
 // A scripted peer on a DEALER socket.
 struct Peer {
@@ -115,10 +115,10 @@ TrialExited exited(int64_t trial, int attempt, int code, int64_t last_seq = 0) {
 struct Fixture {
   TempDb db;
   FakeClock clock;
-  std::unique_ptr<Store> store;
+  std::unique_ptr<store::Writer> store;
   std::unique_ptr<Broker> broker;
   void start(int grace_ms = 60000) {
-    auto s = Store::open(db.path, Store::Mode::kReadWrite);
+    auto s = store::Writer::open(db.path);
     REQUIRE(s.ok());
     store = std::move(*s);
     BrokerOptions o;
@@ -183,7 +183,7 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 6);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE env IS NOT NULL AND started_at IS NOT NULL") == 3);
-  auto sums = f.store->sweep_summaries(sub->sweep_id);
+  auto sums = store::sweep_summaries(f.store->connection(), sub->sweep_id);
   REQUIRE(sums.ok());
   CHECK(sums->front().best_value == doctest::Approx(0.5));
 }

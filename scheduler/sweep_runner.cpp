@@ -35,11 +35,11 @@ Result<sweeps::SweepSpec> parse_or_explain(const std::string& text) {
 
 }  // namespace
 
-Result<std::vector<TrialRecord>> SweepRunner::recover() {
-  std::vector<TrialRecord> running;
+Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
+  std::vector<store::TrialRecord> running;
   auto sweeps = store_.sweeps_in_state("running");
   if (!sweeps.ok()) return sweeps.status();
-  for (const SweepRecord& r : *sweeps) {
+  for (const store::SweepRecord& r : *sweeps) {
     auto spec = parse_or_explain(r.spec);
     if (!spec.ok()) {
       // The file was valid when submitted; a newer sweeps/ may disagree.
@@ -71,7 +71,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   Active a;
   a.spec = std::move(*spec);
   a.total = sweeps::trial_count(a.spec);
-  SweepRecord r;
+  store::SweepRecord r;
   r.name = a.spec.name;
   r.method = method_name(a.spec.method);
   if (a.spec.metric) {
@@ -261,11 +261,11 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) {
     // A completed (or cancelled) sweep runs again: reload it.
-    auto all = store_.sweep_summaries(sweep_id);
+    auto all = store::sweep_summaries(store_.connection(), sweep_id);
     if (!all.ok()) return all.status();
     auto running = store_.sweeps_in_state(all->front().state);
     if (!running.ok()) return running.status();
-    for (const SweepRecord& r : *running) {
+    for (const store::SweepRecord& r : *running) {
       if (r.id != sweep_id) continue;
       auto spec = parse_or_explain(r.spec);
       if (!spec.ok()) return spec.status();

@@ -16,7 +16,7 @@ json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json opt_number(const std::optional<double>& v) { return v ? number(*v) : json(nullptr); }
 }  // namespace
 
-json sweep_json(const SweepSummary& s) {
+json sweep_json(const store::SweepSummary& s) {
   json j = {{"id", s.id},
             {"name", s.name},
             {"method", s.method},
@@ -30,7 +30,7 @@ json sweep_json(const SweepSummary& s) {
   return j;
 }
 
-json trial_row_json(const TrialRow& r) {
+json trial_row_json(const store::TrialRow& r) {
   json metrics = json::object();
   for (const auto& [name, value] : r.final_metrics) metrics[name] = number(value);
   return {{"id", r.id},
@@ -48,7 +48,7 @@ json trial_row_json(const TrialRow& r) {
           {"metrics", metrics}};
 }
 
-json trial_page_json(const TrialPage& p) {
+json trial_page_json(const store::TrialPage& p) {
   json rows = json::array();
   for (const auto& r : p.rows) rows.push_back(trial_row_json(r));
   return {{"sweep_id", p.query.sweep_id},
@@ -63,7 +63,7 @@ json trial_page_json(const TrialPage& p) {
           {"trials", rows}};
 }
 
-json series_json(const MetricSeries& s) {
+json series_json(const store::MetricSeries& s) {
   json steps = json::array(), values = json::array();
   for (const auto& pt : s.points) {
     steps.push_back(pt.step);
@@ -76,7 +76,7 @@ json series_json(const MetricSeries& s) {
           {"values", values}};
 }
 
-json trial_detail_json(const TrialDetail& d) {
+json trial_detail_json(const store::TrialDetail& d) {
   json j = trial_row_json(d.row);
   j["sweep_name"] = d.sweep_name;
   j["sweep_metric"] = opt(d.sweep_metric);
@@ -105,7 +105,7 @@ json trial_detail_json(const TrialDetail& d) {
   return j;
 }
 
-json agent_json(const AgentInfo& a) {
+json agent_json(const store::AgentInfo& a) {
   json gpus = json::array();
   for (const auto& g : a.gpus) {
     json holders = json::array();
@@ -127,7 +127,7 @@ json agent_json(const AgentInfo& a) {
           {"cpu_trials", a.cpu_trials}};
 }
 
-json points_json(const SweepPoints& p) {
+json points_json(const store::SweepPoints& p) {
   json points = json::array();
   for (const auto& r : p.points)
     points.push_back({{"id", r.id}, {"index", r.idx}, {"state", r.state},

@@ -1,38 +1,17 @@
-// The dashboard's read queries: see queries.h. Each query names the index of
-// scheduler/schema.sql it relies on, so that a schema change can be checked
+// The read model: see reader.h. Each query names the index of
+// store/schema.sql it relies on, so that a schema change can be checked
 // against them.
-#include "web/queries.h"
+#include "store/reader.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
 
-namespace swept::web {
+namespace swept::store {
 namespace {
 
 using nlohmann::json;
-
-// One read transaction: every query of a response sees the same snapshot.
-class ReadTransaction {
- public:
-  explicit ReadTransaction(Connection& db) : db_(db) { status_ = db_.exec("BEGIN"); }
-  ~ReadTransaction() {
-    if (status_.ok()) (void)db_.exec("COMMIT");
-  }
-  const Status& status() const { return status_; }
-
- private:
-  Connection& db_;
-  Status status_;
-};
-
-// Binds `lhs` to the value of a Result, or returns its Status: keeps the
-// many query steps below flat. Local to this file.
-#define SWEPT_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_result = (expr);             \
-  if (!lhs##_result.ok()) return lhs##_result.status(); \
-  auto& lhs = *lhs##_result
 
 std::vector<int64_t> parse_gpus(const std::optional<std::string>& text) {
   std::vector<int64_t> out;
@@ -129,18 +108,21 @@ SweepSummary sweep_from_row(const Statement& s) {
   return sw;
 }
 
-// Best trial by the sweep's metric among trials that reported it and did not
-// fail. Index: trials_by_sweep_metric (sweep_id, metric_value).
+// The sweep's best trial: the one definition (reader.h, "Best"). Index:
+// trials_by_sweep_metric (sweep_id, metric_value).
 Status fill_best(Connection& db, SweepSummary& sw) {
   if (!sw.metric_name) return Status::Ok();
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
-  std::string sql = std::string("SELECT id, metric_value FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL ") +
-                    "AND state IN ('completed', 'running', 'stopped') ORDER BY metric_value " +
-                    (maximize ? "DESC" : "ASC") + " LIMIT 1";
+  std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
+                    "metric_value IS NOT NULL AND state = 'completed' ORDER BY metric_value " +
+                    (maximize ? "DESC" : "ASC") + ", id LIMIT 1";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
   stmt.bind(1, sw.id);
   SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-  if (row) sw.best = BestTrial{stmt.int64(0), stmt.real(1)};
+  if (row) {
+    json params = json::parse(stmt.text(2), nullptr, false);
+    sw.best = BestTrial{stmt.int64(0), stmt.real(1), params.is_object() ? params : json::object()};
+  }
   return Status::Ok();
 }
 
@@ -234,7 +216,6 @@ Result<std::string> json_path(const std::vector<std::string>& keys, const std::s
   return path;
 }
 
-double param_number_or_nan(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
 
 // Every stride-th trial of the sweep (by idx) that has a metric value, plus
 // the `best_count` best ones, with params and metric_value.
@@ -297,7 +278,7 @@ Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool wit
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
   SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
-  if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; GET /api/sweeps lists them");
+  if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; `swept status` (or GET /api/sweeps) lists them");
   return sweeps.front();
 }
 }  // namespace
@@ -657,10 +638,8 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     d.sweep_name = stmt.text(17);
     d.sweep_metric = stmt.optional_text(18);
 
-    SWEPT_ASSIGN_OR_RETURN(log, db.prepare("SELECT tail FROM trial_logs WHERE trial_id = ?"));
-    log.bind(1, trial_id);
-    SWEPT_ASSIGN_OR_RETURN(has_log, log.step());
-    if (has_log) d.log_tail = log.text(0);
+    SWEPT_ASSIGN_OR_RETURN(log, trial_log_tail(db, trial_id));
+    d.log_tail = std::move(log);
 
     SWEPT_ASSIGN_OR_RETURN(att, db.prepare(
         "SELECT attempt, agent, gpus, gpu_fraction, state, exit_code, reason, started_at, ended_at "
@@ -736,6 +715,9 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
     if (it == by_name.end()) continue;
     AgentInfo& a = out[it->second];
     std::vector<int64_t> indices = parse_gpus(running.optional_text(3));
+    protocol::AgentTrial held{running.int64(0), {}, running.optional_real(4)};
+    for (int64_t gi : indices) held.gpus.push_back(static_cast<int>(gi));
+    a.running.push_back(std::move(held));
     if (indices.empty()) {
       a.cpu_trials.push_back(running.int64(0));
       continue;
@@ -749,50 +731,12 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
   return out;
 }
 
-Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points) {
+Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count) {
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
-  return sample_points(db, sweep, max_points, 20);
-}
-
-Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int64_t max_trials) {
-  ImportanceReport report;
-  {
-    ReadTransaction txn(db);
-    SWEPT_RETURN_IF_ERROR(txn.status());
-    SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
-    report.metric_name = sweep.metric_name;
-    SWEPT_ASSIGN_OR_RETURN(sample, sample_points(db, sweep, max_trials, 0));
-    report.population = sample.population;
-    report.sampled = static_cast<int64_t>(sample.points.size());
-    ImportanceInput in;
-    in.names = sample.params;
-    in.values.assign(in.names.size(), std::vector<ParamValue>(sample.points.size()));
-    in.present.assign(in.names.size(), std::vector<bool>(sample.points.size(), false));
-    for (size_t t = 0; t < sample.points.size(); ++t) {
-      const TrialRow& r = sample.points[t];
-      in.metric.push_back(r.metric_value.value_or(NAN));
-      for (size_t p = 0; p < in.names.size(); ++p) {
-        auto it = r.params.find(in.names[p]);
-        if (it == r.params.end()) continue;
-        in.present[p][t] = true;
-        if (it->is_number()) {
-          in.values[p][t] = param_number_or_nan(*it);
-        } else {
-          in.values[p][t] = it->dump();
-        }
-      }
-    }
-    report.params = parameter_importance(in, 10);
-  }
-  report.method =
-      "correlation ratio eta^2 (R^2 of a one-way ANOVA) of the sweep's metric on each parameter; numeric "
-      "parameters with more than 10 distinct values are grouped into 10 equal-count bins by rank; computed on "
-      "the trials at every k-th index that have a metric value, k chosen so that at most " +
-      std::to_string(max_trials) + " are sampled";
-  return report;
+  return sample_points(db, sweep, max_points, best_count);
 }
 
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
@@ -817,4 +761,4 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   return snap;
 }
 
-}  // namespace swept::web
+}  // namespace swept::store
