@@ -22,6 +22,7 @@
 #include "cli/flags.h"
 #include "common/exit_codes.h"
 #include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
 #include "scheduler/client.h"
 #include "store/reader.h"
@@ -146,6 +147,23 @@ inline std::string params_text(const nlohmann::json& j) {
   for (const auto& [k, v] : flat) s += (s.empty() ? "" : " ") + k + "=" + v;
   return s;
 }
+
+// "14 completed, 1 failed, 0 stopped, 0 lost": every final state's count, in
+// the order of common/states.h.
+inline std::string final_counts_text(const protocol::StateCounts& c) {
+  std::string s;
+  for (const auto& st : kTrialStates) {
+    if (!st.final) continue;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(c[st.state]);
+    s += ' ';
+    s += st.name;
+  }
+  return s;
+}
+
+// Trials not in a final state (queued or running).
+inline int64_t unfinished_count(const protocol::StateCounts& c) { return c.total() - c.done(); }
 
 // A plain text table with columns padded to their widest cell.
 class Table {

@@ -73,7 +73,7 @@ int run_export(const std::vector<std::string>& args) {
     out << "\n";
     for (size_t i = 0; i < rows->size(); ++i) {
       const auto& t = (*rows)[i];
-      out << t.id << "," << t.index << "," << t.state << "," << t.attempts << "," << csv_cell(t.agent.value_or(""))
+      out << t.id << "," << t.index << "," << name(t.state) << "," << t.attempts << "," << csv_cell(t.agent.value_or(""))
           << "," << (t.exit_code ? std::to_string(*t.exit_code) : "") << ","
           << (t.metric_value ? fmt_num(*t.metric_value) : "") << "," << csv_cell(t.reason.value_or(""));
       for (const auto& c : param_cols) out << "," << csv_cell(params[i].count(c) ? params[i][c] : "");

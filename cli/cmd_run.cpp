@@ -71,9 +71,13 @@ std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
   }
   std::string eta = "--:--";
   if (s.total_trials && done > 0) eta = clock_text(elapsed / double(done) * double(*s.total_trials - done));
-  std::string line = bar + counts + "  completed " + std::to_string(s.counts.completed) + "  running " +
-                     std::to_string(s.counts.running) + "  failed " + std::to_string(s.counts.failed) + "  elapsed " +
-                     clock_text(elapsed) + "  ETA " + eta;
+  std::string line = bar + counts;
+  for (TrialState shown : {TrialState::kCompleted, TrialState::kRunning, TrialState::kFailed}) {
+    line += "  ";
+    line += name(shown);
+    line += " " + std::to_string(s.counts[shown]);
+  }
+  line += "  elapsed " + clock_text(elapsed) + "  ETA " + eta;
   if (s.metric_name && s.best_value)
     line += "  best " + *s.metric_name + " " + fmt_num(*s.best_value) + " (trial " + std::to_string(*s.best_trial_id) + ")";
   return line;
@@ -250,7 +254,7 @@ int run_run(const std::vector<std::string>& args) {
       }
     }
     if (interrupted) {
-      bool ended = last && last->state != "running" && broker.live_trials() == 0;
+      bool ended = last && last->state != SweepState::kRunning && broker.live_trials() == 0;
       if (ended || signals > 1 || now > stop_deadline) {
         rc = unfit_exit ? kExitUsage : kExitInterrupted;
         break;
@@ -264,9 +268,9 @@ int run_run(const std::vector<std::string>& args) {
       std::cerr << progress_line(*last, elapsed) << "\n";
       last_line = now;
     }
-    if (last->state != "running" && last->counts.running == 0 && broker.live_trials() == 0) {
+    if (last->state != SweepState::kRunning && last->counts[TrialState::kRunning] == 0 && broker.live_trials() == 0) {
       if (tty || lines) std::cerr << (tty ? "\r" : "") << progress_line(*last, elapsed) << (tty ? "\033[K\n" : "\n");
-      rc = (last->state == "completed" && last->counts.completed == last->counts.total()) ? kExitOk
+      rc = (last->state == SweepState::kCompleted && last->counts[TrialState::kCompleted] == last->counts.total()) ? kExitOk
                                                                                          : kExitNotAllCompleted;
       break;
     }
@@ -302,10 +306,8 @@ int run_run(const std::vector<std::string>& args) {
   auto rows = store::trial_rows(**reader, sweep_id);
   if (sums.ok() && rows.ok()) {
     const auto& s = sums->front();
-    std::cout << "sweep " << sweep_id << " " << s.state << ": " << s.counts.completed << " completed, "
-              << s.counts.failed << " failed, " << s.counts.stopped << " stopped, "
-              << (s.counts.lost ? std::to_string(s.counts.lost) + " lost, " : std::string())
-              << s.counts.queued + s.counts.running << " not run\n";
+    std::cout << "sweep " << sweep_id << " " << name(s.state) << ": " << final_counts_text(s.counts) << ", "
+              << unfinished_count(s.counts) << " not run\n";
     if (auto best = best_trial(s, *rows))
       std::cout << "best: trial " << best->id << " " << *s.metric_name << "=" << fmt_num(*best->metric_value) << "  "
                 << params_text(best->params) << "\n";

@@ -30,24 +30,25 @@ constexpr auto kGatherWindow = std::chrono::microseconds(2000);
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
-// What a TRIAL_EXITED means for the trial: its state and the reason shown.
-std::string state_for_exit(const TrialExited& e, std::string* reason) {
-  std::string state = "failed";
+// What a TRIAL_EXITED means for the trial: the event (the process ended
+// with an outcome, or the agent lost it) and the reason shown.
+TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
+  TrialEvent event = TrialEvent::finish(TrialState::kFailed);
   std::string why;
   switch (e.cause) {
     case ExitCause::kExited:
-      state = e.exit_code.value_or(1) == 0 ? "completed" : "failed";
+      if (e.exit_code.value_or(1) == 0) event = TrialEvent::finish(TrialState::kCompleted);
       why = "exit code " + std::to_string(e.exit_code.value_or(-1));
       break;
     case ExitCause::kSignaled: why = "killed by signal " + std::to_string(e.signal.value_or(0)); break;
     case ExitCause::kTimeout: why = "timed out"; break;
     case ExitCause::kLaunchFailed: why = "could not start"; break;
-    case ExitCause::kStopped: state = "stopped"; why = "stopped"; break;
-    case ExitCause::kAgentShutdown: state = "lost"; why = "its agent shut down"; break;
-    case ExitCause::kNotRunning: state = "lost"; why = "its agent was not running it"; break;
+    case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
+    case ExitCause::kAgentShutdown: event = {TrialEventKind::kLose}; why = "its agent shut down"; break;
+    case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
   }
   *reason = e.reason.empty() ? why : e.reason;
-  return state;
+  return event;
 }
 
 }  // namespace
@@ -134,7 +135,7 @@ Broker::Session* Broker::session_by_routing(const std::string& routing_id) {
 Status Broker::recover() {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   // Nobody is connected yet: agents must register again.
-  SWEPT_RETURN_IF_ERROR(store_.mark_all_agents("alive", "lost"));
+  SWEPT_RETURN_IF_ERROR(store_.mark_all_agents(AgentState::kAlive, AgentState::kLost));
   auto running = runner_.recover();
   if (!running.ok()) return running.status();
   int64_t deadline = clock_.now_ms() + options_.recovery_grace_ms;
@@ -243,7 +244,7 @@ Status Broker::turn(int max_wait_ms) {
     if (!failure.ok()) break;
   }
   if (failure.ok() && cancel_all_requested_.exchange(false)) {
-    auto sweeps = store_.sweeps_in_state("running");
+    auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
     if (!sweeps.ok()) failure = sweeps.status();
     for (const auto& s : sweeps.ok() ? *sweeps : std::vector<store::SweepRecord>{}) {
       int64_t n = 0;
@@ -402,7 +403,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   }
   // The same connection re-registering under another name: the old name is gone.
   if (Session* cur = session_by_routing(routing_id); cur && cur->name != r.name)
-    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, "gone"));
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, AgentState::kGone));
 
   Session& s = sessions_[routing_id];
   s.routing_id = routing_id;
@@ -438,7 +439,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     }
     auto rec = store_.trial_record(rt.trial_id);
     if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
-        rec->state == "queued" && runner_.adopt_queued(rec->sweep_id, rec->id)) {
+        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && runner_.adopt_queued(rec->sweep_id, rec->id)) {
       // Given up while its agent was away, not restarted yet: take it back.
       LiveTrial lt;
       lt.trial_id = rec->id;
@@ -504,7 +505,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
   if (auto* ex = std::get_if<TrialExited>(&m)) return on_trial_exited(s, *ex, false);
   if (auto* dc = std::get_if<Disconnect>(&m)) {
     log::info("agent " + s.name + " disconnected: " + dc->reason);
-    return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", "gone");
+    return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", AgentState::kGone);
   }
   return Status::Ok();
 }
@@ -581,30 +582,33 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
 
 Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
   std::string reason;
-  std::string state = state_for_exit(e, &reason);
+  TrialEvent event = event_for_exit(e, &reason);
+  const bool lost = event.kind == TrialEventKind::kLose;
   auto it = live_.find(e.trial_id);
   if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
-    if (state == "lost")
+    if (lost)
       SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
     else
-      SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, state, &e, reason));
+      SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, event.outcome, &e, reason));
   } else if (it == live_.end() || it->second.attempt != e.attempt) {
     SWEPT_RETURN_IF_ERROR(ensure_tx());
     auto rec = store_.trial_record(e.trial_id);
-    if (rec.ok() && rec->attempts == e.attempt && (rec->state == "queued" || rec->state == "lost") &&
-        state != "lost" && runner_.is_running(rec->sweep_id)) {
+    std::optional<TrialState> late;  // a given-up attempt's result (queued or lost -> outcome)
+    if (rec.ok() && rec->attempts == e.attempt && !lost && rec->state != TrialState::kRunning)
+      late = next_trial_state(rec->state, event, 0);
+    if (late && runner_.is_running(rec->sweep_id)) {
       // Given up while its agent was away (requeued, or lost with no retries
       // left), but it finished: its result stands.
       runner_.forget_queued(rec->sweep_id, rec->id);
-      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
+      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, *late, e.exit_code, reason, e.ended_at));
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, *late, e.exit_code, reason, e.ended_at));
       stat_finished_++;
       SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
       dirty_ = true;
-      log::info("trial " + to_s(e.trial_id) + " finished on " + s.name + " while given up: recorded as " + state);
+      log::info("trial " + to_s(e.trial_id) + " finished on " + s.name + " while given up: recorded as " + std::string(name(*late)));
     } else if (rec.ok() && rec->attempts != e.attempt) {
       // A superseded attempt: history only.
-      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, "lost", e.exit_code,
+      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, TrialState::kLost, e.exit_code,
                                                "ended after it was superseded: " + reason, e.ended_at));
     }
     // else: the same attempt, already final (a repeated TRIAL_EXITED): nothing to do.
@@ -613,7 +617,7 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
   return Status::Ok();
 }
 
-Status Broker::finish_live(int64_t trial_id, const std::string& state, const TrialExited* e,
+Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited* e,
                            const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
@@ -629,7 +633,7 @@ Status Broker::finish_live(int64_t trial_id, const std::string& state, const Tri
   double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
   std::optional<int> code = e ? e->exit_code : std::nullopt;
   if (lt.cancelled) {
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "stopped", code, reason, ended));
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, code, reason, ended));
   } else {
     // A start not written yet goes in with the end (a short trial's
     // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
@@ -658,18 +662,20 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   double now = clock_.wall_seconds();
   // An attempt the agent never confirmed did not run: say so in the history.
   std::string attempt_reason = lt.started ? reason : "never started: " + reason;
-  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "lost", std::nullopt, attempt_reason, now));
+  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+  // Never confirmed started: the attempt did not run, so it costs no retry.
+  const int retries_left = lt.started ? lt.max_retries - lt.attempt + 1 : 1;
+  const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
   if (lt.cancelled) {
     runner_.trial_ended(lt.sweep_id);
-  } else if (!lt.started || lt.attempt <= lt.max_retries) {
-    // Never confirmed started: the attempt did not run, so it costs no retry.
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "queued", std::nullopt, "requeued: " + reason, std::nullopt));
+  } else if (next == TrialState::kQueued) {
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
     runner_.requeue(lt.sweep_id, trial_id);
     log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
   } else {
     // Final: `lost`, not `failed`: the trial did not fail, its host went away.
     std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "lost", std::nullopt, why, now));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, now));
     runner_.trial_ended(lt.sweep_id);
     log::info("trial " + to_s(trial_id) + " lost: " + why);
   }
@@ -678,7 +684,7 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   return Status::Ok();
 }
 
-Status Broker::on_agent_gone(std::string routing_id, const std::string& why, const char* new_state) {
+Status Broker::on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state) {
   auto it = sessions_.find(routing_id);
   if (it == sessions_.end()) return Status::Ok();
   std::string name = it->second.name;
@@ -720,20 +726,24 @@ Status Broker::cancel_trial(int64_t trial_id, const std::string& reason) {
     LiveTrial& lt = it->second;
     if (lt.cancelled) return Status::Ok();
     lt.cancelled = true;
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+    const TrialState stopped = next_trial_state(TrialState::kRunning, {TrialEventKind::kCancel}, 0).value();
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, stopped, std::nullopt, reason, clock_.wall_seconds()));
     if (auto n = routing_by_name_.find(lt.agent); n != routing_by_name_.end())
       send_later(n->second, StopTrial{trial_id, lt.attempt, reason});
     return Status::Ok();
   }
   auto rec = store_.trial_record(trial_id);
   if (!rec.ok()) return rec.status();
-  if (rec->state == "queued") {
+  // Not live: only a queued trial can still be cancelled (a running one is live).
+  auto stopped = rec->state == TrialState::kQueued ? next_trial_state(rec->state, {TrialEventKind::kCancel}, 0)
+                                                   : std::nullopt;
+  if (stopped) {
     runner_.forget_queued(rec->sweep_id, trial_id);
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, *stopped, std::nullopt, reason, clock_.wall_seconds()));
     SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
     return Status::Ok();
   }
-  return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + rec->state);
+  return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + std::string(name(rec->state)));
 }
 
 Status Broker::handle_client(const std::string& routing_id, const Message& m) {
@@ -770,8 +780,9 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     if (c->sweep_id) {
       auto sums = store::sweep_summaries(store_.connection(), *c->sweep_id);
       if (!sums.ok()) return refuse(c->request_id, sums.status());
-      if (sums->front().state != "running") {
-        send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " + sums->front().state, 0});
+      if (sums->front().state != SweepState::kRunning) {
+        send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " +
+                                                       std::string(name(sums->front().state)), 0});
         return Status::Ok();
       }
       int64_t n = 0;
@@ -828,7 +839,7 @@ Status Broker::check_timers() {
   for (const auto& rid : silent) {
     log::warn("agent " + sessions_[rid].name + " missed " + std::to_string(options_.liveness) +
               " heartbeats: declared lost");
-    SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", "lost"));
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", AgentState::kLost));
   }
   std::vector<int64_t> orphans, unconfirmed;
   for (const auto& [id, lt] : live_) {

@@ -187,10 +187,10 @@ class Broker {
   Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
-  Status on_agent_gone(std::string routing_id, const std::string& why, const char* new_state);
+  Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
-  Status finish_live(int64_t trial_id, const std::string& state, const protocol::TrialExited* e,
+  Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e,
                      const std::string& reason);
   // A live trial's attempt is lost: requeue or fail per max_retries.
   Status lose_live(int64_t trial_id, const std::string& reason);

@@ -39,8 +39,8 @@ TEST_CASE("store: a database written by swept 0.1.0 opens, is upgraded in place 
   REQUIRE(sums->size() == 1);
   const auto& s = sums->front();
   CHECK(s.name == "quadratic-python");
-  CHECK(s.state == "completed");
-  CHECK(s.counts.completed == 14);
+  CHECK(s.state == swept::SweepState::kCompleted);
+  CHECK(s.counts[swept::TrialState::kCompleted] == 14);
   CHECK(s.counts.done() == 14);
   REQUIRE(s.best_trial_id);
   CHECK(*s.best_trial_id == 9);
@@ -58,7 +58,7 @@ TEST_CASE("store: a database written by swept 0.1.0 opens, is upgraded in place 
   r.name = "after-upgrade";
   r.method = "grid";
   r.spec = "{}";
-  r.state = "running";
+  r.state = swept::SweepState::kRunning;
   r.created_at = 1;
   auto sid = (*writer)->insert_sweep(r);
   REQUIRE(sid.ok());

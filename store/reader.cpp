@@ -99,13 +99,26 @@ SweepSummary sweep_from_row(const Statement& s) {
   sw.method = s.text(2);
   sw.metric_name = s.optional_text(3);
   sw.metric_goal = s.optional_text(4);
-  sw.state = s.text(5);
+  sw.state = sweep_state_named(s.text(5)).value_or(SweepState::kRunning);
   sw.total_trials = s.optional_int64(6);
   sw.created_at = s.real(7);
   sw.finished_at = s.optional_real(8);
   sw.trials_created = s.int64(9);
-  for (const auto& st : trial_states()) sw.counts[st] = 0;
   return sw;
+}
+
+// The states whose trials may be "best" (common/states.h), as an SQL list:
+// 'completed'.
+std::string best_states_sql() {
+  std::string list;
+  for (const auto& s : kTrialStates) {
+    if (!s.counts_for_best) continue;
+    if (!list.empty()) list += ',';
+    list += '\'';
+    list += s.name;
+    list += '\'';
+  }
+  return list;
 }
 
 // The sweep's best trial: the one definition (reader.h, "Best"). Index:
@@ -114,7 +127,7 @@ Status fill_best(Connection& db, SweepSummary& sw) {
   if (!sw.metric_name) return Status::Ok();
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
   std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
-                    "metric_value IS NOT NULL AND state = 'completed' ORDER BY metric_value " +
+                    "metric_value IS NOT NULL AND state IN (" + best_states_sql() + ") ORDER BY metric_value " +
                     (maximize ? "DESC" : "ASC") + ", id LIMIT 1";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
   stmt.bind(1, sw.id);
@@ -139,7 +152,8 @@ Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optio
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
     auto it = by_id.find(stmt.int64(0));
-    if (it != by_id.end()) it->second->counts[stmt.text(1)] = stmt.int64(2);
+    auto state = trial_state_named(stmt.text(1));
+    if (it != by_id.end() && state) it->second->counts[*state] = stmt.int64(2);
   }
   return Status::Ok();
 }
@@ -171,7 +185,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.id = s.int64(0);
   r.sweep_id = s.int64(1);
   r.idx = s.int64(2);
-  r.state = s.text(3);
+  r.state = trial_state_named(s.text(3)).value_or(TrialState::kQueued);
   r.attempts = s.int64(4);
   r.agent = s.optional_text(5);
   r.gpus = parse_gpus(s.optional_text(6));
@@ -259,11 +273,6 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
 }
 
 }  // namespace
-
-const std::vector<std::string>& trial_states() {
-  static const std::vector<std::string> states = {"queued", "running", "completed", "failed", "stopped", "lost"};
-  return states;
-}
 
 Result<std::vector<SweepSummary>> list_sweeps(Connection& db) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
@@ -383,11 +392,6 @@ Result<std::vector<TrialRow>> rows_by_id(Connection& db, const std::vector<int64
 Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCache* param_cache) {
   if (q.limit < 1 || q.limit > 1000) return Status::InvalidArgument("limit must be between 1 and 1000");
   if (q.offset < 0) return Status::InvalidArgument("offset must be 0 or more");
-  for (const auto& st : q.states) {
-    if (std::find(trial_states().begin(), trial_states().end(), st) == trial_states().end())
-      return Status::InvalidArgument("unknown state '" + st +
-                                     "'; use queued, running, completed, failed, stopped or lost");
-  }
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, q.sweep_id, /*with_counts=*/false));
@@ -407,7 +411,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   }
   auto bind_where = [&](Statement& st, int first) {
     st.bind(first++, q.sweep_id);
-    for (const auto& s : q.states) st.bind(first++, std::string_view(s));
+    for (TrialState s : q.states) st.bind(first++, s);
     return first;
   };
   // Total for the pager. Index: trials_by_sweep_state (covering).
@@ -653,7 +657,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
       a.agent = att.text(1);
       a.gpus = parse_gpus(att.optional_text(2));
       a.gpu_fraction = att.optional_real(3);
-      a.state = att.text(4);
+      a.state = trial_state_named(att.text(4)).value_or(TrialState::kRunning);
       a.exit_code = att.optional_int64(5);
       a.reason = att.optional_text(6);
       a.started_at = att.real(7);
@@ -683,7 +687,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
     AgentInfo a;
     a.name = agents.text(0);
     a.host = agents.text(1);
-    a.state = agents.text(2);
+    a.state = agent_state_named(agents.text(2)).value_or(AgentState::kAlive);
     a.slots = agents.int64(3);
     a.registered_at = agents.real(4);
     a.last_seen = agents.real(5);
@@ -705,7 +709,8 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
   }
   // What runs where, derived from running trials. Index: trials_by_state.
   SWEPT_ASSIGN_OR_RETURN(running, db.prepare(
-      "SELECT id, sweep_id, agent, gpus, gpu_fraction FROM trials WHERE state = 'running' ORDER BY id"));
+      "SELECT id, sweep_id, agent, gpus, gpu_fraction FROM trials WHERE state = ? ORDER BY id"));
+  running.bind(1, TrialState::kRunning);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
@@ -748,7 +753,8 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt));
   snap.sweeps = std::move(sweeps);
   // Index: trials_by_state.
-  SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = 'running' ORDER BY id LIMIT ?"));
+  SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = ?2 ORDER BY id LIMIT ?1"));
+  running.bind(2, TrialState::kRunning);
   running.bind(1, static_cast<int64_t>(max_running));
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());

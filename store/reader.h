@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
 #include "store/downsample.h"
 #include "store/sqlite.h"
@@ -44,9 +45,6 @@ namespace swept::store {
 // comes from a newer swept.
 Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
 
-// The trial states of schema.sql, in display order.
-const std::vector<std::string>& trial_states();
-
 struct BestTrial {
   int64_t trial_id = 0;
   double value = 0;
@@ -55,13 +53,14 @@ struct BestTrial {
 
 struct SweepSummary {
   int64_t id = 0;
-  std::string name, method, state;
+  std::string name, method;
+  SweepState state = SweepState::kRunning;
   std::optional<std::string> metric_name, metric_goal;
   std::optional<int64_t> total_trials;
   int64_t trials_created = 0;  // next_index: trials 0..trials_created-1 exist
   double created_at = 0;
   std::optional<double> finished_at;
-  std::map<std::string, int64_t> counts;  // every state of trial_states(), zeros included
+  protocol::StateCounts counts;           // per trial state (common/states.h)
   std::optional<BestTrial> best;          // see "Best" above
 };
 
@@ -74,7 +73,7 @@ struct SweepColumns {
 
 struct TrialQuery {
   int64_t sweep_id = 0;
-  std::vector<std::string> states;  // empty: all
+  std::vector<TrialState> states;  // empty: all
   // "id", "idx", "state", "attempts", "agent", "metric" (the sweep's metric),
   // "started_at", "ended_at", "param:NAME", "metric:NAME".
   std::string sort = "idx";
@@ -87,7 +86,7 @@ struct TrialQuery {
 
 struct TrialRow {
   int64_t id = 0, sweep_id = 0, idx = 0, attempts = 0;
-  std::string state;
+  TrialState state = TrialState::kQueued;
   std::optional<std::string> agent;
   std::vector<int64_t> gpus;
   std::optional<double> gpu_fraction, metric_value, started_at, ended_at;
@@ -105,7 +104,8 @@ struct TrialPage {
 
 struct AttemptRow {
   int64_t attempt = 0;
-  std::string agent, state;
+  std::string agent;
+  TrialState state = TrialState::kRunning;  // of this attempt: running, or how it ended
   std::vector<int64_t> gpus;
   std::optional<double> gpu_fraction, ended_at;
   std::optional<int64_t> exit_code;
@@ -144,7 +144,8 @@ struct GpuInfo {
   std::vector<GpuHolder> holders;
 };
 struct AgentInfo {
-  std::string name, host, state;
+  std::string name, host;
+  AgentState state = AgentState::kAlive;
   int64_t slots = 0;
   double registered_at = 0, last_seen = 0;
   std::vector<GpuInfo> gpus;

@@ -29,16 +29,7 @@ protocol::SweepSummary to_protocol(const SweepSummary& s) {
   p.total_trials = s.total_trials;
   p.created_at = s.created_at;
   p.finished_at = s.finished_at;
-  auto count = [&](const char* state) {
-    auto it = s.counts.find(state);
-    return it == s.counts.end() ? int64_t{0} : it->second;
-  };
-  p.counts.queued = count("queued");
-  p.counts.running = count("running");
-  p.counts.completed = count("completed");
-  p.counts.failed = count("failed");
-  p.counts.stopped = count("stopped");
-  p.counts.lost = count("lost");
+  p.counts = s.counts;
   if (s.best) {
     p.best_trial_id = s.best->trial_id;
     p.best_value = s.best->value;
@@ -94,7 +85,7 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.id = st.int64(0);
     t.sweep_id = st.int64(1);
     t.index = st.int64(2);
-    t.state = st.text(3);
+    t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
     t.attempts = static_cast<int>(st.int64(4));
     t.agent = st.optional_text(5);
     t.gpus = parse_gpu_list(st.optional_text(6));

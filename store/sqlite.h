@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/states.h"
 #include "common/status.h"
 
 namespace swept::store {
@@ -76,6 +77,10 @@ class Statement {
   Statement& bind(int index, const std::string& value) { return bind(index, std::string_view(value)); }
   Statement& bind(int index, const char* value) { return bind(index, std::string_view(value)); }
   Statement& bind_null(int index) { return note(sqlite3_bind_null(stmt_, index)); }
+  // States bind as their names (common/states.h): the SQL spelling.
+  Statement& bind(int index, TrialState s) { return bind(index, name(s)); }
+  Statement& bind(int index, SweepState s) { return bind(index, name(s)); }
+  Statement& bind(int index, AgentState s) { return bind(index, name(s)); }
   template <typename T>
   Statement& bind(int index, const std::optional<T>& value) {
     return value ? bind(index, *value) : bind_null(index);

@@ -32,7 +32,7 @@ TrialRecord read_trial_record(const Statement& st) {
   t.id = st.int64(0);
   t.sweep_id = st.int64(1);
   t.index = st.int64(2);
-  t.state = st.text(3);
+  t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
   t.attempts = static_cast<int>(st.int64(4));
   t.agent = st.text(5);
   t.gpus = parse_gpu_list(st.optional_text(6));
@@ -144,7 +144,7 @@ Result<int64_t> Writer::insert_sweep(const SweepRecord& s) {
   return conn_->last_insert_rowid();
 }
 
-Result<std::vector<SweepRecord>> Writer::sweeps_in_state(const std::string& state) {
+Result<std::vector<SweepRecord>> Writer::sweeps_in_state(SweepState state) {
   SWEPT_CACHED(st,
                 "SELECT id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at "
                 "FROM sweeps WHERE state=? ORDER BY id");
@@ -160,7 +160,7 @@ Result<std::vector<SweepRecord>> Writer::sweeps_in_state(const std::string& stat
     r.metric_name = st.optional_text(3);
     r.metric_goal = st.optional_text(4);
     r.spec = st.text(5);
-    r.state = st.text(6);
+    r.state = sweep_state_named(st.text(6)).value_or(SweepState::kRunning);
     r.total_trials = st.optional_int64(7);
     r.next_index = st.int64(8);
     r.created_at = st.real(9);
@@ -169,7 +169,7 @@ Result<std::vector<SweepRecord>> Writer::sweeps_in_state(const std::string& stat
   return out;
 }
 
-Status Writer::set_sweep_state(int64_t sweep_id, const std::string& state, std::optional<double> finished_at) {
+Status Writer::set_sweep_state(int64_t sweep_id, SweepState state, std::optional<double> finished_at) {
   SWEPT_CACHED(st, "UPDATE sweeps SET state=?, finished_at=? WHERE id=?");
   st.bind(1, state);
   st.bind(2, finished_at);
@@ -184,7 +184,8 @@ Result<int64_t> Writer::insert_trial(int64_t sweep_id, int64_t index, const std:
                                     const std::string& command_json, double now) {
   SWEPT_CACHED(st,
                 "INSERT INTO trials(sweep_id, idx, params, command, state, attempts, created_at) "
-                "VALUES(?,?,?,?,'queued',0,?)");
+                "VALUES(?1,?2,?3,?4,?6,0,?5)");
+  st.bind(6, TrialState::kQueued);
   st.bind(1, sweep_id);
   st.bind(2, index);
   st.bind(3, params_json);
@@ -199,7 +200,7 @@ Result<int64_t> Writer::insert_trial(int64_t sweep_id, int64_t index, const std:
   return id;
 }
 
-Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, const std::string& state) {
+Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, TrialState state) {
   SWEPT_CACHED(st,
                 "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
                 "started_at IS NOT NULL FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
@@ -226,7 +227,7 @@ Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
   return t;
 }
 
-Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, const std::string& state) {
+Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, TrialState state) {
   SWEPT_CACHED(st, "SELECT id FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
   st.bind(1, sweep_id);
   st.bind(2, state);
@@ -246,8 +247,9 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   if (gpu_fraction > 0) fraction = gpu_fraction;
   std::string g = gpus_json(gpus);
   SWEPT_CACHED(st,
-                "UPDATE trials SET state='running', attempts=?, agent=?, gpus=?, gpu_fraction=?, exit_code=NULL, "
-                "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?");
+                "UPDATE trials SET state=?6, attempts=?1, agent=?2, gpus=?3, gpu_fraction=?4, exit_code=NULL, "
+                "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?5");
+  st.bind(6, TrialState::kRunning);
   st.bind(1, attempt);
   st.bind(2, agent);
   st.bind(3, g);
@@ -256,7 +258,8 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   SWEPT_RETURN_IF_ERROR(st.run());
   SWEPT_CACHED(ins,
                 "INSERT OR REPLACE INTO attempts(trial_id, attempt, agent, gpus, gpu_fraction, state, started_at, "
-                "metrics_seq) VALUES(?,?,?,?,?,'running',?,0)");
+                "metrics_seq) VALUES(?1,?2,?3,?4,?5,?7,?6,0)");
+  ins.bind(7, TrialState::kRunning);
   ins.bind(1, trial_id);
   ins.bind(2, attempt);
   ins.bind(3, agent);
@@ -268,11 +271,15 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
 }
 
 Status Writer::reopen_attempt(int64_t trial_id, int attempt, const std::string& agent) {
-  SWEPT_CACHED(st, "UPDATE trials SET state='running', agent=?, exit_code=NULL, reason=NULL, ended_at=NULL WHERE id=?");
+  SWEPT_CACHED(st,
+               "UPDATE trials SET state=?3, agent=?1, exit_code=NULL, reason=NULL, ended_at=NULL WHERE id=?2");
+  st.bind(3, TrialState::kRunning);
   st.bind(1, agent);
   st.bind(2, trial_id);
   SWEPT_RETURN_IF_ERROR(st.run());
-  SWEPT_CACHED(at, "UPDATE attempts SET state='running', reason=NULL, ended_at=NULL WHERE trial_id=? AND attempt=?");
+  SWEPT_CACHED(at,
+               "UPDATE attempts SET state=?3, reason=NULL, ended_at=NULL WHERE trial_id=?1 AND attempt=?2");
+  at.bind(3, TrialState::kRunning);
   at.bind(1, trial_id);
   at.bind(2, attempt);
   SWEPT_RETURN_IF_ERROR(at.run());
@@ -303,7 +310,7 @@ Status Writer::fill_started_at(int64_t trial_id, int attempt, double started_at)
   return Status::Ok();
 }
 
-Status Writer::end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state,
+Status Writer::end_attempt(int64_t trial_id, int attempt, TrialState attempt_state,
                           std::optional<int> exit_code, const std::string& reason, double ended_at,
                           const StartRecord* start) {
   SWEPT_CACHED(st,
@@ -320,7 +327,7 @@ Status Writer::end_attempt(int64_t trial_id, int attempt, const std::string& att
   return Status::Ok();
 }
 
-Status Writer::set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
+Status Writer::set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                               const std::optional<std::string>& reason, std::optional<double> ended_at,
                               const StartRecord* start) {
   SWEPT_CACHED(st,
@@ -426,9 +433,10 @@ Status Writer::append_log(int64_t trial_id, const std::string& chunk) {
 Status Writer::upsert_agent(const std::string& name, const std::string& host, int slots,
                            const std::vector<protocol::GpuInfo>& gpus, double now) {
   SWEPT_CACHED(st,
-                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen) VALUES(?,?,'alive',?,?,?) "
-                "ON CONFLICT(name) DO UPDATE SET host=excluded.host, state='alive', slots=excluded.slots, "
+                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen) VALUES(?1,?2,?6,?3,?4,?5) "
+                "ON CONFLICT(name) DO UPDATE SET host=excluded.host, state=excluded.state, slots=excluded.slots, "
                 "registered_at=excluded.registered_at, last_seen=excluded.last_seen");
+  st.bind(6, AgentState::kAlive);
   st.bind(1, name);
   st.bind(2, host);
   st.bind(3, slots);
@@ -450,7 +458,7 @@ Status Writer::upsert_agent(const std::string& name, const std::string& host, in
   return Status::Ok();
 }
 
-Status Writer::set_agent_state(const std::string& name, const std::string& state, double now) {
+Status Writer::set_agent_state(const std::string& name, AgentState state, double now) {
   SWEPT_CACHED(st, "UPDATE agents SET state=?, last_seen=? WHERE name=?");
   st.bind(1, state);
   st.bind(2, now);
@@ -459,7 +467,7 @@ Status Writer::set_agent_state(const std::string& name, const std::string& state
   return Status::Ok();
 }
 
-Status Writer::mark_all_agents(const std::string& from_state, const std::string& to_state) {
+Status Writer::mark_all_agents(AgentState from_state, AgentState to_state) {
   SWEPT_CACHED(st, "UPDATE agents SET state=? WHERE state=?");
   st.bind(1, to_state);
   st.bind(2, from_state);

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
 #include "store/schema.h"
 
@@ -39,7 +40,7 @@ struct SweepRecord {
   std::optional<std::string> metric_name;
   std::optional<std::string> metric_goal;
   std::string spec;
-  std::string state;  // running | completed | cancelled
+  SweepState state = SweepState::kRunning;
   std::optional<int64_t> total_trials;
   int64_t next_index = 0;
   double created_at = 0;
@@ -50,7 +51,7 @@ struct TrialRecord {
   int64_t id = 0;
   int64_t sweep_id = 0;
   int64_t index = 0;
-  std::string state;
+  TrialState state = TrialState::kQueued;
   int attempts = 0;
   std::string agent;
   std::vector<int> gpus;
@@ -82,16 +83,16 @@ class Writer {
 
   // ---- sweeps ----
   Result<int64_t> insert_sweep(const SweepRecord& s);
-  Result<std::vector<SweepRecord>> sweeps_in_state(const std::string& state);
-  Status set_sweep_state(int64_t sweep_id, const std::string& state, std::optional<double> finished_at);
+  Result<std::vector<SweepRecord>> sweeps_in_state(SweepState state);
+  Status set_sweep_state(int64_t sweep_id, SweepState state, std::optional<double> finished_at);
 
   // ---- trials ----
   // Inserts trial `index` of the sweep (state queued) and advances the
   // sweep's next_index to index+1. Returns the trial id.
   Result<int64_t> insert_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
                                const std::string& command_json, double now);
-  // Trials of a sweep in a state ("queued", "running", ...), ordered by index.
-  Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, const std::string& state);
+  // Trials of a sweep in a state, ordered by index.
+  Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                        double gpu_fraction, double now);
@@ -111,16 +112,16 @@ class Writer {
     double started_at = 0;
   };
   // Ends an attempt in the history only (state of that attempt).
-  Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
+  Status end_attempt(int64_t trial_id, int attempt, TrialState attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at, const StartRecord* start = nullptr);
   // Sets the trial's own state (final or queued) with its exit code and reason.
-  Status set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
+  Status set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at,
                          const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it, or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
   // Trials of a sweep in a state, ids only, ordered by index.
-  Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, const std::string& state);
+  Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);
 
   // ---- metrics and logs ----
   // Stores one METRICS batch idempotently: skipped (returns false) when
@@ -136,8 +137,8 @@ class Writer {
   // ---- agents ----
   Status upsert_agent(const std::string& name, const std::string& host, int slots,
                       const std::vector<protocol::GpuInfo>& gpus, double now);
-  Status set_agent_state(const std::string& name, const std::string& state, double now);
-  Status mark_all_agents(const std::string& from_state, const std::string& to_state);
+  Status set_agent_state(const std::string& name, AgentState state, double now);
+  Status mark_all_agents(AgentState from_state, AgentState to_state);
 
   // The connection, for the read model (reader.h) on the scheduler's side:
   // reads through it see this writer's uncommitted work.

@@ -30,7 +30,7 @@ SweepRecord sweep(const char* goal = "minimize") {
   s.metric_name = "loss";
   s.metric_goal = goal;
   s.spec = "{}";
-  s.state = "running";
+  s.state = swept::SweepState::kRunning;
   s.total_trials = 3;
   s.created_at = 100;
   return s;
@@ -184,8 +184,8 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   REQUIRE(s.start_attempt(ids[0], 1, "a", {0}, 0, 10).ok());
   REQUIRE(s.confirm_started(ids[0], 1, R"({"CUDA_VISIBLE_DEVICES":"0"})", 11).ok());
   REQUIRE(*s.add_metrics(batch(ids[0], 1, 1, {{5, "loss", 0.8}}), "loss"));
-  REQUIRE(s.end_attempt(ids[0], 1, "completed", 0, "exit code 0", 12).ok());
-  REQUIRE(s.set_trial_state(ids[0], "completed", 0, "exit code 0", 12).ok());
+  REQUIRE(s.end_attempt(ids[0], 1, swept::TrialState::kCompleted, 0, "exit code 0", 12).ok());
+  REQUIRE(s.set_trial_state(ids[0], swept::TrialState::kCompleted, 0, "exit code 0", 12).ok());
   REQUIRE(s.start_attempt(ids[1], 1, "a", {}, 0, 13).ok());
   REQUIRE(*s.add_metrics(batch(ids[1], 1, 1, {{5, "loss", 0.9}}), "loss"));
   REQUIRE(s.commit().ok());
@@ -194,9 +194,9 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   REQUIRE(sums.ok());
   REQUIRE(sums->size() == 1);
   const auto& sum = sums->front();
-  CHECK(sum.counts.completed == 1);
-  CHECK(sum.counts.running == 1);
-  CHECK(sum.counts.queued == 1);
+  CHECK(sum.counts[swept::TrialState::kCompleted] == 1);
+  CHECK(sum.counts[swept::TrialState::kRunning] == 1);
+  CHECK(sum.counts[swept::TrialState::kQueued] == 1);
   // Best is among completed trials only: 0.8, though a running one shows 0.9.
   CHECK(sum.best_trial_id == ids[0]);
   CHECK(sum.best_value == doctest::Approx(0.8));
@@ -206,11 +206,11 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   auto rows = trial_rows(s.connection(), sid);
   REQUIRE(rows.ok());
   REQUIRE(rows->size() == 3);
-  CHECK((*rows)[0].state == "completed");
+  CHECK((*rows)[0].state == swept::TrialState::kCompleted);
   CHECK((*rows)[0].gpus == std::vector<int>{0});
   CHECK((*rows)[0].latest.at("loss") == doctest::Approx(0.8));
   CHECK((*rows)[0].command == nlohmann::json::array({"run"}));
-  CHECK((*rows)[2].state == "queued");
+  CHECK((*rows)[2].state == swept::TrialState::kQueued);
 
   auto agents = agent_rows(s.connection());
   REQUIRE(agents.ok());
@@ -241,15 +241,15 @@ TEST_CASE("recovery reads unfinished trials and running sweeps back") {
   auto opened = Writer::open(t.path);
   REQUIRE(opened.ok());
   Writer& s = **opened;
-  auto sweeps = s.sweeps_in_state("running");
+  auto sweeps = s.sweeps_in_state(swept::SweepState::kRunning);
   REQUIRE(sweeps.ok());
   REQUIRE(sweeps->size() == 1);
   CHECK(sweeps->front().next_index == 2);
-  auto running = s.trials_in_state(sid, "running");
+  auto running = s.trials_in_state(sid, swept::TrialState::kRunning);
   REQUIRE(running.ok());
   REQUIRE(running->size() == 1);
   CHECK(running->front().agent == "a");
   CHECK(running->front().gpus == std::vector<int>{1, 2});
   CHECK_FALSE(running->front().started);
-  CHECK(s.trials_in_state(sid, "queued")->size() == 1);
+  CHECK(s.trials_in_state(sid, swept::TrialState::kQueued)->size() == 1);
 }

@@ -18,8 +18,10 @@ using nlohmann::json;
 
 namespace {
 
+using S = swept::TrialState;
+
 struct TrialSpec {
-  const char* state;            // final state (or running / queued)
+  S state;                      // final state (or running / queued)
   std::optional<double> value;  // the sweep metric's last value
 };
 
@@ -34,7 +36,7 @@ int64_t write_sweep(swept::store::Writer& w, const char* name, std::optional<std
     r.metric_goal = *goal;
   }
   r.spec = "{}";
-  r.state = "running";
+  r.state = swept::SweepState::kRunning;
   r.total_trials = static_cast<int64_t>(trials.size());
   r.created_at = 1;
   auto sid = w.insert_sweep(r);
@@ -43,7 +45,7 @@ int64_t write_sweep(swept::store::Writer& w, const char* name, std::optional<std
     auto tid = w.insert_trial(*sid, static_cast<int64_t>(i), "{\"i\":" + std::to_string(i) + "}", "[\"true\"]", 1);
     REQUIRE(tid.ok());
     const TrialSpec& t = trials[i];
-    if (std::string(t.state) == "queued") continue;
+    if (t.state == S::kQueued) continue;
     REQUIRE(w.start_attempt(*tid, 1, "a", {}, 0, 2).ok());
     if (t.value) {
       swept::protocol::Metrics m;
@@ -53,7 +55,7 @@ int64_t write_sweep(swept::store::Writer& w, const char* name, std::optional<std
       m.records = {{1, "loss", *t.value}};
       REQUIRE(w.add_metrics(m, goal ? std::optional<std::string>("loss") : std::nullopt).ok());
     }
-    if (std::string(t.state) == "running") continue;
+    if (t.state == S::kRunning) continue;
     REQUIRE(w.end_attempt(*tid, 1, t.state, 0, "test", 3).ok());
     REQUIRE(w.set_trial_state(*tid, t.state, 0, "test", 3).ok());
   }
@@ -91,17 +93,17 @@ TEST_CASE("the dashboard, swept status and swept best agree on the best trial of
     REQUIRE(w.ok());
     REQUIRE((*w)->begin().ok());
     sweeps.push_back(write_sweep(**w, "min", "minimize",
-                                 {{"completed", 0.5}, {"completed", 0.3}, {"running", 0.1}, {"failed", 0.05},
-                                  {"stopped", 0.01}, {"lost", 0.02}, {"queued", std::nullopt}}));
+                                 {{S::kCompleted, 0.5}, {S::kCompleted, 0.3}, {S::kRunning, 0.1}, {S::kFailed, 0.05},
+                                  {S::kStopped, 0.01}, {S::kLost, 0.02}, {S::kQueued, std::nullopt}}));
     expected.push_back(1);
     sweeps.push_back(write_sweep(**w, "max", "maximize",
-                                 {{"completed", 0.5}, {"completed", 0.7}, {"running", 0.9}, {"completed", 0.6}}));
+                                 {{S::kCompleted, 0.5}, {S::kCompleted, 0.7}, {S::kRunning, 0.9}, {S::kCompleted, 0.6}}));
     expected.push_back(1);
-    sweeps.push_back(write_sweep(**w, "tie", "minimize", {{"completed", 0.4}, {"completed", 0.4}}));
+    sweeps.push_back(write_sweep(**w, "tie", "minimize", {{S::kCompleted, 0.4}, {S::kCompleted, 0.4}}));
     expected.push_back(0);
-    sweeps.push_back(write_sweep(**w, "none-yet", "minimize", {{"running", 0.2}, {"failed", 0.1}}));
+    sweeps.push_back(write_sweep(**w, "none-yet", "minimize", {{S::kRunning, 0.2}, {S::kFailed, 0.1}}));
     expected.push_back(-1);
-    sweeps.push_back(write_sweep(**w, "no-metric", std::nullopt, {{"completed", std::nullopt}}));
+    sweeps.push_back(write_sweep(**w, "no-metric", std::nullopt, {{S::kCompleted, std::nullopt}}));
     expected.push_back(-1);
     REQUIRE((*w)->commit().ok());
   }

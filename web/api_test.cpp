@@ -515,7 +515,7 @@ TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
   REQUIRE(conn.ok());
   using Plan = swept::store::TrialQuery::MetricPlan;
   for (bool desc : {false, true}) {
-    for (auto states : {std::vector<std::string>{}, std::vector<std::string>{"running", "queued"}}) {
+    for (auto states : {std::vector<swept::TrialState>{}, std::vector<swept::TrialState>{swept::TrialState::kRunning, swept::TrialState::kQueued}}) {
       std::vector<int64_t> walk, per_trial;
       for (int64_t offset = 0; offset < 34; offset += 4) {
         for (Plan plan : {Plan::kIndexWalk, Plan::kPerTrial}) {

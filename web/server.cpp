@@ -390,13 +390,27 @@ void Server::Impl::install_routes() {
   }
 }
 
+// "queued, running, ... or lost": the states a filter may name.
+static std::string trial_state_list() {
+  std::string list;
+  for (size_t i = 0; i < kTrialStates.size(); ++i) {
+    if (i) list += i + 1 == kTrialStates.size() ? " or " : ", ";
+    list += kTrialStates[i].name;
+  }
+  return list;
+}
+
 Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t sweep_id) {
   SWEPT_RETURN_IF_ERROR(check_params(req, {"state", "sort", "order", "limit", "offset"}));
   store::TrialQuery q;
   q.sweep_id = sweep_id;
   size_t n_states = req.get_param_value_count("state");
   for (size_t i = 0; i < n_states; ++i)
-    for (const auto& st : split_commas(req.get_param_value("state", i))) q.states.push_back(st);
+    for (const auto& st : split_commas(req.get_param_value("state", i))) {
+      auto state = trial_state_named(st);
+      if (!state) return Status::InvalidArgument("unknown state '" + st + "'; use " + trial_state_list());
+      q.states.push_back(*state);
+    }
   if (req.has_param("sort")) q.sort = req.get_param_value("sort");
   if (req.has_param("order")) {
     std::string order = req.get_param_value("order");
