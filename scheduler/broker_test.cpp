@@ -3,6 +3,7 @@
 // file and a FakeClock for liveness. Waits are bounded loops over broker
 // turns, never sleeps.
 #include "scheduler/broker.h"
+#include "store/fault_vfs.h"
 #include "store/test_support.h"
 
 #include <doctest/doctest.h>
@@ -115,10 +116,11 @@ TrialExited exited(int64_t trial, int attempt, int code, int64_t last_seq = 0) {
 struct Fixture {
   TempDb db;
   FakeClock clock;
+  store::WriterOptions writer_options;  // a failing VFS for fault injection
   std::unique_ptr<store::Writer> store;
   std::unique_ptr<Broker> broker;
   void start(int grace_ms = 60000) {
-    auto s = store::Writer::open(db.path);
+    auto s = store::Writer::open(db.path, writer_options);
     REQUIRE(s.ok());
     store = std::move(*s);
     BrokerOptions o;
@@ -677,4 +679,72 @@ TEST_CASE("hundreds of successors queued in one turn: exactly one behind each ru
     if (st.after_trial_id) CHECK(behind.insert(st.after_trial_id).second);
   CHECK(behind.size() == 300);
   CHECK(behind.count(first[0].trial_id) == 0);  // it had ended
+}
+
+TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says why, a restart loses and doubles nothing") {
+  auto& fault = store::testing::FaultVfs::install();
+  Fixture f;
+  f.writer_options.vfs = store::testing::FaultVfs::kName;
+  f.start();
+  int64_t t1 = 0;
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 1));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}}})").ok());
+    auto s1 = expect<StartTrial>(*f.broker, a);
+    t1 = s1.trial_id;
+    a.send(TrialStarted{t1, 1, 5, 1.0, "w", {}});
+    a.send(Metrics{t1, 1, 1, {{0, "loss", 3.0}}, "", 0});
+    turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 1; });
+
+    // The disk fails under the turn that stores the last metrics and the exit.
+    fault.fail_wal_writes(1000000);
+    a.send(Metrics{t1, 1, 2, {{1, "loss", 2.0}}, "", 0});
+    a.send(exited(t1, 1, 0, 2));
+    Status failed;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (failed.ok() && std::chrono::steady_clock::now() < deadline) {
+      failed = f.broker->turn(5);
+      f.clock.advance_ms(10);
+    }
+    fault.fail_wal_writes(0);
+    // The broker says what happened: the commit failed, with SQLite's reason.
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.code() == StatusCode::kIoError);
+    CHECK(failed.message().find("commit failed") != std::string::npos);
+    CHECK(failed.message().find("disk I/O error") != std::string::npos);
+    CHECK(fault.failed_writes() > 0);
+    // Nothing of that turn was acknowledged to the agent...
+    while (auto m = a.poll()) {
+      CHECK_FALSE(std::holds_alternative<ExitAck>(*m));
+      if (auto* h = std::get_if<Heartbeat>(&*m))
+        for (const auto& k : h->acked) CHECK(k.seq < 2);
+    }
+    // ...and nothing of it is in the file.
+    CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 1);
+    CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
+  }
+  // A failed turn is fatal (swept scheduler exits with the message above);
+  // it restarts on the same file and the agent re-sends what was not acked.
+  f.stop();
+  f.start();
+  Peer a(f.broker->endpoint(), "a#2");
+  Register r = registration("a", 1);
+  r.finished = {exited(t1, 1, 0, 2)};
+  a.send(r);
+  auto ack = expect<RegisterAck>(*f.broker, a);
+  REQUIRE(ack.acked.size() == 1);
+  CHECK(ack.acked[0].seq == 1);  // batch 2 was lost with the failed commit: re-send it
+  a.send(Metrics{t1, 1, 2, {{1, "loss", 2.0}}, "", 0});
+  a.send(exited(t1, 1, 0, 2));
+  expect<ExitAck>(*f.broker, a);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(t1)) == 2);
+  auto sums = store::sweep_summaries(f.store->connection(), std::nullopt);
+  REQUIRE(sums.ok());
+  CHECK(sums->front().best_value == doctest::Approx(2.0));
 }

@@ -61,7 +61,8 @@ std::optional<std::string> Statement::optional_text(int col) const {
   return text(col);
 }
 
-Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mode mode, int busy_timeout_ms) {
+Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mode mode, int busy_timeout_ms,
+                                                     const char* vfs) {
   if (mode == Mode::kReadOnly) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -72,7 +73,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mo
   }
   int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs);
   if (rc != SQLITE_OK) {
     Status s = sqlite_error(db, rc, "sqlite3_open_v2", __FILE__, __LINE__);
     sqlite3_close(db);

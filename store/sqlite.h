@@ -122,8 +122,10 @@ class Connection {
   enum class Mode { kReadWrite, kReadOnly };
   // Opens `path`. kReadOnly: the file must exist (NotFound names the --db to
   // pass), and the connection also sets `PRAGMA query_only`, so nothing read
-  // through it can write. kReadWrite creates the file.
-  static Result<std::unique_ptr<Connection>> open(const std::string& path, Mode mode, int busy_timeout_ms);
+  // through it can write. kReadWrite creates the file. `vfs`: a registered
+  // SQLite VFS by name (tests: fault_vfs.h), nullptr for the default.
+  static Result<std::unique_ptr<Connection>> open(const std::string& path, Mode mode, int busy_timeout_ms,
+                                                  const char* vfs = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

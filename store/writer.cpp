@@ -45,8 +45,8 @@ TrialRecord read_trial_record(const Statement& st) {
 
 }  // namespace
 
-Result<std::unique_ptr<Writer>> Writer::open(const std::string& path) {
-  auto conn = Connection::open(path, Connection::Mode::kReadWrite, 5000);
+Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const WriterOptions& options) {
+  auto conn = Connection::open(path, Connection::Mode::kReadWrite, 5000, options.vfs);
   if (!conn.ok()) return conn.status();
   std::unique_ptr<Writer> w(new Writer(std::move(*conn)));
   Status s = w->conn_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
@@ -114,7 +114,7 @@ Status Writer::commit() {
   }();
   if (!s.ok()) {
     rollback();
-    return s;
+    return s.WithContext("commit failed, nothing of this transaction was stored (rolled back)");
   }
   in_tx_ = false;
   return Status::Ok();

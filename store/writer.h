@@ -61,13 +61,19 @@ struct TrialRecord {
   bool started = false;  // the current attempt reported TRIAL_STARTED
 };
 
+struct WriterOptions {
+  // A registered SQLite VFS by name; nullptr: the default. Tests put a
+  // failing one under the writer (fault_vfs.h), as LevelDB's tests use an Env.
+  const char* vfs = nullptr;
+};
+
 class Writer {
  public:
   // Opens (creating) the database at `path` and applies the schema and the
   // migrations, so a file written by an older swept is upgraded in place.
   // Errors: kIoError (cannot open), kCorruption (not a swept database, or
   // from a newer swept).
-  static Result<std::unique_ptr<Writer>> open(const std::string& path);
+  static Result<std::unique_ptr<Writer>> open(const std::string& path, const WriterOptions& options = {});
   ~Writer();
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;

@@ -1,6 +1,7 @@
 // Tests of the store on real SQLite files: schema version and migration from
 // version 1, idempotent metric batches, bounded log tails, queries, read-only
 // opening, refusal of foreign or newer files.
+#include "store/fault_vfs.h"
 #include "store/reader.h"
 #include "store/sqlite.h"
 #include "store/test_support.h"
@@ -252,4 +253,36 @@ TEST_CASE("recovery reads unfinished trials and running sweeps back") {
   CHECK(running->front().gpus == std::vector<int>{1, 2});
   CHECK_FALSE(running->front().started);
   CHECK(s.trials_in_state(sid, swept::TrialState::kQueued)->size() == 1);
+}
+
+TEST_CASE("store: a commit that fails on disk rolls back the whole transaction and says so") {
+  auto& fault = swept::store::testing::FaultVfs::install();
+  TempDb t;
+  WriterOptions o;
+  o.vfs = swept::store::testing::FaultVfs::kName;
+  auto opened = Writer::open(t.path, o);
+  REQUIRE(opened.ok());
+  Writer& s = **opened;
+  REQUIRE(s.begin().ok());
+  auto sid = s.insert_sweep(sweep());
+  REQUIRE(sid.ok());
+  REQUIRE(s.commit().ok());
+
+  REQUIRE(s.begin().ok());
+  REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  fault.fail_wal_writes(1000000);
+  swept::Status c = s.commit();
+  fault.fail_wal_writes(0);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.code() == swept::StatusCode::kIoError);
+  CHECK(c.message().find("commit failed") != std::string::npos);
+  CHECK_FALSE(s.in_transaction());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 0);
+  CHECK(query_int(t.path, "SELECT next_index FROM sweeps") == 0);
+
+  // The writer carries on once the disk does.
+  REQUIRE(s.begin().ok());
+  REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  REQUIRE(s.commit().ok());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
 }
