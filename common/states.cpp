@@ -33,8 +33,11 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
     case TrialEventKind::kFinish:
       if (!info(event.outcome).process_outcome) return std::nullopt;
       // A running trial ends; one given up while its agent was away (queued
-      // again, or lost) keeps the result its agent brings back.
-      if (from == S::kRunning || from == S::kQueued || from == S::kLost) return event.outcome;
+      // again, or lost) keeps the result its agent brings back, unless that
+      // attempt was only stopped (as stale, by the scheduler): that is no
+      // result.
+      if (from == S::kRunning) return event.outcome;
+      if ((from == S::kQueued || from == S::kLost) && event.outcome != S::kStopped) return event.outcome;
       return std::nullopt;
     case TrialEventKind::kCancel:
       if (from == S::kQueued || from == S::kRunning) return S::kStopped;

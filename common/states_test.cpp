@@ -53,6 +53,9 @@ const std::vector<Row> kTable = {
     {S::kQueued, TrialEvent::finish(S::kFailed), S::kFailed, S::kFailed},
     {S::kLost, TrialEvent::finish(S::kCompleted), S::kCompleted, S::kCompleted},
     {S::kLost, TrialEvent::finish(S::kFailed), S::kFailed, S::kFailed},
+    // a given-up attempt the scheduler stopped as stale brings no result
+    {S::kQueued, TrialEvent::finish(S::kStopped), kNone, kNone},
+    {S::kLost, TrialEvent::finish(S::kStopped), kNone, kNone},
     {S::kCompleted, TrialEvent::finish(S::kCompleted), kNone, kNone},
     {S::kFailed, TrialEvent::finish(S::kCompleted), kNone, kNone},
     {S::kStopped, TrialEvent::finish(S::kCompleted), kNone, kNone},

@@ -255,12 +255,13 @@ Status Broker::turn(int max_wait_ms) {
   if (failure.ok()) failure = check_timers();
   if (failure.ok() && dirty_) failure = dispatch();
   // Those waiting ride on this turn's commit when there is one.
-  if (failure.ok() && !pending_starts_.empty()) failure = write_starts(/*all=*/store_.in_transaction());
+  if (failure.ok() && !pending_starts_.empty())
+    failure = write_starts(/*all=*/store_.in_transaction() || !options_.commit.defer_start_writes);
   // All there is to send waits on nothing (exit acknowledgements, and
   // successors whose predecessor still runs): the transaction stays open a
   // little, so that one commit and one wake-up of the agent serve several
   // trials. Anything else commits and goes out now.
-  if (failure.ok() && store_.in_transaction() && deferrable_outgoing()) {
+  if (failure.ok() && options_.commit.gather_window && store_.in_transaction() && deferrable_outgoing()) {
     auto now = std::chrono::steady_clock::now();
     if (!gathering_) {
       gathering_ = true;
@@ -948,13 +949,19 @@ Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Plac
 }
 
 Status Broker::queue_successors() {
+  if (!options_.commit.successors) return Status::Ok();
   // Only while one sweep alone has trials waiting (a successor keeps its
   // predecessor's place for the same sweep, so with several sweeps waiting
   // the places go through placement and its fair order instead)...
   int64_t sweep_id = 0;
   int64_t available = 0;
+  std::set<int64_t> unplaceable;
+  {
+    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    unplaceable = unplaceable_;
+  }
   for (const SweepQueue& q : runner_.queues()) {
-    if (q.available <= 0 || unplaceable_.count(q.sweep_id)) continue;
+    if (q.available <= 0 || unplaceable.count(q.sweep_id)) continue;
     if (sweep_id) return Status::Ok();
     sweep_id = q.sweep_id;
     available = q.available;

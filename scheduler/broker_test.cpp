@@ -119,6 +119,7 @@ struct Fixture {
   store::WriterOptions writer_options;  // a failing VFS for fault injection
   std::unique_ptr<store::Writer> store;
   std::unique_ptr<Broker> broker;
+  CommitPolicy commit;  // the broker's batching tricks (on by default)
   void start(int grace_ms = 60000) {
     auto s = store::Writer::open(db.path, writer_options);
     REQUIRE(s.ok());
@@ -128,6 +129,7 @@ struct Fixture {
     o.heartbeat_ms = 100;
     o.liveness = 3;
     o.recovery_grace_ms = grace_ms;
+    o.commit = commit;
     broker = std::make_unique<Broker>(*store, clock, o);
     REQUIRE(broker->bind().ok());
     REQUIRE(broker->recover().ok());
@@ -747,4 +749,64 @@ TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says w
   auto sums = store::sweep_summaries(f.store->connection(), std::nullopt);
   REQUIRE(sums.ok());
   CHECK(sums->front().best_value == doctest::Approx(2.0));
+}
+
+TEST_CASE("a lost trial is final: its agent coming back still running it gets a STOP_TRIAL, not the trial") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
+  // Silent past liveness, no retries left: lost, and the sweep is over.
+  f.clock.advance_ms(301);
+  const std::string lost = "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(st.trial_id) + " AND state='lost'";
+  turn_until(*f.broker, [&] { return query_int(f.db.path, lost) == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+
+  // It comes back still running that attempt: not adopted (docs/protocol.md,
+  // Reconciliation), stopped as stale; its stop changes nothing.
+  a.send(Heartbeat{});
+  expect<Disconnect>(*f.broker, a);
+  Register again = registration("a", 1);
+  again.running = {{st.trial_id, 1, 5, 1.0}};
+  a.send(again);
+  expect<RegisterAck>(*f.broker, a);
+  auto stop = expect<StopTrial>(*f.broker, a);
+  CHECK(stop.trial_id == st.trial_id);
+  TrialExited stopped = exited(st.trial_id, 1, 0);
+  stopped.cause = ExitCause::kStopped;
+  stopped.exit_code.reset();
+  a.send(stopped);
+  expect<ExitAck>(*f.broker, a);
+  CHECK(query_int(f.db.path, lost) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
+}
+
+TEST_CASE("with the commit policy off: starts written in their turn, no successors, the same results") {
+  Fixture f;
+  f.commit = CommitPolicy::off();
+  f.start();
+  Peer& a = f.agent("a", 1, /*start_after=*/true);
+  REQUIRE(f.broker->submit(kThreeTrials).ok());
+  for (int n = 1; n <= 3; ++n) {
+    std::vector<Message> mail;
+    auto st = expect<StartTrial>(*f.broker, a, &mail);
+    CHECK(st.after_trial_id == 0);  // never a successor
+    a.send(TrialStarted{st.trial_id, st.attempt, 5, 1.0, "w", {}});
+    // Written in the turn that read it: the fake clock does not move.
+    turn_until(*f.broker, [&] {
+      return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == n;
+    });
+    a.send(Metrics{st.trial_id, st.attempt, 1, {{0, "loss", 1.0 / n}}, "", 0});
+    a.send(exited(st.trial_id, st.attempt, 0, 1));
+    expect<ExitAck>(*f.broker, a);
+  }
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 3);
+  CHECK(f.broker->stats().successors == 0);
 }
