@@ -104,7 +104,6 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
-    bool warned_unplaceable = false;
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
