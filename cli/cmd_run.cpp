@@ -17,7 +17,6 @@
 // An existing --db is extended: a sweep left `running` there by a `swept run`
 // that was killed (SIGKILL, power loss) resumes alongside the new one, as a
 // restarted `swept scheduler` would resume it.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +31,7 @@
 #include "agent/agent.h"
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "cli/dashboard.h"
 #include "cli/sweep_file.h"
 #include "common/clock.h"
@@ -159,12 +159,7 @@ int run_run(const std::vector<std::string>& args) {
     }
   }
 
-  struct sigaction sa {};
-  sa.sa_handler = on_run_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  on_stop_signals(on_run_signal, /*ignore_sigpipe=*/true);
 
   std::atomic<bool> stop_broker{false}, stop_agent{false}, broker_failed{false};
   Status broker_status;
