@@ -21,6 +21,7 @@
 
 #include "cli/flags.h"
 #include "common/exit_codes.h"
+#include "common/params.h"
 #include "common/protocol.h"
 #include "common/states.h"
 #include "common/status.h"
@@ -129,22 +130,14 @@ inline std::string fmt_num(double v) {
 }
 inline std::string fmt_opt(const std::optional<double>& v) { return v ? fmt_num(*v) : "-"; }
 
-// {"lr": 0.1, "opt": {"name": "adam"}} -> "lr=0.1 opt.name=adam"
-inline void flatten_params(const nlohmann::json& j, const std::string& prefix,
-                           std::vector<std::pair<std::string, std::string>>& out) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      flatten_params(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-    return;
-  }
-  std::string v = j.is_string() ? j.get<std::string>() : j.is_number_float() ? fmt_num(j.get<double>()) : j.dump();
-  out.emplace_back(prefix, v);
+// A parameter's value as people read it: text bare, numbers short, the rest JSON.
+inline std::string param_value_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt_num(v.get<double>()) : v.dump();
 }
+// {"lr": 0.1, "opt": {"name": "adam"}} -> "lr=0.1 opt.name=adam" (names: common/params.h)
 inline std::string params_text(const nlohmann::json& j) {
-  std::vector<std::pair<std::string, std::string>> flat;
-  flatten_params(j, "", flat);
   std::string s;
-  for (const auto& [k, v] : flat) s += (s.empty() ? "" : " ") + k + "=" + v;
+  for (const auto& p : flatten_params(j)) s += (s.empty() ? "" : " ") + p.name + "=" + param_value_text(*p.value);
   return s;
 }
 

@@ -3,6 +3,8 @@
 // against them.
 #include "store/reader.h"
 
+#include "common/params.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -23,29 +25,6 @@ std::vector<int64_t> parse_gpus(const std::optional<std::string>& text) {
   return out;
 }
 
-// Flattens nested objects into "a.b" keys; arrays and scalars are leaves.
-void flatten(const json& value, const std::string& prefix, json& out) {
-  if (value.is_object() && !value.empty()) {
-    for (auto it = value.begin(); it != value.end(); ++it)
-      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-  } else if (!prefix.empty()) {
-    out[prefix] = value;
-  }
-}
-
-void flatten_names(const json& value, const std::string& prefix, std::vector<std::string>& path,
-                   std::map<std::string, std::vector<std::string>>& out) {
-  if (value.is_object() && !value.empty()) {
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      path.push_back(it.key());
-      flatten_names(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), path, out);
-      path.pop_back();
-    }
-  } else if (!prefix.empty()) {
-    out.emplace(prefix, path);
-  }
-}
-
 // Parameter name -> its key path, from the first trials of the sweep (trials
 // of one sweep share their keys: they come from one sweep file).
 Result<std::map<std::string, std::vector<std::string>>> param_paths(Connection& db, int64_t sweep_id) {
@@ -57,8 +36,7 @@ Result<std::map<std::string, std::vector<std::string>>> param_paths(Connection& 
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
     json params = json::parse(stmt.text(0), nullptr, false);
-    std::vector<std::string> path;
-    if (params.is_object()) flatten_names(params, "", path, out);
+    for (auto& p : flatten_params(params)) out.emplace(std::move(p.name), std::move(p.path));
   }
   return out;
 }
@@ -194,7 +172,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.started_at = s.optional_real(9);
   r.ended_at = s.optional_real(10);
   json params = json::parse(s.text(11), nullptr, false);
-  if (params.is_object()) flatten(params, "", r.params);
+  for (const auto& p : flatten_params(params)) r.params[p.name] = *p.value;
   return r;
 }
 
