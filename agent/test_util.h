@@ -19,6 +19,7 @@
 
 #include "agent/launcher.h"
 #include "common/status.h"
+#include "common/testing/temp_dir.h"
 
 namespace swept::agent::testing {
 
@@ -56,22 +57,8 @@ class FakeLauncher final : public Launcher {
   PosixLauncher real_;
 };
 
-// A fresh directory under $TMPDIR, removed with everything in it on scope exit.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "swept-agent-test-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+// The tests' one temporary directory (common/testing/temp_dir.h).
+using TempDir = ::swept::testing::TempDir;
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -12,21 +12,15 @@
 
 #include <doctest/doctest.h>
 
+#include "common/testing/temp_dir.h"
+
 namespace swept::store::testing {
 
-// A fresh temporary database path, removed (with its WAL files) at scope end.
+// A database path in a fresh temporary directory (common/testing/
+// temp_dir.h), removed with its WAL files at scope end.
 struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/swept-store-test-XXXXXX";
-    int fd = mkstemp(tmpl);
-    close(fd);
-    std::filesystem::remove(tmpl);
-    path = tmpl;
-  }
-  ~TempDb() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  }
+  ::swept::testing::TempDir dir{"swept-store-test"};
+  std::string path = dir / "swept.db";
 };
 
 // The single integer `sql` selects, read through a read-only connection.

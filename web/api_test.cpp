@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/testing/temp_dir.h"
 #include "store/reader.h"
 #include "web/server.h"
 
@@ -32,15 +33,9 @@ const std::string kXss = "<script>window.__xss=1</script>\"'&<img src=x onerror=
 // A scratch database created from the schema contract; the test is its writer.
 class TestDb {
  public:
-  TestDb() {
-    char tmpl[] = "/tmp/swept_web_test_XXXXXX";
-    REQUIRE(mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/swept.db";
-  }
+  TestDb() : path_(dir_ / "swept.db") { REQUIRE(!dir_.path().empty()); }
   ~TestDb() {
     if (db_) sqlite3_close(db_);
-    std::filesystem::remove_all(dir_);
   }
   const std::string& path() const { return path_; }
 
@@ -128,7 +123,8 @@ class TestDb {
   }
 
  private:
-  std::string dir_, path_;
+  swept::testing::TempDir dir_{"swept-web-test"};  // before path_: it is made from dir_
+  std::string path_;
   sqlite3* db_ = nullptr;
 };
 
