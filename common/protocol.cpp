@@ -329,8 +329,9 @@ SweepSummary read_sweep_summary(const Reader& r) {
   s.name = r.field("name").str();
   s.method = r.field("method").str();
   s.state = read_state(r.field("state"), sweep_state_named, "a sweep state");
-  s.metric_name = r.field("metric_name").opt_str();
-  s.metric_goal = r.field("metric_goal").opt_str();
+  Reader metric = r.field("metric");
+  s.metric_name = metric.field("name").opt_str();
+  s.metric_goal = metric.field("goal").opt_str();
   s.total_trials = r.field("total_trials").opt_i64();
   s.created_at = r.field("created_at").f64();
   s.finished_at = r.field("finished_at").opt_f64();
@@ -341,9 +342,12 @@ SweepSummary read_sweep_summary(const Reader& r) {
     std::string key(st.name);
     if (c.has(key.c_str())) s.counts[st.state] = c.field(key.c_str()).i64();
   }
-  s.best_trial_id = r.field("best_trial_id").opt_i64();
-  s.best_value = r.field("best_value").opt_f64();
-  s.best_params = r.field("best_params").raw();
+  Reader best = r.field("best");
+  if (!best.raw().is_null()) {
+    s.best_trial_id = best.field("trial_id").i64();
+    s.best_value = best.field("value").opt_f64();
+    s.best_params = best.field("params").object();
+  }
   return s;
 }
 
@@ -631,19 +635,21 @@ nlohmann::json counts_json(const StateCounts& counts) {
 }
 
 nlohmann::json to_json(const SweepSummary& s) {
+  json best = nullptr;
+  if (s.best_trial_id)
+    best = {{"trial_id", *s.best_trial_id},
+            {"value", opt(s.best_value)},
+            {"params", s.best_params.is_object() ? s.best_params : json::object()}};
   return {{"id", s.id},
           {"name", s.name},
           {"method", s.method},
           {"state", name(s.state)},
-          {"metric_name", opt(s.metric_name)},
-          {"metric_goal", opt(s.metric_goal)},
+          {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
           {"total_trials", opt(s.total_trials)},
           {"created_at", s.created_at},
           {"finished_at", opt(s.finished_at)},
           {"counts", counts_json(s.counts)},
-          {"best_trial_id", opt(s.best_trial_id)},
-          {"best_value", opt(s.best_value)},
-          {"best_params", s.best_params}};
+          {"best", std::move(best)}};
 }
 
 nlohmann::json to_json(const TrialRow& t) {

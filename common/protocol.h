@@ -371,6 +371,8 @@ Decoded decode(const Frames& frames);
 // codec so that `swept trials --json` prints what the protocol carries.
 // {"queued": n, "running": n, ...}: every trial state, zeros included.
 nlohmann::json counts_json(const StateCounts& counts);
+// The one JSON shape of a sweep summary: the SWEEPS reply's and the
+// dashboard API's (docs/api.md, GET /api/sweeps) alike.
 nlohmann::json to_json(const SweepSummary& s);
 nlohmann::json to_json(const TrialRow& t);
 nlohmann::json to_json(const AgentRow& a);

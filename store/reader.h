@@ -218,6 +218,9 @@ Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_p
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
 
 // ---- the rows of the protocol (common/protocol.h) ----
+// A sweep summary in the protocol's type (whose JSON, protocol::to_json, is
+// the one shape of a sweep summary on the wire and in the dashboard's API).
+protocol::SweepSummary to_protocol(const SweepSummary& s);
 // What the scheduler answers to QUERY_SWEEPS / QUERY_TRIALS / QUERY_AGENTS
 // and what the CLI's --db commands print: the same queries as above, in the
 // protocol's types. sweep_summaries(id) is NotFound for an unknown id.

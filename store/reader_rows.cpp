@@ -18,6 +18,8 @@ json parse_json_or(const std::string& text, json fallback) {
   return j.is_discarded() ? fallback : j;
 }
 
+}  // namespace
+
 protocol::SweepSummary to_protocol(const SweepSummary& s) {
   protocol::SweepSummary p;
   p.id = s.id;
@@ -37,8 +39,6 @@ protocol::SweepSummary to_protocol(const SweepSummary& s) {
   }
   return p;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Connection>> open_reader(const std::string& path) {
   auto conn = Connection::open(path, Connection::Mode::kReadOnly, 5000);

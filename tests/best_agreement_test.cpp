@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "store/reader.h"
 #include "store/writer.h"
 #include "tests/harness.h"
 #include "web/server.h"
@@ -136,5 +137,17 @@ TEST_CASE("the dashboard, swept status and swept best agree on the best trial of
     CHECK(dashboard_page == want);
     CHECK(status_best(dir, db, sweep) == want);
     CHECK(cli_best(dir, db, sweep) == want);
+  }
+
+  // One JSON shape for a sweep summary: the dashboard's and the protocol's
+  // SWEEPS reply (what `swept status` decodes) are the same object.
+  auto reader = swept::store::open_reader(db);
+  REQUIRE(reader.ok());
+  for (int64_t sweep : sweeps) {
+    auto one = http.Get(("/api/sweeps/" + std::to_string(sweep)).c_str());
+    REQUIRE(one);
+    auto sums = swept::store::sweep_summaries(**reader, sweep);
+    REQUIRE(sums.ok());
+    CHECK(json::parse(one->body) == swept::protocol::to_json(sums->front()));
   }
 }

@@ -21,19 +21,8 @@ json state_names(const std::vector<TrialState>& states) {
 }
 }  // namespace
 
-json sweep_json(const store::SweepSummary& s) {
-  json j = {{"id", s.id},
-            {"name", s.name},
-            {"method", s.method},
-            {"state", name(s.state)},
-            {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
-            {"total_trials", opt(s.total_trials)},
-            {"created_at", s.created_at},
-            {"finished_at", opt_number(s.finished_at)},
-            {"counts", protocol::counts_json(s.counts)}};
-  j["best"] = s.best ? json{{"trial_id", s.best->trial_id}, {"value", number(s.best->value)}} : json(nullptr);
-  return j;
-}
+// One shape for a sweep summary, the SWEEPS reply's (common/protocol.h).
+json sweep_json(const store::SweepSummary& s) { return protocol::to_json(store::to_protocol(s)); }
 
 json trial_row_json(const store::TrialRow& r) {
   json metrics = json::object();
