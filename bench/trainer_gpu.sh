@@ -20,6 +20,9 @@
 #   DEVICE: env var, cuda (default) or cpu (only to check this script itself)
 # Output: one JSON line per measurement on stdout, a summary table on stderr.
 #
+# Needs an NVIDIA driver 580 or newer (the CUDA 13 runtime is linked statically;
+# swept-train --version says so). trainer/cuda/README.md has the recipe.
+#
 # On a GPU machine that cannot build swept (the device tool's machines have
 # nvcc and PyTorch but not OpenBLAS or Boost), --pack OUT.tgz bundles, on the
 # build machine: swept-train and the CUDA test binary, the shared libraries
@@ -45,7 +48,7 @@ while [[ $# -gt 0 ]]; do
     --bin) BIN="$2"; shift 2 ;;
     --steps) STEPS="$2"; shift 2 ;;
     --max-epochs) MAX_EPOCHS_TO_99="$2"; shift 2 ;;
-    -h|--help) sed -n 2,32p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,35p "$0"; exit 0 ;;
     *) echo "trainer_gpu.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -90,6 +93,12 @@ export LD_LIBRARY_PATH="$HERE/lib${WHEELS:+:$WHEELS}${LD_LIBRARY_PATH:+:$LD_LIBR
 mkdir -p "$HERE/mnist-raw"
 for f in "$HERE"/mnist/*.gz; do gunzip -c "$f" >"$HERE/mnist-raw/$(basename "$f" .gz)"; done
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+# swept-train links the CUDA 13 runtime statically: it needs the R580 driver or newer.
+driver="$(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -1)"
+if [[ -n "$driver" && "${driver%%.*}" -lt 580 ]]; then
+  echo "run.sh: NVIDIA driver $driver is older than 580, which swept-train's CUDA 13 runtime needs: update the driver"
+  exit 4
+fi
 echo "== GPU tests, one process per case as CTest runs them (exit 77 = skipped)"
 export SWEPT_TRAIN_BIN="$HERE/bin/swept-train" SWEPT_TEST_SCRATCH=/tmp/swept-test-scratch
 T="$HERE/bin/trainer_cuda_gpu_tests"

@@ -1,9 +1,11 @@
-// `swept expand FILE [--limit N] [--seed S]`: prints the trials a sweep file
-// describes, one JSON object per line:
+// `swept expand FILE [--limit N] [--seed S] [--explain]`: prints the trials a
+// sweep file (YAML or JSON) describes, one JSON object per line:
 //   {"index":0,"params":{...},"command":["swept-train","--lr=0.1"]}
 // params keep the file's nesting; command is the argv after macro expansion
 // on this machine (its environment for ${envvar:NAME}). An unbounded sweep
 // (random without run_cap) needs --limit; otherwise the first 10 are shown.
+// --explain prints to stderr how each value whose spelling a rule decided was
+// read (stdout stays one JSON object per line).
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -28,16 +30,18 @@ int run_expand(const std::vector<std::string>& args) {
   std::string path;
   std::optional<int64_t> limit;
   std::optional<uint64_t> seed;
+  LoadOptions options;
   po::options_description desc(
       "Prints the trials of a sweep file, one JSON object per line:\n"
       "{\"index\": i, \"params\": {...}, \"command\": [...]}.\n\noptions");
-  desc.add_options()("file", po::value(&path), "the sweep file (JSON)")(
+  desc.add_options()("file", po::value(&path), "the sweep file (.yaml, .yml or .json; otherwise by content)")(
       "limit", po::value<int64_t>()->notifier([&](int64_t v) { limit = v; }),
       "print at most N trials (default: all; 10 for an unbounded random search)")(
-      "seed", po::value<uint64_t>()->notifier([&](uint64_t v) { seed = v; }), "use seed S instead of the file's seed");
+      "seed", po::value<uint64_t>()->notifier([&](uint64_t v) { seed = v; }), "use seed S instead of the file's seed")(
+      "explain", po::bool_switch(&options.explain), "show (on stderr) how each value whose spelling a rule decided was read");
   po::positional_options_description positional;
   positional.add("file", 1);
-  if (auto rc = parse_flags("expand", "swept expand FILE [--limit N] [--seed S]", args, desc, positional)) return *rc;
+  if (auto rc = parse_flags("expand", "swept expand FILE [--limit N] [--seed S] [--explain]", args, desc, positional)) return *rc;
   if (path.empty()) {
     std::cerr << "swept expand: expected a sweep FILE; run 'swept expand --help'\n";
     return kExitUsage;
@@ -46,8 +50,9 @@ int run_expand(const std::vector<std::string>& args) {
     std::cerr << "swept expand: --limit: expected a count >= 0, found " << *limit << "\n";
     return kExitUsage;
   }
-  auto spec = load_sweep_file(path);
-  if (!spec) return kExitUsage;
+  auto loaded = load_sweep_file(path, options, &std::cerr);
+  if (!loaded) return kExitUsage;
+  sweeps::SweepSpec* spec = &loaded->spec;
   if (seed) spec->seed = *seed;
 
   std::optional<int64_t> count = sweeps::trial_count(*spec);

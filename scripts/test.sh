@@ -2,7 +2,11 @@
 # Sets everything up on a fresh Debian 12 machine and runs every test:
 # installs the dependencies, configures and builds swept in build/, and runs
 # CTest (unit tests, integration tests with real processes, the parser's fuzz
-# run, the dashboard's browser test). Idempotent. Exit status: CTest's.
+# run, the dashboard's browser test). Then builds the CUDA backend's own
+# sources for the host in build-emu/ (-DSWEPT_CUDA=EMULATED: only swept-train
+# and the CUDA tests) and runs its GPU test suite there, so the CUDA code is
+# tested on every run without a GPU (trainer/cuda/README.md). Idempotent.
+# Exit status: the first failing CTest's.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -10,4 +14,12 @@ scripts/install-deps.sh
 # Warnings are errors here (CI): the build must stay warning-free.
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_COMPILE_WARNING_AS_ERROR=ON >/dev/null
 cmake --build build
-ctest --test-dir build --output-on-failure --timeout 900 -j "$(nproc)"
+status=0
+ctest --test-dir build --output-on-failure --timeout 900 -j "$(nproc)" || status=$?
+
+echo "== the CUDA backend, emulated on the host (build-emu/): ctest -R '^trainer/cuda' (the GPU suite, label gpu, and the CUDA unit tests)"
+cmake -S . -B build-emu -G Ninja -DCMAKE_BUILD_TYPE=Release -DSWEPT_CUDA=EMULATED >/dev/null
+cmake --build build-emu --target swept-train trainer_cuda_gpu_tests trainer_cuda_tests
+ctest --test-dir build-emu -R '^trainer/cuda' --output-on-failure --timeout 900 -j "$(nproc)" || \
+  { rc=$?; [[ $status -ne 0 ]] || status=$rc; }
+exit "$status"

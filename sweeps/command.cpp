@@ -5,7 +5,9 @@
 // one macro (${args}, ${program}, ...) is replaced by its list of words. Values
 // are written as Python's str() writes them (True, None, 0.001, 1e-05,
 // {'a': 1}), because that is what W&B's agent passes and what scripts written
-// for it parse. ${args_json} is Python's json.dumps text.
+// for it parse. ${args_json} is Python's json.dumps text. The macros are those
+// of W&B's agent (wandb_agent.py and sdk/launch/sweeps/utils.py); the list is
+// in docs/sweep-format.md, "Command macros".
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -185,6 +187,8 @@ void dumps(const json& v, std::string& out) {
 
 }  // namespace
 
+std::string python_text(const json& v) { return python_str(v); }
+
 std::string args_json(const json& params) {
   std::string out;
   dumps(params, out);
@@ -198,11 +202,13 @@ Result<std::vector<std::string>> build_command(const SweepSpec& spec, const json
     else command = {"swept-train", "${args}"};
   }
 
-  std::vector<std::string> args, no_hyphens, no_boolean_flags, append_hydra, override_hydra;
+  std::vector<std::string> args, no_equals, no_hyphens, no_boolean_flags, append_hydra, override_hydra;
   if (params.is_object()) {
     for (auto it = params.begin(); it != params.end(); ++it) {
       const std::string flag = it.key() + "=" + python_str(it.value());
       args.push_back("--" + flag);
+      no_equals.push_back("--" + it.key());
+      no_equals.push_back(python_str(it.value()));
       no_hyphens.push_back(flag);
       append_hydra.push_back("+" + flag);
       override_hydra.push_back("++" + flag);
@@ -254,17 +260,15 @@ Result<std::vector<std::string>> build_command(const SweepSpec& spec, const json
       if (!spec.program) return Status::InvalidArgument(where + ": ${program} needs the sweep's program key, which is not set");
       argv.push_back(*spec.program);
     } else if (macro == "args") append(args);
+    else if (macro == "args_no_equals") append(no_equals);
     else if (macro == "args_no_hyphens") append(no_hyphens);
     else if (macro == "args_no_boolean_flags") append(no_boolean_flags);
     else if (macro == "args_append_hydra") append(append_hydra);
     else if (macro == "args_override_hydra") append(override_hydra);
     else if (macro == "args_json") argv.push_back(args_json(params));
     else if (macro == "args_json_file") argv.push_back(context.args_json_file);
-    else {
-      return Status::InvalidArgument(where + ": unknown macro " + element + "; expected ${env}, ${interpreter}, ${program}, "
-                                     "${args}, ${args_no_hyphens}, ${args_no_boolean_flags}, ${args_json}, "
-                                     "${args_json_file} or ${envvar:NAME}");
-    }
+    // Any other ${...} expands to nothing, as W&B's agent does (parse_sweep
+    // warns about it).
   }
   return argv;
 }

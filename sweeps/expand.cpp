@@ -34,46 +34,6 @@ void set_nested(json& params, const std::vector<std::string>& names, json value)
   (*slot)[names.back()] = std::move(value);
 }
 
-const json* get_nested(const json& params, const std::vector<std::string>& names) {
-  const json* slot = &params;
-  for (const auto& n : names) {
-    if (!slot->is_object()) return nullptr;
-    auto it = slot->find(n);
-    if (it == slot->end()) return nullptr;
-    slot = &*it;
-  }
-  return slot;
-}
-
-// W&B's grid match of a tried run's value against a grid value.
-bool value_matches(const json& tried, const json& wanted) {
-  if (wanted.is_object() && tried.is_object()) {
-    for (auto it = wanted.begin(); it != wanted.end(); ++it) {
-      auto t = tried.find(it.key());
-      if (t == tried.end() || !(*t == it.value())) return false;
-    }
-    return true;
-  }
-  return tried == wanted;
-}
-
-bool params_match(const ParameterSpace& space, const json& tried, const json& params) {
-  if (space.explicit_list) {
-    if (!tried.is_object() || !params.is_object()) return false;
-    for (auto it = params.begin(); it != params.end(); ++it) {
-      auto t = tried.find(it.key());
-      if (t == tried.end() || !value_matches(*t, it.value())) return false;
-    }
-    return true;
-  }
-  for (const Leaf& leaf : space.leaves) {
-    const json* t = get_nested(tried, leaf.names);
-    const json* p = get_nested(params, leaf.names);
-    if (!t || !p || !value_matches(*t, *p)) return false;
-  }
-  return true;
-}
-
 int64_t position_to_grid_index(const SweepSpec& spec, int64_t position, int64_t n) {
   const ParameterSpace& space = *spec.space;
   if (!space.random_order && !space.without_replacement) return position;
@@ -205,80 +165,6 @@ Trial trial_at(const SweepSpec& spec, int64_t index) {
     set_nested(trial.params, leaf.names, value_at_quantile(leaf, numeric::uniform_open01(spec.seed, index, leaf.stream)));
   }
   return trial;
-}
-
-std::optional<Trial> next_untried_trial(const SweepSpec& spec, const std::vector<json>& tried) {
-  const auto count = trial_count(spec);
-  if (!count) return std::nullopt;
-  const ParameterSpace& space = *spec.space;
-  const bool grid = !space.explicit_list && (spec.method == Method::kGrid || space.without_replacement);
-  if (!space.explicit_list && !grid) {
-    // Random search draws each trial independently, so "untried" means "not
-    // yet handed out": the next index.
-    const auto next = static_cast<int64_t>(tried.size());
-    if (next >= *count) return std::nullopt;
-    return trial_at(spec, next);
-  }
-  if (!grid) {
-    for (int64_t i = 0; i < *count; ++i) {
-      Trial t = trial_at(spec, i);
-      bool seen = false;
-      for (const json& run : tried) seen = seen || params_match(space, run, t.params);
-      if (!seen) return t;
-    }
-    return std::nullopt;
-  }
-  // Grid: map each tried run to the grid indices it covers (the values of
-  // each leaf it matches), then walk the sweep's order to the first gap.
-  std::vector<char> covered(static_cast<size_t>(space.grid_size), 0);
-  for (const json& run : tried) {
-    std::vector<std::vector<int64_t>> matches(space.leaves.size());
-    bool any = true;
-    for (size_t k = 0; k < space.leaves.size() && any; ++k) {
-      const json* v = get_nested(run, space.leaves[k].names);
-      if (!v) {
-        any = false;
-        break;
-      }
-      const Leaf& leaf = space.leaves[k];
-      if (leaf.distribution == Distribution::kIntUniform) {
-        // Direct: a number equal to min + i (3.0 matches 3, true does not).
-        if (v->is_number()) {
-          const double d = v->get<double>();
-          if (d == std::floor(d) && d >= leaf.min && d <= leaf.max) {
-            const int64_t i = static_cast<int64_t>(d) - leaf.int_min;
-            if (value_matches(*v, grid_value(leaf, i))) matches[k].push_back(i);
-          }
-        }
-      } else {
-        for (int64_t i = 0; i < space.radix[k]; ++i) {
-          if (value_matches(*v, grid_value(leaf, i))) matches[k].push_back(i);
-        }
-      }
-      any = !matches[k].empty();
-    }
-    if (!any) continue;
-    // Enumerate the (almost always single) combination of matched digits.
-    std::vector<size_t> at(space.leaves.size(), 0);
-    while (true) {
-      int64_t index = 0;
-      for (size_t k = 0; k < space.leaves.size(); ++k) index = index * space.radix[k] + matches[k][at[k]];
-      covered[static_cast<size_t>(index)] = 1;
-      size_t k = space.leaves.size();
-      while (k > 0 && ++at[k - 1] == matches[k - 1].size()) at[--k] = 0;
-      if (k == 0) break;
-    }
-  }
-  for (int64_t position = 0; position < *count; ++position) {
-    const int64_t index = position_to_grid_index(spec, position, space.grid_size);
-    if (!covered[static_cast<size_t>(index)]) {
-      Trial t;
-      t.index = position;
-      t.params = grid_params(space, index);
-      return t;
-    }
-  }
-  return std::nullopt;
 }
 
 int parameter_count(const SweepSpec& spec) {

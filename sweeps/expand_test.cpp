@@ -129,9 +129,6 @@ TEST_CASE("sweeps.explicit trials: listed in order constants merged run_cap appl
   CHECK(trials[0] == json::parse(R"({"epochs": 2, "lr": 0.1, "opt": {"name": "adam"}})"));
   CHECK(trials[2] == json::parse(R"({"epochs": 2, "lr": 0.001})"));
   CHECK(describe(spec) == "explicit trials, 3 parameters, 3 trials");
-  auto next = next_untried_trial(spec, {trials[0]});
-  REQUIRE(next.has_value());
-  CHECK(next->params == trials[1]);
 }
 
 TEST_CASE("sweeps.random: same seed same trials other seed other trials - run_cap or unbounded") {
@@ -267,21 +264,6 @@ TEST_CASE("sweeps.random without replacement: every combination once capped by r
   for (const auto& t : all_trials(uncapped)) seen.insert(t.dump());
   CHECK(seen.size() == 12);
   CHECK(describe(uncapped) == "random without replacement, 2 parameters, 12 trials");
-}
-
-TEST_CASE("sweeps.next_untried_trial: a grid resumes at its first gap - random hands out the next index") {
-  SweepSpec grid = parse_ok(R"({"method": "grid", "parameters": {"a": {"values": [1, 2]}, "b": {"values": [{"k": 1}, {"k": 2}]}}})");
-  std::vector<json> tried = {json::parse(R"({"a": 1.0, "b": {"k": 1, "injected": true}})")};
-  auto next = next_untried_trial(grid, tried);
-  REQUIRE(next.has_value());
-  CHECK(next->params == json::parse(R"({"a": 1, "b": {"k": 2}})"));
-  CHECK(next->index == 1);
-  for (int64_t i = 0; i < 4; ++i) tried.push_back(trial_at(grid, i).params);
-  CHECK_FALSE(next_untried_trial(grid, tried).has_value());
-
-  SweepSpec random = parse_ok(R"({"method": "random", "run_cap": 3, "parameters": {"x": {"value": 1}}})");
-  CHECK(next_untried_trial(random, {json::object(), json::object()})->index == 2);
-  CHECK_FALSE(next_untried_trial(random, {json::object(), json::object(), json::object()}).has_value());
 }
 
 }  // namespace

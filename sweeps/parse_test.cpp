@@ -2,6 +2,7 @@
 // (every problem, in order), and the typed values of well-formed ones.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -28,30 +29,26 @@ std::string param(const std::string& config, const std::string& method = "random
 
 const std::vector<Malformed>& malformed_files() {
   static const std::vector<Malformed> cases = {
-      {"empty file", "", {"expected a JSON object, found an empty file"}},
-      {"only whitespace", " \n\t ", {"expected a JSON object, found an empty file"}},
+      {"empty file", "", {"expected a sweep (method: ..., parameters: ...), found an empty file"}},
+      {"only whitespace", " \n\t ", {"expected a sweep (method: ..., parameters: ...), found an empty file"}},
       {"invalid JSON with line and column", "{\n  \"method\": \"grid\",\n  \"parameters\": {,}\n}",
-       {"expected valid JSON, found a parse error at line 3, column 18: syntax error while parsing object key - "
-        "unexpected ','; expected string literal"}},
+       {"expected valid JSON, found a syntax error while parsing object key - unexpected ','; expected string literal "
+        "(line 3, column 18)"}},
       {"truncated JSON", R"({"method": "grid")",
-       {"expected valid JSON, found a parse error at line 1, column 18: syntax error while parsing object - unexpected "
-        "end of input; expected '}'"}},
+       {"expected valid JSON, found a syntax error while parsing object - unexpected end of input; expected '}' "
+        "(line 1, column 18)"}},
       {"not UTF-8 (Latin-1 byte)", "{\"name\": \"caf\xe9\"}",
-       {"expected UTF-8 text, found the byte 0xE9 at line 1, column 14; save the file as UTF-8"}},
+       {"expected UTF-8 text, found the byte 0xE9; save the file as UTF-8 (is it a sweep file?) (line 1, column 14)"}},
       {"UTF-8 surrogate encoded", "{\"name\": \"\xed\xa0\x80\"}",
-       {"expected UTF-8 text, found the byte 0xED at line 1, column 11; save the file as UTF-8"}},
+       {"expected UTF-8 text, found the byte 0xED; save the file as UTF-8 (is it a sweep file?) (line 1, column 11)"}},
       {"a file of many megabytes", std::string(3 << 20, ' '),
        {"expected a sweep file of at most 1048576 bytes (1 MiB), found a larger one; is this really a sweep file?"}},
       {"JSON nested too deep", std::string(100, '[') + std::string(100, ']'),
-       {"expected JSON nested at most 64 levels deep, found deeper nesting at line 1, column 65"}},
+       {"expected JSON nested at most 64 levels deep, found deeper nesting (line 1, column 65)"}},
       {"top level is an array", "[1, 2]",
        {"expected a JSON object at the top level ({\"method\": ..., \"parameters\": ...}), found an array of 2 items"}},
       {"duplicate key", R"({"method": "grid", "parameters": {"x": {"values": [1]}, "x": {"values": [2]}}})",
        {"parameters.x: expected each key once in an object, found a duplicate (JSON keeps only the last)"}},
-      {"unknown top-level key with a suggestion", with(R"(, "paramters": {})"),
-       {"paramters: unknown key (did you mean 'parameters'?); expected one of: method, metric, parameters, run_cap, "
-        "name, description, program, command, early_terminate, resources, max_parallel, seed, max_retries, timeout_s, "
-        "order, without_replacement, trials, apiVersion, kind, controller, entity, project"}},
       {"W&B Launch key", with(R"(, "job": "x")"),
        {"job: W&B's job key (Launch, custom schedulers, multi-objective search) is not supported by swept; remove it"}},
       {"method missing", R"({"parameters": {"x": {"values": [1]}}})",
@@ -66,9 +63,9 @@ const std::vector<Malformed>& malformed_files() {
        {"parameters: expected at least one parameter, found an empty object"}},
       {"parameters not an object", R"({"method": "grid", "parameters": [1]})",
        {"parameters: expected an object of parameters ({\"name\": {...}}), found an array of 1 items"}},
-      {"bad parameter name", R"({"method": "grid", "parameters": {"1lr": {"values": [1]}}})",
-       {"parameters.1lr: expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or "
-        "'_', found \"1lr\""}},
+      {"bad parameter name", R"({"method": "grid", "parameters": {"-lr": {"values": [1]}}})",
+       {"parameters.-lr: expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter or "
+        "'_', found \"-lr\""}},
       {"parameter name with a space", R"({"method": "grid", "parameters": {"l r": {"values": [1]}}})",
        {"parameters.\"l r\": expected a parameter name of letters, digits, '_', '.' or '-' that starts with a letter "
         "or '_', found \"l r\""}},
@@ -81,9 +78,6 @@ const std::vector<Malformed>& malformed_files() {
        {"parameters.p.distribution: expected a distribution name (beta, categorical, categorical_w_probabilities, "
         "constant, int_uniform, inv_log_uniform_values, log_normal, log_uniform_values, normal, q_beta, q_log_normal, "
         "q_log_uniform_values, q_normal, q_uniform, uniform), found \"gaussian\""}},
-      {"deprecated log_uniform", param(R"({"distribution": "log_uniform", "min": 0, "max": 1})"),
-       {"parameters.p.distribution: expected a distribution name, found \"log_uniform\", W&B's deprecated form whose "
-        "min and max are exponents; use \"log_uniform_values\" with min and max as the values themselves"}},
       {"unknown key for a distribution", param(R"({"distribution": "normal", "mu": 0, "min": 1})"),
        {"parameters.p.min: unknown key for distribution normal; expected one of: distribution, mu, sigma"}},
       {"value and values together", param(R"({"value": 1, "values": [1, 2]})"),
@@ -93,10 +87,10 @@ const std::vector<Malformed>& malformed_files() {
       {"min == max for uniform", param(R"({"min": 1.5, "max": 1.5})"),
        {"parameters.p.max: expected max > min (1.5), found 1.5"}},
       {"only min", param(R"({"min": 1})"), {"parameters.p: expected both min and max, found only min"}},
-      {"min of the wrong type", param(R"({"min": "0", "max": 1.0})"),
-       {"parameters.p.min: expected a number, found \"0\""}},
+      {"min of the wrong type", param(R"({"min": "zero", "max": 1.0})"),
+       {"parameters.p.min: expected a number, found \"zero\""}},
       {"infinite bound", param(R"({"min": 0, "max": 1e999})"),
-       {"expected numbers within the range of a double, found 1e999 at line 1, column 60"}},
+       {"expected numbers within the range of a double, found 1e999 (line 1, column 60)"}},
       {"int_uniform with float bounds", param(R"({"distribution": "int_uniform", "min": 0.0, "max": 1.0})"),
        {"parameters.p.min: expected an integer (int_uniform), found 0.0",
         "parameters.p.max: expected an integer (int_uniform), found 1.0"}},
@@ -151,8 +145,6 @@ const std::vector<Malformed>& malformed_files() {
       {"run_cap float", with(R"(, "run_cap": 5.0)"), {"run_cap: expected a positive integer, found 5.0"}},
       {"metric without name", with(R"(, "metric": {"goal": "maximize"})"),
        {"metric: expected key name (the metric to optimize), found none"}},
-      {"metric goal misspelt", with(R"(, "metric": {"name": "loss", "goal": "minimise"})"),
-       {"metric.goal: expected \"minimize\" or \"maximize\", found \"minimise\""}},
       {"metric not an object", with(R"(, "metric": "loss")"),
        {"metric: expected an object like {\"name\": \"val_loss\", \"goal\": \"minimize\"}, found \"loss\""}},
       {"early_terminate as a string", with(R"(, "metric": {"name": "l"}, "early_terminate": "hyperband")"),
@@ -165,11 +157,6 @@ const std::vector<Malformed>& malformed_files() {
        {"metric: expected a metric (early_terminate compares runs on it), found none"}},
       {"command not a list", with(R"(, "command": "python train.py")"),
        {"command: expected a non-empty array of strings (the argv, with macros), found \"python train.py\""}},
-      {"command element not a string", with(R"(, "command": ["run", 3])"),
-       {"command[1]: expected a string, found 3"}},
-      {"unknown macro", with(R"(, "command": ["run", "${argz}"])"),
-       {"command[1]: expected a known macro (${env}, ${interpreter}, ${program}, ${args}, ${args_no_hyphens}, "
-        "${args_no_boolean_flags}, ${args_json}, ${args_json_file}, ${envvar:NAME}), found \"${argz}\""}},
       {"${program} without program", with(R"(, "command": ["${program}"])"),
        {"command[0]: ${program} needs the sweep's program key, which is not set"}},
       {"malformed envvar", with(R"(, "command": ["--out=${envvar:OUT DIR}"])"),
@@ -188,8 +175,8 @@ const std::vector<Malformed>& malformed_files() {
        {"max_parallel: expected a positive integer (omit it for no limit), found 0"}},
       {"timeout_s negative", with(R"(, "timeout_s": -5)"),
        {"timeout_s: expected a number of seconds > 0 (omit it for no limit), found -5"}},
-      {"max_retries as a string", with(R"(, "max_retries": "3")"),
-       {"max_retries: expected an integer from 0 to 1000, found \"3\""}},
+      {"max_retries as a string", with(R"(, "max_retries": "three")"),
+       {"max_retries: expected an integer from 0 to 1000, found \"three\""}},
       {"order unknown", with(R"(, "order": "shuffled")"),
        {"order: expected \"sequential\" or \"random\", found \"shuffled\""}},
       {"order with method random", R"({"method": "random", "order": "random", "parameters": {"x": {"values": [1]}}})",
@@ -209,10 +196,7 @@ const std::vector<Malformed>& malformed_files() {
        {"trials[0].bs: expected each name set once, found it both in this trial and as a constant in parameters (bs)"}},
       {"several problems at once", R"({"method": "grid", "run_cap": -2, "parameters": {"a": {"min": 3, "max": 1},
           "b": {"values": []}}, "colour": "red"})",
-       {"colour: unknown key; expected one of: method, metric, parameters, run_cap, name, description, program, "
-        "command, early_terminate, resources, max_parallel, seed, max_retries, timeout_s, order, without_replacement, "
-        "trials, apiVersion, kind, controller, entity, project",
-        "run_cap: expected a positive integer, found -2", "parameters.a.max: expected max > min (3), found 1",
+       {"run_cap: expected a positive integer, found -2", "parameters.a.max: expected max > min (3), found 1",
         "parameters.b.values: expected a non-empty array of values, found an empty array"}},
   };
   return cases;
@@ -229,6 +213,103 @@ TEST_CASE("sweeps.parse: at least 40 malformed files each with exactly the probl
     for (const auto& p : outcome.problems) got.push_back(p.ToString()), shown += "\n  " + p.ToString();
     CHECK_MESSAGE(got == c.problems, "case: " << std::string(c.what) << "; got:" << shown);
   }
+}
+
+// What W&B accepts with a warning: the spec is made, each warning says what
+// was read and how to silence it (`swept validate --strict` refuses them).
+struct Lenient {
+  const char* what;
+  std::string text;
+  std::vector<std::string> warnings;  // Problem::ToString(), in order
+};
+
+TEST_CASE("sweeps.parse: W&B's leniency - warnings and a spec, never a silent change") {
+  const std::vector<Lenient> cases = {
+      {"unknown top-level key with a suggestion", with(R"(, "paramters": {})"),
+       {"paramters: unknown top-level key, ignored as W&B ignores it; did you mean 'parameters'?"}},
+      {"unknown top-level key without a near one", with(R"(, "colour": "red")"),
+       {"colour: unknown top-level key, ignored as W&B ignores it"}},
+      {"deprecated log_uniform", param(R"({"distribution": "log_uniform", "min": 0, "max": 1})"),
+       {"parameters.p.distribution: W&B's deprecated log_uniform (min and max are natural-log exponents): read as "
+        "log_uniform_values with min 1.0 and max 2.718281828459045; write that instead"}},
+      {"metric goal misspelt", with(R"(, "metric": {"name": "loss", "goal": "minimise"})"),
+       {"metric.goal: expected \"minimize\" or \"maximize\", found \"minimise\"; minimizing, as W&B does"}},
+      {"command element not a string", with(R"(, "command": ["run", 3, true, 0.5])"),
+       {"command[1]: expected a string, found 3; converted to \"3\" as W&B's agent does",
+        "command[2]: expected a string, found true; converted to \"True\" as W&B's agent does",
+        "command[3]: expected a string, found 0.5; converted to \"0.5\" as W&B's agent does"}},
+      {"unknown macro", with(R"(, "command": ["run", "${argz}"])"),
+       {"command[1]: unknown macro \"${argz}\", dropped from the command as W&B's agent drops it; known: ${env}, "
+        "${interpreter}, ${program}, ${args}, ${args_no_equals}, ${args_no_hyphens}, ${args_no_boolean_flags}, "
+        "${args_json}, ${args_json_file}, ${args_append_hydra}, ${args_override_hydra}, ${envvar:NAME}"}},
+      {"integer in a string", with(R"(, "max_retries": "3")"),
+       {"max_retries: expected a number, found the string \"3\"; read as 3 (W&B's server reads it so; write it "
+        "without quotes)"}},
+      {"parameter name outside W&B's rule", R"({"method": "grid", "parameters": {"model/lr": {"values": [1]},
+          "1st": {"value": 2}}})",
+       {"parameters.1st: a parameter name outside W&B's rule (letters, digits, '_', '.', '-', starting with a letter "
+        "or '_'); W&B's agent passes it on as written, and so does swept",
+        "parameters.\"model/lr\": a parameter name outside W&B's rule (letters, digits, '_', '.', '-', starting with "
+        "a letter or '_'); W&B's agent passes it on as written, and so does swept"}},
+      {"number in a string", param(R"({"min": "1e-5", "max": 0.1})"),
+       {"parameters.p.min: expected a number, found the string \"1e-5\"; read as 1e-05 (W&B's server reads it so; "
+        "write it without quotes)"}},
+  };
+  for (const Lenient& c : cases) {
+    INFO("case: " << std::string(c.what));
+    const ParseOutcome outcome = parse_sweep(c.text);
+    std::vector<std::string> got;
+    std::string shown;
+    for (const auto& p : outcome.problems) shown += "\n  problem: " + p.ToString();
+    for (const auto& p : outcome.warnings) got.push_back(p.ToString()), shown += "\n  " + p.ToString();
+    CHECK_MESSAGE(outcome.spec.has_value(), shown);
+    CHECK_MESSAGE(got == c.warnings, "got:" << shown);
+  }
+}
+
+TEST_CASE("sweeps.parse: what the lenient readings mean for the trials") {
+  // log_uniform's bounds are exponents: every draw lies in [e^-9, e^-2].
+  ParseOutcome deprecated = parse_sweep(param(R"({"distribution": "log_uniform", "min": -9, "max": -2})"));
+  REQUIRE(deprecated.spec);
+  for (int64_t i = 0; i < 200; ++i) {
+    const double v = trial_at(*deprecated.spec, i).params["p"].get<double>();
+    CHECK(v >= std::exp(-9.0));
+    CHECK(v <= std::exp(-2.0));
+  }
+  // inv_log_uniform(a, b) draws exp(-U(a, b)): in [e^-b, e^-a].
+  ParseOutcome inverse = parse_sweep(param(R"({"distribution": "inv_log_uniform", "min": 1, "max": 3})"));
+  REQUIRE(inverse.spec);
+  for (int64_t i = 0; i < 200; ++i) {
+    const double v = trial_at(*inverse.spec, i).params["p"].get<double>();
+    CHECK(v >= std::exp(-3.0) * (1 - 1e-12));
+    CHECK(v <= std::exp(-1.0) * (1 + 1e-12));
+  }
+  // q_log_uniform: rounded to q, floats.
+  ParseOutcome quantized = parse_sweep(param(R"({"distribution": "q_log_uniform", "min": 0, "max": 5, "q": 2})"));
+  REQUIRE(quantized.spec);
+  const json q = trial_at(*quantized.spec, 3).params["p"];
+  CHECK(q.is_number_float());
+  CHECK(std::fmod(q.get<double>(), 2.0) == 0.0);
+  // An invalid goal minimises; unknown macros are dropped; items converted.
+  ParseOutcome lenient = parse_sweep(with(R"(, "metric": {"name": "loss", "goal": "up"}, "command": ["run", 7, "${nope}", "${args}"])"));
+  REQUIRE(lenient.spec);
+  CHECK(lenient.spec->metric->goal == Goal::kMinimize);
+  auto argv = build_command(*lenient.spec, json{{"x", 1}}, CommandContext{});
+  REQUIRE(argv.ok());
+  CHECK(*argv == std::vector<std::string>{"run", "7", "--x=1"});
+  // A quoted integer is read as an integer: int_uniform is inferred.
+  ParseOutcome quoted = parse_sweep(param(R"({"min": "1", "max": 4})"));
+  REQUIRE(quoted.spec);
+  CHECK(trial_at(*quoted.spec, 0).params["p"].is_number_float());  // "1" is not a JSON integer: uniform, as W&B
+  // A values list of numbers with a quoted number in it is a numeric parameter.
+  ParseOutcome mixed = parse_sweep(R"({"method": "grid", "parameters": {"lr": {"values": [0.1, "1e-3"]}}})");
+  REQUIRE(mixed.spec);
+  CHECK(trial_at(*mixed.spec, 1).params["lr"] == json(0.001));
+  // ... but a list of strings stays strings.
+  ParseOutcome strings = parse_sweep(R"({"method": "grid", "parameters": {"v": {"values": ["1e-3", "2"]}}})");
+  REQUIRE(strings.spec);
+  CHECK(strings.warnings.empty());
+  CHECK(trial_at(*strings.spec, 0).params["v"] == json("1e-3"));
 }
 
 TEST_CASE("sweeps.parse: problems are capped with a final line saying how many more") {

@@ -23,14 +23,34 @@
 
 namespace swept::sweeps {
 
-// One problem found in a sweep file. `path` names the field with dots
-// ("parameters.lr.min", "run_cap"; "" for the whole file), `message` says what
-// was expected and what was found.
+// One problem (or warning) found in a sweep file. `path` names the field with
+// dots ("parameters.lr.min", "run_cap"; "" for the whole file), `message` says
+// what was expected and what was found. `line` and `column` (1-based) say
+// where the value at `path` starts in the file, when the reader knows (YAML
+// always; JSON for syntax errors); 0 when not.
 struct Problem {
   std::string path;
   std::string message;
-  std::string ToString() const;  // "parameters.lr.min: expected ..."
+  int line = 0;
+  int column = 0;
+  std::string ToString() const;  // "parameters.lr.min: expected ... (line 7, column 10)"; no position when line is 0
 };
+
+// How one value was read, for `swept expand|validate --explain`: the spelling
+// in the file, the value it became (JSON text) and the rule that decided it.
+struct Reading {
+  std::string path;
+  int line = 0, column = 0;
+  std::string spelling;  // as written: 1e-5
+  std::string value;     // as read: 1e-05
+  std::string rule;      // why, in words
+};
+
+// Which reader a sweep file's text goes to. kAuto decides by content: text
+// whose first character (after blanks) is '{' or '[' is JSON, unless it is not
+// valid JSON but reads as a valid sweep in YAML (flow style); anything else is
+// YAML (docs/sweep-format.md, "What is read how").
+enum class Format { kAuto, kJson, kYaml };
 
 enum class Method { kGrid, kRandom };
 enum class Goal { kMinimize, kMaximize };
@@ -69,19 +89,30 @@ struct SweepSpec {
 struct ParseOutcome {
   std::optional<SweepSpec> spec;  // set exactly when problems is empty
   std::vector<Problem> problems;
+  // What W&B accepts with a warning (an unknown top-level key, a deprecated
+  // distribution, ...): the spec is still set. `--strict` treats them as problems.
+  std::vector<Problem> warnings;
+  std::vector<Reading> readings;  // values whose spelling was read by a rule (--explain)
+  Format format = Format::kAuto;  // the reader that read the text (kJson or kYaml)
 };
 
 // Documented limits (docs/sweep-format.md, "Limits"). Files beyond them are
 // rejected with a problem, before anything large is allocated.
-inline constexpr size_t kMaxFileBytes = 1 << 20;         // 1 MiB of JSON text
-inline constexpr int kMaxJsonDepth = 64;                 // nested arrays/objects
+inline constexpr size_t kMaxFileBytes = 1 << 20;         // 1 MiB of text (JSON or YAML)
+inline constexpr int kMaxJsonDepth = 64;                 // nested arrays/objects (YAML: sequences/mappings)
 inline constexpr int kMaxParameterDepth = 8;             // nested `parameters` blocks
 inline constexpr int64_t kMaxGridTrials = 1000000;       // grid product, by arithmetic
 inline constexpr size_t kMaxProblems = 100;              // listed before "N more"
+inline constexpr int64_t kMaxYamlValues = 100000;        // values copied by YAML aliases (4x: values per file)
 
-// Parses and validates a sweep file's text (JSON). Never throws, never aborts;
-// every problem found is listed.
-ParseOutcome parse_sweep(std::string_view text);
+// Parses and validates a sweep file's text. Never throws, never aborts; every
+// problem found is listed. `format` picks the reader (kAuto: by content).
+ParseOutcome parse_sweep(std::string_view text, Format format);
+ParseOutcome parse_sweep(std::string_view text);  // Format::kAuto
+
+// The reader kAuto starts with: kJson when the first character after blanks
+// is '{' or '[', else kYaml.
+Format detect_format(std::string_view text);
 
 // How many trials the sweep produces (grid product, explicit list, run_cap),
 // or nullopt when unbounded (random search without run_cap).
@@ -108,7 +139,8 @@ struct CommandContext {
 };
 
 // Expands the sweep's command (or the default `swept-train ${args}`) for one
-// trial into an argv. Errors: an unset ${envvar:NAME}, an unknown macro.
+// trial into an argv. Errors: an unset ${envvar:NAME}, ${program} without a program.
+// A whole element ${unknown} expands to nothing, as W&B's agent does.
 Result<std::vector<std::string>> build_command(const SweepSpec& spec, const nlohmann::json& params,
                                                const CommandContext& context);
 
@@ -119,16 +151,6 @@ int parameter_count(const SweepSpec& spec);
 // One-line summary for `swept validate`: "grid, 3 parameters, 12 trials",
 // "random, 2 parameters, unbounded".
 std::string describe(const SweepSpec& spec);
-
-// The first trial, in the sweep's own order, whose parameter values match none
-// of `tried` (each tried run's params, nested as in Trial::params), following
-// W&B's grid rule: a whole-number float equals the integer, `true` is not `1`,
-// objects compare regardless of key order, and an object value matches a run
-// whose object has extra keys (keys injected by the training code). nullopt
-// when every trial has been tried, or when trial_count(spec) is unbounded.
-// Random search (with replacement) draws independently, so there the answer
-// is simply the trial at index tried.size().
-std::optional<Trial> next_untried_trial(const SweepSpec& spec, const std::vector<nlohmann::json>& tried);
 
 // The text of ${args_json} and of the file ${args_json_file} names: the params
 // as Python's json.dumps writes them (", " and ": " separators, ASCII only), so

@@ -250,9 +250,14 @@ struct CudaDeviceOptions {
 // Number of visible CUDA devices. Errors: kUnavailable (no driver, no device)
 // with a message saying so; the trainer maps it to exit code 4.
 Result<int> cuda_device_count();
+// What the CUDA backend is built on, for --version: the CUDA runtime and the
+// NVIDIA driver it needs ("CUDA 13.0 runtime linked statically, needs NVIDIA
+// driver 580 or newer"), or "CUDA (emulated) ..." in an emulated build.
+std::string cuda_build_description();
 // A backend on one device. Errors: kNotFound (device index out of range) or
-// kUnavailable (driver/cuDNN/cuBLAS missing): exit 4; kResourceExhausted
-// (budget too small): exit 5.
+// kUnavailable (no driver or GPU): exit 4; kMissingDependency (cuBLAS, cuDNN
+// or one of its sub-libraries missing): exit 8; kResourceExhausted (budget
+// too small): exit 5.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaDeviceOptions& options);
 #endif
 

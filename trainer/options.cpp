@@ -125,6 +125,9 @@ std::string version_text() {
   backends += ", cuda";
 #endif
   std::string text = "swept-train " SWEPT_VERSION " (backends: " + backends + ")";
+#if defined(SWEPT_HAVE_CUDA)
+  text += "; cuda: " + cuda_build_description();  // the runtime and the driver it needs
+#endif
 #if !defined(SWEPT_HAVE_CUDA)
   text += "; built without CUDA";
 #endif

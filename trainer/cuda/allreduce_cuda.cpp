@@ -15,8 +15,9 @@
 //    At most kMaxRanksPerDevice replicas share a GPU.
 // Mixed placements (2 GPUs × 2 replicas) are refused with a clear error
 // (kInvalidArgument: the --replicas value does not fit the GPU count).
-// abort() wakes every rank waiting at a barrier and aborts NCCL communicators,
-// so a failed replica never leaves the others hanging.
+// abort() wakes every rank waiting at a barrier and aborts NCCL communicators
+// (never one a rank is inside of: see NcclAllReduce), so a failed replica
+// never leaves the others hanging.
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
@@ -149,6 +150,13 @@ class SameDeviceAllReduce final : public trainer::AllReduce {
   Barrier barrier_a_, barrier_b_;
 };
 
+// NCCL communicators are not thread-safe: a communicator may be used by one
+// thread at a time, and ncclCommAbort must not race a call on the same
+// communicator. So abort() aborts, under mu_, only the communicators no rank
+// is inside of; a rank inside ncclAllReduce aborts its own communicator when
+// the call returns (NCCL's host calls only enqueue work, so they return; it
+// is the enqueued kernels that wait for peers, and aborting the communicator
+// ends them). comms_, in_call_ and the abort state are guarded by mu_.
 class NcclAllReduce final : public trainer::AllReduce {
  public:
   static Result<std::unique_ptr<NcclAllReduce>> Create(std::vector<CudaBackend*> ranks) {
@@ -158,6 +166,7 @@ class NcclAllReduce final : public trainer::AllReduce {
     std::vector<int> devices;
     for (CudaBackend* b : ar->ranks_) devices.push_back(b->device());
     ar->comms_.resize(devices.size());
+    ar->in_call_.assign(devices.size(), false);
     ncclResult_t err = ar->api_->comm_init_all(ar->comms_.data(), static_cast<int>(devices.size()),
                                                devices.data());
     if (err != ncclSuccess) {
@@ -169,10 +178,9 @@ class NcclAllReduce final : public trainer::AllReduce {
     return ar;
   }
   ~NcclAllReduce() override {
+    // No rank is inside a call any more (the trainer joined its threads).
     for (ncclComm_t c : comms_) {
-      if (!c) continue;
-      if (aborted_) ncclCheckLog(api_->comm_abort(c));
-      else ncclCheckLog(api_->comm_destroy(c));
+      if (c) ncclCheckLog(api_->comm_destroy(c));
     }
   }
 
@@ -180,34 +188,51 @@ class NcclAllReduce final : public trainer::AllReduce {
 
   Status all_reduce_mean(int rank, float* data, size_t count) override {
     if (rank < 0 || rank >= world_size()) return Status::InvalidArgument("all_reduce_mean: rank out of range");
+    ncclComm_t comm = nullptr;
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!abort_status_.ok()) return abort_status_;
+      comm = comms_[rank];
+      in_call_[rank] = true;
     }
-    cudaCheck(cudaSetDevice(ranks_[rank]->device()));
-    ncclCheck(api_->all_reduce(data, data, count, ncclFloat, ncclAvg, comms_[rank],
-                               ranks_[rank]->stream()));
-    return Status::Ok();
+    cudaError_t dev = cudaSetDevice(ranks_[rank]->device());
+    ncclResult_t err = dev == cudaSuccess
+                           ? api_->all_reduce(data, data, count, ncclFloat, ncclAvg, comm, ranks_[rank]->stream())
+                           : ncclSuccess;
+    std::lock_guard<std::mutex> lock(mu_);
+    in_call_[rank] = false;
+    if (!abort_status_.ok()) {
+      abort_comm_locked(rank);  // abort() skipped it while this rank was inside
+      return abort_status_;
+    }
+    if (dev != cudaSuccess) return cuda_status(dev, "cudaSetDevice(device)", __FILE__, __LINE__);
+    return nccl_status(err, "ncclAllReduce(data, data, count, ncclFloat, ncclAvg, comm, stream)", __FILE__,
+                       __LINE__);
   }
 
   void abort(const Status& why) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (!abort_status_.ok()) return;
     abort_status_ = why.ok() ? Status::Internal("all-reduce aborted") : why;
-    aborted_ = true;
-    for (ncclComm_t c : comms_) ncclCheckLog(api_->comm_abort(c));  // frees ranks stuck in NCCL kernels
-    comms_.assign(comms_.size(), nullptr);
+    for (int r = 0; r < world_size(); ++r) {
+      if (!in_call_[r]) abort_comm_locked(r);  // frees its kernels waiting for the failed peer
+    }
   }
 
  private:
   NcclAllReduce(const NcclApi* api, std::vector<CudaBackend*> ranks)
       : api_(api), ranks_(std::move(ranks)) {}
+  void abort_comm_locked(int rank) {
+    if (!comms_[rank]) return;
+    ncclCheckLog(api_->comm_abort(comms_[rank]));
+    comms_[rank] = nullptr;
+  }
   const NcclApi* api_;
   std::vector<CudaBackend*> ranks_;
-  std::vector<ncclComm_t> comms_;
   std::mutex mu_;
-  Status abort_status_;
-  bool aborted_ = false;
+  std::vector<ncclComm_t> comms_;  // guarded by mu_; null once aborted
+  std::vector<bool> in_call_;      // guarded by mu_: rank r is inside ncclAllReduce
+  Status abort_status_;            // guarded by mu_
 };
 
 }  // namespace
@@ -227,9 +252,11 @@ Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend
     devices.insert(cb->device());
   }
   if (ranks.size() == 1) return std::unique_ptr<AllReduce>(new cuda::SingleAllReduce());
-  // Collectives synchronize across replica threads: no graph replay for them.
-  for (CudaBackend* b : ranks) b->set_graphs_allowed(false);
   if (devices.size() == 1) {
+    // The same-GPU all-reduce meets at host barriers, which a captured graph
+    // cannot replay: these replicas run eagerly. NCCL collectives (one GPU
+    // per replica, below) are captured with the rest of the step.
+    for (CudaBackend* b : ranks) b->set_graphs_allowed(false);
     auto ar = cuda::SameDeviceAllReduce::Create(std::move(ranks));
     if (!ar.ok()) return ar.status();
     return std::unique_ptr<AllReduce>(std::move(*ar));

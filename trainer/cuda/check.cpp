@@ -48,8 +48,20 @@ Status cudnn_status(cudnnStatus_t err, const char* call, const char* file, int l
   if (err == CUDNN_STATUS_SUCCESS) return Status::Ok();
   std::string msg = "cuDNN error " + std::to_string(static_cast<int>(err)) + " (" +
                     (cuda_libraries_loaded() ? cudnn_api().cudnnGetErrorString(err) : "cuDNN not loaded") + ")" + where(call, file, line);
-  if (err == CUDNN_STATUS_ALLOC_FAILED) return Status::ResourceExhausted(msg);
-  return Status::Internal(msg);
+  // cuDNN 9's statuses (cudnn_graph.h): device memory exhausted is the
+  // out-of-memory exit; a sub-library (libcudnn_ops, _cnn, _graph, _engines_*)
+  // that cannot be loaded, or of another version, is the missing-library exit.
+  switch (err) {
+    case CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED:
+      return Status::ResourceExhausted(msg + "; the GPU is out of memory: lower --batch_size or --gpu_memory_fraction of other trainers");
+    case CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED:
+    case CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH:
+    case CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE:
+      return Status::MissingDependency(msg + "; install every cuDNN 9 library (libcudnn_ops, libcudnn_cnn, "
+                                             "libcudnn_graph, libcudnn_engines_*) of one version beside libcudnn.so.9");
+    default:
+      return Status::Internal(msg);
+  }
 }
 
 Status nccl_status(ncclResult_t err, const char* call, const char* file, int line) {

@@ -4,8 +4,9 @@
 // function (which must return swept::Status or swept::Result<T>), a Status that
 // names the library, its error string, the call as written, and file:line, e.g.
 //   "CUDA error 2 (out of memory) in cudaMalloc(&p, bytes) at trainer/cuda/x.cpp:42".
-// Out-of-memory errors map to StatusCode::kResourceExhausted, a missing driver or
-// device to kUnavailable, everything else to kInternal. Nothing here
+// Out-of-memory errors map to StatusCode::kResourceExhausted (exit 5), a missing
+// driver or device to kUnavailable (exit 4), a cuDNN sub-library that cannot be
+// loaded to kMissingDependency (exit 8), everything else to kInternal (exit 70). Nothing here
 // aborts or exits: the caller decides (swept-train maps Status to exit codes).
 // The *_status functions are usable directly where an early return is wrong
 // (destructors log instead).

@@ -16,6 +16,12 @@ TEST_CASE("trainer/cuda: swept-train --version says the CUDA backend is built") 
   ProcessResult r = run_process(swept_train() + " --version", dir);
   CHECK(r.exit_code == 0);
   CHECK(r.out.find("cuda") != std::string::npos);
+#if defined(SWEPT_CUDA_EMULATED)
+  CHECK(r.out.find("CUDA (emulated)") != std::string::npos);
+#else
+  // The runtime is static: the driver it needs must be stated (CUDA 13: 580).
+  CHECK(r.out.find("needs NVIDIA driver") != std::string::npos);
+#endif
 }
 
 TEST_CASE("trainer/cuda: swept-train --device=cuda with no GPU visible exits 4 and says what to do") {

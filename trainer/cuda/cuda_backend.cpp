@@ -88,13 +88,13 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::Create(const trainer::CudaDevi
   cudnnCheck(cudnn_api().cudnnSetStream(b->cudnn_, b->stream_));
   // cuBLAS gets its workspace from the budget; without one it would allocate
   // behind our back, and could not run inside a captured graph.
-  auto ws = b->ctx_->allocator.allocate(cublas_workspace_bytes(info), "the cuBLAS workspace");
+  auto ws = b->ctx_->allocator.allocate(cublas_workspace_bytes(info), "the cuBLAS workspace", b->stream_);
   if (!ws.ok()) return ws.status();
   b->cublas_workspace_ = std::move(*ws);
   cublasCheck(cublas_api().cublasSetWorkspace(b->cublas_, b->cublas_workspace_.data(), b->cublas_workspace_.bytes()));
   // Partial sums of the bias gradients: 64 splits of up to 4096 channels (1 MiB).
   auto scratch = b->ctx_->allocator.allocate(size_t(kBiasGradMaxSplits) * 4096 * sizeof(float),
-                                             "the bias-gradient scratch");
+                                             "the bias-gradient scratch", b->stream_);
   if (!scratch.ok()) return scratch.status();
   b->bias_scratch_ = std::move(*scratch);
   void* pinned = nullptr;
@@ -158,7 +158,7 @@ Result<std::unique_ptr<trainer::Buffer>> CudaBackend::allocate(size_t bytes) {
     return Status::Internal("allocate() while a CUDA graph is being captured: allocate before the step");
   }
   SWEPT_RETURN_IF_ERROR(activate());
-  auto mem = ctx_->allocator.allocate(bytes, "a buffer of " + format_mib(bytes));
+  auto mem = ctx_->allocator.allocate(bytes, "a buffer of " + format_mib(bytes), stream_);
   if (!mem.ok()) return mem.status();
   return std::unique_ptr<trainer::Buffer>(new CudaBuffer(std::move(*mem), bytes, ctx_));
 }
@@ -245,7 +245,7 @@ Status CudaBackend::ensure_workspace(size_t bytes) {
   if (capturing_) return Status::Internal("a cuDNN workspace grew while a CUDA graph was captured");
   // cudaFree synchronizes the device, so no queued convolution still uses the old one.
   cudnn_workspace_.reset();
-  auto ws = ctx_->allocator.allocate(bytes, "the cuDNN convolution workspace");
+  auto ws = ctx_->allocator.allocate(bytes, "the cuDNN convolution workspace", stream_);
   if (!ws.ok()) return ws.status();
   cudnn_workspace_ = std::move(*ws);
   // Captured graphs hold the old workspace's address: drop them, so each key
@@ -257,18 +257,34 @@ Status CudaBackend::ensure_workspace(size_t bytes) {
   return Status::Ok();
 }
 
-Result<const ConvPlan*> CudaBackend::conv_plan(const trainer::Conv2dShape& s) {
-  std::array<int, 9> key{s.batch, s.in_channels, s.height, s.width, s.out_channels,
-                         s.kernel_h, s.kernel_w, s.pad_h, s.pad_w};
+// What a convolution pass may take as workspace: what the budget has left
+// (the current workspace would be replaced), at most kMaxConvWorkspace.
+size_t CudaBackend::conv_workspace_limit() const {
+  const MemoryBudget& budget = ctx_->budget;
+  const size_t room = budget.cap_bytes() - budget.in_use_bytes() + cudnn_workspace_.bytes();
+  return room < kMaxConvWorkspace ? room : kMaxConvWorkspace;
+}
+
+namespace {
+std::array<int, 9> conv_key(const trainer::Conv2dShape& s) {
+  return {s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h, s.kernel_w, s.pad_h, s.pad_w};
+}
+}  // namespace
+
+const ConvPlan* CudaBackend::find_conv_plan(const trainer::Conv2dShape& s) const {
+  auto it = conv_plans_.find(conv_key(s));
+  return it == conv_plans_.end() ? nullptr : it->second.get();
+}
+
+Result<ConvPlan*> CudaBackend::conv_plan(const trainer::Conv2dShape& s) {
+  const std::array<int, 9> key = conv_key(s);
   auto it = conv_plans_.find(key);
   if (it != conv_plans_.end()) return it->second.get();
   if (capturing_) return Status::Internal("a new convolution shape appeared while a CUDA graph was captured");
-  const MemoryBudget& budget = ctx_->budget;
-  size_t room = budget.cap_bytes() - budget.in_use_bytes() + cudnn_workspace_.bytes();
-  auto plan = ConvPlan::Create(cudnn_, s, room < kMaxConvWorkspace ? room : kMaxConvWorkspace, tf32_);
+  auto plan = ConvPlan::Create(cudnn_, s, conv_workspace_limit(), tf32_);
   if (!plan.ok()) return plan.status();
   SWEPT_RETURN_IF_ERROR(ensure_workspace((*plan)->workspace_bytes()));
-  const ConvPlan* p = plan->get();
+  ConvPlan* p = plan->get();
   conv_plans_.emplace(key, std::move(*plan));
   return p;
 }
@@ -306,6 +322,14 @@ Status CudaBackend::conv2d_backward(const trainer::Conv2dShape& s, const float* 
   SWEPT_RETURN_IF_ERROR((*plan)->backward_filter(cudnn_, x, dy, dw, cudnn_workspace_.data(),
                                                  cudnn_workspace_.bytes()));
   if (dx) {
+    // Planned on the first backward with an input gradient (never for the
+    // first layer, whose input gradient nobody needs).
+    if (!(*plan)->has_backward_data()) {
+      if (capturing_)
+        return Status::Internal("a convolution's backward-data pass was first needed while a CUDA graph was captured");
+      SWEPT_RETURN_IF_ERROR((*plan)->plan_backward_data(cudnn_, conv_workspace_limit()));
+      SWEPT_RETURN_IF_ERROR(ensure_workspace((*plan)->workspace_bytes()));
+    }
     SWEPT_RETURN_IF_ERROR((*plan)->backward_data(cudnn_, w, dy, dx, cudnn_workspace_.data(),
                                                  cudnn_workspace_.bytes()));
   }
@@ -382,10 +406,11 @@ Status CudaBackend::run_step(uint64_t key, const std::function<Status()>& record
   if (!recorded.ok() || end != cudaSuccess || inst != cudaSuccess) {
     (void)cudaGetLastError();  // capture errors are not sticky; clear the last error
     g.uncapturable = true;
+    ++graph_fallbacks_;
     std::string why = !recorded.ok() ? recorded.ToString()
                                      : cudaGetErrorString(end != cudaSuccess ? end : inst);
-    log::warn("CUDA graph capture of the training step failed (" + why +
-              "); running it without a graph");
+    log::warn("CUDA graph capture of training step kind " + std::to_string(key) + " on " + name() +
+              " failed (" + why + "); this step runs without a CUDA graph from now on (slower, same results)");
     return record();
   }
   g.exec = exec;

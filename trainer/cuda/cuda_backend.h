@@ -8,7 +8,11 @@
 // run_step() captures a step as a CUDA graph on its second call with a key
 // (the first runs eagerly, so cuDNN plans and workspaces exist before
 // capture) and replays it afterwards. Graphs are off when SWEPT_CUDA_GRAPHS=0
-// or when the backend takes part in a multi-replica all-reduce.
+// or when the backend shares its GPU with other replicas (the same-GPU
+// all-reduce waits on a host barrier, which a graph cannot replay); replicas
+// on separate GPUs capture their NCCL collectives with the step. A capture
+// that fails runs that step eagerly from then on, with a warning naming the
+// cause, and counts in graph_fallbacks().
 // Precision: FP32 throughout (cuBLAS default math, cuDNN FMA math), matching
 // the CPU backend to 1e-4 relative. SWEPT_CUDA_TF32=1 lets cuBLAS and cuDNN
 // use TF32 tensor cores (faster convolutions and products, about 5e-3).
@@ -84,21 +88,26 @@ class CudaBackend final : public trainer::Backend {
   // For the all-reduce: the device ordinal and the stream operations run on.
   int device() const { return ctx_->info.index; }
   cudaStream_t stream() const { return stream_; }
-  // Off for members of a multi-replica all-reduce (their collectives
-  // synchronize across threads, which a captured graph cannot replay).
+  // Off for members of a same-GPU all-reduce (their host barrier cannot be
+  // replayed by a graph), and in tests that want an eager twin.
   void set_graphs_allowed(bool allowed) { graphs_allowed_ = allowed; }
-  // Number of graphs captured and replays made (for tests and logs).
+  // Number of graphs captured, replays made and captures that failed and
+  // fell back to eager execution (for tests and logs).
   int graphs_captured() const { return graphs_captured_; }
   int64_t graph_replays() const { return graph_replays_; }
+  int graph_fallbacks() const { return graph_fallbacks_; }
+  // The plan of a convolution shape already used, or null (for tests).
+  const ConvPlan* find_conv_plan(const trainer::Conv2dShape& shape) const;
   bool tf32() const { return tf32_; }
   const MemoryBudget& budget() const { return ctx_->budget; }
 
  private:
   explicit CudaBackend(std::shared_ptr<DeviceContext> ctx) : ctx_(std::move(ctx)) {}
   Status activate() const;  // cudaSetDevice on the calling thread
-  Result<const ConvPlan*> conv_plan(const trainer::Conv2dShape& shape);
+  Result<ConvPlan*> conv_plan(const trainer::Conv2dShape& shape);
   Result<const PoolPlan*> pool_plan(const trainer::Pool2dShape& shape);
   Status ensure_workspace(size_t bytes);
+  size_t conv_workspace_limit() const;
   Status copy_small_from_host(void* dst, const void* src, size_t bytes);
 
   struct Graph {
@@ -121,6 +130,7 @@ class CudaBackend final : public trainer::Backend {
   bool tf32_ = false;  // SWEPT_CUDA_TF32=1
   bool capturing_ = false;
   int graphs_captured_ = 0;
+  int graph_fallbacks_ = 0;
   int64_t graph_replays_ = 0;
 
   // Small host-to-device copies (per-step scalars) go through pinned slots, so

@@ -4,6 +4,11 @@
 // (exit 77, CTest "Skipped"), never passed.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "trainer/allreduce.h"
@@ -11,6 +16,9 @@
 #include "trainer/counter_rng.h"
 #include "trainer/cuda/cuda_backend.h"
 #include "trainer/cuda/gpu_test_support.h"
+#if defined(SWEPT_CUDA_EMULATED)
+#include "trainer/cuda/emu/emu.h"
+#endif
 
 namespace swept::cuda {
 namespace {
@@ -426,6 +434,141 @@ TEST_CASE("trainer/cuda: a budget below what the run needs fails with how much i
   CHECK(too_big.status().message().find("gpu_memory_fraction 0.01") != std::string::npos);
   auto fits = (*small)->allocate(budget.cap_bytes() - budget.in_use_bytes() - 1024 * 1024);
   CHECK(fits.ok());
+}
+
+TEST_CASE("trainer/cuda: a new buffer's zero-fill is ordered before the first copy into it (issue 12, defect 2)") {
+  Backends b;
+  // Large enough for the copy-and-wait path: the copy's cudaStreamSynchronize
+  // is where a zero-fill queued on the legacy stream would land, after the data.
+  const size_t n = 256 * 1024;
+  auto buf = b.gpu->allocate(n * 4);
+  REQUIRE(buf.ok());
+  std::vector<float> zeros(n, 1.f);
+  require_ok(b.gpu->copy_to_host(zeros.data(), (*buf)->data(), n * 4));
+  CHECK(std::count(zeros.begin(), zeros.end(), 0.f) == long(n));
+  auto fresh = b.gpu->allocate(n * 4);
+  REQUIRE(fresh.ok());
+  const auto data = random_values(n, 5);
+  require_ok(b.gpu->copy_from_host((*fresh)->data(), data.data(), n * 4));
+  std::vector<float> back(n);
+  require_ok(b.gpu->copy_to_host(back.data(), (*fresh)->data(), n * 4));
+  CHECK(back == data);
+}
+
+TEST_CASE("trainer/cuda: convolution passes run with FMA math in FP32, and conv1 plans no backward-data pass (defects 3, 10)") {
+  Backends b;
+  const trainer::Conv2dShape s{.batch = 2, .in_channels = 1, .height = 8, .width = 8, .out_channels = 4,
+                               .kernel_h = 3, .kernel_w = 3, .pad_h = 1, .pad_w = 1};
+  const size_t xn = 2 * 64, wn = 4 * 9, yn = 2 * 4 * 64;
+  Twin x(*b.cpu, *b.gpu, xn * 4), w(*b.cpu, *b.gpu, wn * 4), bias(*b.cpu, *b.gpu, 16), y(*b.cpu, *b.gpu, yn * 4),
+      dy(*b.cpu, *b.gpu, yn * 4), dw(*b.cpu, *b.gpu, wn * 4), db(*b.cpu, *b.gpu, 16), dx(*b.cpu, *b.gpu, xn * 4);
+  x.upload(random_values(xn, 1));
+  w.upload(random_values(wn, 2));
+  dy.upload(random_values(yn, 3));
+  auto* cb = static_cast<CudaBackend*>(b.gpu.get());
+  require_ok(cb->conv2d_forward(s, x.gpu(), w.gpu(), bias.gpu(), Activation::kRelu, y.gpu()));
+  require_ok(cb->conv2d_backward(s, x.gpu(), w.gpu(), y.gpu(), dy.gpu(), Activation::kRelu, nullptr, dw.gpu(),
+                                 db.gpu()));
+  const ConvPlan* plan = cb->find_conv_plan(s);
+  REQUIRE(plan != nullptr);
+  CHECK(plan->forward_math() == CUDNN_FMA_MATH);
+  CHECK(plan->backward_filter_math() == CUDNN_FMA_MATH);
+  CHECK_FALSE(plan->has_backward_data());  // the first layer's input gradient is never asked for
+  require_ok(cb->conv2d_backward(s, x.gpu(), w.gpu(), y.gpu(), dy.gpu(), Activation::kRelu, dx.gpu(), dw.gpu(),
+                                 db.gpu()));
+  CHECK(plan->has_backward_data());
+  require_ok(cb->synchronize());
+}
+
+TEST_CASE("trainer/cuda: a row with a NaN logit is never counted correct, whatever its label (defect 10)") {
+  Backends b;
+  const int batch = 4, classes = 3;
+  const float nan = std::nanf("");
+  // Row 0: all NaN, label 0 (argmax stays 0). Row 1: NaN first, label 0.
+  // Row 2: finite, correct. Row 3: finite, wrong.
+  const std::vector<float> z{nan, nan, nan, nan, 1.f, 2.f, 3.f, 1.f, 0.f, 0.f, 1.f, 0.f};
+  const std::vector<int32_t> labels{0, 0, 0, 2};
+  Twin logits(*b.cpu, *b.gpu, z.size() * 4), lab(*b.cpu, *b.gpu, batch * 4), stats(*b.cpu, *b.gpu, 8);
+  logits.upload(z);
+  lab.upload(labels);
+  stats.upload(std::vector<float>{0.f, 0.f});
+  for (auto* be : {b.cpu.get(), b.gpu.get()}) {
+    const bool g = be == b.gpu.get();
+    require_ok(be->softmax_cross_entropy(batch, classes, g ? logits.gpu() : logits.cpu(),
+                                         (g ? lab.gpu_buffer() : lab.cpu_buffer()).i32(), 1.f, nullptr,
+                                         g ? stats.gpu() : stats.cpu()));
+  }
+  CHECK(stats.gpu_values()[1] == 1.f);
+  CHECK(stats.gpu_values()[1] == stats.cpu_values()[1]);
+}
+
+TEST_CASE("trainer/cuda: the memory budget counts every device allocation the backend makes (defect 7)") {
+  Backends b;
+  auto* cb = static_cast<CudaBackend*>(b.gpu.get());
+  // A dense step: cuBLAS runs (on the workspace the budget gave it, so it
+  // takes no default pool of its own).
+  const int batch = 8, in = 16, out = 4;
+  Twin x(*b.cpu, *b.gpu, batch * in * 4), w(*b.cpu, *b.gpu, out * in * 4), y(*b.cpu, *b.gpu, batch * out * 4);
+  require_ok(cb->dense_forward(batch, in, out, x.gpu(), w.gpu(), nullptr, Activation::kNone, y.gpu()));
+  require_ok(cb->synchronize());
+  const uint64_t counted = cb->budget().in_use_bytes();
+  CHECK(counted > 0);
+#if defined(SWEPT_CUDA_EMULATED)
+  // The emulated device knows every cudaMalloc: all of it is in the budget.
+  CHECK(emu::device_bytes_in_use(0) == counted);
+#else
+  // On a GPU the context and the libraries' private state come on top
+  // (memory_budget.h): the budget is a lower bound of what is used.
+  size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  CHECK(total_bytes - free_bytes >= counted);
+#endif
+}
+
+TEST_CASE("trainer/cuda: NCCL abort while a rank waits in its collective ends every rank, without a crash (defect 4)") {
+  require_gpu();
+#if defined(SWEPT_CUDA_EMULATED)
+  setenv("SWEPT_CUDA_EMU_DEVICES", "2", 0);
+#endif
+  auto count = trainer::cuda_device_count();
+  REQUIRE(count.ok());
+  if (*count < 2) {
+    std::printf("SKIPPED: needs 2 or more GPUs for NCCL, %d visible\n", *count);
+    std::fflush(stdout);
+    std::_Exit(kSkipReturnCode);
+  }
+  std::vector<std::unique_ptr<trainer::Backend>> replicas;
+  for (int d = 0; d < 2; ++d) {
+    auto g = trainer::make_cuda_backend({.device = d, .memory_fraction = 0.0});
+    REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+    replicas.push_back(std::move(*g));
+  }
+  auto ar = trainer::make_nccl_allreduce({replicas[0].get(), replicas[1].get()});
+  REQUIRE_MESSAGE(ar.ok(), ar.status().ToString());
+  auto buf = replicas[0]->allocate(1024 * 4);
+  REQUIRE(buf.ok());
+  Status rank0;
+  std::thread t([&] { rank0 = (*ar)->all_reduce_mean(0, (*buf)->f32(), 1024); });
+#if defined(SWEPT_CUDA_EMULATED)
+  // The emulated collective runs when enqueued: wait (with a deadline) until
+  // rank 0 is inside it, waiting for rank 1, the case the review found.
+  void* lib = dlopen(SWEPT_EMU_NCCL_LIBRARY, RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib != nullptr);
+  auto waiting = reinterpret_cast<int (*)()>(dlsym(lib, "swept_nccl_emu_waiting_total"));
+  REQUIRE((waiting != nullptr));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (waiting() < 1 && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  REQUIRE(waiting() == 1);
+#endif
+  (*ar)->abort(Status::Internal("replica 1 failed"));  // from another thread, as the trainer does
+  t.join();
+#if defined(SWEPT_CUDA_EMULATED)
+  CHECK_FALSE(rank0.ok());
+#endif
+  for (int r = 0; r < 2; ++r) {
+    Status again = (*ar)->all_reduce_mean(r, (*buf)->f32(), 1024);
+    CHECK(again.message().find("replica 1 failed") != std::string::npos);
+  }
 }
 
 TEST_CASE("trainer/cuda: a device index past the visible GPUs is kNotFound") {

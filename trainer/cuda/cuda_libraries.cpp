@@ -53,8 +53,14 @@ void load() {
 
 }  // namespace
 
+#if defined(SWEPT_CUDA_EMULATED)
+// The emulated build's stand-ins (emu/), by their build-tree paths.
+std::string default_cublas_soname() { return SWEPT_EMU_CUBLAS_LIBRARY; }
+std::string default_cudnn_soname() { return SWEPT_EMU_CUDNN_LIBRARY; }
+#else
 std::string default_cublas_soname() { return "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR); }
 std::string default_cudnn_soname() { return "libcudnn.so." + std::to_string(CUDNN_MAJOR); }
+#endif
 
 Status load_cuda_libraries_from(const std::string& cublas_path, const std::string& cudnn_path,
                                 CublasApi* cublas, CudnnApi* cudnn) {
@@ -85,6 +91,25 @@ Status load_cuda_libraries_from(const std::string& cublas_path, const std::strin
   if (version / 10000 != CUDNN_MAJOR) {
     return Status::MissingDependency(cudnn_path + " is cuDNN " + std::to_string(version) + ", cuDNN " +
                                std::to_string(CUDNN_MAJOR) + ".x is needed");
+  }
+  // libcudnn.so.9 is a shim that loads its sub-libraries on first use; a
+  // missing one would otherwise surface at the first convolution as an
+  // internal error. The version checks load them now.
+  const struct {
+    decltype(cudnn->cudnnOpsVersionCheck) check;
+    const char* library;
+  } sublibraries[] = {{cudnn->cudnnGraphVersionCheck, "libcudnn_graph.so.9"},
+                      {cudnn->cudnnOpsVersionCheck, "libcudnn_ops.so.9"},
+                      {cudnn->cudnnCnnVersionCheck, "libcudnn_cnn.so.9"}};
+  for (const auto& sub : sublibraries) {
+    const cudnnStatus_t st = sub.check();
+    if (st != CUDNN_STATUS_SUCCESS) {
+      return Status::MissingDependency(
+          std::string("cuDNN 9 is needed for --device=cuda but its sub-library ") + sub.library +
+          " could not be loaded beside " + cudnn_path + " (" + cudnn->cudnnGetErrorString(st) +
+          "); install the complete cuDNN 9 for CUDA " SWEPT_STRINGIFY(CUBLAS_VER_MAJOR) " (all libcudnn*.so.9 of one version in one "
+          "folder), add that folder to LD_LIBRARY_PATH, or use --device=cpu");
+    }
   }
   return Status::Ok();
 }

@@ -3,7 +3,7 @@
 // Why: swept-train must start, and train on the CPU, on machines without
 // these libraries (or with other major versions of them, e.g. a PyTorch
 // wheel's); and when --device=cuda needs them and they are missing, the
-// trainer must say which library, why, and what to install (exit 4) rather
+// trainer must say which library, why, and what to install (exit 8) rather
 // than die in the dynamic loader before main(). With the CUDA runtime linked
 // statically, swept-train has no CUDA shared-library dependency at all.
 //
@@ -34,6 +34,9 @@ namespace swept::cuda {
 
 #define SWEPT_CUDNN_FUNCTIONS(X)                   \
   X(cudnnGetVersion)                               \
+  X(cudnnGraphVersionCheck)                        \
+  X(cudnnOpsVersionCheck)                          \
+  X(cudnnCnnVersionCheck)                          \
   X(cudnnGetErrorString)                           \
   X(cudnnCreate)                                   \
   X(cudnnDestroy)                                  \
@@ -80,8 +83,10 @@ struct CudnnApi {
 #undef SWEPT_DECLARE_MEMBER
 
 // Loads libcublas.so.<major> and libcudnn.so.9 (or the paths in
-// SWEPT_CUBLAS_LIBRARY / SWEPT_CUDNN_LIBRARY) once. Errors: kUnavailable
-// naming the library, dlerror()'s reason and what to install.
+// SWEPT_CUBLAS_LIBRARY / SWEPT_CUDNN_LIBRARY) once, and has cuDNN load and
+// check its sub-libraries now (cudnn{Graph,Ops,Cnn}VersionCheck), instead of
+// lazily at the first convolution. Errors: kMissingDependency (exit 8) naming
+// the library or sub-library, the reason and what to install.
 Status load_cuda_libraries();
 
 // The loading itself, without the process-wide state (for tests): opens the two

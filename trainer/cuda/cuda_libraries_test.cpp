@@ -3,6 +3,7 @@
 // backend is built (CI and this machine have the libraries installed).
 #include <doctest/doctest.h>
 
+#include "trainer/cuda/check.h"
 #include "trainer/cuda/cuda_libraries.h"
 #include "trainer/cuda/nccl_api.h"
 
@@ -58,6 +59,19 @@ TEST_CASE("trainer/cuda: nccl: the installed NCCL loads, and a missing one is kM
   REQUIRE_FALSE(s.ok());
   CHECK(s.code() == StatusCode::kMissingDependency);
   CHECK(s.message().find("NCCL is needed for replicas on several GPUs") == 0);
+}
+
+TEST_CASE("trainer/cuda: cuDNN 9 statuses map to the out-of-memory and missing-library exits") {
+  CHECK(cudnn_status(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, "c", "f", 1).code() ==
+        StatusCode::kResourceExhausted);
+  for (cudnnStatus_t st : {CUDNN_STATUS_SUBLIBRARY_LOADING_FAILED, CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH,
+                           CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE}) {
+    CAPTURE(static_cast<int>(st));
+    Status s = cudnn_status(st, "cudnnConvolutionForward(...)", "trainer/cuda/dnn.cpp", 7);
+    CHECK(s.code() == StatusCode::kMissingDependency);
+    CHECK(s.message().find("libcudnn_cnn") != std::string::npos);
+  }
+  CHECK(cudnn_status(CUDNN_STATUS_BAD_PARAM, "c", "f", 1).code() == StatusCode::kInternal);
 }
 
 }  // namespace

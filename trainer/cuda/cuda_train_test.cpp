@@ -5,6 +5,7 @@
 // (exit 5) and a missing device index (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
 #include <doctest/doctest.h>
 
+#include "trainer/cuda/cuda_backend.h"
 #include "trainer/cuda/gpu_test_support.h"
 #include "trainer/train.h"
 
@@ -44,12 +45,16 @@ std::unique_ptr<Backend> cuda_backend() {
 struct Trajectory {
   std::vector<double> losses;               // mean training loss of each step
   std::vector<std::vector<float>> params;  // every replica's parameters at the end
+  std::vector<int> graphs_captured, graph_fallbacks;  // per CUDA replica
 };
 
 Trajectory train(const trainer::TrainConfig& config, const trainer::MnistData& data,
                  std::vector<std::unique_ptr<Backend>> backends, int steps) {
   std::vector<Backend*> raw;
   for (auto& b : backends) raw.push_back(b.get());
+  std::vector<const CudaBackend*> cuda;
+  for (Backend* b : raw)
+    if (auto* cb = dynamic_cast<const CudaBackend*>(b)) cuda.push_back(cb);
   std::unique_ptr<trainer::AllReduce> allreduce;
   if (raw.size() == 1) {
     allreduce = trainer::make_cpu_allreduce(1);
@@ -72,6 +77,10 @@ Trajectory train(const trainer::TrainConfig& config, const trainer::MnistData& d
     auto p = (*trainer)->params(r);
     REQUIRE(p.ok());
     t.params.push_back(std::move(*p));
+  }
+  for (const CudaBackend* cb : cuda) {  // still owned by the trainer
+    t.graphs_captured.push_back(cb->graphs_captured());
+    t.graph_fallbacks.push_back(cb->graph_fallbacks());
   }
   return t;
 }
@@ -111,6 +120,9 @@ TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
   // Adam divides by sqrt(v): parameters whose gradient is ~0 amplify FP32
   // rounding, so the loss (not every weight) is what must agree.
   check_tracks(got, want, 1e-3);
+  // The step, cuDNN convolutions included, ran as one captured CUDA graph.
+  CHECK(got.graphs_captured == std::vector<int>{1});
+  CHECK(got.graph_fallbacks == std::vector<int>{0});
 }
 
 TEST_CASE("trainer/cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with identical weights") {
@@ -132,6 +144,11 @@ TEST_CASE("trainer/cuda: 2 and 4 replicas on one GPU follow 1 replica's trajecto
 }
 
 TEST_CASE("trainer/cuda: replicas on every visible GPU (NCCL) follow 1 replica's trajectory") {
+#if defined(SWEPT_CUDA_EMULATED)
+  // Three emulated GPUs (unless the environment says otherwise): an odd
+  // count, where a fixed batch of 32 would not divide (defect 10).
+  setenv("SWEPT_CUDA_EMU_DEVICES", "3", 0);
+#endif
   require_gpu();
   auto count = trainer::cuda_device_count();
   REQUIRE(count.ok());
@@ -142,6 +159,7 @@ TEST_CASE("trainer/cuda: replicas on every visible GPU (NCCL) follow 1 replica's
   }
   const auto data = synthetic_mnist(640, 64);
   auto config = small_config(trainer::ModelKind::kMlp);
+  config.batch_size = 16 * *count;  // divisible by any GPU count
   std::vector<std::unique_ptr<Backend>> one;
   one.push_back(cuda_backend());
   Trajectory base = train(config, data, std::move(one), 30);
@@ -155,6 +173,9 @@ TEST_CASE("trainer/cuda: replicas on every visible GPU (NCCL) follow 1 replica's
   Trajectory t = train(config, data, std::move(many), 30);
   check_tracks(t, base, 1e-5);
   for (int r = 1; r < *count; ++r) CHECK(t.params[r] == t.params[0]);
+  // NCCL collectives are captured with the step on every replica (defect 8).
+  CHECK(t.graphs_captured == std::vector<int>(size_t(*count), 1));
+  CHECK(t.graph_fallbacks == std::vector<int>(size_t(*count), 0));
 }
 
 TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two trainers at 0.4, a too-small budget and a bad index") {
@@ -190,6 +211,22 @@ TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two t
   CHECK(missing.exit_code == 4);
   CHECK(missing.err.find("cuda:64") != std::string::npos);
 }
+
+#if defined(SWEPT_CUDA_EMULATED)
+// The emulated cuDNN can play an install without one sub-library; a real GPU
+// machine would need a broken cuDNN install for this, so it is emulated only.
+TEST_CASE("trainer/cuda: a missing cuDNN sub-library is exit 8 naming it, before training starts (defects 5, 6)") {
+  require_gpu();
+  auto dir = scratch_dir("missing_cudnn_sublibrary");
+  write_idx_folder(dir / "data", synthetic_mnist(200, 50));
+  ProcessResult r = run_process("SWEPT_CUDNN_EMU_MISSING=cnn " + swept_train() + " --device=cuda:0 --model=cnn "
+                                "--max_steps=2 --batch_size=10 --data=" + (dir / "data").string(), dir);
+  CHECK(r.exit_code == 8);
+  CHECK(r.err.find("libcudnn_cnn.so.9") != std::string::npos);
+  CHECK(r.err.find("LD_LIBRARY_PATH") != std::string::npos);
+  CHECK(r.out.find("\"step\"") == std::string::npos);
+}
+#endif
 
 }  // namespace
 }  // namespace swept::cuda

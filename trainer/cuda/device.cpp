@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "trainer/backend.h"
 #include "trainer/cuda/check.h"
 
 namespace swept::cuda {
@@ -49,3 +50,16 @@ Result<std::vector<DeviceInfo>> visible_devices() {
 }
 
 }  // namespace swept::cuda
+
+namespace swept::trainer {
+
+std::string cuda_build_description() {
+#if defined(SWEPT_CUDA_EMULATED)
+  return "CUDA (emulated): the CUDA backend's own code on the host CPU, for tests; no GPU or driver is used";
+#else
+  return "CUDA " + std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10) +
+         " runtime linked statically, needs NVIDIA driver " + std::to_string(SWEPT_CUDA_DRIVER_MIN) + " or newer";
+#endif
+}
+
+}  // namespace swept::trainer

@@ -1,7 +1,7 @@
 // GPU discovery: the GPUs CUDA sees (those in CUDA_VISIBLE_DEVICES, which the
 // agent sets, numbered from 0). trainer/train.cpp maps --device=cuda[:K] onto them.
 // Errors name the cause and the fix: kUnavailable (no driver, no GPU visible);
-// swept-train exits 4 on it.
+// swept-train exits 4 on it (a missing library is kMissingDependency, exit 8: cuda_libraries.h).
 // Thread safety: free functions, callable from any thread.
 #pragma once
 

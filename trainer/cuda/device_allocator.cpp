@@ -33,7 +33,8 @@ void DeviceBuffer::reset() {
   bytes_ = 0;
 }
 
-Result<DeviceBuffer> DeviceAllocator::allocate(size_t bytes, std::string_view what) {
+Result<DeviceBuffer> DeviceAllocator::allocate(size_t bytes, std::string_view what,
+                                              cudaStream_t stream) {
   DeviceBuffer buf;
   if (bytes == 0) return buf;
   // Round to 256 bytes, cudaMalloc's alignment, so the budget counts what is taken.
@@ -60,7 +61,7 @@ Result<DeviceBuffer> DeviceAllocator::allocate(size_t bytes, std::string_view wh
   buf.bytes_ = rounded;
   buf.device_ = device_;
   buf.budget_ = budget_;
-  cudaCheck(cudaMemset(p, 0, rounded));
+  cudaCheck(cudaMemsetAsync(p, 0, rounded, stream));
   return buf;
 }
 

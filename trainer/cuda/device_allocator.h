@@ -9,6 +9,8 @@
 // is owned by one thread at a time.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <cstddef>
 #include <memory>
 #include <string>
@@ -47,10 +49,15 @@ class DeviceAllocator {
   // Borrows `budget`, which must outlive the allocator and its buffers.
   DeviceAllocator(int device, MemoryBudget* budget) : device_(device), budget_(budget) {}
 
-  // `bytes` (0 gives an empty buffer) on this device, zero-filled. Errors:
-  // kResourceExhausted from the budget ("needed X MiB for <what> ..."), or from
-  // cudaMalloc when the card itself is full (other processes), saying so.
-  Result<DeviceBuffer> allocate(size_t bytes, std::string_view what);
+  // `bytes` (0 gives an empty buffer) on this device, zero-filled by a
+  // cudaMemsetAsync on `stream`, the stream that will use the buffer: work
+  // enqueued on it afterwards sees the zeros. (A cudaMemset would run on the
+  // legacy default stream, which a cudaStreamNonBlocking stream does not wait
+  // for: the zeros could land after, and over, the first real writes.)
+  // Errors: kResourceExhausted from the budget ("needed X MiB for <what>
+  // ..."), or from cudaMalloc when the card itself is full (other processes),
+  // saying so.
+  Result<DeviceBuffer> allocate(size_t bytes, std::string_view what, cudaStream_t stream);
 
   int device() const { return device_; }
   MemoryBudget& budget() const { return *budget_; }

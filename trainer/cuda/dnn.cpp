@@ -11,25 +11,26 @@
 namespace swept::cuda {
 namespace {
 
-// The first (fastest by cuDNN's heuristic) algorithm that succeeded, is
-// deterministic, runs in plain FP32 (or TF32 when allowed) and fits the limit.
+// The first (fastest by cuDNN's heuristic) entry that succeeded, is
+// deterministic, runs in plain FP32 (CUDNN_FMA_MATH only; with TF32 allowed,
+// any math type) and fits the limit: its algorithm and math type.
 template <typename Perf, typename Algo>
 Status choose(const std::vector<Perf>& perfs, int returned, size_t limit, bool allow_tf32,
-              const char* pass, Algo* algo) {
+              const char* pass, Algo* algo, cudnnMathType_t* math) {
   size_t smallest = SIZE_MAX;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perfs[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!allow_tf32 &&
-        (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-      continue;
+    if (!allow_tf32 && p.mathType != CUDNN_FMA_MATH) continue;
     if (p.memory < smallest) smallest = p.memory;
     if (p.memory > limit) continue;
     *algo = p.algo;
+    *math = p.mathType;
     return Status::Ok();
   }
   if (smallest == SIZE_MAX) {
-    return Status::Internal(std::string("cuDNN offers no deterministic FP32 algorithm for the ") +
+    return Status::Internal(std::string("cuDNN offers no deterministic ") +
+                            (allow_tf32 ? "FP32/TF32" : "FP32 (FMA math)") + " algorithm for the " +
                             pass + " pass of this convolution");
   }
   return Status::ResourceExhausted(std::string("GPU memory budget exceeded: the convolution's ") +
@@ -59,7 +60,9 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   // Cross-correlation (no kernel flip), as the CPU backend and every DL framework.
   cudnnCheck(cudnn_api().cudnnSetConvolution2dDescriptor(plan->conv_desc_, s.pad_h, s.pad_w, 1, 1, 1, 1,
                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  // FMA math forbids tensor cores (and so TF32); TENSOR_OP math permits them.
+  plan->allow_tf32_ = allow_tf32;
+  // The heuristics' query math type: FMA forbids tensor cores (and so TF32);
+  // TENSOR_OP permits them. Each pass then sets its chosen entry's own.
   cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(
       plan->conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   int n = 0, c = 0, h = 0, w = 0;
@@ -76,33 +79,47 @@ Result<std::unique_ptr<ConvPlan>> ConvPlan::Create(cudnnHandle_t handle,
   cudnnCheck(cudnn_api().cudnnGetConvolutionForwardAlgorithm_v7(handle, plan->x_desc_, plan->w_desc_,
                                                     plan->conv_desc_, plan->y_desc_, max_count,
                                                     &returned, fwd.data()));
-  SWEPT_RETURN_IF_ERROR(choose(fwd, returned, workspace_limit, allow_tf32, "forward", &plan->fwd_algo_));
+  SWEPT_RETURN_IF_ERROR(
+      choose(fwd, returned, workspace_limit, allow_tf32, "forward", &plan->fwd_algo_, &plan->fwd_math_));
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(plan->conv_desc_, plan->fwd_math_));
   cudnnCheck(cudnn_api().cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x_desc_, plan->w_desc_,
                                                      plan->conv_desc_, plan->y_desc_,
                                                      plan->fwd_algo_, &plan->fwd_ws_));
 
-  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(max_count);
-  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w_desc_, plan->y_desc_,
-                                                         plan->conv_desc_, plan->x_desc_, max_count,
-                                                         &returned, bwd_data.data()));
-  SWEPT_RETURN_IF_ERROR(choose(bwd_data, returned, workspace_limit, allow_tf32, "backward-data", &plan->bwd_data_algo_));
-  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(handle, plan->w_desc_, plan->y_desc_,
-                                                          plan->conv_desc_, plan->x_desc_,
-                                                          plan->bwd_data_algo_, &plan->bwd_data_ws_));
-
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(
+      plan->conv_desc_, allow_tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));  // the query's again
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> bwd_filter(max_count);
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x_desc_, plan->y_desc_,
                                                            plan->conv_desc_, plan->w_desc_, max_count,
                                                            &returned, bwd_filter.data()));
   SWEPT_RETURN_IF_ERROR(choose(bwd_filter, returned, workspace_limit, allow_tf32, "backward-filter",
-                               &plan->bwd_filter_algo_));
+                               &plan->bwd_filter_algo_, &plan->bwd_filter_math_));
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(plan->conv_desc_, plan->bwd_filter_math_));
   cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, plan->x_desc_, plan->y_desc_,
                                                             plan->conv_desc_, plan->w_desc_,
                                                             plan->bwd_filter_algo_,
                                                             &plan->bwd_filter_ws_));
   return plan;
+}
+
+Status ConvPlan::plan_backward_data(cudnnHandle_t handle, size_t workspace_limit) {
+  if (has_bwd_data_) return Status::Ok();
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(conv_desc_,
+                                                     allow_tf32_ ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  int max_count = 0, returned = 0;
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> bwd_data(max_count);
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, w_desc_, y_desc_, conv_desc_,
+                                                                     x_desc_, max_count, &returned,
+                                                                     bwd_data.data()));
+  SWEPT_RETURN_IF_ERROR(choose(bwd_data, returned, workspace_limit, allow_tf32_, "backward-data",
+                               &bwd_data_algo_, &bwd_data_math_));
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(conv_desc_, bwd_data_math_));
+  cudnnCheck(cudnn_api().cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w_desc_, y_desc_, conv_desc_,
+                                                                      x_desc_, bwd_data_algo_, &bwd_data_ws_));
+  has_bwd_data_ = true;
+  return Status::Ok();
 }
 
 ConvPlan::~ConvPlan() {
@@ -122,6 +139,7 @@ size_t ConvPlan::workspace_bytes() const {
 Status ConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, float* y,
                          void* workspace, size_t workspace_size) const {
   const float one = 1.f, zero = 0.f;
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(conv_desc_, fwd_math_));
   cudnnCheck(cudnn_api().cudnnConvolutionForward(handle, &one, x_desc_, x, w_desc_, w, conv_desc_, fwd_algo_,
                                      workspace, workspace_size, &zero, y_desc_, y));
   return Status::Ok();
@@ -129,7 +147,9 @@ Status ConvPlan::forward(cudnnHandle_t handle, const float* x, const float* w, f
 
 Status ConvPlan::backward_data(cudnnHandle_t handle, const float* w, const float* dy, float* dx,
                                void* workspace, size_t workspace_size) const {
+  if (!has_bwd_data_) return Status::Internal("ConvPlan::backward_data before plan_backward_data");
   const float one = 1.f, zero = 0.f;
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(conv_desc_, bwd_data_math_));
   cudnnCheck(cudnn_api().cudnnConvolutionBackwardData(handle, &one, w_desc_, w, y_desc_, dy, conv_desc_,
                                           bwd_data_algo_, workspace, workspace_size, &zero,
                                           x_desc_, dx));
@@ -139,6 +159,7 @@ Status ConvPlan::backward_data(cudnnHandle_t handle, const float* w, const float
 Status ConvPlan::backward_filter(cudnnHandle_t handle, const float* x, const float* dy, float* dw,
                                  void* workspace, size_t workspace_size) const {
   const float one = 1.f, zero = 0.f;
+  cudnnCheck(cudnn_api().cudnnSetConvolutionMathType(conv_desc_, bwd_filter_math_));
   cudnnCheck(cudnn_api().cudnnConvolutionBackwardFilter(handle, &one, x_desc_, x, y_desc_, dy, conv_desc_,
                                             bwd_filter_algo_, workspace, workspace_size, &zero,
                                             w_desc_, dw));

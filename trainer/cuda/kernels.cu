@@ -5,7 +5,17 @@
 // backward fused with the bias gradient, softmax fused with its gradient) and
 // never waiting on the host. Reductions use a fixed order (no atomics) so that
 // replicas and reruns are bit-identical.
+//
+// Launches go through SWEPT_LAUNCH(kernel, grid, block, shared, stream)(args),
+// which is kernel<<<grid, block, shared, stream>>>(args) under nvcc and the
+// grid emulator of emu/kernel_emu.h when this file is compiled as host C++
+// (-DSWEPT_CUDA=EMULATED: the same kernels, tested on every CI run).
+#if defined(SWEPT_CUDA_EMULATED)
+#include "trainer/cuda/emu/kernel_emu.h"
+#else
 #include <cuda_runtime.h>
+#define SWEPT_LAUNCH(kernel, grid, block, shared_bytes, stream) kernel<<<grid, block, shared_bytes, stream>>>
+#endif
 
 #include <cmath>
 
@@ -42,7 +52,7 @@ __device__ float block_sum(float v, float* shared) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    if (int(threadIdx.x) < s) shared[threadIdx.x] += shared[threadIdx.x + s];
     __syncthreads();
   }
   float total = shared[0];
@@ -125,7 +135,9 @@ __global__ void softmax_cross_entropy_kernel(int batch, int classes, const float
     // A label outside [0, classes) would be a data bug; it counts as loss of z_max.
     float z_label = (label >= 0 && label < classes) ? z[label] : zmax;
     loss_sum += log_denom - (z_label - zmax);
-    correct += (argmax == label) ? 1.f : 0.f;
+    // A NaN logit makes every comparison false (argmax stays 0): count it as
+    // wrong, as the CPU backend does.
+    correct += (argmax == label && zmax == zmax) ? 1.f : 0.f;  // zmax != zmax: NaN
     if (dlogits) {
       float* d = dlogits + size_t(r) * classes;
       for (int k = 0; k < classes; ++k) {
@@ -203,12 +215,16 @@ __global__ void gather_batch_kernel(const uint8_t* images, const int32_t* labels
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     size_t row = i / sample_size, j = i % sample_size;
     int32_t s = order[start + int64_t(row)];
-    x[i] = float(images[size_t(s) * sample_size + j]) / 255.f;
+    x[i] = float(images[size_t(s) * sample_size + j]) * (1.0f / 255.0f);  // as the CPU backend: bit-equal
     if (j == 0) y[row] = labels[s];
   }
 }
 
-__global__ void mean_across_buffers_kernel(RankPointers p, int ranks, size_t begin, size_t end) {
+// __grid_constant__: p.buffers[r] is indexed at run time; without it the
+// parameter is copied to a 128-byte local stack frame in every thread
+// (ptxas_check.sh found it); with it, read in place from parameter space.
+__global__ void mean_across_buffers_kernel(__grid_constant__ const RankPointers p, int ranks, size_t begin,
+                                           size_t end) {
   for (size_t i = begin + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < end; i += size_t(gridDim.x) * blockDim.x) {
     float sum = 0.f;
     for (int r = 0; r < ranks; ++r) sum += p.buffers[r][i];
@@ -225,7 +241,7 @@ __global__ void mean_across_buffers_kernel(RankPointers p, int ranks, size_t beg
 
 Status launch_fill(float* x, size_t n, float value, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
-  fill_kernel<<<blocks_for(n), kThreads, 0, stream>>>(x, n, value);
+  SWEPT_LAUNCH(fill_kernel, blocks_for(n), kThreads, 0, stream)(x, n, value);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
 }
@@ -234,7 +250,7 @@ Status launch_bias_activation_forward(float* y, const float* bias, int outer, in
                                       int inner, Activation act, cudaStream_t stream) {
   size_t n = size_t(outer) * channels * inner;
   if (n == 0) return Status::Ok();
-  bias_activation_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(y, bias, n, channels, inner, act);
+  SWEPT_LAUNCH(bias_activation_forward_kernel, blocks_for(n), kThreads, 0, stream)(y, bias, n, channels, inner, act);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
 }
@@ -254,11 +270,11 @@ Status launch_activation_backward_bias_grad(float* dy, const float* y, float* db
   if (size_t(outer) * channels * inner == 0) return Status::Ok();
   int splits = bias_grad_splits(outer, inner);
   if (!db || size_t(channels) * splits > scratch_floats || !scratch) splits = 1;
-  activation_backward_bias_partial_kernel<<<channels * splits, kThreads, 0, stream>>>(
+  SWEPT_LAUNCH(activation_backward_bias_partial_kernel, channels * splits, kThreads, 0, stream)(
       dy, y, scratch, db, outer, channels, inner, act, splits);
   SWEPT_LAUNCH_CHECK();
   if (splits > 1) {
-    sum_partials_kernel<<<(channels + kThreads - 1) / kThreads, kThreads, 0, stream>>>(scratch, db,
+    SWEPT_LAUNCH(sum_partials_kernel, (channels + kThreads - 1) / kThreads, kThreads, 0, stream)(scratch, db,
                                                                                       channels, splits);
     SWEPT_LAUNCH_CHECK();
   }
@@ -269,7 +285,7 @@ Status launch_softmax_cross_entropy(int batch, int classes, const float* logits,
                                     const int32_t* labels, float grad_scale, float* dlogits,
                                     float* stats, cudaStream_t stream) {
   if (batch <= 0 || classes <= 0) return Status::InvalidArgument("softmax_cross_entropy: empty batch");
-  softmax_cross_entropy_kernel<<<1, kThreads, 0, stream>>>(batch, classes, logits, labels, grad_scale,
+  SWEPT_LAUNCH(softmax_cross_entropy_kernel, 1, kThreads, 0, stream)(batch, classes, logits, labels, grad_scale,
                                                            dlogits, stats);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
@@ -279,7 +295,7 @@ Status launch_dropout_forward(size_t n, float p, int64_t first_element, const St
                               const float* x, float* mask, float* y, cudaStream_t stream) {
   if (n == 0) return Status::Ok();
   if (!(p >= 0.f && p < 1.f)) return Status::InvalidArgument("dropout: p must be in [0, 1)");
-  dropout_forward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, p, first_element, scalars, x, mask, y);
+  SWEPT_LAUNCH(dropout_forward_kernel, blocks_for(n), kThreads, 0, stream)(n, p, first_element, scalars, x, mask, y);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
 }
@@ -287,7 +303,7 @@ Status launch_dropout_forward(size_t n, float p, int64_t first_element, const St
 Status launch_dropout_backward(size_t n, const float* mask, const float* dy, float* dx,
                                cudaStream_t stream) {
   if (n == 0) return Status::Ok();
-  dropout_backward_kernel<<<blocks_for(n), kThreads, 0, stream>>>(n, mask, dy, dx);
+  SWEPT_LAUNCH(dropout_backward_kernel, blocks_for(n), kThreads, 0, stream)(n, mask, dy, dx);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
 }
@@ -299,16 +315,16 @@ Status launch_optimizer_update(const OptimizerConfig& config, float weight_decay
   const int blocks = blocks_for(n);
   switch (config.kind) {
     case trainer::OptimizerKind::kSgd:
-      sgd_kernel<<<blocks, kThreads, 0, stream>>>(n, weight_decay, param, grad, scalars);
+      SWEPT_LAUNCH(sgd_kernel, blocks, kThreads, 0, stream)(n, weight_decay, param, grad, scalars);
       break;
     case trainer::OptimizerKind::kMomentum:
       if (!state1) return Status::InvalidArgument("momentum update needs its velocity buffer");
-      momentum_kernel<<<blocks, kThreads, 0, stream>>>(n, weight_decay, config.momentum,
+      SWEPT_LAUNCH(momentum_kernel, blocks, kThreads, 0, stream)(n, weight_decay, config.momentum,
                                                        config.nesterov, param, grad, state1, scalars);
       break;
     case trainer::OptimizerKind::kAdam:
       if (!state1 || !state2) return Status::InvalidArgument("adam update needs its two moment buffers");
-      adam_kernel<<<blocks, kThreads, 0, stream>>>(n, weight_decay, config.beta1, config.beta2,
+      SWEPT_LAUNCH(adam_kernel, blocks, kThreads, 0, stream)(n, weight_decay, config.beta1, config.beta2,
                                                    config.epsilon, param, grad, state1, state2, scalars);
       break;
     default:
@@ -323,7 +339,7 @@ Status launch_gather_batch(const uint8_t* images, const int32_t* labels, size_t 
                            int count, float* x, int32_t* y, cudaStream_t stream) {
   size_t n = size_t(count) * sample_size;
   if (n == 0) return Status::Ok();
-  gather_batch_kernel<<<blocks_for(n), kThreads, 0, stream>>>(images, labels, sample_size, order,
+  SWEPT_LAUNCH(gather_batch_kernel, blocks_for(n), kThreads, 0, stream)(images, labels, sample_size, order,
                                                               scalars, offset, count, x, y);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
@@ -333,7 +349,7 @@ Status launch_mean_across_buffers(const RankPointers& buffers, int ranks, size_t
                                   cudaStream_t stream) {
   if (end <= begin) return Status::Ok();
   if (ranks < 1 || ranks > kMaxRanksPerDevice) return Status::InvalidArgument("mean_across_buffers: bad rank count");
-  mean_across_buffers_kernel<<<blocks_for(end - begin), kThreads, 0, stream>>>(buffers, ranks, begin, end);
+  SWEPT_LAUNCH(mean_across_buffers_kernel, blocks_for(end - begin), kThreads, 0, stream)(buffers, ranks, begin, end);
   SWEPT_LAUNCH_CHECK();
   return Status::Ok();
 }

@@ -23,10 +23,16 @@ bool bind(void* lib, const char* name, Fn& out, std::string& missing) {
 
 void load() {
   const char* override_path = std::getenv("SWEPT_NCCL_LIBRARY");
-  g_load_status = load_nccl_from((override_path && *override_path) ? override_path : "libnccl.so.2", &g_api);
+  g_load_status = load_nccl_from((override_path && *override_path) ? override_path : default_nccl_soname(), &g_api);
 }
 
 }  // namespace
+
+#if defined(SWEPT_CUDA_EMULATED)
+std::string default_nccl_soname() { return SWEPT_EMU_NCCL_LIBRARY; }  // the stand-in (emu/)
+#else
+std::string default_nccl_soname() { return "libnccl.so.2"; }
+#endif
 
 Result<const NcclApi*> nccl() {
   std::call_once(g_once, load);

@@ -28,9 +28,12 @@ struct NcclApi {
   const char* (*get_error_string)(ncclResult_t);
 };
 
-// Loads libnccl.so.2 (or SWEPT_NCCL_LIBRARY when set) once. Errors: kUnavailable
+// Loads libnccl.so.2 (or SWEPT_NCCL_LIBRARY when set) once. Errors: kMissingDependency (exit 8)
 // naming the library and dlerror()'s reason, with what to install.
 Result<const NcclApi*> nccl();
+
+// "libnccl.so.2" (an emulated build: its stand-in's path).
+std::string default_nccl_soname();
 
 // The loading itself, without process-wide state (for tests).
 Status load_nccl_from(const std::string& path, NcclApi* api);

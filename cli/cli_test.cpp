@@ -1,0 +1,317 @@
+// `swept validate`, `swept expand` and `swept run`, run as the real binary
+// (built beside this test) on the examples (JSON and their YAML twins) and on
+// bad files: exit codes, output lines, warnings, --strict, --explain, help.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/exit_codes.h"
+
+namespace {
+
+using json = nlohmann::json;
+
+struct Run {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// CTest runs test cases in parallel, each in its own process: each gets its
+// own scratch folder so that captured outputs and temp files never collide.
+std::string scratch_dir() {
+  return SWEPT_BINARY_DIR "/cli-test/" + std::to_string(::getpid());
+}
+
+// Runs `swept ARGS` with stdout and stderr captured apart.
+Run swept(const std::string& args) {
+  const std::string dir = scratch_dir();
+  std::filesystem::create_directories(dir);
+  const std::string out = dir + "/stdout", err = dir + "/stderr";
+  const std::string cmd = quote(SWEPT_BINARY_DIR "/bin/swept") + " " + args + " >" + quote(out) + " 2>" + quote(err);
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string dir = scratch_dir();
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string line; std::getline(s, line);) out.push_back(line);
+  return out;
+}
+
+const std::string kExamples = SWEPT_SOURCE_DIR "/examples/";
+
+TEST_CASE("cli: validate summarises a good file and exits 0") {
+  const Run r = swept("validate " + quote(kExamples + "grid-basic.json"));
+  CHECK(r.exit_code == swept::kExitOk);
+  CHECK(r.out == kExamples + "grid-basic.json: ok: grid, 6 parameters, 12 trials\n");
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("cli: validate lists every problem one line each and exits 2") {
+  const std::string path = write_temp("bad.json", R"({"method": "grid", "run_cap": 0, "parameters": {"lr": {"min": 1, "max": 0}}})");
+  const Run r = swept("validate " + quote(path));
+  CHECK(r.exit_code == swept::kExitUsage);
+  CHECK(r.out.empty());
+  CHECK(lines(r.err) == std::vector<std::string>{path + ": run_cap: expected a positive integer, found 0",
+                                                 path + ": parameters.lr.max: expected max > min (1), found 0"});
+}
+
+TEST_CASE("cli: a missing file a directory and a huge file are refused with exit 2") {
+  const Run missing = swept("validate /nonexistent/sweep.json");
+  CHECK(missing.exit_code == swept::kExitUsage);
+  CHECK(missing.err.find("cannot open the file") != std::string::npos);
+  const Run directory = swept("validate " + quote(SWEPT_BINARY_DIR));
+  CHECK(directory.exit_code == swept::kExitUsage);
+  const std::string huge = write_temp("huge.json", "{\"name\": \"" + std::string(5 << 20, 'x') + "\"}");
+  const Run big = swept("expand " + quote(huge));
+  CHECK(big.exit_code == swept::kExitUsage);
+  CHECK(big.err == huge + ": expected a sweep file of at most 1048576 bytes (1 MiB), found a larger one; is this really "
+                          "a sweep file?\n");
+  CHECK(big.out.empty());
+}
+
+TEST_CASE("cli: expand prints one JSON object per trial with index params and command") {
+  const Run r = swept("expand " + quote(kExamples + "nested-grid-random-order.json"));
+  REQUIRE(r.exit_code == swept::kExitOk);
+  const auto ls = lines(r.out);
+  REQUIRE(ls.size() == 16);
+  std::set<std::string> distinct;
+  for (size_t i = 0; i < ls.size(); ++i) {
+    const json line = json::parse(ls[i]);
+    CHECK(line.size() == 3);
+    CHECK(line["index"] == i);
+    CHECK(line["params"]["optim"]["name"] == "sgd");  // nesting kept
+    CHECK(line["command"][0] == "/usr/bin/env");
+    CHECK(json::parse(line["command"][3].get<std::string>()) == line["params"]);  // ${args_json}
+    distinct.insert(line["params"].dump());
+  }
+  CHECK(distinct.size() == 16);
+}
+
+TEST_CASE("cli: expand --limit and --seed") {
+  const std::string file = quote(kExamples + "random-search.json");
+  const Run a = swept("expand " + file + " --limit 3");
+  const Run b = swept("expand " + file + " --limit 3 --seed 2026");
+  const Run c = swept("expand " + file + " --limit=3 --seed=99");
+  REQUIRE(a.exit_code == 0);
+  CHECK(lines(a.out).size() == 3);
+  CHECK(a.out == b.out);  // the file's seed is 2026
+  CHECK(a.out != c.out);
+  const Run zero = swept("expand " + file + " --limit 0");
+  CHECK(zero.exit_code == 0);
+  CHECK(zero.out.empty());
+  const Run bad = swept("expand " + file + " --limit -1");
+  CHECK(bad.exit_code == swept::kExitUsage);
+  const Run junk = swept("expand " + file + " --limit lots");
+  CHECK(junk.exit_code == swept::kExitUsage);
+  CHECK(junk.err.find("swept expand:") == 0);
+}
+
+TEST_CASE("cli: an unbounded random search shows 10 trials and says so") {
+  const std::string path = write_temp("unbounded.json", R"({"method": "random", "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  const Run r = swept("expand " + quote(path));
+  CHECK(r.exit_code == 0);
+  CHECK(lines(r.out).size() == 10);
+  CHECK(r.err.find("unbounded random search") != std::string::npos);
+}
+
+TEST_CASE("cli: an unset envvar macros fails expand with no partial output") {
+  const std::string path = write_temp("envvar.json", R"({"method": "grid", "parameters": {"x": {"values": [1, 2]}},
+      "command": ["run", "${envvar:SWEPT_TEST_SURELY_UNSET_VARIABLE}"]})");
+  const Run r = swept("expand " + quote(path));
+  CHECK(r.exit_code == swept::kExitUsage);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("SWEPT_TEST_SURELY_UNSET_VARIABLE") != std::string::npos);
+  const Run set = swept("expand " + quote(path) + " --limit 1");  // still unset: same
+  CHECK(set.exit_code == swept::kExitUsage);
+  const std::string cmd_env = "env SWEPT_TEST_SURELY_UNSET_VARIABLE=v " + quote(SWEPT_BINARY_DIR "/bin/swept") + " expand " +
+                              quote(path) + " >" + quote(scratch_dir() + "/env.out") + " 2>&1";
+  CHECK(std::system(cmd_env.c_str()) == 0);
+  CHECK(lines(slurp(scratch_dir() + "/env.out"))[0] ==
+        R"({"index":0,"params":{"x":1},"command":["run","v"]})");
+}
+
+TEST_CASE("cli: --help on each command and usage errors exit 2") {
+  for (const char* command : {"validate", "expand"}) {
+    INFO(command);
+    const Run help = swept(std::string(command) + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find(std::string("usage: swept ") + command) == 0);
+    const Run none = swept(command);
+    CHECK(none.exit_code == swept::kExitUsage);
+    CHECK(none.err.find("expected a sweep FILE") != std::string::npos);
+    const Run unknown = swept(std::string(command) + " --frobnicate x.json");
+    CHECK(unknown.exit_code == swept::kExitUsage);
+  }
+}
+
+TEST_CASE("cli: every example validates and expands to trials with commands") {
+  int examples = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {
+    if (entry.path().extension() != ".json" && entry.path().extension() != ".yaml") continue;
+    ++examples;
+    INFO(entry.path().string());
+    const Run v = swept("validate " + quote(entry.path().string()));
+    CHECK(v.exit_code == 0);
+    const Run e = swept("expand " + quote(entry.path().string()) + " --limit 50");
+    CHECK(e.exit_code == 0);
+    const auto ls = lines(e.out);
+    CHECK_FALSE(ls.empty());
+    for (const auto& l : ls) {
+      const json line = json::parse(l);
+      CHECK(line["params"].is_object());
+      CHECK_FALSE(line["command"].empty());
+    }
+  }
+  CHECK(examples >= 14);
+}
+
+TEST_CASE("cli: a YAML file - format by extension, problems with path line and column, exit 2") {
+  const std::string good = write_temp("good.yml", "method: grid\nparameters:\n  lr:\n    values: [1e-3, 1e-2]\n");
+  const Run ok = swept("validate " + quote(good));
+  CHECK(ok.exit_code == swept::kExitOk);
+  CHECK(ok.out == good + ": ok: grid, 1 parameter, 2 trials\n");
+  CHECK(ok.err.empty());
+  const Run trials = swept("expand " + quote(good));
+  CHECK(lines(trials.out) == std::vector<std::string>{
+                                 R"({"index":0,"params":{"lr":0.001},"command":["swept-train","--lr=0.001"]})",
+                                 R"({"index":1,"params":{"lr":0.01},"command":["swept-train","--lr=0.01"]})"});
+  const std::string bad = write_temp("bad.yaml", "method: grid\nparameters:\n  lr:\n    min: 3\n    max: 1\n  wd: {values: []}\n");
+  const Run r = swept("validate " + quote(bad));
+  CHECK(r.exit_code == swept::kExitUsage);
+  CHECK(r.out.empty());
+  CHECK(lines(r.err) == std::vector<std::string>{
+                            bad + ": parameters.lr.max: expected max > min (3), found 1 (line 5, column 10)",
+                            bad + ": parameters.wd.values: expected a non-empty array of values, found an empty array "
+                                  "(line 6, column 16)"});
+  // The extension decides: YAML text in a .json file is refused by the JSON reader...
+  const std::string yaml_in_json = write_temp("yaml.json", "method: grid\nparameters: {x: {values: [1]}}\n");
+  const Run as_json = swept("validate " + quote(yaml_in_json));
+  CHECK(as_json.exit_code == swept::kExitUsage);
+  CHECK(as_json.err.find("expected valid JSON") != std::string::npos);
+  // ... and any other name is read by content.
+  const std::string no_ext = write_temp("sweep.conf", "method: grid\nparameters: {x: {values: [1]}}\n");
+  CHECK(swept("validate " + quote(no_ext)).exit_code == swept::kExitOk);
+}
+
+TEST_CASE("cli: malformed YAML - tabs, quotes, scalars, garbage, nesting, alias bomb: exit 2, one line each") {
+  std::string bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n";
+  for (char level = 'b'; level <= 'j'; ++level) {
+    bomb += std::string(1, level) + ": &" + level + " [";
+    for (int k = 0; k < 9; ++k) bomb += std::string(k ? ", *" : "*") + static_cast<char>(level - 1);
+    bomb += "]\n";
+  }
+  std::string garbage;
+  for (int i = 0; i < 2000; ++i) garbage += static_cast<char>((i * 7919) % 251);
+  const std::vector<std::pair<std::string, std::string>> files = {
+      {"tabs.yaml", "method: grid\nparameters:\n\tx: {values: [1]}\n"},
+      {"quote.yaml", "method: grid\nparameters:\n  x: {values: [\"a]}\n"},
+      {"scalar.yaml", "method: grid\nparameters: 3\n"},
+      {"garbage.yaml", garbage},
+      {"nesting.yaml", "x: " + std::string(10 << 20, '[')},
+      {"deep.yaml", "x: " + std::string(500000, '[')},
+      {"bomb.yaml", bomb},
+  };
+  for (const auto& [name, text] : files) {
+    INFO(name);
+    const std::string path = write_temp(name, text);
+    const Run r = swept("validate " + quote(path));
+    CHECK(r.exit_code == swept::kExitUsage);
+    CHECK(r.out.empty());
+    const auto ls = lines(r.err);
+    REQUIRE(ls.size() == 1);
+    CHECK(ls[0].rfind(path + ": ", 0) == 0);
+    if (name != "nesting.yaml") CHECK_MESSAGE(ls[0].find("(line ") != std::string::npos, ls[0]);  // a size: no line
+  }
+}
+
+TEST_CASE("cli: warnings go to stderr with exit 0; --strict makes them problems; --explain shows each reading") {
+  const std::string path = write_temp("lenient.yaml", R"(method: random
+metric: {name: loss, goal: minimise}
+paramters_extra: 1
+parameters:
+  lr: {values: [1e-5, 0.5]}
+  wd:
+    distribution: log_uniform
+    min: -5
+    max: -1
+command: [run, 3, "${args}"]
+)");
+  const Run lenient = swept("validate " + quote(path));
+  CHECK(lenient.exit_code == swept::kExitOk);
+  CHECK(lenient.out == path + ": ok: random, 2 parameters, unbounded (no run_cap)\n");
+  // validate's summary comes first, warnings on stderr, each once, in file order.
+  const auto warnings = lines(lenient.err);
+  REQUIRE(warnings.size() == 4);
+  CHECK(warnings[0].rfind(path + ": warning: metric.goal: ", 0) == 0);
+  CHECK(warnings[1].rfind(path + ": warning: paramters_extra: unknown top-level key", 0) == 0);
+  CHECK(warnings[2].rfind(path + ": warning: parameters.wd.distribution: W&B's deprecated log_uniform", 0) == 0);
+  CHECK(warnings[3].rfind(path + ": warning: command[1]: expected a string, found 3", 0) == 0);
+  const Run strict = swept("validate --strict " + quote(path));
+  CHECK(strict.exit_code == swept::kExitUsage);
+  CHECK(strict.out.empty());
+  CHECK(lines(strict.err).size() == 4);
+  CHECK(strict.err.find("warning:") == std::string::npos);
+  const Run explained = swept("validate --explain " + quote(path));
+  CHECK(explained.exit_code == swept::kExitOk);
+  CHECK(explained.out.find(path + ": parameters.lr.values[0]: 1e-5 read as 1e-05: ") != std::string::npos);
+  CHECK(explained.out.find("(line 5, column 17)") != std::string::npos);
+  CHECK(explained.out.find("parameters.wd.distribution: log_uniform min -5 max -1 read as log_uniform_values") !=
+        std::string::npos);
+  const Run expand_explained = swept("expand --explain --limit 1 " + quote(path));
+  CHECK(expand_explained.exit_code == swept::kExitOk);
+  CHECK(lines(expand_explained.out).size() == 1);  // stdout stays JSON lines
+  CHECK(expand_explained.err.find("1e-5 read as 1e-05") != std::string::npos);
+}
+
+TEST_CASE("cli: swept run runs a YAML sweep file end to end") {
+  const std::string dir = scratch_dir() + "/run";
+  std::filesystem::create_directories(dir);
+  // The example's command is relative to the repository root.
+  const std::string cmd = "cd " + quote(SWEPT_SOURCE_DIR) + " && " + quote(SWEPT_BINARY_DIR "/bin/swept") +
+                          " run examples/script-sweep.yaml --db " + quote(dir + "/s.db") + " --workdir " +
+                          quote(dir + "/work") + " --dashboard off --progress off >" + quote(dir + "/out") + " 2>&1";
+  const int status = std::system(cmd.c_str());
+  INFO(slurp(dir + "/out"));
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(slurp(dir + "/out").find("sweep 1 completed: 14 completed, 0 failed") != std::string::npos);
+}
+
+}  // namespace
