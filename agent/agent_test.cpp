@@ -70,7 +70,7 @@ class FakeScheduler {
       }
       return false;
     };
-    testing::wait_until(take, [this](int w) { pump(w); }, timeout_ms);
+    swept::agent::testing::wait_until(take, [this](int w) { pump(w); }, timeout_ms);
     return found;
   }
 
@@ -95,7 +95,7 @@ class FakeScheduler {
   }
 
   void pump(int wait_ms) {
-    if (!router_) return testing::poll_readable({}, wait_ms);
+    if (!router_) return swept::agent::testing::poll_readable({}, wait_ms);
     zmq::pollitem_t item{static_cast<void*>(*router_), 0, ZMQ_POLLIN, 0};
     zmq::poll(&item, 1, std::chrono::milliseconds(std::min(wait_ms, 50)));
     while (true) {
@@ -114,7 +114,7 @@ class FakeScheduler {
   }
 
   void heartbeat_if_due() {
-    int64_t now = testing::steady_ms();
+    int64_t now = swept::agent::testing::steady_ms();
     if (heartbeats && !peer_.empty() && now - last_heartbeat_ms_ >= 100) {
       last_heartbeat_ms_ = now;
       std::vector<zmq::const_buffer> parts{zmq::buffer(peer_)};
@@ -195,7 +195,7 @@ pr::Register connect(FakeScheduler& s) {
 }
 
 bool alive(pid_t pid) {
-  std::string stat = testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat = swept::agent::testing::read_file("/proc/" + std::to_string(pid) + "/stat");
   return !stat.empty() && stat.find(") Z ") == std::string::npos;
 }
 
@@ -247,7 +247,7 @@ TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit
   CHECK(records == want);
   CHECK(log.find("hello\n") != std::string::npos);
   CHECK(log.find("[1]\n") != std::string::npos);
-  CHECK(testing::read_file(dir.path() + "/sweep-3/trial-17/swept-params.json") == "{\"lr\":0.1}\n");
+  CHECK(swept::agent::testing::read_file(dir.path() + "/sweep-3/trial-17/swept-params.json") == "{\"lr\":0.1}\n");
 
   // Until EXIT_ACK the exit is kept: a re-registration lists it as finished.
   s.send(pr::Disconnect{"unknown session; register again"});
@@ -456,10 +456,10 @@ TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping 
   CHECK(exited->exit_code == 0);
   CHECK(s.wait_for<pr::Disconnect>());
   // The agent's own exit: its pidfd becomes readable.
-  testing::wait_until([&] {
+  swept::agent::testing::wait_until([&] {
     siginfo_t info{};
     return ::waitid(P_PID, static_cast<id_t>(child->pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
-  }, [&](int w) { testing::poll_readable({child->pidfd}, w); });
+  }, [&](int w) { swept::agent::testing::poll_readable({child->pidfd}, w); });
   int status = 0;
   ::kill(child->pid, SIGKILL);  // no-op when it exited as it should; never leave it behind
   ::waitpid(child->pid, &status, 0);
@@ -492,8 +492,8 @@ TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") 
   ::waitpid(child->pid, &status, 0);
   CHECK(WIFSIGNALED(status));
   pid_t trial = static_cast<pid_t>(started->pid);
-  bool gone = testing::wait_until([&] { return !alive(trial); },
-                                  [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 10000);
+  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial); },
+                                  [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }, 10000);
   if (!gone) ::kill(-trial, SIGKILL);
   CHECK(gone);
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
@@ -640,4 +640,29 @@ TEST_CASE("agent: TRIAL_STARTED goes out before the trial's first METRICS and it
   CHECK(started->trial_id == 9);
   s.send(pr::StopTrial{9, 1, "done"});
   REQUIRE(s.wait_for<pr::TrialExited>());
+}
+
+TEST_CASE("agent: the launcher is injected: a fork that fails is a launch failure with its reason, the next one runs") {
+  FakeScheduler s;
+  TempDir dir;
+  swept::agent::testing::FakeLauncher launcher;
+  launcher.fail_next_with(Status::IoError("fork failed: Resource temporarily unavailable"));
+  AgentOptions o = test_options(s, dir);
+  o.launcher = &launcher;
+  AgentThread agent(o);
+  connect(s);
+  s.send(start_trial(1, "exit 0"));
+  auto e1 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 1; });
+  REQUIRE(e1);
+  CHECK(e1->cause == pr::ExitCause::kLaunchFailed);
+  CHECK(e1->reason.find("fork failed: Resource temporarily unavailable") != std::string::npos);
+
+  s.send(start_trial(2, "exit 3"));
+  auto e2 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 2; });
+  REQUIRE(e2);
+  CHECK(e2->cause == pr::ExitCause::kExited);
+  CHECK(e2->exit_code == 3);
+  auto specs = launcher.launched();
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[1].argv == std::vector<std::string>{"/bin/sh", "-c", "exit 3"});
 }

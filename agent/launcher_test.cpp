@@ -33,12 +33,12 @@ Finished collect(const SpawnedChild& child) {
   int fds[2] = {child.stdout_fd, child.stderr_fd};
   std::string* sinks[2] = {&f.out, &f.err};
   bool open[2] = {true, true};
-  testing::wait_until([&] { return !open[0] && !open[1]; },
+  swept::agent::testing::wait_until([&] { return !open[0] && !open[1]; },
                       [&](int wait_ms) {
                         std::vector<int> live;
                         for (int i = 0; i < 2; ++i)
                           if (open[i]) live.push_back(fds[i]);
-                        testing::poll_readable(live, wait_ms);
+                        swept::agent::testing::poll_readable(live, wait_ms);
                         for (int i = 0; i < 2; ++i) {
                           while (open[i]) {
                             char buf[4096];
@@ -192,12 +192,12 @@ TEST_CASE("agent launcher: a trial dies with the thread that launched it (the ag
   }).join();
   REQUIRE(child->ok());
   const SpawnedChild& c = **child;
-  bool exited = testing::wait_until(
+  bool exited = swept::agent::testing::wait_until(
       [&] {
         siginfo_t info{};
         return ::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
       },
-      [&](int w) { testing::poll_readable({c.pidfd}, w); });
+      [&](int w) { swept::agent::testing::poll_readable({c.pidfd}, w); });
   if (!exited) ::kill(c.pid, SIGKILL);
   CHECK(exited);
   Finished f = collect(c);

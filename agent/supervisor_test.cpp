@@ -38,17 +38,17 @@ struct Trial {
   // One turn of an event loop: wait for output, exit or a deadline, then service.
   void step(int wait_ms) {
     int64_t until = sup->next_deadline_ms() - swept::SteadyClock::instance().now_ms();
-    testing::poll_readable(sup->poll_fds(), static_cast<int>(std::clamp<int64_t>(until, 0, wait_ms)));
+    swept::agent::testing::poll_readable(sup->poll_fds(), static_cast<int>(std::clamp<int64_t>(until, 0, wait_ms)));
     sup->service();
     drain();
   }
   bool run_until(const std::function<bool()>& done, int timeout_ms = 20000) {
-    return testing::wait_until(done, [this](int w) { step(w); }, timeout_ms);
+    return swept::agent::testing::wait_until(done, [this](int w) { step(w); }, timeout_ms);
   }
   bool run_to_end() {
     return run_until([this] { return sup->finished(); });
   }
-  std::string file(const std::string& name) { return testing::read_file(sup->working_dir() + "/" + name); }
+  std::string file(const std::string& name) { return swept::agent::testing::read_file(sup->working_dir() + "/" + name); }
 };
 
 TrialLaunch shell(const std::string& script) {
@@ -245,16 +245,16 @@ TEST_CASE("agent supervisor: what the trial leaves in its process group dies wit
   CHECK(t.sup->result().end == TrialEnd::kExited);
   pid_t orphan = std::stoi(t.log);
   // Killed: gone, or a zombie waiting for whoever reaps orphans here.
-  std::string stat = testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
+  std::string stat = swept::agent::testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
   bool dead = stat.empty() || stat.find(") Z ") != std::string::npos;
   if (!dead) {
     // SIGKILL is delivered asynchronously: wait for the state to change.
-    dead = testing::wait_until(
+    dead = swept::agent::testing::wait_until(
         [&] {
-          stat = testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
+          stat = swept::agent::testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
           return stat.empty() || stat.find(") Z ") != std::string::npos;
         },
-        [](int w) { testing::poll_readable({}, std::min(w, 10)); }, 5000);
+        [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }, 5000);
   }
   CHECK(dead);
 }

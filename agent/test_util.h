@@ -12,26 +12,53 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "agent/launcher.h"
+#include "common/status.h"
+#include "common/testing/temp_dir.h"
 
 namespace swept::agent::testing {
 
-// A fresh directory under $TMPDIR, removed with everything in it on scope exit.
-class TempDir {
+// A Launcher for tests (AgentOptions::launcher): records every LaunchSpec
+// and either fails the launch with a scripted Status (a system failure the
+// real launcher can meet, fork's EAGAIN say) or hands it to the real one.
+// Thread-safe: the agent launches from its own thread.
+class FakeLauncher final : public Launcher {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "swept-agent-test-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
+  void fail_next_with(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_with_ = std::move(s);
   }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  std::vector<LaunchSpec> launched() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launched_;
   }
-  const std::string& path() const { return path_; }
+  Result<SpawnedChild> launch(const LaunchSpec& spec) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      launched_.push_back(spec);
+      if (fail_with_) {
+        Status s = std::move(*fail_with_);
+        fail_with_.reset();
+        return s;
+      }
+    }
+    return real_.launch(spec);
+  }
 
  private:
-  std::string path_;
+  mutable std::mutex mu_;
+  std::optional<Status> fail_with_;  // guarded by mu_
+  std::vector<LaunchSpec> launched_;  // guarded by mu_
+  PosixLauncher real_;
 };
+
+// The tests' one temporary directory (common/testing/temp_dir.h).
+using TempDir = ::swept::testing::TempDir;
 
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

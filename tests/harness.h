@@ -23,6 +23,8 @@
 
 #include <doctest/doctest.h>
 
+#include "common/testing/temp_dir.h"
+
 extern char** environ;
 
 namespace swept::itest {
@@ -30,22 +32,11 @@ namespace swept::itest {
 inline const std::string kSwept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
 inline const std::string kTestsDir = std::string(SWEPT_SOURCE_DIR) + "/tests";
 
-class TempDir {
+// The tests' one temporary directory (common/testing/temp_dir.h), required
+// to exist.
+class TempDir : public ::swept::testing::TempDir {
  public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "swept-itest-XXXXXX").string();
-    path_ = ::mkdtemp(pattern.data()) ? pattern : std::string();
-    REQUIRE(!path_.empty());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
+  TempDir() : ::swept::testing::TempDir("swept-itest") { REQUIRE(!path().empty()); }
 };
 
 inline std::string read_file(const std::string& path) {

@@ -1,6 +1,6 @@
 // Real-browser test of the swept dashboard (run by run.sh).
 //   node browser_test.mjs SWEPT_BINARY WORK_DIR SCHEMA_SQL
-// Creates a database from scheduler/schema.sql with the sqlite3 command,
+// Creates a database from store/schema.sql with the sqlite3 command,
 // fills it with trials whose names and values hold <script> and quotes,
 // serves it with the real `swept web` (port 0, with a token), drives Debian's
 // chromium through it with playwright-core and checks: the trials table lists

@@ -1,4 +1,4 @@
-// What the scheduler's unit tests share: a temporary database path and a
+// What the store's and the scheduler's unit tests share: a temporary database path and a
 // one-number query against it. Test code only (included by *_test.cpp).
 #pragma once
 
@@ -12,21 +12,15 @@
 
 #include <doctest/doctest.h>
 
-namespace swept::scheduler::testing {
+#include "common/testing/temp_dir.h"
 
-// A fresh temporary database path, removed (with its WAL files) at scope end.
+namespace swept::store::testing {
+
+// A database path in a fresh temporary directory (common/testing/
+// temp_dir.h), removed with its WAL files at scope end.
 struct TempDb {
-  std::string path;
-  TempDb() {
-    char tmpl[] = "/tmp/swept-scheduler-test-XXXXXX";
-    int fd = mkstemp(tmpl);
-    close(fd);
-    std::filesystem::remove(tmpl);
-    path = tmpl;
-  }
-  ~TempDb() {
-    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(path + suffix);
-  }
+  ::swept::testing::TempDir dir{"swept-store-test"};
+  std::string path = dir / "swept.db";
 };
 
 // The single integer `sql` selects, read through a read-only connection.
@@ -42,4 +36,4 @@ inline int64_t query_int(const std::string& path, const std::string& sql) {
   return n;
 }
 
-}  // namespace swept::scheduler::testing
+}  // namespace swept::store::testing
