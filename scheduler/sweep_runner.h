@@ -3,9 +3,13 @@
 // It owns, per running sweep, the parsed spec, the queue of trials ready to
 // start and the count of trials out on agents; it writes sweeps and trials to
 // the store. Trials are generated lazily: trial `next_index` is computed with
-// sweeps::trial_at only when a place is free for it, so an unbounded random
-// sweep or a grid of a million points costs nothing up front, and a restarted
-// scheduler recomputes from (spec, next_index) alone.
+// sweeps::trial_at (grid, random) or search::suggest (bayes, tpe) only when a
+// place is free for it, so an unbounded random sweep or a grid of a million
+// points costs nothing up front, and a restarted scheduler recomputes from
+// (spec, next_index) alone. A bayes/tpe suggestion reads its history (ended
+// trials in completion order, running ones as pending) from the store each
+// time, and its model state is stored with the trial, so a restarted
+// scheduler continues from the same history.
 //
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
@@ -27,6 +31,7 @@
 #include "scheduler/placement.h"
 #include "store/reader.h"
 #include "store/writer.h"
+#include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 
 namespace swept::scheduler {
@@ -106,6 +111,8 @@ class SweepRunner {
     int running = 0;
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
+  // method bayes/tpe: trial `index` from the history stored so far.
+  Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
 
   store::Writer& store_;
