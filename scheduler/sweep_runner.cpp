@@ -259,6 +259,19 @@ void SweepRunner::trial_ended(int64_t sweep_id) {
   if (it != sweeps_.end()) it->second.running = std::max(0, it->second.running - 1);
 }
 
+Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.metric_seen || !it->second.spec.metric) return Status::Ok();
+  auto any = store_.any_metric_value(sweep_id);
+  if (!any.ok()) return any.status();
+  it->second.metric_seen = true;
+  if (!*any)
+    log::warn("sweep " + std::to_string(sweep_id) + ": trial " + std::to_string(trial_id) +
+              " completed and no trial of this sweep has reported its metric '" + it->second.spec.metric->name +
+              "' yet: check that name against the trials' metric lines (docs/metrics.md); said once per sweep");
+  return Status::Ok();
+}
+
 void SweepRunner::forget_queued(int64_t sweep_id, int64_t trial_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return;

@@ -80,6 +80,9 @@ class SweepRunner {
   void requeue(int64_t sweep_id, int64_t trial_id);
   // A running trial reached a final state.
   void trial_ended(int64_t sweep_id);
+  // A trial of the sweep completed: when no trial of the sweep has reported
+  // its metric yet, says so in the log, once per sweep (per scheduler run).
+  Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
   // A trial not counted as running was finished from outside (cancel, adopted result).
   void forget_queued(int64_t sweep_id, int64_t trial_id);
 
@@ -109,6 +112,7 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
+    bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
   // method bayes/tpe: trial `index` from the history stored so far.

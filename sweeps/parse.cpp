@@ -97,7 +97,11 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
     }
   }
   if (m.contains("target")) ok = ck.number(m["target"], "metric.target").has_value() && ok;
-  if (m.contains("impute")) ok = ck.choice(m["impute"], "metric.impute", {"latest", "best", "worst"}).has_value() && ok;
+  // swept: with bayes/tpe, a number is the value of a failed trial (read, and
+  // checked finite, by search::parse_search_settings).
+  const bool impute_value = is_adaptive(spec.method) && m.contains("impute") && m["impute"].is_number();
+  if (m.contains("impute") && !impute_value)
+    ok = ck.choice(m["impute"], "metric.impute", {"latest", "best", "worst"}).has_value() && ok;
   if (m.contains("impute_while_running")) {
     ok = ck.choice(m["impute_while_running"], "metric.impute_while_running", {"latest", "best", "worst", "false"})
              .has_value() && ok;

@@ -357,6 +357,11 @@ TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings; o
   REQUIRE(latest.spec);
   REQUIRE(latest.warnings.size() == 1);
   CHECK(latest.warnings[0].path == "metric.impute");
+  // swept's number form, the value of a failed trial: bayes and tpe only.
+  auto valued = parse_sweep(R"({"method": "bayes", "metric": {"name": "l", "impute": 10.0}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  REQUIRE(valued.spec);
+  CHECK(valued.spec->search->impute == 10.0);
+  CHECK(!parse_sweep(R"({"method": "random", "metric": {"name": "l", "impute": 10.0}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})").spec);
   CHECK(!trial_count(*bayes.spec));  // unbounded without run_cap
   auto tpe = parse_sweep("method: tpe\nrun_cap: 5\nmetric: {name: l}\nparameters: {x: {values: [a, b]}}\n");
   REQUIRE(tpe.spec);

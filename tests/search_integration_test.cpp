@@ -89,3 +89,24 @@ TEST_CASE("tpe: a scheduler killed with SIGKILL mid-sweep continues from the sto
                    "json_extract(b.suggestion, '$.n_finished') < json_extract(a.suggestion, '$.n_finished')") == 0);
   CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") >= 1);
 }
+
+TEST_CASE("a metric no trial reports: said once per sweep in the scheduler's log and in swept status") {
+  TempDir dir;
+  const std::string db = dir / "m.db";
+  write_file(dir / "m.json", R"({"method": "grid", "metric": {"name": "val_loss"}, "command": [")" + kQuadratic +
+                                 R"(", "${args}"], "parameters": {"lr": {"values": [0.1, 0.2, 0.3, 0.4]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "m.json", "--db", db, "--slots", "2", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  size_t said = 0;
+  for (size_t at = out.find("has reported its metric 'val_loss'"); at != std::string::npos;
+       at = out.find("has reported its metric 'val_loss'", at + 1))
+    ++said;
+  CHECK(said == 1);
+  rc = run_command({kSwept, "status", "1", "--db", db}, dir / "status.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("warning: 4 trials have completed and none reported the metric 'val_loss'") != std::string::npos);
+}
