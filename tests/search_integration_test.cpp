@@ -5,6 +5,7 @@
 // better than the best random startup one. With one slot (and the one
 // successor the broker sends ahead) the runs are small and near-serial. A scheduler
 // killed with SIGKILL mid-sweep carries on from the stored history.
+#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/harness.h"
@@ -61,6 +62,28 @@ void check_adaptive_run(const std::string& method) {
   REQUIRE(rows.size() == static_cast<size_t>(cap));
   CHECK(rows.back()["suggestion"]["mode"] == "model");
   CHECK(rows.front()["suggestion"]["mode"] == "startup");
+  // The API's trial detail (docs/api.md) shows it too.
+  Process web({kSwept, "web", "--db", db, "--listen", "127.0.0.1:0"}, dir / "web.log");
+  int port = 0;
+  REQUIRE_MESSAGE(eventually([&] {
+                    const std::string log = web.log();
+                    const auto at = log.find("serving http://127.0.0.1:");
+                    if (at == std::string::npos || log.find('/', at + 25) == std::string::npos) return false;
+                    port = std::stoi(log.substr(at + 25));
+                    return true;
+                  }),
+                  web.log());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  const int64_t last = rows.back()["id"].get<int64_t>();
+  auto detail = http.Get("/api/trials/" + std::to_string(last));
+  REQUIRE(detail);
+  CHECK(detail->status == 200);
+  const nlohmann::json t = nlohmann::json::parse(detail->body, nullptr, false);
+  CHECK(t["suggestion"]["mode"] == "model");
+  CHECK(t["suggestion"]["method"] == method);
+  web.signal(SIGTERM);
+  web.wait(20);
 }
 
 }  // namespace
