@@ -181,6 +181,21 @@ TEST_CASE("cli: --help on each command and usage errors exit 2") {
   }
 }
 
+TEST_CASE("cli: expand on bayes/tpe prints the random startup trials only and says the rest depend on results") {
+  const std::string path = write_temp("tpe.json", R"({"method": "tpe", "metric": {"name": "loss"}, "seed": 3,
+      "tpe": {"n_startup_trials": 4}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  const Run r = swept("expand " + quote(path) + " --limit 100");
+  CHECK(r.exit_code == 0);
+  const auto ls = lines(r.out);
+  CHECK(ls.size() == 4);
+  CHECK(r.err.find("depend on results") != std::string::npos);
+  // The same trials on every run (seed, index): what the scheduler starts.
+  CHECK(swept("expand " + quote(path)).out == r.out);
+  const Run no_metric = swept("validate " + quote(write_temp("bayes.json", R"({"method": "bayes", "parameters": {"x": {"min": 0.0, "max": 1.0}}})")));
+  CHECK(no_metric.exit_code == 2);
+  CHECK(no_metric.err.find(": metric: bayes learns from a metric") != std::string::npos);
+}
+
 TEST_CASE("cli: every example validates and expands to trials with commands") {
   int examples = 0;
   for (const auto& entry : std::filesystem::directory_iterator(kExamples)) {

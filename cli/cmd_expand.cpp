@@ -6,6 +6,11 @@
 // (random without run_cap) needs --limit; otherwise the first 10 are shown.
 // --explain prints to stderr how each value whose spelling a rule decided was
 // read (stdout stays one JSON object per line).
+// method bayes/tpe: only the startup trials (random, chosen before the model
+// has results: the first n_startup_trials) can be listed before the sweep
+// runs; those are printed exactly as the scheduler will start them, and
+// stderr says that the later trials depend on results (exit 0).
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <optional>
@@ -18,6 +23,7 @@
 #include "cli/flags.h"
 #include "cli/sweep_file.h"
 #include "common/exit_codes.h"
+#include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 
 namespace swept::cli {
@@ -25,6 +31,14 @@ namespace swept::cli {
 namespace {
 
 constexpr int64_t kDefaultUnboundedLimit = 10;
+
+// Trial i's params: trial_at, or for bayes/tpe the searcher's suggestion with
+// no history (a startup trial, as the scheduler draws it).
+nlohmann::json trial_params(const sweeps::SweepSpec& spec, int64_t i) {
+  if (!sweeps::is_adaptive(spec.method)) return sweeps::trial_at(spec, i).params;
+  auto s = sweeps::search::suggest(*spec.search, spec, {}, i);
+  return s.ok() ? std::move(s->params) : nlohmann::json::object();
+}
 
 int run_expand(const std::vector<std::string>& args) {
   std::string path;
@@ -56,8 +70,19 @@ int run_expand(const std::vector<std::string>& args) {
   if (seed) spec->seed = *seed;
 
   std::optional<int64_t> count = sweeps::trial_count(*spec);
+  const bool adaptive = sweeps::is_adaptive(spec->method);
   int64_t n;
-  if (count) {
+  if (adaptive) {
+    const auto& s = *spec->search;
+    const int64_t startup = s.method == sweeps::search::SearchMethod::kBayes ? std::max(2, s.bayes.n_startup_trials)
+                                                                              : s.tpe.n_startup_trials;
+    const int64_t shown = count ? std::min(startup, *count) : startup;
+    n = limit ? std::min(*limit, shown) : shown;
+    std::cerr << path << ": method " << (s.method == sweeps::search::SearchMethod::kBayes ? "bayes" : "tpe")
+              << " chooses each trial from the results of earlier ones: showing the " << shown
+              << " random startup trials (n_startup_trials), exactly as the scheduler starts them; the trials after "
+                 "them depend on results and are known only when the sweep runs\n";
+  } else if (count) {
     n = limit ? std::min(*limit, *count) : *count;
   } else {
     n = limit ? *limit : kDefaultUnboundedLimit;
@@ -75,7 +100,7 @@ int run_expand(const std::vector<std::string>& args) {
   // Command errors (an unset ${envvar:NAME}) do not depend on the trial, so
   // checking trial 0 first means an error never leaves partial output.
   if (n > 0) {
-    auto first = sweeps::build_command(*spec, sweeps::trial_at(*spec, 0).params, context);
+    auto first = sweeps::build_command(*spec, trial_params(*spec, 0), context);
     if (!first.ok()) {
       std::cerr << path << ": " << first.status().message() << "\n";
       return kExitUsage;
@@ -83,7 +108,7 @@ int run_expand(const std::vector<std::string>& args) {
   }
   std::string out;
   for (int64_t i = 0; i < n; ++i) {
-    sweeps::Trial trial = sweeps::trial_at(*spec, i);
+    sweeps::Trial trial{i, trial_params(*spec, i)};
     auto argv = sweeps::build_command(*spec, trial.params, context);
     if (!argv.ok()) {
       std::cerr << path << ": trial " << i << ": " << argv.status().message() << "\n";

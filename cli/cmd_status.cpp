@@ -58,6 +58,10 @@ int run_status(const std::vector<std::string>& args) {
     if (s.best_trial_id)
       std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id
                 << "): " << params_text(s.best_params) << "\n";
+    else if (s.counts[TrialState::kCompleted] > 0)
+      std::cout << "  warning: " << s.counts[TrialState::kCompleted] << " trial"
+                << (s.counts[TrialState::kCompleted] == 1 ? " has" : "s have") << " completed and none reported the metric '"
+                << *s.metric_name << "': check that name against the trials' metric lines (docs/metrics.md)\n";
     else
       std::cout << "  best " << *s.metric_name << ": no completed trial has reported it yet\n";
   }

@@ -372,6 +372,7 @@ TrialRow read_trial_row(const Reader& r) {
   if (!latest.raw().is_object()) latest.fail("an object of numbers");
   for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
     t.latest[it.key()] = Reader(it.value(), latest.path() + "." + it.key()).f64();
+  if (r.has("suggestion")) t.suggestion = r.field("suggestion").object();
   return t;
 }
 
@@ -668,7 +669,8 @@ nlohmann::json to_json(const TrialRow& t) {
           {"command", t.command.is_null() ? json::array() : t.command},
           {"started_at", opt(t.started_at)},
           {"ended_at", opt(t.ended_at)},
-          {"latest", t.latest}};
+          {"latest", t.latest},
+          {"suggestion", t.suggestion}};
 }
 
 nlohmann::json to_json(const AgentRow& a) {

@@ -294,6 +294,10 @@ struct TrialRow {
   std::optional<double> started_at;
   std::optional<double> ended_at;
   std::map<std::string, double> latest;  // latest value of each metric
+  // method bayes/tpe: the model state that chose this trial's params
+  // (search::ModelState::to_json); null for grid and random trials.
+  // Optional on the wire (absent from older schedulers).
+  nlohmann::json suggestion;
   bool operator==(const TrialRow&) const = default;
 };
 

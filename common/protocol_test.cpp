@@ -129,6 +129,7 @@ std::vector<Message> every_message() {
   t.started_at = 10.0;
   t.ended_at = 20.0;
   t.latest = {{"loss", 0.1}, {"val_loss", 0.12}};
+  t.suggestion = json{{"method", "tpe"}, {"mode", "model"}, {"n_finished", 12}};
   TrialRow queued;
   queued.id = 18;
   queued.sweep_id = 3;

@@ -106,6 +106,8 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
   }
   stat_finished_++;
   runner_.trial_ended(lt.sweep_id);
+  if (state == TrialState::kCompleted && !lt.cancelled)
+    SWEPT_RETURN_IF_ERROR(runner_.check_metric_reported(lt.sweep_id, trial_id));
   SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
   dirty_ = true;
   return Status::Ok();

@@ -6,11 +6,20 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "sweeps/search/search.h"
 
 namespace swept::scheduler {
 namespace {
 
-const char* method_name(sweeps::Method m) { return m == sweeps::Method::kGrid ? "grid" : "random"; }
+const char* method_name(sweeps::Method m) {
+  switch (m) {
+    case sweeps::Method::kGrid: return "grid";
+    case sweeps::Method::kRandom: return "random";
+    case sweeps::Method::kBayes: return "bayes";
+    case sweeps::Method::kTpe: return "tpe";
+  }
+  return "grid";
+}
 
 sweeps::CommandContext command_context() {
   sweeps::CommandContext c;
@@ -152,11 +161,22 @@ Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
   static const sweeps::CommandContext context = command_context();
   while (!s.total || s.next_index < *s.total) {
     int64_t index = s.next_index;
-    sweeps::Trial trial = sweeps::trial_at(s.spec, index);
+    sweeps::Trial trial;
+    std::optional<nlohmann::json> model;
+    if (sweeps::is_adaptive(s.spec.method)) {
+      auto suggestion = suggest(s, index);
+      if (!suggestion.ok()) return suggestion.status();
+      trial.index = index;
+      trial.params = std::move(suggestion->params);
+      model = suggestion->model.to_json();
+    } else {
+      trial = sweeps::trial_at(s.spec, index);
+    }
     auto argv = sweeps::build_command(s.spec, trial.params, context);
     nlohmann::json command = argv.ok() ? nlohmann::json(*argv) : nlohmann::json::array();
     auto id = store_.insert_trial(s.id, index, trial.params.dump(), command.dump(), clock_.wall_seconds());
     if (!id.ok()) return id.status();
+    if (model) SWEPT_RETURN_IF_ERROR(store_.set_trial_suggestion(*id, model->dump()));
     s.next_index = index + 1;
     if (!argv.ok()) {
       std::string reason = "cannot build the command: " + argv.status().message();
@@ -174,6 +194,29 @@ Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
     return std::optional<TrialToStart>(std::move(t));
   }
   return std::optional<TrialToStart>();
+}
+
+// The searcher's history is read from the store on every suggestion, never
+// kept here: a restarted scheduler sees exactly what this one saw.
+Result<sweeps::search::Suggestion> SweepRunner::suggest(const Active& s, int64_t index) {
+  auto rows = store_.search_history(s.id);
+  if (!rows.ok()) return rows.status();
+  sweeps::search::SearchHistory history;
+  for (const auto& [params, value] : rows->finished) {
+    nlohmann::json p = nlohmann::json::parse(params, nullptr, false);
+    if (p.is_discarded()) continue;
+    history.finished.push_back({std::move(p), value});
+  }
+  for (const std::string& params : rows->pending) {
+    nlohmann::json p = nlohmann::json::parse(params, nullptr, false);
+    if (!p.is_discarded()) history.pending.push_back(std::move(p));
+  }
+  auto out = sweeps::search::suggest(*s.spec.search, s.spec, history, index);
+  if (!out.ok()) return out.status().WithContext("sweep " + std::to_string(s.id) + " trial " + std::to_string(index));
+  if (out->model.mode == "fallback")
+    log::warn("sweep " + std::to_string(s.id) + " trial index " + std::to_string(index) + ": " + out->model.method +
+              " fell back to a random suggestion: " + out->model.note);
+  return out;
 }
 
 Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
@@ -214,6 +257,19 @@ void SweepRunner::requeue(int64_t sweep_id, int64_t trial_id) {
 void SweepRunner::trial_ended(int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it != sweeps_.end()) it->second.running = std::max(0, it->second.running - 1);
+}
+
+Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || it->second.metric_seen || !it->second.spec.metric) return Status::Ok();
+  auto any = store_.any_metric_value(sweep_id);
+  if (!any.ok()) return any.status();
+  it->second.metric_seen = true;
+  if (!*any)
+    log::warn("sweep " + std::to_string(sweep_id) + ": trial " + std::to_string(trial_id) +
+              " completed and no trial of this sweep has reported its metric '" + it->second.spec.metric->name +
+              "' yet: check that name against the trials' metric lines (docs/metrics.md); said once per sweep");
+  return Status::Ok();
 }
 
 void SweepRunner::forget_queued(int64_t sweep_id, int64_t trial_id) {

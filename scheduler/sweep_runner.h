@@ -3,9 +3,13 @@
 // It owns, per running sweep, the parsed spec, the queue of trials ready to
 // start and the count of trials out on agents; it writes sweeps and trials to
 // the store. Trials are generated lazily: trial `next_index` is computed with
-// sweeps::trial_at only when a place is free for it, so an unbounded random
-// sweep or a grid of a million points costs nothing up front, and a restarted
-// scheduler recomputes from (spec, next_index) alone.
+// sweeps::trial_at (grid, random) or search::suggest (bayes, tpe) only when a
+// place is free for it, so an unbounded random sweep or a grid of a million
+// points costs nothing up front, and a restarted scheduler recomputes from
+// (spec, next_index) alone. A bayes/tpe suggestion reads its history (ended
+// trials in completion order, running ones as pending) from the store each
+// time, and its model state is stored with the trial, so a restarted
+// scheduler continues from the same history.
 //
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
@@ -27,6 +31,7 @@
 #include "scheduler/placement.h"
 #include "store/reader.h"
 #include "store/writer.h"
+#include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 
 namespace swept::scheduler {
@@ -75,6 +80,9 @@ class SweepRunner {
   void requeue(int64_t sweep_id, int64_t trial_id);
   // A running trial reached a final state.
   void trial_ended(int64_t sweep_id);
+  // A trial of the sweep completed: when no trial of the sweep has reported
+  // its metric yet, says so in the log, once per sweep (per scheduler run).
+  Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
   // A trial not counted as running was finished from outside (cancel, adopted result).
   void forget_queued(int64_t sweep_id, int64_t trial_id);
 
@@ -104,8 +112,11 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
+    bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
+  // method bayes/tpe: trial `index` from the history stored so far.
+  Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
 
   store::Writer& store_;

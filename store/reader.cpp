@@ -4,6 +4,7 @@
 #include "store/reader.h"
 
 #include "common/params.h"
+#include "store/schema.h"
 
 #include <algorithm>
 #include <cmath>
@@ -597,9 +598,11 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
   {
     ReadTransaction txn(db);
     SWEPT_RETURN_IF_ERROR(txn.status());
+    SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
     std::string sql = std::string("SELECT ") + kTrialColumns +
-                      ", t.command, t.env, t.exit_code, t.reason, t.created_at, s.name, s.metric_name "
-                      "FROM trials t JOIN sweeps s ON s.id = t.sweep_id WHERE t.id = ?";
+                      ", t.command, t.env, t.exit_code, t.reason, t.created_at, s.name, s.metric_name, " +
+                      (version >= 3 ? "t.suggestion" : "NULL") +
+                      " FROM trials t JOIN sweeps s ON s.id = t.sweep_id WHERE t.id = ?";
     SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
     stmt.bind(1, trial_id);
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
@@ -619,6 +622,8 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     d.created_at = stmt.real(16);
     d.sweep_name = stmt.text(17);
     d.sweep_metric = stmt.optional_text(18);
+    if (auto text = stmt.optional_text(19)) d.suggestion = json::parse(*text, nullptr, false);
+    if (d.suggestion.is_discarded()) d.suggestion = nullptr;
 
     SWEPT_ASSIGN_OR_RETURN(log, trial_log_tail(db, trial_id));
     d.log_tail = std::move(log);

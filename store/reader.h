@@ -130,6 +130,7 @@ struct TrialDetail {
   std::optional<std::string> reason;
   double created_at = 0;
   std::string log_tail;
+  nlohmann::json suggestion;  // the searcher's model state (bayes/tpe), else null
   std::vector<AttemptRow> attempts;
   std::vector<MetricSeries> series;
 };

@@ -72,9 +72,10 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_RETURN_IF_ERROR(get_sweep(db, sweep_id).status());
   // Index: UNIQUE (sweep_id, idx).
-  SWEPT_ASSIGN_OR_RETURN(st, db.prepare("SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, "
-                                        "exit_code, reason, metric_value, params, command, started_at, ended_at "
-                                        "FROM trials WHERE sweep_id=? ORDER BY idx"));
+  SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
+  SWEPT_ASSIGN_OR_RETURN(st, db.prepare(std::string("SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, "
+                                                    "exit_code, reason, metric_value, params, command, started_at, ended_at, ") +
+                                        (version >= 3 ? "suggestion" : "NULL") + " FROM trials WHERE sweep_id=? ORDER BY idx"));
   st.bind(1, sweep_id);
   std::vector<protocol::TrialRow> out;
   std::unordered_map<int64_t, size_t> by_id;
@@ -97,6 +98,7 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.command = parse_json_or(st.text(12), json::array());
     t.started_at = st.optional_real(13);
     t.ended_at = st.optional_real(14);
+    if (auto text = st.optional_text(15)) t.suggestion = parse_json_or(*text, json());
     by_id[t.id] = out.size();
     out.push_back(std::move(t));
   }

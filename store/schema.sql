@@ -1,4 +1,4 @@
--- The swept store: schema version 2.
+-- The swept store: schema version 3.
 --
 -- This file is version 1, executed as is on a new database; later versions
 -- are migrations in store/writer.cpp (Writer::migrate), applied in order in
@@ -6,6 +6,9 @@
 --   2: attempts.metrics_seq INTEGER NOT NULL DEFAULT 0, the highest METRICS
 --      batch (docs/protocol.md) stored for that attempt, so that batches an
 --      agent re-sends after a reconnect or a scheduler restart are skipped.
+--   3: trials.suggestion TEXT, the JSON model state (sweeps/search/search.h,
+--      ModelState) of the searcher that chose the trial's params; NULL for
+--      grid and random trials. Readers select it only from version 3 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a

@@ -88,6 +88,12 @@ Status Writer::migrate() {
     if (!s.ok()) return fail(s);
     version = 2;
   }
+  if (version < 3) {
+    // v3: the model state that produced a bayes/tpe trial (why it was chosen).
+    s = conn_->exec("ALTER TABLE trials ADD COLUMN suggestion TEXT");
+    if (!s.ok()) return fail(s);
+    version = 3;
+  }
   std::string set = "INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(version) +
                     "') ON CONFLICT(key) DO UPDATE SET value=excluded.value";
   s = conn_->exec(set.c_str());
@@ -127,6 +133,44 @@ void Writer::rollback() {
 }
 
 // ---- sweeps ----
+
+Status Writer::set_trial_suggestion(int64_t trial_id, const std::string& model_json) {
+  SWEPT_CACHED(st, "UPDATE trials SET suggestion = ? WHERE id = ?");
+  st.bind(1, model_json);
+  st.bind(2, trial_id);
+  return st.run();
+}
+
+Result<bool> Writer::any_metric_value(int64_t sweep_id) {
+  // Index: trials_by_sweep_metric (sweep_id, metric_value).
+  SWEPT_CACHED(st, "SELECT EXISTS (SELECT 1 FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL)");
+  st.bind(1, sweep_id);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  return row && st.int64(0) != 0;
+}
+
+Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
+  SearchHistoryRows out;
+  // Index: trials_by_sweep_state (sweep_id, state).
+  SWEPT_CACHED(ended, "SELECT params, state, metric_value FROM trials WHERE sweep_id = ? AND state IN "
+                      "('completed', 'failed', 'lost') ORDER BY ended_at, id");
+  ended.bind(1, sweep_id);
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, ended.step());
+    if (!row) break;
+    std::optional<double> value;
+    if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
+    out.finished.emplace_back(ended.text(0), value);
+  }
+  SWEPT_CACHED(running, "SELECT params FROM trials WHERE sweep_id = ? AND state = 'running' ORDER BY idx");
+  running.bind(1, sweep_id);
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, running.step());
+    if (!row) break;
+    out.pending.push_back(running.text(0));
+  }
+  return out;
+}
 
 Result<int64_t> Writer::insert_sweep(const SweepRecord& s) {
   SWEPT_CACHED(st,

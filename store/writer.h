@@ -126,6 +126,20 @@ class Writer {
                          const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it, or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
+  // The model state (JSON text) that chose the trial's params (bayes/tpe).
+  Status set_trial_suggestion(int64_t trial_id, const std::string& model_json);
+  // What an adaptive searcher learns from: the sweep's trials that ended
+  // (completed, failed, lost) in completion order (ended_at, then id), with
+  // trials.metric_value for completed ones and nullopt for the rest (a
+  // completed trial that never reported the metric has nullopt too), and the
+  // params of its running trials (out on agents), by index.
+  struct SearchHistoryRows {
+    std::vector<std::pair<std::string, std::optional<double>>> finished;  // params JSON, value
+    std::vector<std::string> pending;                                       // params JSON
+  };
+  Result<SearchHistoryRows> search_history(int64_t sweep_id);
+  // Whether any trial of the sweep has reported its metric (trials.metric_value set).
+  Result<bool> any_metric_value(int64_t sweep_id);
   // Trials of a sweep in a state, ids only, ordered by index.
   Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);
 

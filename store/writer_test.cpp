@@ -55,7 +55,7 @@ TEST_CASE("a new database gets the schema, WAL and the current version") {
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == kSchemaVersion);
-  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='2'") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='3'") == 1);
   sqlite3* db = nullptr;
   sqlite3_open(t.path.c_str(), &db);
   sqlite3_stmt* st = nullptr;
@@ -89,7 +89,7 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   }
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 2);
+  CHECK((*store)->schema_version() == 3);
   auto seq = (*store)->metrics_seq(1, 1);
   REQUIRE(seq.ok());
   CHECK(*seq == 0);
@@ -285,4 +285,46 @@ TEST_CASE("store: a commit that fails on disk rolls back the whole transaction a
   REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
   REQUIRE(s.commit().ok());
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
+}
+
+TEST_CASE("store: v3: a trial's suggestion is stored; the search history is in completion order with pending trials") {
+  TempDb t;
+  auto store = Writer::open(t.path);
+  REQUIRE(store.ok());
+  Writer& w = **store;
+  SweepRecord s;
+  s.name = "b";
+  s.method = "tpe";
+  s.spec = "{}";
+  s.state = swept::SweepState::kRunning;
+  s.created_at = 1;
+  auto sweep = w.insert_sweep(s);
+  REQUIRE(sweep.ok());
+  std::vector<int64_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    auto id = w.insert_trial(*sweep, i, "{\"x\":" + std::to_string(i) + "}", "[]", 1);
+    REQUIRE(id.ok());
+    ids.push_back(*id);
+  }
+  REQUIRE(w.set_trial_suggestion(ids[0], "{\"method\":\"tpe\",\"mode\":\"startup\"}").ok());
+  for (int64_t id : ids) REQUIRE(w.start_attempt(id, 1, "a", {}, 0, 1).ok());
+  // Trial 2 ends first (completed, value 0.5), then trial 0 fails; 1 and 3 still run.
+  Metrics m;
+  m.trial_id = ids[2];
+  m.attempt = 1;
+  m.seq = 1;
+  m.records.push_back({0, "loss", 0.5});
+  REQUIRE(w.add_metrics(m, std::string("loss")).ok());
+  REQUIRE(w.set_trial_state(ids[2], swept::TrialState::kCompleted, 0, std::nullopt, 5.0).ok());
+  REQUIRE(w.set_trial_state(ids[0], swept::TrialState::kFailed, 1, std::string("exit code 1"), 6.0).ok());
+  auto h = w.search_history(*sweep);
+  REQUIRE(h.ok());
+  REQUIRE(h->finished.size() == 2);
+  CHECK(h->finished[0].first == "{\"x\":2}");
+  REQUIRE(h->finished[0].second.has_value());
+  CHECK(*h->finished[0].second == 0.5);
+  CHECK(h->finished[1].first == "{\"x\":0}");
+  CHECK(!h->finished[1].second.has_value());
+  CHECK(h->pending == std::vector<std::string>{"{\"x\":1}", "{\"x\":3}"});
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE suggestion IS NOT NULL") == 1);
 }

@@ -184,6 +184,8 @@ std::string describe(const SweepSpec& spec) {
   std::string s;
   if (space.explicit_list) s = "explicit trials";
   else if (spec.method == Method::kGrid) s = "grid";
+  else if (spec.method == Method::kBayes) s = "bayes (each trial chosen from earlier results)";
+  else if (spec.method == Method::kTpe) s = "tpe (each trial chosen from earlier results)";
   else s = space.without_replacement ? "random without replacement" : "random";
   if (space.random_order) s += " in random order";
   const int n = parameter_count(spec);

@@ -18,6 +18,7 @@
 #include "sweeps/document.h"
 #include "sweeps/numeric.h"
 #include "sweeps/parameters.h"
+#include "sweeps/search/search.h"
 #include "sweeps/space.h"
 #include "sweeps/sweep.h"
 
@@ -36,7 +37,7 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {
     "method", "metric", "parameters", "run_cap", "name", "description", "program", "command",
     "early_terminate", "resources", "max_parallel", "seed", "max_retries", "timeout_s", "order",
-    "without_replacement", "trials", "apiVersion", "kind", "controller", "entity", "project"};
+    "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project"};
 
 // Checks the macros of one command element against what the sweep provides.
 void check_command_element(Checker& ck, const std::string& element, const std::string& path, bool has_program) {
@@ -96,7 +97,11 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
     }
   }
   if (m.contains("target")) ok = ck.number(m["target"], "metric.target").has_value() && ok;
-  if (m.contains("impute")) ok = ck.choice(m["impute"], "metric.impute", {"latest", "best", "worst"}).has_value() && ok;
+  // swept: with bayes/tpe, a number is the value of a failed trial (read, and
+  // checked finite, by search::parse_search_settings).
+  const bool impute_value = is_adaptive(spec.method) && m.contains("impute") && m["impute"].is_number();
+  if (m.contains("impute") && !impute_value)
+    ok = ck.choice(m["impute"], "metric.impute", {"latest", "best", "worst"}).has_value() && ok;
   if (m.contains("impute_while_running")) {
     ok = ck.choice(m["impute_while_running"], "metric.impute_while_running", {"latest", "best", "worst", "false"})
              .has_value() && ok;
@@ -263,6 +268,16 @@ void check_top_level_keys(Checker& ck, const json& root) {
   }
 }
 
+std::string method_word(Method m) {
+  switch (m) {
+    case Method::kGrid: return "grid";
+    case Method::kRandom: return "random";
+    case Method::kBayes: return "bayes";
+    case Method::kTpe: return "tpe";
+  }
+  return "grid";
+}
+
 // Returns whether the method is one swept runs.
 bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
   if (!root.contains("method")) {
@@ -270,18 +285,44 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
       spec.method = Method::kGrid;
       return true;
     }
-    ck.add("method", "expected \"grid\" or \"random\", found nothing (the key is required)");
+    ck.add("method", "expected \"grid\", \"random\", \"bayes\" or \"tpe\", found nothing (the key is required)");
     return false;
   }
   const json& m = root["method"];
-  if (m.is_string() && (m.get<std::string>() == "bayes" || m.get<std::string>() == "custom")) {
-    ck.add("method", "expected \"grid\" or \"random\", found " + found(m) +
-                         (m.get<std::string>() == "bayes" ? ": Bayesian search is not supported yet" : ": custom search is not supported"));
+  if (m.is_string() && m.get<std::string>() == "custom") {
+    ck.add("method", "expected \"grid\", \"random\", \"bayes\" or \"tpe\", found \"custom\": custom search is not supported");
     return false;
   }
-  auto v = ck.choice(m, "method", {"grid", "random"});
-  if (v) spec.method = *v == "random" ? Method::kRandom : Method::kGrid;
-  return v.has_value();
+  auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe"});
+  if (!v) return false;
+  if (*v == "bayes" || *v == "tpe") {
+    // The searcher's own reader: metric (required), impute and the bayes/tpe blocks, each problem named.
+    // W&B's metric.impute is a word ("latest", "best", "worst", checked by
+    // parse_metric); the searcher reads a number (the value of a failed
+    // trial). A word is left to parse_metric: failed trials then count as the
+    // worst value seen, which is what "worst" means; the others are said.
+    json search_view = root;
+    if (search_view.contains("metric") && search_view["metric"].is_object() &&
+        search_view["metric"].contains("impute") && search_view["metric"]["impute"].is_string()) {
+      if (search_view["metric"]["impute"] != "worst")
+        ck.warn("metric.impute", *v + " counts failed trials as the worst value seen; impute " +
+                                     search_view["metric"]["impute"].dump() + " is not used");
+      search_view["metric"].erase("impute");
+    }
+    auto settings = search::parse_search_settings(search_view);
+    if (!settings.ok()) {
+      const std::string& msg = settings.status().message();
+      const size_t colon = msg.find(": ");
+      if (colon != std::string::npos && msg.find(' ') > colon) ck.add(msg.substr(0, colon), msg.substr(colon + 2));
+      else ck.add("method", msg);
+      return false;
+    }
+    spec.search = std::make_shared<const search::SearchSettings>(std::move(*settings));
+    spec.method = *v == "bayes" ? Method::kBayes : Method::kTpe;
+    return true;
+  }
+  spec.method = *v == "random" ? Method::kRandom : Method::kGrid;
+  return true;
 }
 
 // name, description and the W&B bookkeeping keys swept reads but does not use.
@@ -380,9 +421,9 @@ void parse_walk_order(Checker& ck, const json& root, const SweepSpec& spec, bool
   if (root.contains("order")) {
     if (auto v = ck.choice(root["order"], "order", {"sequential", "random"})) {
       space.random_order = *v == "random";
-      if (method_ok && spec.method == Method::kRandom) {
+      if (method_ok && spec.method != Method::kGrid) {
         ck.add("order", "expected order only with method grid or explicit trials (random search has no order to "
-                        "shuffle; see without_replacement), found it with method random");
+                        "shuffle; see without_replacement), found it with method " + method_word(spec.method));
       }
     }
   }
@@ -393,7 +434,8 @@ void parse_walk_order(Checker& ck, const json& root, const SweepSpec& spec, bool
     } else {
       space.without_replacement = w.get<bool>();
       if (space.without_replacement && method_ok && spec.method != Method::kRandom) {
-        ck.add("without_replacement", "expected it only with method random (a grid never repeats), found it with method grid");
+        ck.add("without_replacement", "expected it only with method random (a grid never repeats), found it with method " +
+                                          method_word(spec.method));
       }
     }
   }
@@ -438,8 +480,9 @@ void parse_space(Checker& ck, const json& root, const SweepSpec& spec, bool meth
   }
   const bool parameters_ok = ck.count() == before;
   if (has_trials) {
-    if (method_ok && spec.method == Method::kRandom) {
-      ck.add("trials", "expected trials with method grid or no method (trials are listed, not drawn), found method random");
+    if (method_ok && spec.method != Method::kGrid) {
+      ck.add("trials", "expected trials with method grid or no method (trials are listed, not drawn), found method " +
+                           method_word(spec.method));
     }
     for (const Leaf& leaf : space.leaves) {
       if (leaf.distribution != Distribution::kConstant) {

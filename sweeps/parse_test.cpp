@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 
 namespace swept::sweeps {
@@ -52,11 +53,21 @@ const std::vector<Malformed>& malformed_files() {
       {"W&B Launch key", with(R"(, "job": "x")"),
        {"job: W&B's job key (Launch, custom schedulers, multi-objective search) is not supported by swept; remove it"}},
       {"method missing", R"({"parameters": {"x": {"values": [1]}}})",
-       {"method: expected \"grid\" or \"random\", found nothing (the key is required)"}},
+       {"method: expected \"grid\", \"random\", \"bayes\" or \"tpe\", found nothing (the key is required)"}},
       {"method unknown", R"({"method": "hyperopt", "parameters": {"x": {"values": [1]}}})",
-       {"method: expected \"grid\" or \"random\", found \"hyperopt\""}},
-      {"method bayes", R"({"method": "bayes", "parameters": {"x": {"values": [1]}}})",
-       {"method: expected \"grid\" or \"random\", found \"bayes\": Bayesian search is not supported yet"}},
+       {"method: expected \"grid\", \"random\", \"bayes\" or \"tpe\", found \"hyperopt\""}},
+      {"method custom", R"({"method": "custom", "parameters": {"x": {"values": [1]}}})",
+       {"method: expected \"grid\", \"random\", \"bayes\" or \"tpe\", found \"custom\": custom search is not supported"}},
+      {"method bayes without a metric", R"({"method": "bayes", "parameters": {"x": {"min": 0.0, "max": 1.0}}})",
+       {"metric: bayes learns from a metric; add metric: {name: ..., goal: minimize|maximize}"}},
+      {"method tpe without a metric", R"({"method": "tpe", "parameters": {"x": {"min": 0.0, "max": 1.0}}})",
+       {"metric: tpe learns from a metric; add metric: {name: ..., goal: minimize|maximize}"}},
+      {"tpe settings out of range", R"({"method": "tpe", "metric": {"name": "l"}, "tpe": {"n_startup_trials": 0}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})",
+       {"tpe.n_startup_trials: expected a whole number in [1, 100000], found 0"}},
+      {"bayes settings with method tpe", R"({"method": "tpe", "metric": {"name": "l"}, "bayes": {"xi": 0.1}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})",
+       {"bayes: settings for method: bayes, but the method is tpe"}},
+      {"bayes with an explicit trials list", R"({"method": "bayes", "metric": {"name": "l"}, "trials": [{"x": 1}]})",
+       {"trials: expected trials with method grid or no method (trials are listed, not drawn), found method bayes"}},
       {"parameters missing", R"({"method": "grid"})",
        {"parameters: expected an object of parameters to sweep (or a trials list), found nothing"}},
       {"parameters empty", R"({"method": "grid", "parameters": {}})",
@@ -324,6 +335,43 @@ TEST_CASE("sweeps.parse: problems are capped with a final line saying how many m
   const ParseOutcome outcome = parse_sweep(text);
   REQUIRE(outcome.problems.size() == kMaxProblems + 1);
   CHECK(outcome.problems.back().ToString() == "... and 50 more problems; fix these first");
+}
+
+TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings; others carry none") {
+  auto bayes = parse_sweep(R"({"method": "bayes", "metric": {"name": "l", "goal": "maximize"},
+      "bayes": {"n_startup_trials": 4}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  REQUIRE(bayes.spec);
+  CHECK(bayes.spec->method == Method::kBayes);
+  CHECK(is_adaptive(bayes.spec->method));
+  REQUIRE(bayes.spec->search);
+  CHECK(bayes.spec->search->method == search::SearchMethod::kBayes);
+  CHECK(bayes.spec->search->goal == Goal::kMaximize);
+  CHECK(bayes.spec->search->bayes.n_startup_trials == 4);
+  CHECK(!bayes.spec->search->impute);
+  // W&B's word form: "worst" is what the searchers do anyway; others are said.
+  auto worst = parse_sweep(R"({"method": "tpe", "metric": {"name": "l", "impute": "worst"}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  REQUIRE(worst.spec);
+  CHECK(worst.warnings.empty());
+  CHECK(!worst.spec->search->impute);
+  auto latest = parse_sweep(R"({"method": "tpe", "metric": {"name": "l", "impute": "latest"}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  REQUIRE(latest.spec);
+  REQUIRE(latest.warnings.size() == 1);
+  CHECK(latest.warnings[0].path == "metric.impute");
+  // swept's number form, the value of a failed trial: bayes and tpe only.
+  auto valued = parse_sweep(R"({"method": "bayes", "metric": {"name": "l", "impute": 10.0}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  REQUIRE(valued.spec);
+  CHECK(valued.spec->search->impute == 10.0);
+  CHECK(!parse_sweep(R"({"method": "random", "metric": {"name": "l", "impute": 10.0}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})").spec);
+  CHECK(!trial_count(*bayes.spec));  // unbounded without run_cap
+  auto tpe = parse_sweep("method: tpe\nrun_cap: 5\nmetric: {name: l}\nparameters: {x: {values: [a, b]}}\n");
+  REQUIRE(tpe.spec);
+  CHECK(tpe.spec->method == Method::kTpe);
+  REQUIRE(tpe.spec->search);
+  CHECK(tpe.spec->search->tpe.n_startup_trials == 10);
+  CHECK(trial_count(*tpe.spec) == 5);
+  auto grid = parse_sweep(R"({"method": "grid", "parameters": {"x": {"values": [1]}}})");
+  REQUIRE(grid.spec);
+  CHECK(!grid.spec->search);
 }
 
 TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {

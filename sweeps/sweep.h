@@ -52,7 +52,13 @@ struct Reading {
 // YAML (docs/sweep-format.md, "What is read how").
 enum class Format { kAuto, kJson, kYaml };
 
-enum class Method { kGrid, kRandom };
+// kBayes and kTpe choose each trial from the results of earlier ones
+// (search/search.h); trial_at draws their trials as random search would.
+enum class Method { kGrid, kRandom, kBayes, kTpe };
+
+namespace search {
+struct SearchSettings;  // search/search.h
+}
 enum class Goal { kMinimize, kMaximize };
 
 struct Metric {
@@ -77,7 +83,9 @@ struct SweepSpec {
   std::optional<int64_t> run_cap;
   std::optional<std::string> program;
   std::vector<std::string> command;  // with macros; empty = the default command
-  nlohmann::json early_terminate;    // validated, not yet acted on; null when absent
+  nlohmann::json early_terminate;    // validated (stopping/stopping.h reads it); null when absent
+  // method bayes or tpe: the searcher's settings (search::parse_search_settings); null otherwise.
+  std::shared_ptr<const search::SearchSettings> search;
   Resources resources;
   int max_parallel = 0;   // 0 = no limit
   uint64_t seed = 0;      // from the file's `seed`, or 0
@@ -113,6 +121,9 @@ ParseOutcome parse_sweep(std::string_view text);  // Format::kAuto
 // The reader kAuto starts with: kJson when the first character after blanks
 // is '{' or '[', else kYaml.
 Format detect_format(std::string_view text);
+
+// Whether trials are chosen from earlier results (method bayes or tpe).
+inline bool is_adaptive(Method m) { return m == Method::kBayes || m == Method::kTpe; }
 
 // How many trials the sweep produces (grid product, explicit list, run_cap),
 // or nullopt when unbounded (random search without run_cap).

@@ -80,6 +80,7 @@ json trial_detail_json(const store::TrialDetail& d) {
   j["reason"] = opt(d.reason);
   j["created_at"] = d.created_at;
   j["log_tail"] = d.log_tail;
+  j["suggestion"] = d.suggestion;
   json attempts = json::array();
   for (const auto& a : d.attempts) {
     attempts.push_back({{"attempt", a.attempt},

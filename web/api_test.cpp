@@ -341,6 +341,9 @@ TEST_CASE("web: one trial has its command, environment, attempts, log tail and d
   CHECK(t["env"]["XSS"] == kXss);
   CHECK(t["log_tail"].get<std::string>().find(kXss) != std::string::npos);  // invalid UTF-8 replaced, not fatal
   CHECK(t["attempt_history"].size() == 1);
+  // A database of schema version 1 (no trials.suggestion column) reads as null.
+  CHECK(t.contains("suggestion"));
+  CHECK(t["suggestion"].is_null());
   REQUIRE(t["series"].size() == 2);
   for (const auto& s : t["series"]) {
     CHECK(s["total_points"] == 300);

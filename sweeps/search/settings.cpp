@@ -1,0 +1,101 @@
+// parse_search_settings(): the sweep file's `method`, `metric` and the
+// optional `bayes`/`tpe` blocks, read into SearchSettings with every problem
+// naming its field. Kept apart from the searchers so that the sweep parser
+// (swept_sweeps) can check a bayes/tpe file without linking the models
+// (swept_search: Eigen, LBFGS++).
+#include <cmath>
+
+#include "sweeps/search/search.h"
+
+namespace swept::sweeps::search {
+namespace {
+
+using nlohmann::json;
+
+Status bad(const std::string& path, const std::string& message) { return Status::InvalidArgument(path + ": " + message); }
+
+Status read_int(const json& block, const std::string& prefix, const char* key, int min, int max, int* out) {
+  if (!block.contains(key)) return Status::Ok();
+  const json& v = block[key];
+  const std::string range = "a whole number in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > max)
+    return bad(prefix + "." + key, "expected " + range + ", found " + v.dump());
+  *out = static_cast<int>(v.get<int64_t>());
+  return Status::Ok();
+}
+
+Status read_double(const json& block, const std::string& prefix, const char* key, double min, double max, double* out) {
+  if (!block.contains(key)) return Status::Ok();
+  const json& v = block[key];
+  if (!v.is_number() || !(v.get<double>() >= min && v.get<double>() <= max))
+    return bad(prefix + "." + key, "expected a number in [" + json(min).dump() + ", " + json(max).dump() + "], found " + v.dump());
+  *out = v.get<double>();
+  return Status::Ok();
+}
+
+Status read_bool(const json& block, const std::string& prefix, const char* key, bool* out) {
+  if (!block.contains(key)) return Status::Ok();
+  if (!block[key].is_boolean()) return bad(prefix + "." + key, "expected true or false, found " + block[key].dump());
+  *out = block[key].get<bool>();
+  return Status::Ok();
+}
+
+Status only_keys(const json& block, const std::string& prefix, std::initializer_list<const char*> keys) {
+  if (!block.is_object()) return bad(prefix, "expected an object, found " + block.dump());
+  for (const auto& item : block.items()) {
+    const std::string& k = item.key();
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* key) { return k == key; })) {
+      std::string list;
+      for (const char* key : keys) list += std::string(list.empty() ? "" : ", ") + key;
+      return bad(prefix + "." + k, "unknown key; expected one of " + list);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<SearchSettings> parse_search_settings(const json& sweep) {
+  SearchSettings s;
+  if (!sweep.is_object()) return bad("", "expected a sweep object");
+  const json method = sweep.value("method", json());
+  if (method == "bayes") s.method = SearchMethod::kBayes;
+  else if (method == "tpe") s.method = SearchMethod::kTpe;
+  else return bad("method", "expected \"bayes\" or \"tpe\" for adaptive search, found " + method.dump());
+  const std::string name = method.get<std::string>();
+  if (!sweep.contains("metric") || !sweep["metric"].is_object() || !sweep["metric"].contains("name"))
+    return bad("metric", name + " learns from a metric; add metric: {name: ..., goal: minimize|maximize}");
+  const json& m = sweep["metric"];
+  if (m.contains("goal")) {
+    if (m["goal"] == "maximize") s.goal = Goal::kMaximize;
+    else if (m["goal"] != "minimize") return bad("metric.goal", "expected \"minimize\" or \"maximize\", found " + m["goal"].dump());
+  }
+  if (m.contains("impute")) {
+    if (!m["impute"].is_number() || !std::isfinite(m["impute"].get<double>()))
+      return bad("metric.impute", "expected a finite number (the value given to failed trials), found " + m["impute"].dump());
+    s.impute = m["impute"].get<double>();
+  }
+  if (sweep.contains("tpe")) {
+    if (s.method != SearchMethod::kTpe) return bad("tpe", "settings for method: tpe, but the method is " + name);
+    const json& t = sweep["tpe"];
+    SWEPT_RETURN_IF_ERROR(only_keys(t, "tpe", {"n_startup_trials", "n_ei_candidates", "prior_weight", "consider_magic_clip",
+                                               "constant_liar"}));
+    SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_startup_trials", 1, 100000, &s.tpe.n_startup_trials));
+    SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_ei_candidates", 1, 100000, &s.tpe.n_ei_candidates));
+    SWEPT_RETURN_IF_ERROR(read_double(t, "tpe", "prior_weight", 1e-9, 1e9, &s.tpe.prior_weight));
+    SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "consider_magic_clip", &s.tpe.consider_magic_clip));
+    SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "constant_liar", &s.tpe.constant_liar));
+  }
+  if (sweep.contains("bayes")) {
+    if (s.method != SearchMethod::kBayes) return bad("bayes", "settings for method: bayes, but the method is " + name);
+    const json& b = sweep["bayes"];
+    SWEPT_RETURN_IF_ERROR(only_keys(b, "bayes", {"n_startup_trials", "max_model_trials", "n_candidates", "xi"}));
+    SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "n_startup_trials", 2, 100000, &s.bayes.n_startup_trials));
+    SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "max_model_trials", 8, 2000, &s.bayes.max_model_trials));
+    SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "n_candidates", 16, 100000, &s.bayes.n_candidates));
+    SWEPT_RETURN_IF_ERROR(read_double(b, "bayes", "xi", 0, 10, &s.bayes.xi));
+  }
+  return s;
+}
+
+}  // namespace swept::sweeps::search

@@ -1,0 +1,135 @@
+// Adaptive search end to end (issue 16): `swept run` on small bayes and tpe
+// sweeps of examples/scripts/quadratic.py, checked in SQLite: every trial
+// completed, every trial's suggestion (the model state that chose it)
+// recorded, the model used after the startup trials, and the best trial
+// better than the best random startup one. With one slot (and the one
+// successor the broker sends ahead) the runs are small and near-serial. A scheduler
+// killed with SIGKILL mid-sweep carries on from the stored history.
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/harness.h"
+
+using namespace swept::itest;
+
+namespace {
+
+const std::string kQuadratic = std::string(SWEPT_SOURCE_DIR) + "/examples/scripts/quadratic.py";
+
+// lr decides how close 4 gradient steps get to w = 3 (exact at lr = 0.5).
+std::string sweep(const std::string& method, int startup, int run_cap) {
+  return R"({"method": ")" + method + R"(", "seed": 11, "run_cap": )" + std::to_string(run_cap) +
+         R"(, "metric": {"name": "loss", "goal": "minimize"}, ")" + method + R"(": {"n_startup_trials": )" +
+         std::to_string(startup) + R"(}, "command": [")" + kQuadratic + R"(", "${args}"], )" +
+         R"("parameters": {"lr": {"distribution": "log_uniform_values", "min": 0.01, "max": 1.0},
+                           "target": {"value": 3.0}, "steps": {"value": 4}}})";
+}
+
+void check_adaptive_run(const std::string& method) {
+  TempDir dir;
+  const std::string db = dir / "s.db";
+  const int startup = 6, cap = 20;
+  write_file(dir / "s.json", sweep(method, startup, cap));
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "s.json", "--db", db, "--slots", "1", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  check_final_invariants(db, 1);
+  CHECK(db_text(db, "SELECT method FROM sweeps WHERE id=1") == method);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed' AND metric_value IS NOT NULL") == cap);
+  // Every trial's model state, as search::ModelState::to_json wrote it.
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.method') = '" + method + "'") == cap);
+  // Random until `startup` trials have finished, the model after.
+  const std::string st = std::to_string(startup);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE (json_extract(suggestion, '$.n_finished') < " + st +
+                       ") != (json_extract(suggestion, '$.mode') = 'startup')") == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") >= cap - startup - 1);
+  // Each suggestion saw every earlier trial, ended or pending (one slot, and
+  // at most one successor waiting at the agent: docs/protocol.md).
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.n_finished') + "
+                   "json_extract(suggestion, '$.n_pending') = idx") == cap);
+  // It learned: the best trial beats the best random startup trial.
+  INFO(db_text(db, "SELECT group_concat(idx || ':' || json_extract(params, '$.lr') || '->' || metric_value, ' ') FROM trials"));
+  CHECK(db_int(db, "SELECT (SELECT MIN(metric_value) FROM trials WHERE idx >= " + std::to_string(startup) +
+                       ") < (SELECT MIN(metric_value) FROM trials WHERE idx < " + std::to_string(startup) + ")") == 1);
+  // `swept trials --json` shows the suggestion.
+  rc = run_command({kSwept, "trials", "1", "--db", db, "--json"}, dir / "trials.log", &out);
+  REQUIRE(rc == 0);
+  const nlohmann::json rows = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE(rows.is_array());
+  REQUIRE(rows.size() == static_cast<size_t>(cap));
+  CHECK(rows.back()["suggestion"]["mode"] == "model");
+  CHECK(rows.front()["suggestion"]["mode"] == "startup");
+  // The API's trial detail (docs/api.md) shows it too.
+  Process web({kSwept, "web", "--db", db, "--listen", "127.0.0.1:0"}, dir / "web.log");
+  int port = 0;
+  REQUIRE_MESSAGE(eventually([&] {
+                    const std::string log = web.log();
+                    const auto at = log.find("serving http://127.0.0.1:");
+                    if (at == std::string::npos || log.find('/', at + 25) == std::string::npos) return false;
+                    port = std::stoi(log.substr(at + 25));
+                    return true;
+                  }),
+                  web.log());
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  const int64_t last = rows.back()["id"].get<int64_t>();
+  auto detail = http.Get("/api/trials/" + std::to_string(last));
+  REQUIRE(detail);
+  CHECK(detail->status == 200);
+  const nlohmann::json t = nlohmann::json::parse(detail->body, nullptr, false);
+  CHECK(t["suggestion"]["mode"] == "model");
+  CHECK(t["suggestion"]["method"] == method);
+  web.signal(SIGTERM);
+  web.wait(20);
+}
+
+}  // namespace
+
+TEST_CASE("swept run: method bayes learns from its trials and records each suggestion") { check_adaptive_run("bayes"); }
+
+TEST_CASE("swept run: method tpe learns from its trials and records each suggestion") { check_adaptive_run("tpe"); }
+
+TEST_CASE("tpe: a scheduler killed with SIGKILL mid-sweep continues from the stored history") {
+  TempDir dir;
+  auto sched = std::make_unique<Scheduler>(dir);
+  const std::string endpoint = sched->endpoint, db = sched->db;
+  auto a = start_agent(dir, endpoint, "a", "none", 2);
+  const int64_t id = submit(dir, endpoint, sweep("tpe", 4, 12));
+  REQUIRE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") >= 5; }, 60));
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  sched = std::make_unique<Scheduler>(dir, endpoint);
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, id); }, 90), (sched->process->log() + a->log()));
+  check_final_invariants(db, id);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 12);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE suggestion IS NULL") == 0);
+  // After the restart the model still saw every trial that had ended: no
+  // suggestion counts fewer finished trials than one made before it.
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials a JOIN trials b ON b.idx > a.idx WHERE "
+                   "json_extract(b.suggestion, '$.n_finished') < json_extract(a.suggestion, '$.n_finished')") == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") >= 1);
+}
+
+TEST_CASE("a metric no trial reports: said once per sweep in the scheduler's log and in swept status") {
+  TempDir dir;
+  const std::string db = dir / "m.db";
+  write_file(dir / "m.json", R"({"method": "grid", "metric": {"name": "val_loss"}, "command": [")" + kQuadratic +
+                                 R"(", "${args}"], "parameters": {"lr": {"values": [0.1, 0.2, 0.3, 0.4]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "m.json", "--db", db, "--slots", "2", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  size_t said = 0;
+  for (size_t at = out.find("has reported its metric 'val_loss'"); at != std::string::npos;
+       at = out.find("has reported its metric 'val_loss'", at + 1))
+    ++said;
+  CHECK(said == 1);
+  rc = run_command({kSwept, "status", "1", "--db", db}, dir / "status.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("warning: 4 trials have completed and none reported the metric 'val_loss'") != std::string::npos);
+}
