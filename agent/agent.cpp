@@ -136,6 +136,15 @@ class Agent {
   int64_t liveness_ms() const { return static_cast<int64_t>(heartbeat_ms_) * liveness_; }
 
   void manage_link(int64_t now) {
+    if (link_.is_open()) {
+      if (auto failed = link_.handshake_failure()) {
+        log::error("cannot connect to " + options_.scheduler_endpoint + ": " + *failed);
+        link_.close(0);
+        link_state_ = Link::kWaiting;
+        if (!shutting_down_) begin_shutdown("the scheduler cannot be reached securely", kExitFailure);
+        return;
+      }
+    }
     switch (link_state_) {
       case Link::kWaiting:
         if (now >= next_attempt_ms_ && !shutting_down_) connect(now);
@@ -162,7 +171,7 @@ class Agent {
   }
 
   void connect(int64_t now) {
-    Status s = link_.open(options_.scheduler_endpoint, name_);
+    Status s = link_.open(options_.scheduler_endpoint, name_, options_.keys);
     if (!s.ok()) {
       log::error("cannot open a connection to " + options_.scheduler_endpoint + ": " + s.ToString());
       give_up_connection(now, true);
@@ -236,7 +245,10 @@ class Agent {
     std::vector<zmq::pollitem_t> items;
     const bool wakeable = options_.wakeup && options_.wakeup->fd() >= 0;  // items[0] when so
     if (wakeable) items.push_back({nullptr, options_.wakeup->fd(), ZMQ_POLLIN, 0});
-    if (link_.is_open()) items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
+    if (link_.is_open()) {
+      items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
+      items.push_back({link_.watch_socket(), 0, ZMQ_POLLIN, 0});
+    }
     int64_t deadline = now + kStopCheckMs;
     for (auto& [key, t] : trials_) {
       if (!t.supervisor) continue;

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/curve.h"
 #include "common/status.h"
 #include "common/wakeup.h"
 
@@ -27,6 +28,10 @@ class Launcher;
 struct AgentOptions {
   // Where the scheduler listens, e.g. "tcp://127.0.0.1:5555". Required.
   std::string scheduler_endpoint;
+  // CurveZMQ keys for a keyed scheduler (--key/--scheduler-pub); disabled:
+  // a plain connection. A refused key or a failed handshake stops the agent
+  // (exit 1) with a message saying which.
+  curve::ClientKeys keys;
   // GPU inventory: "auto" (NVML if present, else none), "none", or
   // "fake:N[xMEMORY]" (e.g. "fake:4x80GiB"); see agent/gpu_inventory.h.
   std::string gpus = "auto";
