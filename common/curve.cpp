@@ -16,6 +16,10 @@
 namespace swept::curve {
 namespace {
 
+constexpr const char* kNeedsKeys =
+    "the scheduler requires keys: pass --key FILE --scheduler-pub FILE (or set SWEPT_KEY and SWEPT_SCHEDULER_PUB); "
+    "swept keygen --out PREFIX makes a key";
+
 std::string zmq_error(const char* call) { return std::string(call) + " failed: " + zmq_strerror(zmq_errno()); }
 
 bool is_z85_key(const std::string& s) {
@@ -206,13 +210,14 @@ std::optional<std::string> HandshakeWatch::failure() {
     } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH) {
       failure_ = keyed_ ? "the scheduler does not use keys but this command does: drop --key/--scheduler-pub "
                           "(SWEPT_KEY/SWEPT_SCHEDULER_PUB), or start the scheduler with --key and --authorized"
-                        : "the scheduler requires keys: pass --key FILE --scheduler-pub FILE (or set SWEPT_KEY and "
-                          "SWEPT_SCHEDULER_PUB); swept keygen --out PREFIX makes a key";
+                        : kNeedsKeys;
     } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
                (id == ZMQ_EVENT_DISCONNECTED && keyed_ && !succeeded_)) {
+      // Without keys nothing but a keyed scheduler fails a handshake (the
+      // mismatch is not always reported as such: it may be a plain close).
       failure_ = keyed_ ? "the secure handshake with the scheduler failed: is --scheduler-pub (SWEPT_SCHEDULER_PUB) "
                           "the public half of the scheduler's --key?"
-                        : "the handshake with the scheduler failed: does it require keys? (--key, --scheduler-pub)";
+                        : kNeedsKeys;
     }
   }
   return failure_;

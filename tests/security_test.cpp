@@ -161,7 +161,7 @@ TEST_CASE("a keyed sweep completes - rogue agents and clients fail fast and get 
   struct Rogue {
     std::string key, pub, says;
   };
-  for (const Rogue& r : {Rogue{"", "", "require keys"}, Rogue{"rogue", "", "refused this key"},
+  for (const Rogue& r : {Rogue{"", "", "requires keys"}, Rogue{"rogue", "", "refused this key"},
                          Rogue{"agent", dir / "client.pub", "--scheduler-pub"},
                          Rogue{"client", "", "client key"}}) {
     auto rogue = c.agent("rogue", r.key, r.pub);
