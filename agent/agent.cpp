@@ -716,6 +716,19 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
       log::error("GPU discovery failed: " + gpus.status().ToString() + "; use --gpus none to run without GPUs");
       return kExitFailure;
     }
+    // Under Slurm (or any CUDA_VISIBLE_DEVICES), `auto` offers only the GPUs
+    // this process was given, not every GPU of the node.
+    if (parse_gpu_spec(options.gpus)->kind == GpuSpec::Kind::kAuto) {
+      if (auto allocated = gpu_allocation([](const char* v) { return static_cast<const char*>(std::getenv(v)); })) {
+        auto mine = restrict_to_allocation(*gpus, *allocated);
+        if (!mine.ok()) {
+          log::error(mine.status().message());
+          return kExitUsage;
+        }
+        log::info("offering the " + std::to_string(mine->size()) + " GPUs of this allocation");
+        *gpus = std::move(*mine);
+      }
+    }
     std::string name = options.name;
     if (name.empty()) {
       char host[256] = {};
@@ -730,7 +743,9 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
       log::error("cannot create the workdir " + workdir.string() + ": " + ec.message() + "; choose another with --workdir");
       return kExitFailure;
     }
-    int slots = options.slots > 0 ? options.slots : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int slots = options.slots > 0
+                    ? options.slots
+                    : default_cpu_slots([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
     Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots);
     return agent.run(stop);
   } catch (const std::exception& e) {
