@@ -15,6 +15,7 @@ packages=(
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)
   python3                             # examples/script-sweep.json's trial program
+  iproute2                            # ip netns: the multi-host test (tests/netns_test.sh)
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
