@@ -7,6 +7,8 @@
 // revokes a live agent. Every wait has a deadline; no fixed sleeps.
 #include <sys/stat.h>
 
+#include <httplib.h>
+
 #include <filesystem>
 
 #include "tests/harness.h"
@@ -41,7 +43,7 @@ struct KeyedCluster {
   std::string db, endpoint, auth;
   std::unique_ptr<Process> scheduler;
 
-  explicit KeyedCluster(const TempDir& d) : dir(d) {
+  explicit KeyedCluster(const TempDir& d, std::vector<std::string> extra = {}) : dir(d) {
     for (const char* name : {"scheduler", "agent", "agent2", "client", "rogue"}) keygen(dir, dir / name);
     auth = dir / "auth";
     fs::create_directories(auth + "/agents");
@@ -51,11 +53,11 @@ struct KeyedCluster {
     fs::copy_file(dir / "client.pub", auth + "/clients/client.pub");
     db = dir / "swept.db";
     std::string endpoint_file = dir / "endpoint";
-    scheduler = std::make_unique<Process>(
-        std::vector<std::string>{kSwept, "scheduler", "--bind", "tcp://127.0.0.1:*", "--db", db, "--heartbeat-ms",
-                                 "100", "--liveness", "5", "--endpoint-file", endpoint_file, "--key",
-                                 dir / "scheduler.key", "--authorized", auth},
-        dir / "scheduler.log");
+    std::vector<std::string> argv{kSwept, "scheduler", "--bind", "tcp://127.0.0.1:*", "--db", db, "--heartbeat-ms",
+                                  "100", "--liveness", "5", "--endpoint-file", endpoint_file, "--key",
+                                  dir / "scheduler.key", "--authorized", auth};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    scheduler = std::make_unique<Process>(argv, dir / "scheduler.log");
     REQUIRE_MESSAGE(eventually([&] { return fs::exists(endpoint_file); }, 20), scheduler->log());
     endpoint = read_file(endpoint_file);
     while (!endpoint.empty() && endpoint.back() == '\n') endpoint.pop_back();
@@ -253,4 +255,25 @@ TEST_CASE("SIGHUP re-reads --authorized: a revoked agent's live session is dropp
   REQUIRE(eventually([&] { return c.registered("fresh"); }, 20));
   std::string out;
   CHECK(run_command(c.client({"cancel", q(sweep)}, "client"), dir / "c.log", &out, 20) == 0);
+}
+
+TEST_CASE("the keyed scheduler's own dashboard cancels through the key it made for itself") {
+  TempDir dir;
+  KeyedCluster c(dir, {"--web", "127.0.0.1:0"});
+  auto agent = c.agent("dash-host", "agent");
+  REQUIRE_MESSAGE(eventually([&] { return c.registered("dash-host"); }, 20), agent->log());
+  int64_t sweep = c.submit(grid_spec(2, 30));
+  REQUIRE(eventually([&] { return db_int(c.db, "SELECT COUNT(*) FROM attempts WHERE state='running'") > 0; }, 20));
+  std::string log = c.scheduler->log();
+  auto at = log.find("dashboard at http://127.0.0.1:");
+  REQUIRE_MESSAGE(at != std::string::npos, log);
+  int port = std::stoi(log.substr(at + std::string("dashboard at http://127.0.0.1:").size()));
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(10, 0);
+  httplib::Headers headers = {{"X-Requested-With", "swept"}};
+  auto cancelled = http.Post("/api/sweeps/" + q(sweep) + "/cancel", headers, "", "application/json");
+  REQUIRE(cancelled);
+  CHECK_MESSAGE(cancelled->status == 200, cancelled->body);
+  CHECK(eventually([&] { return db_int(c.db, "SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1; }));
+  CHECK_MESSAGE(c.scheduler->log().find("refused") == std::string::npos, c.scheduler->log());
 }
