@@ -136,6 +136,15 @@ class Agent {
   int64_t liveness_ms() const { return static_cast<int64_t>(heartbeat_ms_) * liveness_; }
 
   void manage_link(int64_t now) {
+    if (link_.is_open()) {
+      if (auto failed = link_.handshake_failure()) {
+        log::error("cannot connect to " + options_.scheduler_endpoint + ": " + *failed);
+        link_.close(0);
+        link_state_ = Link::kWaiting;
+        if (!shutting_down_) begin_shutdown("the scheduler cannot be reached securely", kExitFailure);
+        return;
+      }
+    }
     switch (link_state_) {
       case Link::kWaiting:
         if (now >= next_attempt_ms_ && !shutting_down_) connect(now);
@@ -162,7 +171,7 @@ class Agent {
   }
 
   void connect(int64_t now) {
-    Status s = link_.open(options_.scheduler_endpoint, name_);
+    Status s = link_.open(options_.scheduler_endpoint, name_, options_.keys);
     if (!s.ok()) {
       log::error("cannot open a connection to " + options_.scheduler_endpoint + ": " + s.ToString());
       give_up_connection(now, true);
@@ -236,7 +245,10 @@ class Agent {
     std::vector<zmq::pollitem_t> items;
     const bool wakeable = options_.wakeup && options_.wakeup->fd() >= 0;  // items[0] when so
     if (wakeable) items.push_back({nullptr, options_.wakeup->fd(), ZMQ_POLLIN, 0});
-    if (link_.is_open()) items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
+    if (link_.is_open()) {
+      items.push_back({static_cast<void*>(link_.socket()), 0, ZMQ_POLLIN, 0});
+      items.push_back({link_.watch_socket(), 0, ZMQ_POLLIN, 0});
+    }
     int64_t deadline = now + kStopCheckMs;
     for (auto& [key, t] : trials_) {
       if (!t.supervisor) continue;
@@ -704,6 +716,19 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
       log::error("GPU discovery failed: " + gpus.status().ToString() + "; use --gpus none to run without GPUs");
       return kExitFailure;
     }
+    // Under Slurm (or any CUDA_VISIBLE_DEVICES), `auto` offers only the GPUs
+    // this process was given, not every GPU of the node.
+    if (parse_gpu_spec(options.gpus)->kind == GpuSpec::Kind::kAuto) {
+      if (auto allocated = gpu_allocation([](const char* v) { return static_cast<const char*>(std::getenv(v)); })) {
+        auto mine = restrict_to_allocation(*gpus, *allocated);
+        if (!mine.ok()) {
+          log::error(mine.status().message());
+          return kExitUsage;
+        }
+        log::info("offering the " + std::to_string(mine->size()) + " GPUs of this allocation");
+        *gpus = std::move(*mine);
+      }
+    }
     std::string name = options.name;
     if (name.empty()) {
       char host[256] = {};
@@ -718,7 +743,9 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
       log::error("cannot create the workdir " + workdir.string() + ": " + ec.message() + "; choose another with --workdir");
       return kExitFailure;
     }
-    int slots = options.slots > 0 ? options.slots : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    int slots = options.slots > 0
+                    ? options.slots
+                    : default_cpu_slots([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
     Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots);
     return agent.run(stop);
   } catch (const std::exception& e) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/curve.h"
 #include "common/status.h"
 #include "common/wakeup.h"
 
@@ -27,10 +28,17 @@ class Launcher;
 struct AgentOptions {
   // Where the scheduler listens, e.g. "tcp://127.0.0.1:5555". Required.
   std::string scheduler_endpoint;
+  // CurveZMQ keys for a keyed scheduler (--key/--scheduler-pub); disabled:
+  // a plain connection. A refused key or a failed handshake stops the agent
+  // (exit 1) with a message saying which.
+  curve::ClientKeys keys;
   // GPU inventory: "auto" (NVML if present, else none), "none", or
   // "fake:N[xMEMORY]" (e.g. "fake:4x80GiB"); see agent/gpu_inventory.h.
+  // "auto" inside an allocation (SLURM_STEP_GPUS, SLURM_JOB_GPUS or
+  // CUDA_VISIBLE_DEVICES set) offers only the allocated GPUs.
   std::string gpus = "auto";
-  // Trials without GPU resources that may run at once. 0: the number of CPUs.
+  // Trials without GPU resources that may run at once. 0: the CPUs this
+  // process may use (its affinity; SLURM_CPUS_PER_TASK under Slurm).
   int slots = 0;
   // The agent's name as the scheduler shows it. Empty: the host name.
   std::string name;

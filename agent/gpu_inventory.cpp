@@ -7,11 +7,15 @@
 #include "agent/gpu_inventory.h"
 
 #include <dlfcn.h>
+#include <sched.h>
 
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
+#include <thread>
 
 #include "common/log.h"
 
@@ -207,12 +211,70 @@ Result<std::vector<Gpu>> discover_gpus(const GpuSpec& spec) {
   return Status::Internal("unknown GPU spec kind");
 }
 
+std::optional<std::vector<std::string>> gpu_allocation(const std::function<const char*(const char*)>& getenv) {
+  for (const char* var : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"}) {
+    const char* value = getenv(var);
+    if (!value) continue;
+    std::vector<std::string> out;
+    std::string text = value, item;
+    for (size_t start = 0; start <= text.size();) {
+      size_t end = text.find(',', start);
+      if (end == std::string::npos) end = text.size();
+      item = text.substr(start, end - start);
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (!item.empty()) out.push_back(item);
+      start = end + 1;
+    }
+    return out;
+  }
+  return std::nullopt;
+}
+
+Result<std::vector<Gpu>> restrict_to_allocation(const std::vector<Gpu>& seen, const std::vector<std::string>& allocated) {
+  std::vector<Gpu> out;
+  for (const std::string& a : allocated) {
+    bool is_index = !a.empty() && a.size() < 6 && a.find_first_not_of("0123456789") == std::string::npos;
+    const Gpu* match = nullptr;
+    for (const Gpu& g : seen)
+      if ((is_index && g.index == std::stoi(a)) || g.uuid == a) match = &g;
+    if (match) {
+      bool dup = false;
+      for (const Gpu& g : out) dup = dup || g.index == match->index;
+      if (!dup) out.push_back(*match);
+      continue;
+    }
+    if (!seen.empty() || !is_index)
+      return Status::InvalidArgument("the allocated GPU \"" + a + "\" (SLURM_STEP_GPUS, SLURM_JOB_GPUS or "
+                                     "CUDA_VISIBLE_DEVICES) is not among the GPUs NVML sees on this host; "
+                                     "check the job's gres, or pass --gpus explicitly");
+    int index = std::stoi(a);
+    bool dup = false;
+    for (const Gpu& g : out) dup = dup || g.index == index;
+    if (!dup) out.push_back(Gpu{index, "allocated-gpu-" + a, "allocated GPU (memory unknown)", 0});
+  }
+  return out;
+}
+
+int default_cpu_slots(const std::function<const char*(const char*)>& getenv) {
+  int cpus = 0;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) cpus = CPU_COUNT(&set);
+  if (cpus <= 0) cpus = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (const char* per_task = getenv("SLURM_CPUS_PER_TASK")) {
+    int n = std::atoi(per_task);
+    if (n > 0 && n < cpus) cpus = n;
+  }
+  return std::max(1, cpus);
+}
+
 std::string describe_gpus(const std::vector<Gpu>& gpus) {
   if (gpus.empty()) return "no GPUs";
   std::string out = std::to_string(gpus.size()) + (gpus.size() == 1 ? " GPU: " : " GPUs: ");
   for (size_t i = 0; i < gpus.size(); ++i) {
     if (i) out += ", ";
-    out += std::to_string(gpus[i].index) + " " + gpus[i].name + " (" + format_gib(gpus[i].total_memory_bytes) + ")";
+    out += std::to_string(gpus[i].index) + " " + gpus[i].name + (gpus[i].total_memory_bytes ? " (" + format_gib(gpus[i].total_memory_bytes) + ")" : "");
   }
   return out;
 }

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,6 +52,26 @@ Result<std::vector<Gpu>> list_nvml_gpus();
 // The GPUs a spec stands for. kAuto falls back to no GPUs (logging why) when
 // NVML is unavailable; errors only from NVML failing midway.
 Result<std::vector<Gpu>> discover_gpus(const GpuSpec& spec);
+
+// The GPUs a cluster manager gave this process, from the environment:
+// SLURM_STEP_GPUS, else SLURM_JOB_GPUS, else CUDA_VISIBLE_DEVICES (first one
+// set wins; each a comma-separated list of indices or GPU UUIDs). nullopt
+// when none is set: no allocation, every GPU is offered. An empty value is
+// an allocation of no GPUs. `getenv` is injected for tests.
+std::optional<std::vector<std::string>> gpu_allocation(const std::function<const char*(const char*)>& getenv);
+
+// `--gpus auto` under an allocation: the GPUs NVML saw (`seen`), kept when
+// their index or UUID is allocated. When NVML saw none (no driver: Slurm's
+// fake gres devices in tests), each allocated index becomes a GPU of
+// unknown memory (0 bytes), named so in the log. An allocated UUID NVML did
+// not see, or a value that is neither an index nor a UUID, is an
+// InvalidArgument naming the variable's value.
+Result<std::vector<Gpu>> restrict_to_allocation(const std::vector<Gpu>& seen, const std::vector<std::string>& allocated);
+
+// How many trials without GPUs may run at once when --slots is 0: the CPUs
+// this process may run on (sched_getaffinity: Slurm, taskset and container
+// cpusets all show there), capped by SLURM_CPUS_PER_TASK when set.
+int default_cpu_slots(const std::function<const char*(const char*)>& getenv);
 
 // "4 GPUs: 0 NVIDIA H100 (80.0 GiB), ..." for the start-up log.
 std::string describe_gpus(const std::vector<Gpu>& gpus);

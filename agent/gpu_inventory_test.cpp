@@ -3,6 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
+#include <memory>
+
 using namespace swept::agent;
 
 TEST_CASE("agent gpu inventory: memory sizes take IEC units") {
@@ -80,4 +83,56 @@ TEST_CASE("agent gpu inventory: auto agrees with NVML, and never fails without a
     CHECK(nvml.status().code() == swept::StatusCode::kUnavailable);
     CHECK(gpus->empty());
   }
+}
+
+namespace {
+// An environment for the tests: name -> value.
+std::function<const char*(const char*)> env(std::map<std::string, std::string> vars) {
+  auto shared = std::make_shared<std::map<std::string, std::string>>(std::move(vars));
+  return [shared](const char* name) -> const char* {
+    auto it = shared->find(name);
+    return it == shared->end() ? nullptr : it->second.c_str();
+  };
+}
+std::vector<int> indices(const std::vector<Gpu>& gpus) {
+  std::vector<int> out;
+  for (const Gpu& g : gpus) out.push_back(g.index);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("agent gpu inventory: Slurm's step GPUs win over the job's and CUDA_VISIBLE_DEVICES; none set is no allocation") {
+  CHECK(!gpu_allocation(env({})).has_value());
+  CHECK(*gpu_allocation(env({{"CUDA_VISIBLE_DEVICES", "1,3"}})) == std::vector<std::string>{"1", "3"});
+  CHECK(*gpu_allocation(env({{"SLURM_JOB_GPUS", "0,1,2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"}})) ==
+        std::vector<std::string>{"0", "1", "2", "3"});
+  CHECK(*gpu_allocation(env({{"SLURM_STEP_GPUS", "2, 3"}, {"SLURM_JOB_GPUS", "0,1,2,3"}})) ==
+        std::vector<std::string>{"2", "3"});
+  CHECK(gpu_allocation(env({{"CUDA_VISIBLE_DEVICES", ""}}))->empty());  // allocated: no GPU
+}
+
+TEST_CASE("agent gpu inventory: the allocation intersected with what NVML sees; without NVML, GPUs of unknown memory") {
+  std::vector<Gpu> seen{{0, "GPU-aaa", "H100", 80ull << 30}, {1, "GPU-bbb", "H100", 80ull << 30},
+                        {2, "GPU-ccc", "H100", 80ull << 30}, {3, "GPU-ddd", "H100", 80ull << 30}};
+  CHECK(indices(*restrict_to_allocation(seen, {"1", "3"})) == std::vector<int>{1, 3});
+  CHECK(indices(*restrict_to_allocation(seen, {"GPU-ccc"})) == std::vector<int>{2});
+  CHECK(restrict_to_allocation(seen, {}).value().empty());
+  auto missing = restrict_to_allocation(seen, {"1", "7"});
+  CHECK(missing.status().code() == swept::StatusCode::kInvalidArgument);
+  CHECK(missing.status().message().find("\"7\"") != std::string::npos);
+
+  auto fake = restrict_to_allocation({}, {"2", "3"});  // Slurm's fake gres, no driver
+  REQUIRE(fake.ok());
+  CHECK(indices(*fake) == std::vector<int>{2, 3});
+  CHECK((*fake)[0].total_memory_bytes == 0);
+  CHECK(describe_gpus(*fake).find("memory unknown") != std::string::npos);
+  CHECK(!restrict_to_allocation({}, {"GPU-aaa"}).ok());  // a UUID nothing can vouch for
+}
+
+TEST_CASE("agent gpu inventory: CPU slots follow the affinity mask and SLURM_CPUS_PER_TASK") {
+  int all = default_cpu_slots(env({}));
+  CHECK(all >= 1);
+  CHECK(default_cpu_slots(env({{"SLURM_CPUS_PER_TASK", "1"}})) == 1);
+  CHECK(default_cpu_slots(env({{"SLURM_CPUS_PER_TASK", "100000"}})) == all);  // never above what it may use
+  CHECK(default_cpu_slots(env({{"SLURM_CPUS_PER_TASK", "junk"}})) == all);
 }

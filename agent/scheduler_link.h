@@ -12,10 +12,12 @@
 
 #include <zmq.hpp>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/curve.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -27,7 +29,13 @@ class SchedulerLink {
 
   // Closes any previous socket (discarding what it had queued) and connects
   // a new one. The nonce is the new socket's session id.
-  Status open(const std::string& endpoint, const std::string& agent_name);
+  // With `keys` enabled the socket is a CURVE client of the scheduler.
+  Status open(const std::string& endpoint, const std::string& agent_name, const curve::ClientKeys& keys = {});
+  // What went wrong in the current socket's handshake (a refused key, a
+  // wrong scheduler key, keys on one side only); nullopt while none did.
+  std::optional<std::string> handshake_failure() { return watch_ ? watch_->failure() : std::nullopt; }
+  // The handshake monitor's socket, for zmq_poll; null when closed.
+  void* watch_socket() const { return watch_ ? watch_->socket() : nullptr; }
   // Closes the socket; `linger_ms` bounds how long queued messages may still
   // be delivered (0: dropped at once).
   void close(int linger_ms = 0);
@@ -45,6 +53,7 @@ class SchedulerLink {
  private:
   zmq::context_t& context_;
   std::optional<zmq::socket_t> socket_;
+  std::unique_ptr<curve::HandshakeWatch> watch_;
   std::string nonce_;
 };
 

@@ -20,6 +20,7 @@
 #include <boost/program_options.hpp>
 
 #include "cli/flags.h"
+#include "common/curve.h"
 #include "common/exit_codes.h"
 #include "common/params.h"
 #include "common/protocol.h"
@@ -35,14 +36,27 @@ struct ClientFlags {
   std::string scheduler;  // --scheduler; empty: SWEPT_SCHEDULER or the default
   std::string db;         // --db: read a database file instead (read-only commands)
   int timeout_ms = 5000;  // --timeout-ms: per request
+  std::string key;            // --key: this client's secret key file (else $SWEPT_KEY)
+  std::string scheduler_pub;  // --scheduler-pub: the scheduler's public key file (else $SWEPT_SCHEDULER_PUB)
 };
 
 inline void add_client_flags(po::options_description& d, ClientFlags& f, bool allow_db) {
   d.add_options()("scheduler", po::value(&f.scheduler),
                   "scheduler address (default: $SWEPT_SCHEDULER, else tcp://127.0.0.1:5555)")(
-      "timeout-ms", po::value(&f.timeout_ms)->default_value(5000), "give up on a request after this long");
+      "timeout-ms", po::value(&f.timeout_ms)->default_value(5000), "give up on a request after this long")(
+      "key", po::value(&f.key), "this client's secret key file, for a keyed scheduler (default: $SWEPT_KEY)")(
+      "scheduler-pub", po::value(&f.scheduler_pub),
+      "the scheduler's public key file (default: $SWEPT_SCHEDULER_PUB)");
   if (allow_db)
     d.add_options()("db", po::value(&f.db), "read this database file directly (no scheduler needed)");
+}
+
+// A connection to the scheduler, with CURVE keys when --key/--scheduler-pub
+// (or SWEPT_KEY/SWEPT_SCHEDULER_PUB) name them.
+inline Result<std::unique_ptr<scheduler::Client>> connect_client(const ClientFlags& f) {
+  auto keys = curve::client_keys(f.key, f.scheduler_pub);
+  if (!keys.ok()) return keys.status();
+  return scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms, *keys);
 }
 
 // Maps a Status to the documented exit codes (docs/exit-codes.md).
@@ -74,7 +88,7 @@ class ResultSource {
       s.db_ = std::move(*db);
       return s;
     }
-    auto c = scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms);
+    auto c = connect_client(f);
     if (!c.ok()) return c.status();
     s.client_ = std::move(*c);
     return s;

@@ -40,7 +40,7 @@ int run_agent_command(const std::vector<std::string>& args) {
   agent::AgentOptions o;
   po::options_description visible(
       "usage: swept agent --scheduler tcp://HOST:5555 [--gpus auto|none|fake:N[xMEMORY]] [--slots N]\n"
-      "                   [--name NAME] [--workdir DIR]\n\n"
+      "                   [--name NAME] [--workdir DIR] [--key FILE --scheduler-pub FILE]\n\n"
       "Runs the trials a swept scheduler sends to this host, each as a child process with its GPUs\n"
       "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n\noptions");
   visible.add_options()("help,h", "show this help")(
@@ -63,6 +63,8 @@ int run_agent_command(const std::vector<std::string>& args) {
       "longest reconnect delay")(
       "metrics-flush-ms", po::value<int>(&o.metrics_flush_ms)->default_value(o.metrics_flush_ms),
       "how often a reporting trial's metrics are sent")(
+      "key", po::value<std::string>(), "this agent's secret key file, for a keyed scheduler (default: $SWEPT_KEY)")(
+      "scheduler-pub", po::value<std::string>(), "the scheduler's public key file (default: $SWEPT_SCHEDULER_PUB)")(
       "verbose,v", "log every trial's start and end");
   po::variables_map vm;
   try {
@@ -84,6 +86,13 @@ int run_agent_command(const std::vector<std::string>& args) {
     std::cerr << "swept agent: no scheduler address; pass --scheduler tcp://HOST:5555 or set SWEPT_SCHEDULER\n";
     return kExitUsage;
   }
+  auto keys = curve::client_keys(vm.count("key") ? vm["key"].as<std::string>() : "",
+                                 vm.count("scheduler-pub") ? vm["scheduler-pub"].as<std::string>() : "");
+  if (!keys.ok()) {
+    std::cerr << "swept agent: " << keys.status().message() << "\n";
+    return kExitUsage;
+  }
+  o.keys = std::move(*keys);
   if (Status s = agent::validate_options(o); !s.ok()) {
     std::cerr << "swept agent: " << s.message() << "\n";
     return kExitUsage;

@@ -24,7 +24,7 @@ int run_cancel(const std::vector<std::string>& args) {
   auto id = parse_id(sweep.empty() ? "--trial" : "SWEEP", sweep.empty() ? trial : sweep);
   if (!id.ok()) return report("cancel", id.status());
   (sweep.empty() ? req.trial_id : req.sweep_id) = *id;
-  auto client = scheduler::Client::connect(scheduler::scheduler_endpoint(flags.scheduler), flags.timeout_ms);
+  auto client = connect_client(flags);
   if (!client.ok()) return report("cancel", client.status());
   auto reply = (*client)->call(req);
   if (!reply.ok()) return report("cancel", reply.status());

@@ -17,7 +17,7 @@ int run_retry(const std::vector<std::string>& args) {
   if (auto rc = parse_flags("retry", "swept retry SWEEP [--scheduler ADDR]", args, desc, pos)) return *rc;
   auto id = parse_id("SWEEP", sweep);
   if (!id.ok()) return report("retry", id.status());
-  auto client = scheduler::Client::connect(scheduler::scheduler_endpoint(flags.scheduler), flags.timeout_ms);
+  auto client = connect_client(flags);
   if (!client.ok()) return report("retry", client.status());
   auto reply = (*client)->call(protocol::Retry{"", *id});
   if (!reply.ok()) return report("retry", reply.status());

@@ -4,6 +4,14 @@
 // database. Restarted on the same database after a crash, it carries on:
 // agents re-register and their running trials are adopted, not restarted.
 // SIGINT/SIGTERM stop it cleanly (exit 130); trials keep running on agents.
+//
+// Security (docs/protocol.md, "Security"): with --key and --authorized the
+// socket is a CurveZMQ server and a ZAP handler in this process lets in only
+// the listed keys; SIGHUP re-reads --authorized. Without a key it binds only
+// loopback, ipc or inproc addresses (with a warning: other local users can
+// reach them), unless --insecure.
+
+#include <signal.h>
 
 #include <atomic>
 #include <fstream>
@@ -14,8 +22,10 @@
 #include "cli/signals.h"
 #include "cli/dashboard.h"
 #include "common/clock.h"
+#include "common/curve.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
+#include "scheduler/zap.h"
 
 namespace swept::cli {
 namespace {
@@ -24,6 +34,23 @@ std::atomic<bool> g_scheduler_stop{false};
 // The broker to wake from the handler (Broker::wake is one write(2)).
 std::atomic<const scheduler::Broker*> g_scheduler_broker{nullptr};
 static_assert(std::atomic<const scheduler::Broker*>::is_always_lock_free);
+std::atomic<bool> g_scheduler_reload{false};
+extern "C" void on_scheduler_reload(int) { g_scheduler_reload.store(true); }
+
+// Where an unkeyed scheduler is reachable from: "" for inproc (this process
+// only), "local" for loopback and ipc (every user of this host), "network"
+// for anything else.
+std::string reach_of(const std::string& bind) {
+  if (bind.rfind("inproc://", 0) == 0) return "";
+  if (bind.rfind("ipc://", 0) == 0) return "local";
+  if (bind.rfind("tcp://", 0) != 0) return "network";
+  std::string host = bind.substr(6);
+  if (auto colon = host.rfind(':'); colon != std::string::npos) host = host.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return "local";
+  return "network";
+}
+
 extern "C" void on_scheduler_signal(int) {
   g_scheduler_stop.store(true);
   if (const scheduler::Broker* b = g_scheduler_broker.load()) b->wake();
@@ -31,7 +58,8 @@ extern "C" void on_scheduler_signal(int) {
 
 int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
-  std::string db = "swept.db", endpoint_file, web = "off", level = "info";
+  std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir;
+  bool insecure = false;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
                      "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
@@ -42,9 +70,14 @@ int run_scheduler(const std::vector<std::string>& args) {
       "after a restart, how long running trials wait for their agent to come back")(
       "endpoint-file", po::value(&endpoint_file), "write the bound endpoint to this file once listening")(
       "web", po::value(&web)->default_value(web), "dashboard address HOST:PORT, or off (see swept web)")(
-      "log-level", po::value(&level)->default_value(level), "debug, info, warn or error");
+      "log-level", po::value(&level)->default_value(level), "debug, info, warn or error")(
+      "key", po::value(&key_file), "this scheduler's secret key (swept keygen): agents and clients must use keys")(
+      "authorized", po::value(&authorized_dir),
+      "directory of allowed public keys: agents/*.pub may register, clients/*.pub may submit; SIGHUP re-reads it")(
+      "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key (anyone reaching "
+                                              "the port can run commands on every agent)");
   po::positional_options_description pos;
-  if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [options]", args, desc, pos))
+  if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [--key FILE --authorized DIR] [options]", args, desc, pos))
     return *rc;
   if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
     std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
@@ -54,10 +87,53 @@ int run_scheduler(const std::vector<std::string>& args) {
   if (level == "debug") log::set_level(log::Level::kDebug);
   else if (level == "warn") log::set_level(log::Level::kWarn);
   else if (level == "error") log::set_level(log::Level::kError);
+  if (key_file.empty() != authorized_dir.empty()) {
+    std::cerr << "swept scheduler: --key and --authorized go together: the scheduler's secret key and the directory "
+                 "of the public keys allowed in (swept keygen --out PREFIX makes keys)\n";
+    return kExitUsage;
+  }
+  std::shared_ptr<scheduler::KeyRing> keys;
+  if (!key_file.empty()) {
+    auto pair = curve::read_secret_key_file(key_file);
+    if (!pair.ok()) return report("scheduler", pair.status());
+    o.server_key = *pair;
+    keys = std::make_shared<scheduler::KeyRing>(authorized_dir);
+    if (Status s = keys->reload(); !s.ok()) return report("scheduler", s);
+    if (keys->size() == 0)
+      log::warn(authorized_dir + " lists no keys yet: nobody can connect until .pub files are added to its agents/ "
+                "and clients/ folders and the scheduler gets SIGHUP");
+    o.keys = keys;
+  } else if (std::string reach = reach_of(o.bind); reach == "network") {
+    if (!insecure) {
+      std::cerr << "swept scheduler: refusing to listen on " << o.bind
+                << " without keys: anyone who reaches it could submit commands that every agent runs. Make keys "
+                   "(swept keygen --out scheduler; one per agent and client), then pass --key scheduler.key "
+                   "--authorized DIR (see docs/deploy.md); or bind 127.0.0.1; or, on a network you trust "
+                   "completely, add --insecure\n";
+      return kExitUsage;
+    }
+    log::warn("--insecure: listening on " + o.bind + " with no authentication or encryption; anyone who reaches "
+              "this port can run commands on every agent");
+  } else if (reach == "local") {
+    log::warn("no --key: any user of this host can reach " + o.bind + " and submit commands that agents run; use "
+              "--key and --authorized wherever other users can log in (docs/deploy.md)");
+  }
 
   auto store = store::Writer::open(db);
   if (!store.ok()) return report("scheduler", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), o);
+  // Declared after the broker so it stops before the broker's context ends;
+  // started before bind(): a CURVE socket with no ZAP handler lets anyone in.
+  std::unique_ptr<scheduler::ZapHandler> zap;
+  if (keys) {
+    zap = std::make_unique<scheduler::ZapHandler>(broker.context(), keys);
+    if (Status s = zap->start(&g_scheduler_reload); !s.ok()) return report("scheduler", s);
+    struct sigaction hup {};
+    hup.sa_handler = on_scheduler_reload;
+    sigemptyset(&hup.sa_mask);
+    hup.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &hup, nullptr);
+  }
   if (Status s = broker.bind(); !s.ok()) {
     std::cerr << "swept scheduler: " << s.message() << "\n";
     return kExitFailure;
@@ -65,7 +141,17 @@ int run_scheduler(const std::vector<std::string>& args) {
   if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
   std::unique_ptr<web::Server> dashboard;
   if (web != "off") {
-    auto server = start_dashboard(web, db, /*token=*/"", broker.endpoint());
+    // On a keyed scheduler the dashboard's cancel link connects with a key
+    // of its own, made for this process and authorized as a client.
+    curve::ClientKeys dashboard_keys;
+    if (keys) {
+      auto pair = curve::generate();
+      if (!pair.ok()) return report("scheduler", pair.status());
+      keys->add_fixed(pair->public_key, scheduler::KeyRing::Entry{scheduler::KeyRole::kClient, "(the dashboard)"});
+      dashboard_keys.own = *pair;
+      dashboard_keys.server_public = o.server_key->public_key;
+    }
+    auto server = start_dashboard(web, db, /*token=*/"", broker.endpoint(), dashboard_keys);
     if (!server.ok()) return report("scheduler", server.status());
     dashboard = std::move(*server);
     log::info("dashboard at " + dashboard->url());
@@ -79,7 +165,8 @@ int run_scheduler(const std::vector<std::string>& args) {
     std::ofstream(tmp) << broker.endpoint() << "\n";
     std::rename(tmp.c_str(), endpoint_file.c_str());
   }
-  log::info("listening on " + broker.endpoint() + ", database " + db);
+  log::info("listening on " + broker.endpoint() + ", database " + db +
+            (keys ? ", CURVE keys required (" + std::to_string(keys->size()) + " authorized)" : ""));
   Status s = broker.run(g_scheduler_stop);
   g_scheduler_broker = nullptr;
   if (!s.ok()) {

@@ -25,7 +25,7 @@ int run_submit(const std::vector<std::string>& args) {
   }
   std::optional<std::string> text = read_sweep_file(file);  // says why on failure
   if (!text) return kExitUsage;
-  auto client = scheduler::Client::connect(scheduler::scheduler_endpoint(flags.scheduler), flags.timeout_ms);
+  auto client = connect_client(flags);
   if (!client.ok()) return report("submit", client.status());
   auto reply = (*client)->call(protocol::Submit{"", *text, file});
   if (!reply.ok()) return report("submit", reply.status());

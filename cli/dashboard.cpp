@@ -10,7 +10,8 @@ namespace swept::cli {
 
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
-                                                     const std::string& scheduler_endpoint) {
+                                                     const std::string& scheduler_endpoint,
+                                                     const curve::ClientKeys& keys) {
   web::ServerOptions options;
   options.listen = listen;
   options.db_path = db_path;
@@ -18,9 +19,9 @@ Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, 
   if (options.token.empty()) {
     if (const char* t = std::getenv("SWEPT_WEB_TOKEN")) options.token = t;
   }
-  options.cancel = [scheduler_endpoint](std::optional<int64_t> sweep_id,
-                                        std::optional<int64_t> trial_id) -> Status {
-    auto client = scheduler::Client::connect(scheduler_endpoint, /*timeout_ms=*/5000);
+  options.cancel = [scheduler_endpoint, keys](std::optional<int64_t> sweep_id,
+                                              std::optional<int64_t> trial_id) -> Status {
+    auto client = scheduler::Client::connect(scheduler_endpoint, /*timeout_ms=*/5000, keys);
     if (!client.ok()) return client.status();
     protocol::Cancel request;
     request.sweep_id = sweep_id;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "common/curve.h"
 #include "common/status.h"
 #include "web/server.h"
 
@@ -20,6 +21,7 @@ namespace swept::cli {
 // `token`: empty, or the bearer token every request must carry.
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
-                                                     const std::string& scheduler_endpoint);
+                                                     const std::string& scheduler_endpoint,
+                                                     const curve::ClientKeys& keys = {});
 
 }  // namespace swept::cli

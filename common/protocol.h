@@ -130,7 +130,9 @@ struct RegisterAck {
 };
 
 struct RegisterReject {
-  std::string code;  // "duplicate_name" | "bad_request"
+  // "duplicate_name" | "bad_request"; keyed schedulers: "name_taken" |
+  // "forbidden" | "unauthorized" (docs/protocol.md, "Security")
+  std::string code;
   std::string message;
   int64_t retry_after_ms = 0;
   bool operator==(const RegisterReject&) const = default;
@@ -183,7 +185,9 @@ struct Disconnect {
 
 struct Error {
   std::string request_id;  // empty when answering an agent
-  std::string code;        // "malformed" | "version" | "not_found" | "bad_request" | "internal"
+  // "malformed" | "version" | "not_found" | "bad_request" | "internal";
+  // keyed schedulers: "forbidden" (the key's role) | "unauthorized" (revoked)
+  std::string code;
   std::string message;
   bool operator==(const Error&) const = default;
 };

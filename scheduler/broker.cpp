@@ -51,6 +51,10 @@ Status Broker::bind() {
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::linger, 0));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, 200000));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, 200000));
+  if (options_.server_key) {
+    if (!options_.keys) return Status::InvalidArgument("a keyed broker needs its authorized keys");
+    SWEPT_RETURN_IF_ERROR(curve::apply_server(socket_.handle(), *options_.server_key, "swept"));
+  }
   try {
     socket_.bind(options_.bind);
   } catch (const zmq::error_t& e) {
@@ -221,7 +225,7 @@ Status Broker::turn(int max_wait_ms) {
     }
     if (!got->has_value()) break;
     stat_in_++;
-    failure = handle((*got)->routing_id, (*got)->frames);
+    failure = handle((*got)->routing_id, (*got)->frames, (*got)->user_id);
     if (!failure.ok()) break;
   }
   if (failure.ok() && cancel_all_requested_.exchange(false)) {
@@ -297,7 +301,7 @@ int64_t Broker::wait_for_change(int64_t seen, std::chrono::milliseconds timeout)
   return changes_;
 }
 
-Status Broker::handle(const std::string& routing_id, const Frames& frames) {
+Status Broker::handle(const std::string& routing_id, const Frames& frames, const std::string& user_id) {
   Decoded d = decode(frames);
   Session* session = session_by_routing(routing_id);
   if (!d.ok()) {
@@ -321,6 +325,12 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames) {
     return Status::Ok();
   }
   const Message& m = *d.message;
+  if (options_.keys) {
+    auto ok = authorized(routing_id, m, user_id, d.request_id);
+    if (!ok.ok()) return ok.status();
+    if (!*ok) return Status::Ok();
+    session = session_by_routing(routing_id);  // dropped when its key was revoked
+  }
   if (session) session->last_heard_ms = clock_.now_ms();  // any valid message is a heartbeat
   if (auto* r = std::get_if<Register>(&m)) return on_register(routing_id, *r);
   if (std::holds_alternative<Heartbeat>(m) || std::holds_alternative<TrialStarted>(m) ||
@@ -344,6 +354,53 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames) {
   return Status::Ok();
 }
 
+// ---- who may send what (keyed schedulers) ----
+
+Result<bool> Broker::authorized(const std::string& routing_id, const Message& m, const std::string& user_id,
+                                const std::string& request_id) {
+  current_key_ = user_id;
+  const bool agent_kind = std::holds_alternative<Register>(m) || std::holds_alternative<Heartbeat>(m) ||
+                          std::holds_alternative<TrialStarted>(m) || std::holds_alternative<Metrics>(m) ||
+                          std::holds_alternative<TrialExited>(m) || std::holds_alternative<Disconnect>(m);
+  std::optional<KeyRing::Entry> entry;
+  if (!user_id.empty()) entry = options_.keys->find(user_id);
+  if (!entry) {  // revoked since its handshake (or, defensively, no ZAP User-Id at all)
+    stat_dropped_++;
+    if (Session* s = session_by_routing(routing_id)) {
+      std::string name = s->name;
+      log::warn("agent " + name + ": its key is no longer authorized; session dropped");
+      send_later(routing_id, RegisterReject{"unauthorized", "this agent's key is no longer authorized", 0});
+      SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "its key was revoked", AgentState::kGone));
+      key_by_name_.erase(name);
+    } else if (std::holds_alternative<Register>(m)) {
+      send_later(routing_id, RegisterReject{"unauthorized", "this agent's key is not authorized", 0});
+    } else if (!agent_kind) {
+      send_later(routing_id, Error{request_id, "unauthorized", "this key is not authorized (any more)"});
+    }
+    return false;
+  }
+  if (agent_kind && !entry->may_register()) {
+    stat_dropped_++;
+    log::warn("refused " + std::string(kind_name(m)) + " from client key " + entry->label);
+    if (std::holds_alternative<Register>(m))
+      send_later(routing_id, RegisterReject{"forbidden",
+                                            "this is a client key (" + entry->label +
+                                                "): an agent needs a key in the scheduler's authorized agents/ folder",
+                                            0});
+    return false;
+  }
+  if (!agent_kind && !entry->may_command()) {
+    stat_dropped_++;
+    log::warn("refused " + std::string(kind_name(m)) + " from agent key " + entry->label);
+    send_later(routing_id, Error{request_id, "forbidden",
+                                 "this is an agent key (" + entry->label +
+                                     "): it may not submit, cancel, retry or query; use a key from the scheduler's "
+                                     "authorized clients/ folder"});
+    return false;
+  }
+  return true;
+}
+
 // ---- agents ----
 
 Status Broker::on_register(const std::string& routing_id, const Register& r) {
@@ -364,6 +421,22 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   const int64_t now = clock_.now_ms();
   const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
 
+  // On a keyed scheduler a name belongs to the first key that registers it
+  // (until that key is revoked): another key cannot take it over, live or not.
+  if (options_.keys) {
+    const std::string& key = current_key_;
+    auto [owner, fresh] = key_by_name_.emplace(r.name, key);
+    if (!fresh && owner->second != key && !options_.keys->find(owner->second)) owner->second = key;  // revoked
+    if (!fresh && owner->second != key) {
+      stat_dropped_++;
+      send_later(routing_id, RegisterReject{"name_taken",
+                                            "the agent name \"" + r.name +
+                                                "\" belongs to another key; give this agent another --name",
+                                            0});
+      log::warn("refused REGISTER for agent " + r.name + ": the name belongs to another key");
+      return Status::Ok();
+    }
+  }
   // A name held by another live connection: a duplicate, refused loudly.
   if (auto it = routing_by_name_.find(r.name); it != routing_by_name_.end() && it->second != routing_id) {
     Session* old = session_by_routing(it->second);
@@ -396,6 +469,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   s.pid = r.pid;
   s.gpus = r.gpus;
   s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
+  if (options_.keys) s.key = current_key_;
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;
   SWEPT_RETURN_IF_ERROR(ensure_tx());

@@ -38,10 +38,12 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
+#include "common/curve.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
 #include "scheduler/placement.h"
+#include "scheduler/zap.h"
 #include "store/reader.h"
 #include "store/writer.h"
 #include "scheduler/sweep_runner.h"
@@ -81,6 +83,13 @@ struct BrokerOptions {
   // for an agent at the end of its 32 s backoff.
   int recovery_grace_ms = 75000;
   CommitPolicy commit;
+  // CurveZMQ (docs/protocol.md, "Security"). With a server key the socket
+  // is a CURVE server: only keys in `keys` get in (the ZAP handler of
+  // context(), scheduler/zap.h, must be started before bind()), each message
+  // is checked against the key's role, and an agent's name is bound to its
+  // key. Null: no authentication (loopback and inproc only, or --insecure).
+  std::optional<curve::KeyPair> server_key;
+  std::shared_ptr<const KeyRing> keys;
 };
 
 struct BrokerStats {
@@ -155,6 +164,7 @@ class Broker {
     int64_t last_heard_ms = 0;
     int64_t last_sent_ms = 0;
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
+    std::string key;           // the Z85 public key it connected with; empty without CURVE
   };
   struct LiveTrial {
     int64_t trial_id = 0;
@@ -198,7 +208,11 @@ class Broker {
   bool deferrable_outgoing() const;
   void flush();
 
-  Status handle(const std::string& routing_id, const protocol::Frames& frames);
+  Status handle(const std::string& routing_id, const protocol::Frames& frames, const std::string& user_id);
+  // On a keyed scheduler: whether this message's key may send it. Refuses
+  // (and answers) otherwise; a session whose key was revoked is dropped.
+  Result<bool> authorized(const std::string& routing_id, const protocol::Message& m, const std::string& user_id,
+                          const std::string& request_id);
   Status handle_agent(Session& s, const protocol::Message& m);
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
@@ -242,6 +256,8 @@ class Broker {
 
   std::unordered_map<std::string, Session> sessions_;    // by routing id
   std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id
+  std::map<std::string, std::string> key_by_name_;        // agent name -> the key that holds it (CURVE only)
+  std::string current_key_;  // the key of the message being handled (CURVE only)
   std::unordered_map<int64_t, LiveTrial> live_;           // by trial id
   std::map<int64_t, double> mean_run_seconds_;            // by sweep: how long its trials run
   std::vector<Outgoing> outgoing_;

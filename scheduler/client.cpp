@@ -19,12 +19,17 @@ Client::Client(const std::string& endpoint, int timeout_ms)
     : endpoint_(endpoint), timeout_ms_(timeout_ms), context_(1), socket_(context_, zmq::socket_type::dealer) {}
 
 Client::~Client() {
+  watch_.reset();
   socket_.close();
   context_.close();
 }
 
-Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int timeout_ms) {
+Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int timeout_ms,
+                                                const curve::ClientKeys& keys) {
   std::unique_ptr<Client> c(new Client(endpoint, timeout_ms));
+  SWEPT_RETURN_IF_ERROR(curve::apply_client(c->socket_.handle(), keys));
+  c->watch_ = std::make_unique<curve::HandshakeWatch>();
+  SWEPT_RETURN_IF_ERROR(c->watch_->start(c->context_.handle(), c->socket_.handle(), keys.enabled()));
   try {
     c->socket_.set(zmq::sockopt::linger, 0);
     c->socket_.set(zmq::sockopt::routing_id, "cli#" + random_hex(16));
@@ -48,13 +53,14 @@ Result<protocol::Message> Client::call(protocol::Message request) {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}};
+    zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {watch_->socket(), 0, ZMQ_POLLIN, 0}};
     try {
-      zmq::poll(items, 1, left);
+      zmq::poll(items, 2, left);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) return Status::Unavailable("interrupted");
       return Status::Unavailable(std::string("zmq_poll failed: ") + e.what());
     }
+    if (auto failed = watch_->failure()) return Status::FailedPrecondition(*failed + " (scheduler " + endpoint_ + ")");
     if (!(items[0].revents & ZMQ_POLLIN)) continue;
     auto got = zmqio::receive(socket_, false, true);
     if (!got.ok()) return got.status();
@@ -65,6 +71,8 @@ Result<protocol::Message> Client::call(protocol::Message request) {
     if (auto* e = std::get_if<protocol::Error>(&*d.message)) {
       if (e->code == "not_found") return Status::NotFound(e->message);
       if (e->code == "bad_request" || e->code == "malformed") return Status::InvalidArgument(e->message);
+      if (e->code == "forbidden" || e->code == "unauthorized")
+        return Status::FailedPrecondition("the scheduler refused this request: " + e->message);
       return Status::Internal(e->code + ": " + e->message);
     }
     return std::move(*d.message);

@@ -9,6 +9,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "common/curve.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -21,13 +22,18 @@ std::string scheduler_endpoint(const std::string& flag);
 class Client {
  public:
   // Connecting never fails for a well-formed endpoint (ZeroMQ connects in
-  // the background); InvalidArgument for a malformed one.
-  static Result<std::unique_ptr<Client>> connect(const std::string& endpoint, int timeout_ms);
+  // the background); InvalidArgument for a malformed one. With keys
+  // enabled the connection is a CURVE client of the scheduler's key; a
+  // refused key or a failed handshake ends call() at once with
+  // FailedPrecondition saying which (curve::HandshakeWatch).
+  static Result<std::unique_ptr<Client>> connect(const std::string& endpoint, int timeout_ms,
+                                                 const curve::ClientKeys& keys = {});
   ~Client();
 
   // Sends `request` (its request_id is filled in) and returns the reply.
   // An ERROR reply becomes a Status: not_found -> kNotFound, bad_request and
-  // malformed -> kInvalidArgument, others -> kInternal. No reply within the
+  // malformed -> kInvalidArgument, forbidden and unauthorized (a key's role
+  // or revocation) -> kFailedPrecondition, others -> kInternal. No reply within the
   // timeout -> kUnavailable naming the endpoint.
   Result<protocol::Message> call(protocol::Message request);
 
@@ -37,6 +43,7 @@ class Client {
   int timeout_ms_;
   zmq::context_t context_;
   zmq::socket_t socket_;
+  std::unique_ptr<curve::HandshakeWatch> watch_;  // closed before the context
 };
 
 }  // namespace swept::scheduler

@@ -12,6 +12,10 @@ Result<std::optional<Received>> receive(zmq::socket_t& socket, bool with_routing
       zmq::message_t part;
       auto got = socket.recv(part, (first && dontwait) ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
       if (!got) return std::optional<Received>();
+      // Metadata rides on the peer's frames, not on the routing id the ROUTER adds.
+      if (!(first && with_routing_id) && out.user_id.empty()) {
+        if (const char* uid = zmq_msg_gets(part.handle(), "User-Id")) out.user_id = uid;
+      }
       if (first && with_routing_id)
         out.routing_id = part.to_string();
       else

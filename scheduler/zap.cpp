@@ -1,0 +1,136 @@
+// KeyRing and ZapHandler: see zap.h.
+#include "scheduler/zap.h"
+
+#include <zmq_addon.hpp>
+
+#include <filesystem>
+#include <iterator>
+#include <vector>
+
+#include "common/curve.h"
+#include "common/log.h"
+#include "common/zmq_check.h"
+
+namespace swept::scheduler {
+namespace fs = std::filesystem;
+
+Status KeyRing::reload() {
+  std::map<std::string, Entry> fresh;
+  std::error_code ec;
+  if (!fs::is_directory(dir_, ec))
+    return Status::InvalidArgument("--authorized " + dir_ +
+                                   " is not a directory: make it, with agents/ and clients/ folders of .pub files");
+  const std::pair<const char*, KeyRole> places[] = {
+      {"agents", KeyRole::kAgent}, {"clients", KeyRole::kClient}, {"", KeyRole::kBoth}};
+  for (const auto& [sub, role] : places) {
+    fs::path folder = sub[0] ? fs::path(dir_) / sub : fs::path(dir_);
+    if (!fs::is_directory(folder, ec)) continue;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(folder, ec))
+      if (e.path().extension() == ".pub" && e.is_regular_file(ec)) files.push_back(e.path());
+    if (ec) return Status::IoError("cannot list " + folder.string() + ": " + ec.message());
+    for (const fs::path& f : files) {
+      auto key = curve::read_public_key_file(f.string());
+      if (!key.ok()) return key.status();
+      std::string label = fs::relative(f, dir_, ec).string();
+      auto [it, added] = fresh.emplace(*key, Entry{role, label});
+      if (!added && it->second.role != role) {
+        it->second.role = KeyRole::kBoth;
+        log::warn("key " + label + " is also " + it->second.label + ": it may both register and submit");
+      }
+      if (added && role == KeyRole::kBoth)
+        log::warn("key " + label + " lies outside agents/ and clients/: it may both register as an agent and "
+                  "submit commands; move it into one of them");
+    }
+  }
+  std::lock_guard lock(mu_);
+  keys_ = std::move(fresh);
+  return Status::Ok();
+}
+
+void KeyRing::add_fixed(const std::string& z85, Entry entry) {
+  std::lock_guard lock(mu_);
+  fixed_[z85] = std::move(entry);
+}
+
+std::optional<KeyRing::Entry> KeyRing::find(const std::string& z85) const {
+  std::lock_guard lock(mu_);
+  if (auto it = fixed_.find(z85); it != fixed_.end()) return it->second;
+  auto it = keys_.find(z85);
+  if (it == keys_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t KeyRing::size() const {
+  std::lock_guard lock(mu_);
+  return keys_.size();
+}
+
+Status ZapHandler::start(std::atomic<bool>* reload) {
+  reload_ = reload;
+  zmq::socket_t socket;
+  SWEPT_ZMQ_CHECK(socket = zmq::socket_t(context_, zmq::socket_type::rep));
+  SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::linger, 0));
+  SWEPT_ZMQ_CHECK(socket.bind("inproc://zeromq.zap.01"));
+  stop_ = false;
+  thread_ = std::thread([this, s = std::move(socket)]() mutable { loop(std::move(s)); });
+  return Status::Ok();
+}
+
+void ZapHandler::stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void ZapHandler::loop(zmq::socket_t socket) {
+  while (!stop_) {
+    if (reload_ && reload_->exchange(false)) {
+      Status s = keys_->reload();
+      if (s.ok())
+        log::info("re-read " + keys_->dir() + ": " + std::to_string(keys_->size()) + " keys authorized");
+      else
+        log::error("SIGHUP: keeping the previous keys: " + s.message());
+    }
+    try {
+      zmq::pollitem_t items[] = {{socket.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 1, std::chrono::milliseconds(100));
+      if (!(items[0].revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> request;
+      if (!zmq::recv_multipart(socket, std::back_inserter(request))) continue;
+      // version, request id, domain, address, identity, mechanism, credentials...
+      std::string version = request.size() > 0 ? request[0].to_string() : "1.0";
+      std::string request_id = request.size() > 1 ? request[1].to_string() : "";
+      std::string address = request.size() > 3 ? request[3].to_string() : "";
+      std::string mechanism = request.size() > 5 ? request[5].to_string() : "";
+      std::string status = "400", text = "key not authorized", user_id;
+      if (version != "1.0") {
+        status = "500";
+        text = "unsupported ZAP version";
+      } else if (mechanism == "CURVE" && request.size() > 6 && request[6].size() == 32) {
+        char z85[41];
+        zmq_z85_encode(z85, static_cast<const uint8_t*>(request[6].data()), 32);
+        if (auto entry = keys_->find(z85)) {
+          status = "200";
+          text = "OK";
+          user_id = z85;
+          log::debug("key " + entry->label + " connected from " + address);
+        }
+      } else {
+        text = "CURVE required";
+      }
+      if (status != "200") {
+        refused_++;
+        log::warn("refused a connection from " + address + ": " + text);
+      }
+      std::vector<zmq::const_buffer> reply = {zmq::buffer(version),
+                                              zmq::buffer(request_id), zmq::buffer(status), zmq::buffer(text),
+                                              zmq::buffer(user_id), zmq::const_buffer()};
+      zmq::send_multipart(socket, reply);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) return;
+      if (e.num() != EINTR) log::error(std::string("ZAP handler: ") + e.what());
+    }
+  }
+}
+
+}  // namespace swept::scheduler

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Multi-host test over real network boundaries (issue 14): the scheduler in
+# one network namespace, two agents in two others and a rogue in a fourth,
+# each joined to the scheduler's namespace by a veth pair with addresses in
+# 10.77.N.0/24. A keyed sweep runs over TCP; one agent's link is cut until the
+# scheduler declares it lost, then restored; SQLite must then show every
+# trial completed exactly once and no metric row twice. A rogue agent and a
+# rogue client (no key, an unlisted key) get nothing done.
+#
+# usage: tests/netns_test.sh SWEPT_BINARY SOURCE_DIR
+# Needs root and iproute2 (CI runs as root). Exit 77 (CTest: skipped) with a
+# message only when namespaces cannot be created. Namespaces and processes
+# are removed on every exit, failures included.
+set -euo pipefail
+swept=$1
+src=$2
+trial=$src/tests/trial.sh
+tag=$$
+ns_s=swept-s-$tag ns_a1=swept-a1-$tag ns_a2=swept-a2-$tag ns_r=swept-r-$tag
+tmp=$(mktemp -d)
+pids=()
+made=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$tmp"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
+  exit 1
+}
+# wait_for SECONDS 'CONDITION': polls every 50 ms until the shell condition holds.
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  until eval "$2"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.05
+  done
+}
+sql() { sqlite3 -cmd ".timeout 2000" "$tmp/swept.db" "$1"; }
+
+if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
+  echo "SKIP: this machine refuses to create network namespaces ($(cat "$tmp/netns.err" 2>/dev/null || echo 'no ip command'));" \
+       "run as root with iproute2 to test across namespaces" >&2
+  exit 77
+fi
+made+=("$ns_s")
+ip -n "$ns_s" link set lo up
+n=0
+for ns in "$ns_a1" "$ns_a2" "$ns_r"; do
+  n=$((n + 1))
+  ip netns add "$ns"
+  made+=("$ns")
+  ip link add "sw$n-$tag" netns "$ns_s" type veth peer name eth0 netns "$ns"
+  ip -n "$ns_s" addr add "10.77.$n.1/24" dev "sw$n-$tag"
+  ip -n "$ns_s" link set "sw$n-$tag" up
+  ip -n "$ns" addr add "10.77.$n.2/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+done
+
+cd "$tmp"
+for k in scheduler a1 a2 client rogue; do "$swept" keygen --out "$tmp/$k" >/dev/null; done
+mkdir -p auth/agents auth/clients
+cp a1.pub a2.pub auth/agents/
+cp client.pub auth/clients/
+
+ip netns exec "$ns_s" "$swept" scheduler --bind 'tcp://0.0.0.0:*' --db "$tmp/swept.db" --heartbeat-ms 100 \
+  --liveness 5 --endpoint-file "$tmp/ep" --key scheduler.key --authorized auth >"$tmp/scheduler.log" 2>&1 &
+pids+=($!)
+wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
+port=$(sed 's/.*://' "$tmp/ep")
+keyed() { echo --key "$tmp/$1.key" --scheduler-pub "$tmp/scheduler.pub"; }
+agent() {  # agent NS NUMBER NAME KEY
+  # shellcheck disable=SC2046
+  ip netns exec "$1" "$swept" agent --scheduler "tcp://10.77.$2.1:$port" --name "$3" --gpus none --slots 2 \
+    --workdir "$tmp/work-$3" --heartbeat-ms 100 --liveness 5 --reconnect-min-ms 100 --reconnect-max-ms 400 \
+    --stop-grace-ms 500 $([ -n "$4" ] && keyed "$4") >>"$tmp/agent-$3.log" 2>&1
+}
+
+agent "$ns_a1" 1 host-1 a1 & pids+=($!)
+agent "$ns_a2" 2 host-2 a2 & pids+=($!)
+wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 2 ]' || fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+
+cat >"$tmp/sweep.json" <<EOF
+{"method": "grid", "max_retries": 3, "metric": {"name": "loss", "goal": "minimize"},
+ "command": ["$trial", "\${args}"],
+ "parameters": {"mode": {"value": "normal"}, "secs": {"value": 1}, "steps": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}}}
+EOF
+# shellcheck disable=SC2046
+sweep=$(ip netns exec "$ns_s" "$swept" submit sweep.json --scheduler "tcp://127.0.0.1:$port" $(keyed client)) ||
+  fail "the keyed client could not submit"
+
+# Rogues, from their own namespace: nothing gets in.
+# shellcheck disable=SC2046
+for key in "" rogue; do
+  if ip netns exec "$ns_r" "$swept" submit sweep.json --scheduler "tcp://10.77.3.1:$port" \
+      $([ -n "$key" ] && keyed "$key") >"$tmp/rogue-client.log" 2>&1; then
+    fail "a rogue client (key '${key:-none}') submitted a sweep"
+  fi
+  # shellcheck disable=SC2046
+  if timeout 30 ip netns exec "$ns_r" "$swept" agent --scheduler "tcp://10.77.3.1:$port" --name rogue --gpus none \
+      --workdir "$tmp/work-rogue" $([ -n "$key" ] && keyed "$key") >>"$tmp/agent-rogue.log" 2>&1; then
+    fail "a rogue agent (key '${key:-none}') was let in"
+  fi
+done
+grep -q "refused this key" "$tmp/agent-rogue.log" || fail "the rogue agent was not told its key was refused"
+
+# Cut host-1's link past liveness (until the scheduler declares it lost), then restore it.
+wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent='"'host-1'"' AND state='"'running'"'")" -gt 0 ]' ||
+  fail "host-1 got no trial"
+ip -n "$ns_a1" link set eth0 down
+wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-1'"'")" = lost ]' || fail "host-1 was not declared lost"
+ip -n "$ns_a1" link set eth0 up
+
+# shellcheck disable=SC2046
+ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port" --poll-ms 100 $(keyed client) \
+  >"$tmp/wait.log" 2>&1 || fail "the sweep did not complete: $(cat "$tmp/wait.log")"
+
+# Every trial completed exactly once, every metric row once: 1+2+...+8 rows.
+[ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$sweep AND state='completed'")" = 8 ] || fail "not every trial completed"
+[ "$(sql "SELECT COUNT(*) FROM (SELECT trial_id FROM attempts WHERE state='completed' GROUP BY trial_id HAVING COUNT(*) > 1)")" = 0 ] ||
+  fail "a trial completed twice"
+[ "$(sql "SELECT COUNT(*) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE t.sweep_id=$sweep")" = 36 ] ||
+  fail "metric rows: expected 36"
+[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent NOT IN ('host-1', 'host-2')")" = 0 ] || fail "a rogue ran a trial"
+[ "$(sql "SELECT COUNT(*) FROM agents WHERE name='rogue'")" = 0 ] || fail "the rogue agent was registered"
+wait_for 20 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-1'"'")" = alive ]' || fail "host-1 did not come back"
+echo "PASS: keyed sweep across 3 namespaces, host-1 cut past liveness and restored, rogues refused"
