@@ -97,6 +97,8 @@ class Agent {
         gpus_(std::move(gpus)),
         name_(std::move(name)),
         slots_(slots),
+        clock_(options.clock ? *options.clock : SteadyClock::instance()),
+        launcher_(options.launcher ? *options.launcher : posix_launcher_),
         link_(options.zmq_context ? *options.zmq_context : own_context_),
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
@@ -645,8 +647,9 @@ class Agent {
   std::string name_;
   std::string host_;
   int slots_;
-  const Clock& clock_ = SteadyClock::instance();
-  PosixLauncher launcher_;
+  const Clock& clock_;
+  PosixLauncher posix_launcher_;  // the default launcher_
+  Launcher& launcher_;
   SupervisorOptions supervisor_options_;
   zmq::context_t own_context_;  // unused (no threads started) when the options bring one
   SchedulerLink link_;

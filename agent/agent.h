@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/clock.h"
 #include "common/status.h"
 #include "common/wakeup.h"
 
@@ -20,6 +21,8 @@ class context_t;
 }
 
 namespace swept::agent {
+
+class Launcher;
 
 struct AgentOptions {
   // Where the scheduler listens, e.g. "tcp://127.0.0.1:5555". Required.
@@ -57,6 +60,12 @@ struct AgentOptions {
   // Polled by the agent's loop: notify() it after setting the stop flag and
   // the agent stops at once instead of within 100 ms. Null: none.
   const Wakeup* wakeup = nullptr;
+  // The outside world, injected (tests): the clock for heartbeats, liveness,
+  // backoff and timestamps, and the launcher that starts trial processes.
+  // Null: SteadyClock and the fork/exec PosixLauncher. Both must outlive
+  // run_agent; the launcher is called from the agent's thread only.
+  const Clock* clock = nullptr;
+  Launcher* launcher = nullptr;
 };
 
 // Checks options that can be checked without the network (GPU spec, slots,

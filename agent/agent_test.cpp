@@ -641,3 +641,28 @@ TEST_CASE("agent: TRIAL_STARTED goes out before the trial's first METRICS and it
   s.send(pr::StopTrial{9, 1, "done"});
   REQUIRE(s.wait_for<pr::TrialExited>());
 }
+
+TEST_CASE("agent: the launcher is injected: a fork that fails is a launch failure with its reason, the next one runs") {
+  FakeScheduler s;
+  TempDir dir;
+  testing::FakeLauncher launcher;
+  launcher.fail_next_with(Status::IoError("fork failed: Resource temporarily unavailable"));
+  AgentOptions o = test_options(s, dir);
+  o.launcher = &launcher;
+  AgentThread agent(o);
+  connect(s);
+  s.send(start_trial(1, "exit 0"));
+  auto e1 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 1; });
+  REQUIRE(e1);
+  CHECK(e1->cause == pr::ExitCause::kLaunchFailed);
+  CHECK(e1->reason.find("fork failed: Resource temporarily unavailable") != std::string::npos);
+
+  s.send(start_trial(2, "exit 3"));
+  auto e2 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 2; });
+  REQUIRE(e2);
+  CHECK(e2->cause == pr::ExitCause::kExited);
+  CHECK(e2->exit_code == 3);
+  auto specs = launcher.launched();
+  REQUIRE(specs.size() == 2);
+  CHECK(specs[1].argv == std::vector<std::string>{"/bin/sh", "-c", "exit 3"});
+}

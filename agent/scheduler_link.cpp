@@ -4,7 +4,9 @@
 #include <zmq_addon.hpp>
 
 #include <iterator>
-#include <random>
+
+#include "common/random_id.h"
+#include "common/zmq_check.h"
 
 namespace swept::agent {
 namespace {
@@ -17,30 +19,9 @@ constexpr size_t kMaxNameInRoutingId = 200;
 
 }  // namespace
 
-// SWEPT_ZMQ_CHECK: runs a cppzmq call; a zmq::error_t becomes a Status naming
-// the call, the error, and where.
-#define SWEPT_ZMQ_CHECK(call)                                                                         \
-  do {                                                                                                \
-    try {                                                                                             \
-      call;                                                                                           \
-    } catch (const zmq::error_t& e) {                                                                 \
-      return Status::Unavailable(std::string("ZeroMQ: ") + #call + ": " + e.what() + " at " __FILE__ \
-                                 ":" + std::to_string(__LINE__));                                     \
-    }                                                                                                 \
-  } while (0)
-
-std::string random_nonce() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  uint64_t bits = rng();
-  std::string out(16, '0');
-  for (int i = 0; i < 16; ++i) out[i] = kHex[(bits >> (4 * i)) & 0xf];
-  return out;
-}
-
 Status SchedulerLink::open(const std::string& endpoint, const std::string& agent_name) {
   close(0);
-  nonce_ = random_nonce();
+  nonce_ = random_hex(16);
   std::string routing_id = agent_name.substr(0, kMaxNameInRoutingId) + "#" + nonce_;
   zmq::socket_t socket;
   SWEPT_ZMQ_CHECK(socket = zmq::socket_t(context_, zmq::socket_type::dealer));

@@ -48,7 +48,4 @@ class SchedulerLink {
   std::string nonce_;
 };
 
-// 16 random hex digits.
-std::string random_nonce();
-
 }  // namespace swept::agent

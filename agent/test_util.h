@@ -12,9 +12,49 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
+
+#include "agent/launcher.h"
+#include "common/status.h"
 
 namespace swept::agent::testing {
+
+// A Launcher for tests (AgentOptions::launcher): records every LaunchSpec
+// and either fails the launch with a scripted Status (a system failure the
+// real launcher can meet, fork's EAGAIN say) or hands it to the real one.
+// Thread-safe: the agent launches from its own thread.
+class FakeLauncher final : public Launcher {
+ public:
+  void fail_next_with(Status s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_with_ = std::move(s);
+  }
+  std::vector<LaunchSpec> launched() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return launched_;
+  }
+  Result<SpawnedChild> launch(const LaunchSpec& spec) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      launched_.push_back(spec);
+      if (fail_with_) {
+        Status s = std::move(*fail_with_);
+        fail_with_.reset();
+        return s;
+      }
+    }
+    return real_.launch(spec);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<Status> fail_with_;  // guarded by mu_
+  std::vector<LaunchSpec> launched_;  // guarded by mu_
+  PosixLauncher real_;
+};
 
 // A fresh directory under $TMPDIR, removed with everything in it on scope exit.
 class TempDir {

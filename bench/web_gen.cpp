@@ -1,4 +1,4 @@
-// web_gen: fills a swept database (scheduler/schema.sql) with a large,
+// web_gen: fills a swept database (store/schema.sql) with a large,
 // realistic history for the dashboard's latency benchmark (bench/web_latency).
 //
 //   web_gen --db PATH [--trials 100000] [--metric-rows 10000000] [--sweeps 10]
@@ -105,8 +105,8 @@ int main(int argc, char** argv) {
   struct stat st {};
   if (::stat(f.db.c_str(), &st) == 0) return usage(f.db + " exists; web_gen only creates new files");
 
-  std::ifstream schema_in(std::string(SWEPT_SOURCE_DIR) + "/scheduler/schema.sql");
-  if (!schema_in) return usage("cannot read scheduler/schema.sql under " SWEPT_SOURCE_DIR);
+  std::ifstream schema_in(std::string(SWEPT_SOURCE_DIR) + "/store/schema.sql");
+  if (!schema_in) return usage("cannot read store/schema.sql under " SWEPT_SOURCE_DIR);
   std::stringstream schema;
   schema << schema_in.rdbuf();
 

@@ -21,10 +21,12 @@
 
 #include "cli/flags.h"
 #include "common/exit_codes.h"
+#include "common/params.h"
 #include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
 #include "scheduler/client.h"
-#include "scheduler/store.h"
+#include "store/reader.h"
 
 namespace swept::cli {
 
@@ -67,9 +69,9 @@ class ResultSource {
   static Result<ResultSource> open(const ClientFlags& f) {
     ResultSource s;
     if (!f.db.empty()) {
-      auto store = scheduler::Store::open(f.db, scheduler::Store::Mode::kReadOnly);
-      if (!store.ok()) return store.status();
-      s.store_ = std::move(*store);
+      auto db = store::open_reader(f.db);
+      if (!db.ok()) return db.status();
+      s.db_ = std::move(*db);
       return s;
     }
     auto c = scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms);
@@ -79,25 +81,21 @@ class ResultSource {
   }
 
   Result<std::vector<protocol::SweepSummary>> sweeps(std::optional<int64_t> id) {
-    if (store_) return store_->sweep_summaries(id);
+    if (db_) return store::sweep_summaries(*db_, id);
     auto r = client_->call(protocol::QuerySweeps{"", id});
     if (!r.ok()) return r.status();
     if (auto* s = std::get_if<protocol::Sweeps>(&*r)) return std::move(s->sweeps);
     return unexpected(*r);
   }
   Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
-    if (store_) {
-      auto sums = store_->sweep_summaries(sweep_id);
-      if (!sums.ok()) return sums.status();
-      return store_->trial_rows(sweep_id);
-    }
+    if (db_) return store::trial_rows(*db_, sweep_id);
     auto r = client_->call(protocol::QueryTrials{"", sweep_id});
     if (!r.ok()) return r.status();
     if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
     return unexpected(*r);
   }
   Result<std::vector<protocol::AgentRow>> agents() {
-    if (store_) return store_->agent_rows();
+    if (db_) return store::agent_rows(*db_);
     auto r = client_->call(protocol::QueryAgents{""});
     if (!r.ok()) return r.status();
     if (auto* a = std::get_if<protocol::Agents>(&*r)) return std::move(a->agents);
@@ -110,7 +108,7 @@ class ResultSource {
     return Status::Internal(std::string("unexpected reply ") + protocol::kind_name(m));
   }
   std::unique_ptr<scheduler::Client> client_;
-  std::unique_ptr<scheduler::Store> store_;
+  std::unique_ptr<store::Connection> db_;
 };
 
 // A sweep or trial id from the command line.
@@ -132,24 +130,33 @@ inline std::string fmt_num(double v) {
 }
 inline std::string fmt_opt(const std::optional<double>& v) { return v ? fmt_num(*v) : "-"; }
 
-// {"lr": 0.1, "opt": {"name": "adam"}} -> "lr=0.1 opt.name=adam"
-inline void flatten_params(const nlohmann::json& j, const std::string& prefix,
-                           std::vector<std::pair<std::string, std::string>>& out) {
-  if (j.is_object()) {
-    for (auto it = j.begin(); it != j.end(); ++it)
-      flatten_params(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-    return;
-  }
-  std::string v = j.is_string() ? j.get<std::string>() : j.is_number_float() ? fmt_num(j.get<double>()) : j.dump();
-  out.emplace_back(prefix, v);
+// A parameter's value as people read it: text bare, numbers short, the rest JSON.
+inline std::string param_value_text(const nlohmann::json& v) {
+  return v.is_string() ? v.get<std::string>() : v.is_number_float() ? fmt_num(v.get<double>()) : v.dump();
 }
+// {"lr": 0.1, "opt": {"name": "adam"}} -> "lr=0.1 opt.name=adam" (names: common/params.h)
 inline std::string params_text(const nlohmann::json& j) {
-  std::vector<std::pair<std::string, std::string>> flat;
-  flatten_params(j, "", flat);
   std::string s;
-  for (const auto& [k, v] : flat) s += (s.empty() ? "" : " ") + k + "=" + v;
+  for (const auto& p : flatten_params(j)) s += (s.empty() ? "" : " ") + p.name + "=" + param_value_text(*p.value);
   return s;
 }
+
+// "14 completed, 1 failed, 0 stopped, 0 lost": every final state's count, in
+// the order of common/states.h.
+inline std::string final_counts_text(const protocol::StateCounts& c) {
+  std::string s;
+  for (const auto& st : kTrialStates) {
+    if (!st.final) continue;
+    if (!s.empty()) s += ", ";
+    s += std::to_string(c[st.state]);
+    s += ' ';
+    s += st.name;
+  }
+  return s;
+}
+
+// Trials not in a final state (queued or running).
+inline int64_t unfinished_count(const protocol::StateCounts& c) { return c.total() - c.done(); }
 
 // A plain text table with columns padded to their widest cell.
 class Table {
@@ -177,16 +184,15 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// The best completed trial of a sweep by its metric, or nullopt.
+// The sweep's best trial: the row of summary.best_trial_id, which the store
+// computes (store/reader.h, "Best": one definition for the dashboard,
+// `swept status` and `swept best`), never recomputed here.
 inline std::optional<protocol::TrialRow> best_trial(const protocol::SweepSummary& s,
                                                     const std::vector<protocol::TrialRow>& trials) {
-  std::optional<protocol::TrialRow> best;
-  bool maximize = s.metric_goal == std::optional<std::string>("maximize");
-  for (const auto& t : trials) {
-    if (t.state != "completed" || !t.metric_value) continue;
-    if (!best || (maximize ? *t.metric_value > *best->metric_value : *t.metric_value < *best->metric_value)) best = t;
-  }
-  return best;
+  if (!s.best_trial_id) return std::nullopt;
+  for (const auto& t : trials)
+    if (t.id == *s.best_trial_id) return t;
+  return std::nullopt;
 }
 
 }  // namespace swept::cli

@@ -4,7 +4,6 @@
 // scheduler, and exit 130. The scheduler address may also come from
 // SWEPT_SCHEDULER. The flags after the first group exist for tests and for
 // tuning: heartbeat interval, liveness, reconnect backoff, grace period.
-#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 
 #include "agent/agent.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "common/wakeup.h"
@@ -91,11 +91,7 @@ int run_agent_command(const std::vector<std::string>& args) {
   log::set_program("swept-agent");
   if (vm.count("verbose")) log::set_level(log::Level::kDebug);
 
-  struct sigaction action {};
-  action.sa_handler = on_stop_signal;
-  sigemptyset(&action.sa_mask);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGINT, &action, nullptr);
+  on_stop_signals(on_stop_signal, /*ignore_sigpipe=*/false);
 
   o.wakeup = &g_stop_wakeup;
   int code = agent::run_agent(o, g_stop_requested);

@@ -59,11 +59,9 @@ int run_export(const std::vector<std::string>& args) {
     std::vector<std::map<std::string, std::string>> params(rows->size());
     std::set<std::string> param_cols, metric_cols;
     for (size_t i = 0; i < rows->size(); ++i) {
-      std::vector<std::pair<std::string, std::string>> flat;
-      flatten_params((*rows)[i].params, "", flat);
-      for (auto& [k, v] : flat) {
-        param_cols.insert(k);
-        params[i][k] = v;
+      for (const auto& p : flatten_params((*rows)[i].params)) {
+        param_cols.insert(p.name);
+        params[i][p.name] = param_value_text(*p.value);
       }
       for (const auto& [k, v] : (*rows)[i].latest) metric_cols.insert(k);
     }
@@ -73,7 +71,7 @@ int run_export(const std::vector<std::string>& args) {
     out << "\n";
     for (size_t i = 0; i < rows->size(); ++i) {
       const auto& t = (*rows)[i];
-      out << t.id << "," << t.index << "," << t.state << "," << t.attempts << "," << csv_cell(t.agent.value_or(""))
+      out << t.id << "," << t.index << "," << name(t.state) << "," << t.attempts << "," << csv_cell(t.agent.value_or(""))
           << "," << (t.exit_code ? std::to_string(*t.exit_code) : "") << ","
           << (t.metric_value ? fmt_num(*t.metric_value) : "") << "," << csv_cell(t.reason.value_or(""));
       for (const auto& c : param_cols) out << "," << csv_cell(params[i].count(c) ? params[i][c] : "");

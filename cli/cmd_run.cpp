@@ -17,7 +17,6 @@
 // An existing --db is extended: a sweep left `running` there by a `swept run`
 // that was killed (SIGKILL, power loss) resumes alongside the new one, as a
 // restarted `swept scheduler` would resume it.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -32,6 +31,7 @@
 #include "agent/agent.h"
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "cli/dashboard.h"
 #include "cli/sweep_file.h"
 #include "common/clock.h"
@@ -71,9 +71,13 @@ std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
   }
   std::string eta = "--:--";
   if (s.total_trials && done > 0) eta = clock_text(elapsed / double(done) * double(*s.total_trials - done));
-  std::string line = bar + counts + "  completed " + std::to_string(s.counts.completed) + "  running " +
-                     std::to_string(s.counts.running) + "  failed " + std::to_string(s.counts.failed) + "  elapsed " +
-                     clock_text(elapsed) + "  ETA " + eta;
+  std::string line = bar + counts;
+  for (TrialState shown : {TrialState::kCompleted, TrialState::kRunning, TrialState::kFailed}) {
+    line += "  ";
+    line += name(shown);
+    line += " " + std::to_string(s.counts[shown]);
+  }
+  line += "  elapsed " + clock_text(elapsed) + "  ETA " + eta;
   if (s.metric_name && s.best_value)
     line += "  best " + *s.metric_name + " " + fmt_num(*s.best_value) + " (trial " + std::to_string(*s.best_trial_id) + ")";
   return line;
@@ -123,7 +127,7 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = agent::validate_options(ao); !s.ok()) return report("run", s);
 
   // The scheduler: store, socket, the sweep.
-  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  auto store = store::Writer::open(db);
   if (!store.ok()) return report("run", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), bo);
   if (Status s = broker.bind(); !s.ok()) return report("run", s);
@@ -155,12 +159,7 @@ int run_run(const std::vector<std::string>& args) {
     }
   }
 
-  struct sigaction sa {};
-  sa.sa_handler = on_run_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  on_stop_signals(on_run_signal, /*ignore_sigpipe=*/true);
 
   std::atomic<bool> stop_broker{false}, stop_agent{false}, broker_failed{false};
   Status broker_status;
@@ -190,7 +189,7 @@ int run_run(const std::vector<std::string>& args) {
     broker_thread.join();
   };
 
-  auto reader = scheduler::Store::open(db, scheduler::Store::Mode::kReadOnly);
+  auto reader = store::open_reader(db);
   if (!reader.ok()) {
     stop_agent_thread();
     stop_broker_thread();
@@ -234,7 +233,7 @@ int run_run(const std::vector<std::string>& args) {
       broker.request_cancel_all();
       stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
     }
-    auto sums = (*reader)->sweep_summaries(sweep_id);
+    auto sums = store::sweep_summaries(**reader, sweep_id);
     if (sums.ok()) last = sums->front();
     if (!interrupted) {
       auto unfit = broker.unplaceable_sweeps();
@@ -250,7 +249,7 @@ int run_run(const std::vector<std::string>& args) {
       }
     }
     if (interrupted) {
-      bool ended = last && last->state != "running" && broker.live_trials() == 0;
+      bool ended = last && last->state != SweepState::kRunning && broker.live_trials() == 0;
       if (ended || signals > 1 || now > stop_deadline) {
         rc = unfit_exit ? kExitUsage : kExitInterrupted;
         break;
@@ -264,9 +263,9 @@ int run_run(const std::vector<std::string>& args) {
       std::cerr << progress_line(*last, elapsed) << "\n";
       last_line = now;
     }
-    if (last->state != "running" && last->counts.running == 0 && broker.live_trials() == 0) {
+    if (last->state != SweepState::kRunning && last->counts[TrialState::kRunning] == 0 && broker.live_trials() == 0) {
       if (tty || lines) std::cerr << (tty ? "\r" : "") << progress_line(*last, elapsed) << (tty ? "\033[K\n" : "\n");
-      rc = (last->state == "completed" && last->counts.completed == last->counts.total()) ? kExitOk
+      rc = (last->state == SweepState::kCompleted && last->counts[TrialState::kCompleted] == last->counts.total()) ? kExitOk
                                                                                          : kExitNotAllCompleted;
       break;
     }
@@ -298,14 +297,12 @@ int run_run(const std::vector<std::string>& args) {
   }
 
   // The outcome, from the database.
-  auto sums = (*reader)->sweep_summaries(sweep_id);
-  auto rows = (*reader)->trial_rows(sweep_id);
+  auto sums = store::sweep_summaries(**reader, sweep_id);
+  auto rows = store::trial_rows(**reader, sweep_id);
   if (sums.ok() && rows.ok()) {
     const auto& s = sums->front();
-    std::cout << "sweep " << sweep_id << " " << s.state << ": " << s.counts.completed << " completed, "
-              << s.counts.failed << " failed, " << s.counts.stopped << " stopped, "
-              << (s.counts.lost ? std::to_string(s.counts.lost) + " lost, " : std::string())
-              << s.counts.queued + s.counts.running << " not run\n";
+    std::cout << "sweep " << sweep_id << " " << name(s.state) << ": " << final_counts_text(s.counts) << ", "
+              << unfinished_count(s.counts) << " not run\n";
     if (auto best = best_trial(s, *rows))
       std::cout << "best: trial " << best->id << " " << *s.metric_name << "=" << fmt_num(*best->metric_value) << "  "
                 << params_text(best->params) << "\n";

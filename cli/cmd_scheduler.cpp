@@ -4,7 +4,6 @@
 // database. Restarted on the same database after a crash, it carries on:
 // agents re-register and their running trials are adopted, not restarted.
 // SIGINT/SIGTERM stop it cleanly (exit 130); trials keep running on agents.
-#include <signal.h>
 
 #include <atomic>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/signals.h"
 #include "cli/dashboard.h"
 #include "common/clock.h"
 #include "common/log.h"
@@ -55,7 +55,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   else if (level == "warn") log::set_level(log::Level::kWarn);
   else if (level == "error") log::set_level(log::Level::kError);
 
-  auto store = scheduler::Store::open(db, scheduler::Store::Mode::kReadWrite);
+  auto store = store::Writer::open(db);
   if (!store.ok()) return report("scheduler", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), o);
   if (Status s = broker.bind(); !s.ok()) {
@@ -72,12 +72,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   }
 
   g_scheduler_broker = &broker;
-  struct sigaction sa {};
-  sa.sa_handler = on_scheduler_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  on_stop_signals(on_scheduler_signal, /*ignore_sigpipe=*/true);
 
   if (!endpoint_file.empty()) {
     std::string tmp = endpoint_file + ".tmp";

@@ -39,8 +39,9 @@ int run_status(const std::vector<std::string>& args) {
     }
     Table t({"SWEEP", "NAME", "METHOD", "STATE", "DONE", "RUNNING", "QUEUED", "FAILED", "METRIC", "BEST"});
     for (const auto& s : *sums)
-      t.add({std::to_string(s.id), s.name.empty() ? "-" : s.name, s.method, s.state, progress(s),
-             std::to_string(s.counts.running), std::to_string(s.counts.queued), std::to_string(s.counts.failed),
+      t.add({std::to_string(s.id), s.name.empty() ? "-" : s.name, s.method, std::string(name(s.state)), progress(s),
+             std::to_string(s.counts[TrialState::kRunning]), std::to_string(s.counts[TrialState::kQueued]),
+             std::to_string(s.counts[TrialState::kFailed]),
              s.metric_name ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")" : "-",
              fmt_opt(s.best_value)});
     t.print(std::cout);
@@ -48,10 +49,11 @@ int run_status(const std::vector<std::string>& args) {
   }
   const auto& s = sums->front();
   std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + s.name + ")") << ": " << s.method << ", "
-            << s.state << ", " << progress(s) << " trials done\n";
-  std::cout << "  queued " << s.counts.queued << ", running " << s.counts.running << ", completed "
-            << s.counts.completed << ", failed " << s.counts.failed << ", stopped " << s.counts.stopped << ", lost "
-            << s.counts.lost << "\n";
+            << name(s.state) << ", " << progress(s) << " trials done\n";
+  std::cout << " ";
+  for (const auto& st : kTrialStates)
+    std::cout << (st.state == kTrialStates.front().state ? " " : ", ") << st.name << " " << s.counts[st.state];
+  std::cout << "\n";
   if (s.metric_name) {
     if (s.best_trial_id)
       std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id

@@ -38,6 +38,15 @@ int run_trials(const std::vector<std::string>& args) {
     return *rc;
   auto id = parse_id("SWEEP", sweep);
   if (!id.ok()) return report("trials", id.status());
+  std::optional<TrialState> only;
+  if (!state.empty()) {
+    only = trial_state_named(state);
+    if (!only) {
+      std::string names;
+      for (const auto& st : kTrialStates) names += (names.empty() ? "" : ", ") + std::string(st.name);
+      return report("trials", Status::InvalidArgument("--state " + state + " is not a trial state; use one of " + names));
+    }
+  }
   auto src = ResultSource::open(flags);
   if (!src.ok()) return report("trials", src.status());
   auto rows = src->trials(*id);
@@ -45,14 +54,14 @@ int run_trials(const std::vector<std::string>& args) {
   if (json) {
     nlohmann::json a = nlohmann::json::array();
     for (const auto& t : *rows)
-      if (state.empty() || t.state == state) a.push_back(protocol::to_json(t));
+      if (!only || t.state == *only) a.push_back(protocol::to_json(t));
     std::cout << a.dump(2) << "\n";
     return kExitOk;
   }
   Table table({"TRIAL", "INDEX", "STATE", "ATTEMPTS", "AGENT", "GPUS", "METRIC", "PARAMS", "REASON"});
   for (const auto& t : *rows) {
-    if (!state.empty() && t.state != state) continue;
-    table.add({std::to_string(t.id), std::to_string(t.index), t.state, std::to_string(t.attempts),
+    if (only && t.state != *only) continue;
+    table.add({std::to_string(t.id), std::to_string(t.index), std::string(name(t.state)), std::to_string(t.attempts),
                t.agent.value_or("-"), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
                t.reason.value_or("")});
   }

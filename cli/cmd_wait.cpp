@@ -33,11 +33,9 @@ int run_wait(const std::vector<std::string>& args) {
     auto sums = src->sweeps(*id);
     if (!sums.ok()) return report("wait", sums.status());
     const auto& s = sums->front();
-    if (s.state != "running" && s.counts.running == 0) {
-      std::cout << "sweep " << s.id << " " << s.state << ": " << s.counts.completed << " completed, "
-                << s.counts.failed << " failed, " << s.counts.stopped << " stopped"
-                << (s.counts.lost ? ", " + std::to_string(s.counts.lost) + " lost" : std::string()) << "\n";
-      bool all = s.state == "completed" && s.counts.completed == s.counts.total();
+    if (s.state != SweepState::kRunning && s.counts[TrialState::kRunning] == 0) {
+      std::cout << "sweep " << s.id << " " << name(s.state) << ": " << final_counts_text(s.counts) << "\n";
+      bool all = s.state == SweepState::kCompleted && s.counts[TrialState::kCompleted] == s.counts.total();
       return all ? kExitOk : kExitNotAllCompleted;
     }
     if (timeout_s > 0 && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout_s)) {

@@ -315,24 +315,32 @@ TrialExited read_exited(const Reader& r) {
   return m;
 }
 
+// A state spelled by its name (common/states.h); any other text is refused.
+template <typename Named>
+auto read_state(const Reader& r, Named named, const char* what) {
+  auto s = named(r.str());
+  if (!s) r.fail(what);
+  return *s;
+}
+
 SweepSummary read_sweep_summary(const Reader& r) {
   SweepSummary s;
   s.id = r.field("id").i64();
   s.name = r.field("name").str();
   s.method = r.field("method").str();
-  s.state = r.field("state").str();
+  s.state = read_state(r.field("state"), sweep_state_named, "a sweep state");
   s.metric_name = r.field("metric_name").opt_str();
   s.metric_goal = r.field("metric_goal").opt_str();
   s.total_trials = r.field("total_trials").opt_i64();
   s.created_at = r.field("created_at").f64();
   s.finished_at = r.field("finished_at").opt_f64();
   Reader c = r.field("counts");
-  s.counts.queued = c.field("queued").i64();
-  s.counts.running = c.field("running").i64();
-  s.counts.completed = c.field("completed").i64();
-  s.counts.failed = c.field("failed").i64();
-  s.counts.stopped = c.field("stopped").i64();
-  s.counts.lost = c.field("lost").i64();
+  // A state this side does not know is refused by read_state elsewhere; a
+  // count missing for a state the peer does not know yet is 0.
+  for (const auto& st : kTrialStates) {
+    std::string key(st.name);
+    if (c.has(key.c_str())) s.counts[st.state] = c.field(key.c_str()).i64();
+  }
   s.best_trial_id = r.field("best_trial_id").opt_i64();
   s.best_value = r.field("best_value").opt_f64();
   s.best_params = r.field("best_params").raw();
@@ -344,7 +352,7 @@ TrialRow read_trial_row(const Reader& r) {
   t.id = r.field("id").i64();
   t.sweep_id = r.field("sweep_id").i64();
   t.index = r.field("index").i64();
-  t.state = r.field("state").str();
+  t.state = read_state(r.field("state"), trial_state_named, "a trial state");
   t.attempts = r.field("attempts").i32();
   t.agent = r.field("agent").opt_str();
   t.gpus = r.field("gpus").ints();
@@ -367,7 +375,7 @@ AgentRow read_agent_row(const Reader& r) {
   AgentRow a;
   a.name = r.field("name").str();
   a.host = r.field("host").str();
-  a.state = r.field("state").str();
+  a.state = read_state(r.field("state"), agent_state_named, "an agent state");
   a.slots = r.field("slots").i32();
   a.last_seen = r.field("last_seen").f64();
   Reader gpus = r.field("gpus");
@@ -616,23 +624,23 @@ Decoded decode(const Frames& frames) {
   return d;
 }
 
+nlohmann::json counts_json(const StateCounts& counts) {
+  json j = json::object();
+  for (const auto& st : kTrialStates) j[std::string(st.name)] = counts[st.state];
+  return j;
+}
+
 nlohmann::json to_json(const SweepSummary& s) {
   return {{"id", s.id},
           {"name", s.name},
           {"method", s.method},
-          {"state", s.state},
+          {"state", name(s.state)},
           {"metric_name", opt(s.metric_name)},
           {"metric_goal", opt(s.metric_goal)},
           {"total_trials", opt(s.total_trials)},
           {"created_at", s.created_at},
           {"finished_at", opt(s.finished_at)},
-          {"counts",
-           {{"queued", s.counts.queued},
-            {"running", s.counts.running},
-            {"completed", s.counts.completed},
-            {"failed", s.counts.failed},
-            {"stopped", s.counts.stopped},
-            {"lost", s.counts.lost}}},
+          {"counts", counts_json(s.counts)},
           {"best_trial_id", opt(s.best_trial_id)},
           {"best_value", opt(s.best_value)},
           {"best_params", s.best_params}};
@@ -642,7 +650,7 @@ nlohmann::json to_json(const TrialRow& t) {
   return {{"id", t.id},
           {"sweep_id", t.sweep_id},
           {"index", t.index},
-          {"state", t.state},
+          {"state", name(t.state)},
           {"attempts", t.attempts},
           {"agent", opt(t.agent)},
           {"gpus", t.gpus},
@@ -662,7 +670,7 @@ nlohmann::json to_json(const AgentRow& a) {
   for (const auto& g : a.gpus) gpus.push_back(gpu_json(g));
   for (const auto& r : a.running)
     running.push_back({{"trial_id", r.trial_id}, {"gpus", r.gpus}, {"gpu_fraction", opt(r.gpu_fraction)}});
-  return {{"name", a.name}, {"host", a.host},         {"state", a.state}, {"slots", a.slots},
+  return {{"name", a.name}, {"host", a.host},         {"state", name(a.state)}, {"slots", a.slots},
           {"last_seen", a.last_seen}, {"gpus", gpus}, {"running", running}};
 }
 

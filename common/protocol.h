@@ -14,6 +14,7 @@
 // Thread safety: pure functions on values.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -23,6 +24,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "common/states.h"
 
 namespace swept::protocol {
 
@@ -225,11 +228,23 @@ struct QuerySweeps {
   bool operator==(const QuerySweeps&) const = default;
 };
 
+// Trials of a sweep per state (common/states.h), indexed by the state.
 struct StateCounts {
-  int64_t queued = 0, running = 0, completed = 0, failed = 0, stopped = 0, lost = 0;
-  int64_t total() const { return queued + running + completed + failed + stopped + lost; }
+  std::array<int64_t, kTrialStateCount> n{};
+  int64_t& operator[](TrialState s) { return n[index_of(s)]; }
+  int64_t operator[](TrialState s) const { return n[index_of(s)]; }
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t v : n) t += v;
+    return t;
+  }
   // Trials in a final state.
-  int64_t done() const { return completed + failed + stopped + lost; }
+  int64_t done() const {
+    int64_t t = 0;
+    for (const auto& s : kTrialStates)
+      if (s.final) t += n[index_of(s.state)];
+    return t;
+  }
   bool operator==(const StateCounts&) const = default;
 };
 
@@ -237,7 +252,7 @@ struct SweepSummary {
   int64_t id = 0;
   std::string name;
   std::string method;
-  std::string state;  // running | completed | cancelled
+  SweepState state = SweepState::kRunning;
   std::optional<std::string> metric_name;
   std::optional<std::string> metric_goal;  // minimize | maximize
   std::optional<int64_t> total_trials;
@@ -266,7 +281,7 @@ struct TrialRow {
   int64_t id = 0;
   int64_t sweep_id = 0;
   int64_t index = 0;
-  std::string state;
+  TrialState state = TrialState::kQueued;
   int attempts = 0;
   std::optional<std::string> agent;
   std::vector<int> gpus;
@@ -303,7 +318,7 @@ struct AgentTrial {
 struct AgentRow {
   std::string name;
   std::string host;
-  std::string state;  // alive | lost | gone
+  AgentState state = AgentState::kAlive;
   int slots = 0;
   double last_seen = 0;
   std::vector<GpuInfo> gpus;
@@ -354,6 +369,8 @@ Decoded decode(const Frames& frames);
 
 // JSON forms of the query rows, shared by the CLI's --json output and the
 // codec so that `swept trials --json` prints what the protocol carries.
+// {"queued": n, "running": n, ...}: every trial state, zeros included.
+nlohmann::json counts_json(const StateCounts& counts);
 nlohmann::json to_json(const SweepSummary& s);
 nlohmann::json to_json(const TrialRow& t);
 nlohmann::json to_json(const AgentRow& a);

@@ -96,12 +96,12 @@ std::vector<Message> every_message() {
   s.id = 3;
   s.name = "mnist";
   s.method = "grid";
-  s.state = "running";
+  s.state = swept::SweepState::kRunning;
   s.metric_name = "val_loss";
   s.metric_goal = "minimize";
   s.total_trials = 12;
   s.created_at = 1763762000;
-  s.counts = {1, 2, 3, 4, 5, 6};
+  s.counts.n = {1, 2, 3, 4, 5, 6};
   s.best_trial_id = 17;
   s.best_value = 0.12;
   s.best_params = json{{"lr", 0.1}};
@@ -109,7 +109,7 @@ std::vector<Message> every_message() {
   empty.id = 4;
   empty.name = "";
   empty.method = "random";
-  empty.state = "completed";
+  empty.state = swept::SweepState::kCompleted;
   empty.finished_at = 1763762999.0;
   all.push_back(Sweeps{"r8", {s, empty}});
   all.push_back(QueryTrials{"r9", 3});
@@ -117,7 +117,7 @@ std::vector<Message> every_message() {
   t.id = 17;
   t.sweep_id = 3;
   t.index = 5;
-  t.state = "completed";
+  t.state = swept::TrialState::kCompleted;
   t.attempts = 2;
   t.agent = "gpu-node-3";
   t.gpus = {2, 3};
@@ -132,7 +132,7 @@ std::vector<Message> every_message() {
   TrialRow queued;
   queued.id = 18;
   queued.sweep_id = 3;
-  queued.state = "queued";
+  queued.state = swept::TrialState::kQueued;
   queued.params = json::object();
   queued.command = json::array();
   all.push_back(Trials{"r9", {t, queued}});
@@ -140,7 +140,7 @@ std::vector<Message> every_message() {
   AgentRow a;
   a.name = "gpu-node-3";
   a.host = "gpu-node-3.example";
-  a.state = "alive";
+  a.state = swept::AgentState::kAlive;
   a.slots = 4;
   a.last_seen = 1763762000.75;
   a.gpus = {{0, "GPU-aaaa", "NVIDIA H100", 85899345920}};

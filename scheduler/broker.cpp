@@ -1,6 +1,7 @@
 // Broker: see broker.h and docs/protocol.md. The file reads top to bottom as
 // the loop does: receive and decode, handle agents, handle clients, timers,
-// dispatch, commit, send.
+// dispatch, commit, send. How a live trial ends (finished, lost, cancelled)
+// is in broker_lifecycle.cpp.
 #include "scheduler/broker.h"
 
 #include <algorithm>
@@ -30,29 +31,10 @@ constexpr auto kGatherWindow = std::chrono::microseconds(2000);
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
-// What a TRIAL_EXITED means for the trial: its state and the reason shown.
-std::string state_for_exit(const TrialExited& e, std::string* reason) {
-  std::string state = "failed";
-  std::string why;
-  switch (e.cause) {
-    case ExitCause::kExited:
-      state = e.exit_code.value_or(1) == 0 ? "completed" : "failed";
-      why = "exit code " + std::to_string(e.exit_code.value_or(-1));
-      break;
-    case ExitCause::kSignaled: why = "killed by signal " + std::to_string(e.signal.value_or(0)); break;
-    case ExitCause::kTimeout: why = "timed out"; break;
-    case ExitCause::kLaunchFailed: why = "could not start"; break;
-    case ExitCause::kStopped: state = "stopped"; why = "stopped"; break;
-    case ExitCause::kAgentShutdown: state = "lost"; why = "its agent shut down"; break;
-    case ExitCause::kNotRunning: state = "lost"; why = "its agent was not running it"; break;
-  }
-  *reason = e.reason.empty() ? why : e.reason;
-  return state;
-}
 
 }  // namespace
 
-Broker::Broker(Store& store, const Clock& clock, BrokerOptions options)
+Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
     : store_(store), clock_(clock), options_(std::move(options)), runner_(store, clock), context_(1),
       socket_(context_, zmq::socket_type::router) {}
 
@@ -134,11 +116,11 @@ Broker::Session* Broker::session_by_routing(const std::string& routing_id) {
 Status Broker::recover() {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   // Nobody is connected yet: agents must register again.
-  SWEPT_RETURN_IF_ERROR(store_.mark_all_agents("alive", "lost"));
+  SWEPT_RETURN_IF_ERROR(store_.mark_all_agents(AgentState::kAlive, AgentState::kLost));
   auto running = runner_.recover();
   if (!running.ok()) return running.status();
   int64_t deadline = clock_.now_ms() + options_.recovery_grace_ms;
-  for (const TrialRecord& t : *running) {
+  for (const store::TrialRecord& t : *running) {
     LiveTrial lt;
     lt.trial_id = t.id;
     lt.sweep_id = t.sweep_id;
@@ -243,9 +225,9 @@ Status Broker::turn(int max_wait_ms) {
     if (!failure.ok()) break;
   }
   if (failure.ok() && cancel_all_requested_.exchange(false)) {
-    auto sweeps = store_.sweeps_in_state("running");
+    auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
     if (!sweeps.ok()) failure = sweeps.status();
-    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<SweepRecord>{}) {
+    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<store::SweepRecord>{}) {
       int64_t n = 0;
       failure = cancel_sweep(s.id, "stopped by the user (interrupt)", &n);
       if (!failure.ok()) break;
@@ -254,12 +236,13 @@ Status Broker::turn(int max_wait_ms) {
   if (failure.ok()) failure = check_timers();
   if (failure.ok() && dirty_) failure = dispatch();
   // Those waiting ride on this turn's commit when there is one.
-  if (failure.ok() && !pending_starts_.empty()) failure = write_starts(/*all=*/store_.in_transaction());
+  if (failure.ok() && !pending_starts_.empty())
+    failure = write_starts(/*all=*/store_.in_transaction() || !options_.commit.defer_start_writes);
   // All there is to send waits on nothing (exit acknowledgements, and
   // successors whose predecessor still runs): the transaction stays open a
   // little, so that one commit and one wake-up of the agent serve several
   // trials. Anything else commits and goes out now.
-  if (failure.ok() && store_.in_transaction() && deferrable_outgoing()) {
+  if (failure.ok() && options_.commit.gather_window && store_.in_transaction() && deferrable_outgoing()) {
     auto now = std::chrono::steady_clock::now();
     if (!gathering_) {
       gathering_ = true;
@@ -402,7 +385,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   }
   // The same connection re-registering under another name: the old name is gone.
   if (Session* cur = session_by_routing(routing_id); cur && cur->name != r.name)
-    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, "gone"));
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, AgentState::kGone));
 
   Session& s = sessions_[routing_id];
   s.routing_id = routing_id;
@@ -438,7 +421,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     }
     auto rec = store_.trial_record(rt.trial_id);
     if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
-        rec->state == "queued" && runner_.adopt_queued(rec->sweep_id, rec->id)) {
+        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && runner_.adopt_queued(rec->sweep_id, rec->id)) {
       // Given up while its agent was away, not restarted yet: take it back.
       LiveTrial lt;
       lt.trial_id = rec->id;
@@ -504,7 +487,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
   if (auto* ex = std::get_if<TrialExited>(&m)) return on_trial_exited(s, *ex, false);
   if (auto* dc = std::get_if<Disconnect>(&m)) {
     log::info("agent " + s.name + " disconnected: " + dc->reason);
-    return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", "gone");
+    return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", AgentState::kGone);
   }
   return Status::Ok();
 }
@@ -565,7 +548,7 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   std::optional<std::string> metric = runner_.metric_name(sweep_id);
   if (!metric && !runner_.is_running(sweep_id)) {
-    auto sums = store_.sweep_summaries(sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), sweep_id);
     if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
   }
   auto t0 = std::chrono::steady_clock::now();
@@ -579,166 +562,9 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
   return Status::Ok();
 }
 
-Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
-  std::string reason;
-  std::string state = state_for_exit(e, &reason);
-  auto it = live_.find(e.trial_id);
-  if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
-    if (state == "lost")
-      SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
-    else
-      SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, state, &e, reason));
-  } else if (it == live_.end() || it->second.attempt != e.attempt) {
-    SWEPT_RETURN_IF_ERROR(ensure_tx());
-    auto rec = store_.trial_record(e.trial_id);
-    if (rec.ok() && rec->attempts == e.attempt && (rec->state == "queued" || rec->state == "lost") &&
-        state != "lost" && runner_.is_running(rec->sweep_id)) {
-      // Given up while its agent was away (requeued, or lost with no retries
-      // left), but it finished: its result stands.
-      runner_.forget_queued(rec->sweep_id, rec->id);
-      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, state, e.exit_code, reason, e.ended_at));
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, state, e.exit_code, reason, e.ended_at));
-      stat_finished_++;
-      SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
-      dirty_ = true;
-      log::info("trial " + to_s(e.trial_id) + " finished on " + s.name + " while given up: recorded as " + state);
-    } else if (rec.ok() && rec->attempts != e.attempt) {
-      // A superseded attempt: history only.
-      SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, "lost", e.exit_code,
-                                               "ended after it was superseded: " + reason, e.ended_at));
-    }
-    // else: the same attempt, already final (a repeated TRIAL_EXITED): nothing to do.
-  }
-  if (!from_register) send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
-  return Status::Ok();
-}
-
-Status Broker::finish_live(int64_t trial_id, const std::string& state, const TrialExited* e,
-                           const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take_live(it);
-  if (e && e->cause == ExitCause::kExited && lt.start_started_at > 0 && e->ended_at >= lt.start_started_at) {
-    // How long this sweep's trials run (queue_successors()): a moving average.
-    double run = e->ended_at - lt.start_started_at;
-    auto [m, fresh] = mean_run_seconds_.try_emplace(lt.sweep_id, run);
-    if (!fresh) m->second += 0.2 * (run - m->second);
-  }
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
-  std::optional<int> code = e ? e->exit_code : std::nullopt;
-  if (lt.cancelled) {
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "stopped", code, reason, ended));
-  } else {
-    // A start not written yet goes in with the end (a short trial's
-    // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
-    std::optional<Store::StartRecord> start;
-    if (lt.start_env_json) {
-      start = Store::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
-      pending_starts_.erase(trial_id);
-    }
-    const Store::StartRecord* with = start ? &*start : nullptr;
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
-  }
-  stat_finished_++;
-  runner_.trial_ended(lt.sweep_id);
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
-  dirty_ = true;
-  return Status::Ok();
-}
-
-Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take_live(it);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  double now = clock_.wall_seconds();
-  // An attempt the agent never confirmed did not run: say so in the history.
-  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
-  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, "lost", std::nullopt, attempt_reason, now));
-  if (lt.cancelled) {
-    runner_.trial_ended(lt.sweep_id);
-  } else if (!lt.started || lt.attempt <= lt.max_retries) {
-    // Never confirmed started: the attempt did not run, so it costs no retry.
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "queued", std::nullopt, "requeued: " + reason, std::nullopt));
-    runner_.requeue(lt.sweep_id, trial_id);
-    log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
-  } else {
-    // Final: `lost`, not `failed`: the trial did not fail, its host went away.
-    std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "lost", std::nullopt, why, now));
-    runner_.trial_ended(lt.sweep_id);
-    log::info("trial " + to_s(trial_id) + " lost: " + why);
-  }
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
-  dirty_ = true;
-  return Status::Ok();
-}
-
-Status Broker::on_agent_gone(std::string routing_id, const std::string& why, const char* new_state) {
-  auto it = sessions_.find(routing_id);
-  if (it == sessions_.end()) return Status::Ok();
-  std::string name = it->second.name;
-  sessions_.erase(it);
-  if (auto n = routing_by_name_.find(name); n != routing_by_name_.end() && n->second == routing_id)
-    routing_by_name_.erase(n);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  SWEPT_RETURN_IF_ERROR(store_.set_agent_state(name, new_state, clock_.wall_seconds()));
-  std::vector<int64_t> ids;
-  for (const auto& [id, lt] : live_)
-    if (lt.agent == name) ids.push_back(id);
-  for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + name + " lost: " + why));
-  dirty_ = true;
-  return Status::Ok();
-}
-
-// ---- clients ----
-
-Status Broker::cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count) {
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto r = runner_.cancel(sweep_id, reason);
-  if (!r.ok()) return r.status();
-  *count = *r;
-  std::vector<int64_t> ids;
-  for (const auto& [id, lt] : live_)
-    if (lt.sweep_id == sweep_id && !lt.cancelled) ids.push_back(id);
-  for (int64_t id : ids) {
-    SWEPT_RETURN_IF_ERROR(cancel_trial(id, reason));
-    ++*count;
-  }
-  dirty_ = true;
-  return Status::Ok();
-}
-
-Status Broker::cancel_trial(int64_t trial_id, const std::string& reason) {
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto it = live_.find(trial_id);
-  if (it != live_.end()) {
-    LiveTrial& lt = it->second;
-    if (lt.cancelled) return Status::Ok();
-    lt.cancelled = true;
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
-    if (auto n = routing_by_name_.find(lt.agent); n != routing_by_name_.end())
-      send_later(n->second, StopTrial{trial_id, lt.attempt, reason});
-    return Status::Ok();
-  }
-  auto rec = store_.trial_record(trial_id);
-  if (!rec.ok()) return rec.status();
-  if (rec->state == "queued") {
-    runner_.forget_queued(rec->sweep_id, trial_id);
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
-    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
-    return Status::Ok();
-  }
-  return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + rec->state);
-}
-
 Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  // Store failures answer the client and end the turn (the caller rolls back).
+  // Store (Writer) failures answer the client and end the turn (the caller rolls back).
   auto reply_error = [&](const std::string& rid, const Status& s) {
     std::string code = s.code() == StatusCode::kNotFound            ? "not_found"
                        : s.code() == StatusCode::kInvalidArgument   ? "bad_request"
@@ -768,10 +594,11 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   }
   if (auto* c = std::get_if<Cancel>(&m)) {
     if (c->sweep_id) {
-      auto sums = store_.sweep_summaries(*c->sweep_id);
+      auto sums = store::sweep_summaries(store_.connection(), *c->sweep_id);
       if (!sums.ok()) return refuse(c->request_id, sums.status());
-      if (sums->front().state != "running") {
-        send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " + sums->front().state, 0});
+      if (sums->front().state != SweepState::kRunning) {
+        send_later(routing_id, Done{c->request_id, "sweep " + to_s(*c->sweep_id) + " is already " +
+                                                       std::string(name(sums->front().state)), 0});
         return Status::Ok();
       }
       int64_t n = 0;
@@ -786,7 +613,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     return Status::Ok();
   }
   if (auto* r = std::get_if<Retry>(&m)) {
-    auto sums = store_.sweep_summaries(r->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), r->sweep_id);
     if (!sums.ok()) return refuse(r->request_id, sums.status());
     auto n = runner_.retry_failed(r->sweep_id);
     if (!n.ok()) return refuse(r->request_id, n.status());
@@ -795,21 +622,21 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     return Status::Ok();
   }
   if (auto* q = std::get_if<QuerySweeps>(&m)) {
-    auto sums = store_.sweep_summaries(q->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
     send_later(routing_id, Sweeps{q->request_id, std::move(*sums)});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryTrials>(&m)) {
-    auto sums = store_.sweep_summaries(q->sweep_id);
+    auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
-    auto rows = store_.trial_rows(q->sweep_id);
+    auto rows = store::trial_rows(store_.connection(), q->sweep_id);
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Trials{q->request_id, std::move(*rows)});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryAgents>(&m)) {
-    auto rows = store_.agent_rows();
+    auto rows = store::agent_rows(store_.connection());
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Agents{q->request_id, std::move(*rows)});
     return Status::Ok();
@@ -828,7 +655,7 @@ Status Broker::check_timers() {
   for (const auto& rid : silent) {
     log::warn("agent " + sessions_[rid].name + " missed " + std::to_string(options_.liveness) +
               " heartbeats: declared lost");
-    SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", "lost"));
+    SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", AgentState::kLost));
   }
   std::vector<int64_t> orphans, unconfirmed;
   for (const auto& [id, lt] : live_) {
@@ -937,13 +764,19 @@ Status Broker::start_next(int64_t sweep_id, const std::string& agent, const Plac
 }
 
 Status Broker::queue_successors() {
+  if (!options_.commit.successors) return Status::Ok();
   // Only while one sweep alone has trials waiting (a successor keeps its
   // predecessor's place for the same sweep, so with several sweeps waiting
   // the places go through placement and its fair order instead)...
   int64_t sweep_id = 0;
   int64_t available = 0;
+  std::set<int64_t> unplaceable;
+  {
+    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    unplaceable = unplaceable_;
+  }
   for (const SweepQueue& q : runner_.queues()) {
-    if (q.available <= 0 || unplaceable_.count(q.sweep_id)) continue;
+    if (q.available <= 0 || unplaceable.count(q.sweep_id)) continue;
     if (sweep_id) return Status::Ok();
     sweep_id = q.sweep_id;
     available = q.available;
@@ -971,15 +804,6 @@ Status Broker::queue_successors() {
     if (!started) break;
   }
   return Status::Ok();
-}
-
-Broker::LiveTrial Broker::take_live(std::unordered_map<int64_t, LiveTrial>::iterator it) {
-  LiveTrial lt = std::move(it->second);
-  live_.erase(it);
-  // Its successor now holds the place; a successor that ends first frees it.
-  if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
-  if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;
-  return lt;
 }
 
 void Broker::send_heartbeats() {

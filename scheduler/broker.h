@@ -3,7 +3,7 @@
 //
 // It owns the agent registry (sessions, liveness), the table of trials out on
 // agents, and decides what starts where by asking placement (pure) and the
-// sweep runner (queues); everything durable goes through the Store. Each turn
+// sweep runner (queues); everything durable goes through the store's Writer. Each turn
 // of the loop receives what is waiting, handles it inside one store
 // transaction, checks timers, dispatches, commits, and only then sends: an
 // acknowledgement or a START_TRIAL never leaves before the state it implies
@@ -42,10 +42,30 @@
 #include "common/status.h"
 #include "common/wakeup.h"
 #include "scheduler/placement.h"
-#include "scheduler/store.h"
+#include "store/reader.h"
+#include "store/writer.h"
 #include "scheduler/sweep_runner.h"
 
 namespace swept::scheduler {
+
+// The broker's commit-batching tricks, named together so that they can be
+// switched off (to measure them, or to rule them out when something is
+// wrong). Each trades latency nobody sees for fewer commits and wake-ups;
+// none changes what is stored or acknowledged, only when.
+struct CommitPolicy {
+  // An open transaction whose only mail may wait (exit acknowledgements,
+  // successors) stays open up to 2 ms for more, so one commit serves several.
+  bool gather_window = true;
+  // A TRIAL_STARTED record (pid, environment, start time) rides on the next
+  // commit, or gets its own 50 ms later, instead of a commit of its own.
+  bool defer_start_writes = true;
+  // Short trials of a sweep alone in the cluster get a successor waiting at
+  // their agent (START_TRIAL `after`), so the agent need not ask again.
+  bool successors = true;
+  // All off: commit and send at the end of every turn, write every start in
+  // the turn it arrives, send no successors.
+  static CommitPolicy off() { return CommitPolicy{false, false, false}; }
+};
 
 struct BrokerOptions {
   // Where to listen; "tcp://127.0.0.1:*" picks a free port (see endpoint()).
@@ -60,6 +80,7 @@ struct BrokerOptions {
   // agent to re-register before it is declared lost. Default: long enough
   // for an agent at the end of its 32 s backoff.
   int recovery_grace_ms = 75000;
+  CommitPolicy commit;
 };
 
 struct BrokerStats {
@@ -77,7 +98,7 @@ struct BrokerStats {
 class Broker {
  public:
   // `store` and `clock` must outlive the broker.
-  Broker(Store& store, const Clock& clock, BrokerOptions options);
+  Broker(store::Writer& store, const Clock& clock, BrokerOptions options);
   ~Broker();
 
   // Binds the socket. Unavailable when the address is taken or invalid.
@@ -186,10 +207,10 @@ class Broker {
   Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
-  Status on_agent_gone(std::string routing_id, const std::string& why, const char* new_state);
+  Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
-  Status finish_live(int64_t trial_id, const std::string& state, const protocol::TrialExited* e,
+  Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e,
                      const std::string& reason);
   // A live trial's attempt is lost: requeue or fail per max_retries.
   Status lose_live(int64_t trial_id, const std::string& reason);
@@ -210,7 +231,7 @@ class Broker {
   void send_heartbeats();
   Session* session_by_routing(const std::string& routing_id);
 
-  Store& store_;
+  store::Writer& store_;
   const Clock& clock_;
   BrokerOptions options_;
   SweepRunner runner_;

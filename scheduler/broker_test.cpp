@@ -3,7 +3,8 @@
 // file and a FakeClock for liveness. Waits are bounded loops over broker
 // turns, never sleeps.
 #include "scheduler/broker.h"
-#include "scheduler/test_support.h"
+#include "store/fault_vfs.h"
+#include "store/test_support.h"
 
 #include <doctest/doctest.h>
 
@@ -25,8 +26,8 @@ using namespace swept::protocol;
 
 namespace {
 
-using testing::TempDb;
-using testing::query_int;
+using store::testing::TempDb;
+using store::testing::query_int;
 
 // A scripted peer on a DEALER socket.
 struct Peer {
@@ -115,10 +116,12 @@ TrialExited exited(int64_t trial, int attempt, int code, int64_t last_seq = 0) {
 struct Fixture {
   TempDb db;
   FakeClock clock;
-  std::unique_ptr<Store> store;
+  store::WriterOptions writer_options;  // a failing VFS for fault injection
+  std::unique_ptr<store::Writer> store;
   std::unique_ptr<Broker> broker;
+  CommitPolicy commit;  // the broker's batching tricks (on by default)
   void start(int grace_ms = 60000) {
-    auto s = Store::open(db.path, Store::Mode::kReadWrite);
+    auto s = store::Writer::open(db.path, writer_options);
     REQUIRE(s.ok());
     store = std::move(*s);
     BrokerOptions o;
@@ -126,6 +129,7 @@ struct Fixture {
     o.heartbeat_ms = 100;
     o.liveness = 3;
     o.recovery_grace_ms = grace_ms;
+    o.commit = commit;
     broker = std::make_unique<Broker>(*store, clock, o);
     REQUIRE(broker->bind().ok());
     REQUIRE(broker->recover().ok());
@@ -183,7 +187,7 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 6);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE env IS NOT NULL AND started_at IS NOT NULL") == 3);
-  auto sums = f.store->sweep_summaries(sub->sweep_id);
+  auto sums = store::sweep_summaries(f.store->connection(), sub->sweep_id);
   REQUIRE(sums.ok());
   CHECK(sums->front().best_value == doctest::Approx(0.5));
 }
@@ -677,4 +681,132 @@ TEST_CASE("hundreds of successors queued in one turn: exactly one behind each ru
     if (st.after_trial_id) CHECK(behind.insert(st.after_trial_id).second);
   CHECK(behind.size() == 300);
   CHECK(behind.count(first[0].trial_id) == 0);  // it had ended
+}
+
+TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says why, a restart loses and doubles nothing") {
+  auto& fault = store::testing::FaultVfs::install();
+  Fixture f;
+  f.writer_options.vfs = store::testing::FaultVfs::kName;
+  f.start();
+  int64_t t1 = 0;
+  {
+    Peer a(f.broker->endpoint(), "a#1");
+    a.send(registration("a", 1));
+    expect<RegisterAck>(*f.broker, a);
+    REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+        "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}}})").ok());
+    auto s1 = expect<StartTrial>(*f.broker, a);
+    t1 = s1.trial_id;
+    a.send(TrialStarted{t1, 1, 5, 1.0, "w", {}});
+    a.send(Metrics{t1, 1, 1, {{0, "loss", 3.0}}, "", 0});
+    turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 1; });
+
+    // The disk fails under the turn that stores the last metrics and the exit.
+    fault.fail_wal_writes(1000000);
+    a.send(Metrics{t1, 1, 2, {{1, "loss", 2.0}}, "", 0});
+    a.send(exited(t1, 1, 0, 2));
+    Status failed;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (failed.ok() && std::chrono::steady_clock::now() < deadline) {
+      failed = f.broker->turn(5);
+      f.clock.advance_ms(10);
+    }
+    fault.fail_wal_writes(0);
+    // The broker says what happened: the commit failed, with SQLite's reason.
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.code() == StatusCode::kIoError);
+    CHECK(failed.message().find("commit failed") != std::string::npos);
+    CHECK(failed.message().find("disk I/O error") != std::string::npos);
+    CHECK(fault.failed_writes() > 0);
+    // Nothing of that turn was acknowledged to the agent...
+    while (auto m = a.poll()) {
+      CHECK_FALSE(std::holds_alternative<ExitAck>(*m));
+      if (auto* h = std::get_if<Heartbeat>(&*m))
+        for (const auto& k : h->acked) CHECK(k.seq < 2);
+    }
+    // ...and nothing of it is in the file.
+    CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 1);
+    CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
+  }
+  // A failed turn is fatal (swept scheduler exits with the message above);
+  // it restarts on the same file and the agent re-sends what was not acked.
+  f.stop();
+  f.start();
+  Peer a(f.broker->endpoint(), "a#2");
+  Register r = registration("a", 1);
+  r.finished = {exited(t1, 1, 0, 2)};
+  a.send(r);
+  auto ack = expect<RegisterAck>(*f.broker, a);
+  REQUIRE(ack.acked.size() == 1);
+  CHECK(ack.acked[0].seq == 1);  // batch 2 was lost with the failed commit: re-send it
+  a.send(Metrics{t1, 1, 2, {{1, "loss", 2.0}}, "", 0});
+  a.send(exited(t1, 1, 0, 2));
+  expect<ExitAck>(*f.broker, a);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(t1)) == 2);
+  auto sums = store::sweep_summaries(f.store->connection(), std::nullopt);
+  REQUIRE(sums.ok());
+  CHECK(sums->front().best_value == doctest::Approx(2.0));
+}
+
+TEST_CASE("a lost trial is final: its agent coming back still running it gets a STOP_TRIAL, not the trial") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
+  // Silent past liveness, no retries left: lost, and the sweep is over.
+  f.clock.advance_ms(301);
+  const std::string lost = "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(st.trial_id) + " AND state='lost'";
+  turn_until(*f.broker, [&] { return query_int(f.db.path, lost) == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+
+  // It comes back still running that attempt: not adopted (docs/protocol.md,
+  // Reconciliation), stopped as stale; its stop changes nothing.
+  a.send(Heartbeat{});
+  expect<Disconnect>(*f.broker, a);
+  Register again = registration("a", 1);
+  again.running = {{st.trial_id, 1, 5, 1.0}};
+  a.send(again);
+  expect<RegisterAck>(*f.broker, a);
+  auto stop = expect<StopTrial>(*f.broker, a);
+  CHECK(stop.trial_id == st.trial_id);
+  TrialExited stopped = exited(st.trial_id, 1, 0);
+  stopped.cause = ExitCause::kStopped;
+  stopped.exit_code.reset();
+  a.send(stopped);
+  expect<ExitAck>(*f.broker, a);
+  CHECK(query_int(f.db.path, lost) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
+}
+
+TEST_CASE("with the commit policy off: starts written in their turn, no successors, the same results") {
+  Fixture f;
+  f.commit = CommitPolicy::off();
+  f.start();
+  Peer& a = f.agent("a", 1, /*start_after=*/true);
+  REQUIRE(f.broker->submit(kThreeTrials).ok());
+  for (int n = 1; n <= 3; ++n) {
+    std::vector<Message> mail;
+    auto st = expect<StartTrial>(*f.broker, a, &mail);
+    CHECK(st.after_trial_id == 0);  // never a successor
+    a.send(TrialStarted{st.trial_id, st.attempt, 5, 1.0, "w", {}});
+    // Written in the turn that read it: the fake clock does not move.
+    turn_until(*f.broker, [&] {
+      return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == n;
+    });
+    a.send(Metrics{st.trial_id, st.attempt, 1, {{0, "loss", 1.0 / n}}, "", 0});
+    a.send(exited(st.trial_id, st.attempt, 0, 1));
+    expect<ExitAck>(*f.broker, a);
+  }
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1; }, {&a});
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 3);
+  CHECK(f.broker->stats().successors == 0);
 }

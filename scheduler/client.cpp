@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "common/random_id.h"
 #include "scheduler/zmq_io.h"
 
 namespace swept::scheduler {
@@ -26,7 +27,7 @@ Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int
   std::unique_ptr<Client> c(new Client(endpoint, timeout_ms));
   try {
     c->socket_.set(zmq::sockopt::linger, 0);
-    c->socket_.set(zmq::sockopt::routing_id, "cli#" + zmqio::random_hex(16));
+    c->socket_.set(zmq::sockopt::routing_id, "cli#" + random_hex(16));
     c->socket_.connect(endpoint);
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument("cannot use scheduler address \"" + endpoint + "\": " + e.what() +
@@ -36,7 +37,7 @@ Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int
 }
 
 Result<protocol::Message> Client::call(protocol::Message request) {
-  std::string request_id = zmqio::random_hex(12);
+  std::string request_id = random_hex(12);
   std::visit(
       [&](auto& m) {
         if constexpr (requires { m.request_id; }) m.request_id = request_id;

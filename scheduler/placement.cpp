@@ -75,20 +75,6 @@ void reserve(std::vector<AgentCapacity>& agents, const Placement& p) {
   }
 }
 
-void release(std::vector<AgentCapacity>& agents, const Placement& p) {
-  if (p.agent >= agents.size()) return;
-  AgentCapacity& a = agents[p.agent];
-  a.free_slots += p.cpus;
-  for (int idx : p.gpus) {
-    GpuUse* g = find_gpu(a, idx);
-    if (!g) continue;
-    if (p.gpu_fraction > 0)
-      g->fraction_used = std::max(0.0, g->fraction_used - p.gpu_fraction);
-    else
-      g->whole = false;
-  }
-}
-
 bool could_ever_fit(const std::vector<AgentCapacity>& agents, const Demand& demand) {
   std::vector<AgentCapacity> empty = agents;
   for (auto& a : empty) {

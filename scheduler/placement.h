@@ -61,9 +61,9 @@ struct Placement {
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand);
 
 // Takes the resources of `p` from `agents` (after place_trial said it fits).
+// Nothing gives them back: capacities are rebuilt from the live trials each
+// time they are needed (Broker::dispatch), so no count can drift.
 void reserve(std::vector<AgentCapacity>& agents, const Placement& p);
-// Gives them back (a trial ended).
-void release(std::vector<AgentCapacity>& agents, const Placement& p);
 
 // Whether `demand` could ever fit on some agent when the cluster is empty:
 // a trial asking for 3 GPUs when no agent has 3 waits, but the user should

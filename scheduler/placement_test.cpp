@@ -17,10 +17,18 @@ AgentCapacity agent(std::string name, int gpus, int slots = 0) {
   for (int i = 0; i < gpus; ++i) a.gpus.push_back({i, false, 0.0});
   return a;
 }
+
+// What the broker does when a trial ends: capacities rebuilt from the idle
+// agents and the placements still live (placement keeps no state of its own).
+std::vector<AgentCapacity> rebuilt(std::vector<AgentCapacity> idle, const std::vector<Placement>& live) {
+  for (const auto& p : live) reserve(idle, p);
+  return idle;
+}
 }  // namespace
 
 TEST_CASE("a gang of whole GPUs lands on one agent, all or nothing") {
-  std::vector<AgentCapacity> agents = {agent("a", 2), agent("b", 4)};
+  const std::vector<AgentCapacity> idle = {agent("a", 2), agent("b", 4)};
+  std::vector<AgentCapacity> agents = idle;
   auto p = place_trial(agents, Demand{3, 0, 1});
   REQUIRE(p);
   CHECK(p->agent == 1);
@@ -34,7 +42,7 @@ TEST_CASE("a gang of whole GPUs lands on one agent, all or nothing") {
   auto q = place_trial(agents, Demand{2, 0, 1});
   REQUIRE(q);
   CHECK(q->agent == 0);
-  release(agents, *p);
+  agents = rebuilt(idle, {});  // p ended (q was never reserved)
   CHECK(place_trial(agents, Demand{4, 0, 1})->agent == 1);
 }
 
@@ -69,7 +77,8 @@ TEST_CASE("memory fractions pack while their sum stays at most 1") {
 }
 
 TEST_CASE("fractions fill the fullest GPU first and never a whole-held one") {
-  std::vector<AgentCapacity> agents = {agent("a", 2)};
+  const std::vector<AgentCapacity> idle = {agent("a", 2)};
+  std::vector<AgentCapacity> agents = idle;
   auto whole = place_trial(agents, Demand{1, 0, 1});
   REQUIRE(whole);
   reserve(agents, *whole);  // GPU 0 whole
@@ -82,7 +91,7 @@ TEST_CASE("fractions fill the fullest GPU first and never a whole-held one") {
   CHECK(f2->gpus == std::vector<int>{1});
   reserve(agents, *f2);
   CHECK_FALSE(place_trial(agents, Demand{0, 0.3, 1}));
-  release(agents, *f1);
+  agents = rebuilt(idle, {*whole, *f2});  // f1 ended
   CHECK(place_trial(agents, Demand{0, 0.3, 1}));
 }
 
@@ -152,13 +161,14 @@ TEST_CASE("no two whole-GPU trials ever share a GPU across a random workload") {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     return x >> 33;
   };
-  std::vector<AgentCapacity> agents = {agent("a", 4, 4), agent("b", 8, 2)};
+  const std::vector<AgentCapacity> idle = {agent("a", 4, 4), agent("b", 8, 2)};
+  std::vector<AgentCapacity> agents = idle;
   std::vector<Placement> live;
   for (int step = 0; step < 2000; ++step) {
     if (!live.empty() && next() % 3 == 0) {
       size_t k = next() % live.size();
-      release(agents, live[k]);
       live.erase(live.begin() + k);
+      agents = rebuilt(idle, live);
       continue;
     }
     Demand d;

@@ -35,11 +35,11 @@ Result<sweeps::SweepSpec> parse_or_explain(const std::string& text) {
 
 }  // namespace
 
-Result<std::vector<TrialRecord>> SweepRunner::recover() {
-  std::vector<TrialRecord> running;
-  auto sweeps = store_.sweeps_in_state("running");
+Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
+  std::vector<store::TrialRecord> running;
+  auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
   if (!sweeps.ok()) return sweeps.status();
-  for (const SweepRecord& r : *sweeps) {
+  for (const store::SweepRecord& r : *sweeps) {
     auto spec = parse_or_explain(r.spec);
     if (!spec.ok()) {
       // The file was valid when submitted; a newer sweeps/ may disagree.
@@ -53,10 +53,10 @@ Result<std::vector<TrialRecord>> SweepRunner::recover() {
     a.total = r.total_trials;
     a.next_index = r.next_index;
     // (A `lost` trial is final: it had no retries left. `swept retry` takes it back.)
-    auto ids = store_.trial_ids_in_state(r.id, "queued");
+    auto ids = store_.trial_ids_in_state(r.id, TrialState::kQueued);
     if (!ids.ok()) return ids.status();
     for (int64_t id : *ids) a.queued.push_back(id);
-    auto live = store_.trials_in_state(r.id, "running");
+    auto live = store_.trials_in_state(r.id, TrialState::kRunning);
     if (!live.ok()) return live.status();
     a.running = static_cast<int>(live->size());
     for (auto& t : *live) running.push_back(std::move(t));
@@ -71,7 +71,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   Active a;
   a.spec = std::move(*spec);
   a.total = sweeps::trial_count(a.spec);
-  SweepRecord r;
+  store::SweepRecord r;
   r.name = a.spec.name;
   r.method = method_name(a.spec.method);
   if (a.spec.metric) {
@@ -79,13 +79,13 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
     r.metric_goal = a.spec.metric->goal == sweeps::Goal::kMaximize ? "maximize" : "minimize";
   }
   r.spec = text;
-  r.state = a.total && *a.total == 0 ? "completed" : "running";
+  r.state = a.total && *a.total == 0 ? SweepState::kCompleted : SweepState::kRunning;
   r.total_trials = a.total;
   r.created_at = clock_.wall_seconds();
   auto id = store_.insert_sweep(r);
   if (!id.ok()) return id.status();
   a.id = *id;
-  if (r.state == "running") sweeps_.emplace(a.id, std::move(a));
+  if (r.state == SweepState::kRunning) sweeps_.emplace(a.id, std::move(a));
   return SubmitResult{*id, r.total_trials};
 }
 
@@ -160,7 +160,8 @@ Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
     s.next_index = index + 1;
     if (!argv.ok()) {
       std::string reason = "cannot build the command: " + argv.status().message();
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(*id, "failed", std::nullopt, reason, clock_.wall_seconds()));
+      const TrialState rejected = next_trial_state(TrialState::kQueued, {TrialEventKind::kReject}, 0).value();
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(*id, rejected, std::nullopt, reason, clock_.wall_seconds()));
       log::warn("sweep " + std::to_string(s.id) + " trial " + std::to_string(*id) + ": " + reason);
       continue;
     }
@@ -227,7 +228,7 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
   if (it == sweeps_.end()) return Status::Ok();
   const Active& s = it->second;
   if (!s.total || s.next_index < *s.total || !s.queued.empty() || s.running > 0) return Status::Ok();
-  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "completed", clock_.wall_seconds()));
+  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCompleted, clock_.wall_seconds()));
   log::info("sweep " + std::to_string(sweep_id) + " completed");
   sweeps_.erase(it);
   ++ended_count_;
@@ -239,33 +240,37 @@ Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason)
   int64_t stopped = 0;
   if (it != sweeps_.end()) {
     for (int64_t id : it->second.queued) {
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, "stopped", std::nullopt, reason, clock_.wall_seconds()));
+      const TrialState next = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, next, std::nullopt, reason, clock_.wall_seconds()));
       ++stopped;
     }
     sweeps_.erase(it);
     ++ended_count_;
   }
-  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "cancelled", clock_.wall_seconds()));
+  SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCancelled, clock_.wall_seconds()));
   return stopped;
 }
 
 Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
-  // Failed trials, and lost ones (their agent vanished with no retries left).
-  auto failed = store_.trial_ids_in_state(sweep_id, "failed");
-  if (!failed.ok()) return failed.status();
-  auto lost = store_.trial_ids_in_state(sweep_id, "lost");
-  if (!lost.ok()) return lost.status();
-  failed->insert(failed->end(), lost->begin(), lost->end());
-  std::sort(failed->begin(), failed->end());
-  if (failed->empty()) return int64_t{0};
+  // Failed trials, and lost ones (their agent vanished with no retries
+  // left): the states `swept retry` takes back (common/states.h).
+  std::vector<std::pair<int64_t, TrialState>> retried;
+  for (const auto& st : kTrialStates) {
+    if (!st.retryable) continue;
+    auto ids = store_.trial_ids_in_state(sweep_id, st.state);
+    if (!ids.ok()) return ids.status();
+    for (int64_t id : *ids) retried.emplace_back(id, st.state);
+  }
+  std::sort(retried.begin(), retried.end());
+  if (retried.empty()) return int64_t{0};
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) {
     // A completed (or cancelled) sweep runs again: reload it.
-    auto all = store_.sweep_summaries(sweep_id);
+    auto all = store::sweep_summaries(store_.connection(), sweep_id);
     if (!all.ok()) return all.status();
     auto running = store_.sweeps_in_state(all->front().state);
     if (!running.ok()) return running.status();
-    for (const SweepRecord& r : *running) {
+    for (const store::SweepRecord& r : *running) {
       if (r.id != sweep_id) continue;
       auto spec = parse_or_explain(r.spec);
       if (!spec.ok()) return spec.status();
@@ -275,17 +280,18 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
       a.total = r.total_trials;
       a.next_index = r.next_index;
       // Only the failed trials run again: nothing new is generated after a cancel.
-      if (all->front().state == "cancelled") a.total = a.next_index;
+      if (all->front().state == SweepState::kCancelled) a.total = a.next_index;
       it = sweeps_.emplace(r.id, std::move(a)).first;
     }
     if (it == sweeps_.end()) return Status::NotFound("no sweep " + std::to_string(sweep_id));
-    SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, "running", std::nullopt));
+    SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kRunning, std::nullopt));
   }
-  for (int64_t id : *failed) {
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, "queued", std::nullopt, std::nullopt, std::nullopt));
+  for (const auto& [id, from] : retried) {
+    const TrialState queued = next_trial_state(from, {TrialEventKind::kRetry}, 0).value();
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, queued, std::nullopt, std::nullopt, std::nullopt));
     it->second.queued.push_back(id);
   }
-  return static_cast<int64_t>(failed->size());
+  return static_cast<int64_t>(retried.size());
 }
 
 }  // namespace swept::scheduler

@@ -25,7 +25,8 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "scheduler/placement.h"
-#include "scheduler/store.h"
+#include "store/reader.h"
+#include "store/writer.h"
 #include "sweeps/sweep.h"
 
 namespace swept::scheduler {
@@ -47,11 +48,11 @@ struct SubmitResult {
 
 class SweepRunner {
  public:
-  SweepRunner(Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+  SweepRunner(store::Writer& store, const Clock& clock) : store_(store), clock_(clock) {}
 
   // Loads running sweeps and their queued (and lost) trials from the store.
   // Returns the trials recorded as running, for the broker to reconcile.
-  Result<std::vector<TrialRecord>> recover();
+  Result<std::vector<store::TrialRecord>> recover();
 
   // Parses, validates and records a sweep file. InvalidArgument lists every
   // problem ("parameters.lr.min: expected a number ..."), one per line.
@@ -103,12 +104,11 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
-    bool warned_unplaceable = false;
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
 
-  Store& store_;
+  store::Writer& store_;
   const Clock& clock_;
   std::map<int64_t, Active> sweeps_;  // by id = submission order
   int64_t ended_count_ = 0;

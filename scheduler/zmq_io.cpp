@@ -1,7 +1,6 @@
 // ZeroMQ glue: see zmq_io.h.
 #include "scheduler/zmq_io.h"
 
-#include <random>
 
 namespace swept::zmqio {
 
@@ -42,14 +41,6 @@ Status send(zmq::socket_t& socket, const std::string& routing_id, const protocol
                                " failed: " + e.what());
   }
   return Status::Ok();
-}
-
-std::string random_hex(int hex_digits) {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* kDigits = "0123456789abcdef";
-  std::string s;
-  for (int i = 0; i < hex_digits; ++i) s += kDigits[rng() & 15];
-  return s;
 }
 
 }  // namespace swept::zmqio

@@ -1,8 +1,7 @@
 // ZeroMQ glue for the scheduler's side: moving protocol frames (common/
-// protocol.h) through cppzmq sockets, and SWEPT_ZMQ_CHECK, the one check
-// macro for ZeroMQ calls here. cppzmq reports failures as zmq::error_t; the
-// macro turns one into a Status naming the file, line, call and errno text,
-// so no exception leaves the scheduler or the CLI.
+// protocol.h) through cppzmq sockets. ZeroMQ calls are checked with the one
+// SWEPT_ZMQ_CHECK (common/zmq_check.h), so no exception leaves the scheduler
+// or the CLI.
 // Thread safety: as the socket's (one thread per socket).
 #pragma once
 
@@ -13,16 +12,7 @@
 
 #include "common/protocol.h"
 #include "common/status.h"
-
-#define SWEPT_ZMQ_CHECK(call)                                                                          \
-  do {                                                                                                 \
-    try {                                                                                              \
-      (void)(call);                                                                                    \
-    } catch (const zmq::error_t& _swept_e) {                                                           \
-      return ::swept::Status::Unavailable(std::string(__FILE__) + ":" + std::to_string(__LINE__) + ": " + \
-                                          #call + " failed: " + _swept_e.what());                       \
-    }                                                                                                  \
-  } while (0)
+#include "common/zmq_check.h"
 
 namespace swept::zmqio {
 
@@ -40,8 +30,5 @@ Result<std::optional<Received>> receive(zmq::socket_t& socket, bool with_routing
 // Sends frames, prefixed by routing_id when it is not empty. Never blocks:
 // a peer that is gone or full makes it return Unavailable (the message is dropped).
 Status send(zmq::socket_t& socket, const std::string& routing_id, const protocol::Frames& frames);
-
-// A fresh random id of `hex_digits` hex digits (request ids, nonces).
-std::string random_hex(int hex_digits);
 
 }  // namespace swept::zmqio

@@ -1,5 +1,5 @@
-// Pure computations behind the dashboard's charts: downsampling of metric
-// series and parameter importance. No I/O, no SQLite, no threads: tested with
+// Pure computations behind the dashboard's charts over rows the store
+// returns: parameter importance (series downsampling is store/downsample.h). No I/O, no SQLite, no threads: tested with
 // hand-computed cases in analysis_test.cpp.
 #pragma once
 
@@ -10,19 +10,6 @@
 #include <vector>
 
 namespace swept::web {
-
-struct SeriesPoint {
-  int64_t step;
-  double value;
-};
-
-// Largest-Triangle-Three-Buckets (Steinarsson 2013): keeps the first and last
-// point and, from each of `max_points - 2` equal buckets, the point forming the
-// largest triangle with the previous kept point and the next bucket's mean.
-// Preserves peaks and dips that plain striding would drop. Returns the input
-// unchanged when it has at most `max_points` points; `max_points` below 3 is
-// treated as 3. Input must be sorted by step.
-std::vector<SeriesPoint> downsample_lttb(const std::vector<SeriesPoint>& points, size_t max_points);
 
 // A parameter value as the importance computation sees it: a number, or
 // anything else as its JSON text (a category).

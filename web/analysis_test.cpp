@@ -1,43 +1,12 @@
-// Tests of web/analysis.h against hand-computed cases.
+// Tests of web/analysis.h (parameter importance) against hand-computed cases.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
 #include "web/analysis.h"
 
-using swept::web::downsample_lttb;
 using swept::web::ImportanceInput;
 using swept::web::parameter_importance;
-using swept::web::SeriesPoint;
-
-TEST_CASE("web: lttb returns short series unchanged") {
-  std::vector<SeriesPoint> pts = {{0, 1}, {1, 2}, {2, 3}};
-  auto out = downsample_lttb(pts, 10);
-  REQUIRE(out.size() == 3);
-  CHECK(out[1].step == 1);
-}
-
-TEST_CASE("web: lttb keeps endpoints, the requested count, order and a lone spike") {
-  std::vector<SeriesPoint> pts;
-  for (int i = 0; i < 10000; ++i) pts.push_back({i, i == 5003 ? 100.0 : std::sin(i / 500.0)});
-  auto out = downsample_lttb(pts, 200);
-  REQUIRE(out.size() == 200);
-  CHECK(out.front().step == 0);
-  CHECK(out.back().step == 9999);
-  bool spike = false;
-  for (size_t i = 1; i < out.size(); ++i) {
-    CHECK(out[i].step > out[i - 1].step);
-    if (out[i].value == 100.0) spike = true;
-  }
-  CHECK(spike);  // plain striding would drop it
-}
-
-TEST_CASE("web: lttb treats fewer than 3 points as 3") {
-  std::vector<SeriesPoint> pts = {{0, 0}, {1, 5}, {2, 0}, {3, 0}, {4, 1}};
-  auto out = downsample_lttb(pts, 1);
-  REQUIRE(out.size() == 3);
-  CHECK(out[1].step == 1);  // the peak forms the largest triangle
-}
 
 TEST_CASE("web: eta squared matches a hand-computed one-way ANOVA") {
   ImportanceInput in;

@@ -14,29 +14,34 @@ json opt(const std::optional<T>& v) {
 }
 json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 json opt_number(const std::optional<double>& v) { return v ? number(*v) : json(nullptr); }
+json state_names(const std::vector<TrialState>& states) {
+  json a = json::array();
+  for (TrialState s : states) a.push_back(name(s));
+  return a;
+}
 }  // namespace
 
-json sweep_json(const SweepSummary& s) {
+json sweep_json(const store::SweepSummary& s) {
   json j = {{"id", s.id},
             {"name", s.name},
             {"method", s.method},
-            {"state", s.state},
+            {"state", name(s.state)},
             {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
             {"total_trials", opt(s.total_trials)},
             {"created_at", s.created_at},
             {"finished_at", opt_number(s.finished_at)},
-            {"counts", s.counts}};
+            {"counts", protocol::counts_json(s.counts)}};
   j["best"] = s.best ? json{{"trial_id", s.best->trial_id}, {"value", number(s.best->value)}} : json(nullptr);
   return j;
 }
 
-json trial_row_json(const TrialRow& r) {
+json trial_row_json(const store::TrialRow& r) {
   json metrics = json::object();
   for (const auto& [name, value] : r.final_metrics) metrics[name] = number(value);
   return {{"id", r.id},
           {"sweep_id", r.sweep_id},
           {"index", r.idx},
-          {"state", r.state},
+          {"state", name(r.state)},
           {"attempts", r.attempts},
           {"agent", opt(r.agent)},
           {"gpus", r.gpus},
@@ -48,7 +53,7 @@ json trial_row_json(const TrialRow& r) {
           {"metrics", metrics}};
 }
 
-json trial_page_json(const TrialPage& p) {
+json trial_page_json(const store::TrialPage& p) {
   json rows = json::array();
   for (const auto& r : p.rows) rows.push_back(trial_row_json(r));
   return {{"sweep_id", p.query.sweep_id},
@@ -57,13 +62,13 @@ json trial_page_json(const TrialPage& p) {
           {"offset", p.query.offset},
           {"sort", p.query.sort},
           {"order", p.query.descending ? "desc" : "asc"},
-          {"states", p.query.states},
+          {"states", state_names(p.query.states)},
           {"columns", {{"params", p.columns.params}, {"metrics", p.columns.metrics}}},
           {"best_trial_id", opt(p.best_trial_id)},
           {"trials", rows}};
 }
 
-json series_json(const MetricSeries& s) {
+json series_json(const store::MetricSeries& s) {
   json steps = json::array(), values = json::array();
   for (const auto& pt : s.points) {
     steps.push_back(pt.step);
@@ -76,7 +81,7 @@ json series_json(const MetricSeries& s) {
           {"values", values}};
 }
 
-json trial_detail_json(const TrialDetail& d) {
+json trial_detail_json(const store::TrialDetail& d) {
   json j = trial_row_json(d.row);
   j["sweep_name"] = d.sweep_name;
   j["sweep_metric"] = opt(d.sweep_metric);
@@ -92,7 +97,7 @@ json trial_detail_json(const TrialDetail& d) {
                         {"agent", a.agent},
                         {"gpus", a.gpus},
                         {"gpu_fraction", opt_number(a.gpu_fraction)},
-                        {"state", a.state},
+                        {"state", name(a.state)},
                         {"exit_code", opt(a.exit_code)},
                         {"reason", opt(a.reason)},
                         {"started_at", a.started_at},
@@ -105,7 +110,7 @@ json trial_detail_json(const TrialDetail& d) {
   return j;
 }
 
-json agent_json(const AgentInfo& a) {
+json agent_json(const store::AgentInfo& a) {
   json gpus = json::array();
   for (const auto& g : a.gpus) {
     json holders = json::array();
@@ -119,7 +124,7 @@ json agent_json(const AgentInfo& a) {
   }
   return {{"name", a.name},
           {"host", a.host},
-          {"state", a.state},
+          {"state", name(a.state)},
           {"slots", a.slots},
           {"registered_at", a.registered_at},
           {"last_seen", a.last_seen},
@@ -127,10 +132,10 @@ json agent_json(const AgentInfo& a) {
           {"cpu_trials", a.cpu_trials}};
 }
 
-json points_json(const SweepPoints& p) {
+json points_json(const store::SweepPoints& p) {
   json points = json::array();
   for (const auto& r : p.points)
-    points.push_back({{"id", r.id}, {"index", r.idx}, {"state", r.state},
+    points.push_back({{"id", r.id}, {"index", r.idx}, {"state", name(r.state)},
                       {"metric_value", opt_number(r.metric_value)}, {"params", r.params}});
   return {{"params", p.params},
           {"metric", {{"name", opt(p.metric_name)}, {"goal", opt(p.metric_goal)}}},

@@ -5,17 +5,18 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
-#include "web/queries.h"
+#include "store/reader.h"
+#include "web/importance.h"
 
 namespace swept::web {
 
-nlohmann::json sweep_json(const SweepSummary& sweep);
-nlohmann::json trial_row_json(const TrialRow& row);
-nlohmann::json trial_page_json(const TrialPage& page);
-nlohmann::json trial_detail_json(const TrialDetail& detail);
-nlohmann::json series_json(const MetricSeries& series);
-nlohmann::json agent_json(const AgentInfo& agent);
-nlohmann::json points_json(const SweepPoints& points);
+nlohmann::json sweep_json(const store::SweepSummary& sweep);
+nlohmann::json trial_row_json(const store::TrialRow& row);
+nlohmann::json trial_page_json(const store::TrialPage& page);
+nlohmann::json trial_detail_json(const store::TrialDetail& detail);
+nlohmann::json series_json(const store::MetricSeries& series);
+nlohmann::json agent_json(const store::AgentInfo& agent);
+nlohmann::json points_json(const store::SweepPoints& points);
 nlohmann::json importance_json(const ImportanceReport& report);
 // {"error": {"code": "not_found", "message": "..."}}
 nlohmann::json error_json(const Status& status);

@@ -1,5 +1,5 @@
 // API tests: a real Server on a port picked at run time, over a database the
-// test creates with scheduler/schema.sql and fills, queried with httplib's
+// test creates with store/schema.sql and fills, queried with httplib's
 // client. Covers every endpoint, paging/sorting/filtering, bad requests,
 // user text with <script> and quotes, the token, cancel, live events, and
 // that the server never writes.
@@ -18,8 +18,7 @@
 #include <sstream>
 #include <thread>
 
-#include "web/db.h"
-#include "web/queries.h"
+#include "store/reader.h"
 #include "web/server.h"
 
 using nlohmann::json;
@@ -49,7 +48,7 @@ class TestDb {
 
   void create_schema() {
     REQUIRE(sqlite3_open(path_.c_str(), &db_) == SQLITE_OK);
-    std::ifstream in(std::string(SWEPT_SOURCE_DIR) + "/scheduler/schema.sql");
+    std::ifstream in(std::string(SWEPT_SOURCE_DIR) + "/store/schema.sql");
     REQUIRE(in.good());
     std::stringstream ss;
     ss << in.rdbuf();
@@ -229,9 +228,10 @@ TEST_CASE("web: sweeps list counts per state and the best trial") {
   CHECK(s1["counts"]["queued"] == 3);
   CHECK(s1["counts"]["failed"] == 3);
   CHECK(s1["counts"]["lost"] == 0);
-  // Lowest loss among completed/running trials: i = 21 (running), 1/22 + 0;
-  // the failed i = 27 (1/28) is lower but does not count.
-  CHECK(s1["best"]["trial_id"] == 121);
+  // Lowest loss among completed trials (store/reader.h, "Best"): i = 18,
+  // 1/19 + 0; the running i = 21 (1/22) and the failed i = 27 (1/28) are
+  // lower but do not count.
+  CHECK(s1["best"]["trial_id"] == 118);
   CHECK(sweeps[0]["best"].is_null());
   CHECK(get_json(*r.client, "/api/sweeps/1", 200)["counts"]["running"] == 4);
 }
@@ -244,7 +244,7 @@ TEST_CASE("web: trials are paged, filtered by state and sorted by columns, param
   CHECK(page["total"] == 30);
   REQUIRE(page["trials"].size() == 10);
   CHECK(page["trials"][0]["index"] == 5);
-  CHECK(page["best_trial_id"] == 121);
+  CHECK(page["best_trial_id"] == 118);
   auto params = page["columns"]["params"].get<std::vector<std::string>>();
   CHECK(std::find(params.begin(), params.end(), "lr") != params.end());
   CHECK(std::find(params.begin(), params.end(), "model.layers") != params.end());
@@ -511,15 +511,15 @@ TEST_CASE("web: live events report a trial that starts running after the stream 
 TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
   TestDb db;
   db.fill();
-  auto conn = swept::web::Connection::open_read_only(db.path(), 100);
+  auto conn = swept::store::Connection::open(db.path(), swept::store::Connection::Mode::kReadOnly, 100);
   REQUIRE(conn.ok());
-  using Plan = swept::web::TrialQuery::MetricPlan;
+  using Plan = swept::store::TrialQuery::MetricPlan;
   for (bool desc : {false, true}) {
-    for (auto states : {std::vector<std::string>{}, std::vector<std::string>{"running", "queued"}}) {
+    for (auto states : {std::vector<swept::TrialState>{}, std::vector<swept::TrialState>{swept::TrialState::kRunning, swept::TrialState::kQueued}}) {
       std::vector<int64_t> walk, per_trial;
       for (int64_t offset = 0; offset < 34; offset += 4) {
         for (Plan plan : {Plan::kIndexWalk, Plan::kPerTrial}) {
-          swept::web::TrialQuery q;
+          swept::store::TrialQuery q;
           q.sweep_id = 1;
           q.sort = "metric:loss";
           q.descending = desc;
@@ -527,7 +527,7 @@ TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
           q.limit = 4;
           q.offset = offset;
           q.metric_plan = plan;
-          auto page = swept::web::list_trials(**conn, q);
+          auto page = swept::store::list_trials(**conn, q);
           REQUIRE_MESSAGE(page.ok(), page.status().ToString());
           for (const auto& row : page->rows) (plan == Plan::kIndexWalk ? walk : per_trial).push_back(row.id);
         }
@@ -541,7 +541,7 @@ TEST_CASE("web: both plans for sorting by a final metric give the same pages") {
 TEST_CASE("web: the server's connections cannot write") {
   TestDb db;
   db.fill();
-  auto conn = swept::web::Connection::open_read_only(db.path(), 100);
+  auto conn = swept::store::Connection::open(db.path(), swept::store::Connection::Mode::kReadOnly, 100);
   REQUIRE(conn.ok());
   auto s = (*conn)->exec("DELETE FROM trials");
   CHECK(!s.ok());

@@ -6,8 +6,7 @@
 
 #include "common/log.h"
 #include "web/api_json.h"
-#include "web/db.h"
-#include "web/queries.h"
+#include "store/reader.h"
 
 namespace swept::web {
 
@@ -56,14 +55,14 @@ std::vector<std::string> LiveFeed::wait_events(uint64_t* cursor, int timeout_ms)
 }
 
 void LiveFeed::run() {
-  std::unique_ptr<Connection> conn;
+  std::unique_ptr<store::Connection> conn;
   while (true) {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_), [&] { return stop_; })) return;
     }
     if (!conn) {
-      auto opened = Connection::open_read_only(db_path_, 2000);
+      auto opened = store::Connection::open(db_path_, store::Connection::Mode::kReadOnly, 2000);
       if (!opened.ok()) continue;  // not created yet: try again next poll
       conn = std::move(*opened);
     }
@@ -73,7 +72,7 @@ void LiveFeed::run() {
       continue;
     }
     if (*version == last_version_) continue;
-    auto snap = live_snapshot(*conn, kMaxTrialsPerEvent);
+    auto snap = store::live_snapshot(*conn, kMaxTrialsPerEvent);
     if (!snap.ok()) {
       if (snap.status().code() != StatusCode::kUnavailable)
         log::warn("web: live update poll failed: " + snap.status().ToString());

@@ -19,9 +19,9 @@
 
 #include "common/log.h"
 #include "web/api_json.h"
-#include "web/db.h"
+#include "store/reader.h"
+#include "web/importance.h"
 #include "web/live.h"
-#include "web/queries.h"
 #include "web/static_files.h"
 
 namespace swept::web {
@@ -104,9 +104,9 @@ void send_error(httplib::Response& res, const Status& s) { send_json(res, http_s
 struct Server::Impl {
   ServerOptions options;
   httplib::Server http;
-  ConnectionPool pool;
+  store::ConnectionPool pool;
   LiveFeed feed;
-  ParamSortCache param_sort_cache;
+  store::ParamSortCache param_sort_cache;
   std::thread listener;
   std::string host;
   int port = 0;
@@ -258,7 +258,7 @@ void Server::Impl::install_routes() {
     guarded(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       return json_list(
-          "sweeps", [](auto& db) { return list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
+          "sweeps", [](auto& db) { return store::list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
     });
   });
 
@@ -269,7 +269,7 @@ void Server::Impl::install_routes() {
       if (!id.ok()) return id.status();
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto sweep = get_sweep(**conn, *id);
+      auto sweep = store::get_sweep(**conn, *id);
       if (!sweep.ok()) return sweep.status();
       return sweep_json(*sweep);
     });
@@ -296,7 +296,7 @@ void Server::Impl::install_routes() {
       }
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto points = sweep_points(**conn, *id, limit);
+      auto points = store::sweep_points(**conn, *id, limit);
       if (!points.ok()) return points.status();
       return points_json(*points);
     });
@@ -328,7 +328,7 @@ void Server::Impl::install_routes() {
       }
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto detail = get_trial(**conn, *id, static_cast<size_t>(points));
+      auto detail = store::get_trial(**conn, *id, static_cast<size_t>(points));
       if (!detail.ok()) return detail.status();
       return trial_detail_json(*detail);
     });
@@ -354,7 +354,7 @@ void Server::Impl::install_routes() {
       }
       std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "";
       return json_list(
-          "series", [&](auto& db) { return metric_series(db, ids, metric, static_cast<size_t>(points)); },
+          "series", [&](auto& db) { return store::metric_series(db, ids, metric, static_cast<size_t>(points)); },
           [](const auto& s) { return series_json(s); });
     });
   });
@@ -363,7 +363,7 @@ void Server::Impl::install_routes() {
     guarded(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       return json_list(
-          "agents", [](auto& db) { return list_agents(db); }, [](const auto& a) { return agent_json(a); });
+          "agents", [](auto& db) { return store::list_agents(db); }, [](const auto& a) { return agent_json(a); });
     });
   });
 
@@ -390,13 +390,27 @@ void Server::Impl::install_routes() {
   }
 }
 
+// "queued, running, ... or lost": the states a filter may name.
+static std::string trial_state_list() {
+  std::string list;
+  for (size_t i = 0; i < kTrialStates.size(); ++i) {
+    if (i) list += i + 1 == kTrialStates.size() ? " or " : ", ";
+    list += kTrialStates[i].name;
+  }
+  return list;
+}
+
 Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t sweep_id) {
   SWEPT_RETURN_IF_ERROR(check_params(req, {"state", "sort", "order", "limit", "offset"}));
-  TrialQuery q;
+  store::TrialQuery q;
   q.sweep_id = sweep_id;
   size_t n_states = req.get_param_value_count("state");
   for (size_t i = 0; i < n_states; ++i)
-    for (const auto& st : split_commas(req.get_param_value("state", i))) q.states.push_back(st);
+    for (const auto& st : split_commas(req.get_param_value("state", i))) {
+      auto state = trial_state_named(st);
+      if (!state) return Status::InvalidArgument("unknown state '" + st + "'; use " + trial_state_list());
+      q.states.push_back(*state);
+    }
   if (req.has_param("sort")) q.sort = req.get_param_value("sort");
   if (req.has_param("order")) {
     std::string order = req.get_param_value("order");
@@ -415,7 +429,7 @@ Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t swee
   }
   auto conn = pool.acquire();
   if (!conn.ok()) return conn.status();
-  auto page = list_trials(**conn, q, &param_sort_cache);
+  auto page = store::list_trials(**conn, q, &param_sort_cache);
   if (!page.ok()) return page.status();
   return trial_page_json(*page);
 }

@@ -35,4 +35,4 @@ if [[ ! -f "$work/node_modules/playwright-core/package.json" ]] ||
 fi
 command -v sqlite3 >/dev/null || { echo "browser test: the sqlite3 command is missing; run scripts/install-deps.sh" >&2; exit 1; }
 cd "$work"
-exec node browser_test.mjs "$swept" "$work" "$src/scheduler/schema.sql"
+exec node browser_test.mjs "$swept" "$work" "$src/store/schema.sql"

@@ -1,15 +1,24 @@
-// The dashboard's read queries over the store (scheduler/schema.sql), each
-// returning typed values that api_json.cpp turns into the JSON of docs/api.md.
+// The read model: every read of the store that the dashboard (web/), the
+// CLI's --db commands and the scheduler's answers to client queries make,
+// returning typed rows. Nothing outside store/ has SQL of its own.
 //
-// Every function takes a read-only Connection and runs inside one read
-// transaction, so a response is a consistent snapshot even while the scheduler
-// writes. A file without swept's tables answers with empty lists; an unknown id
-// is NotFound; a bad request (unknown sort key, bad state) is InvalidArgument.
-// Nothing here loads a whole sweep: trials are paged, series are downsampled,
-// scatter/importance work on an evenly strided sample of at most a few
-// thousand trials.
+// Every function takes a Connection (read-only from open_reader() or a
+// ConnectionPool; the scheduler passes its Writer's) and runs inside one
+// read transaction, so an answer is a consistent snapshot even while the
+// scheduler writes. A file without swept's tables answers with empty lists;
+// an unknown id is NotFound; a bad request (unknown sort key, bad state) is
+// InvalidArgument. Nothing here loads a whole sweep for the dashboard:
+// trials are paged, series are downsampled, the scatter works on an evenly
+// strided sample of at most a few thousand trials.
 //
-// Thread safety: functions are reentrant; the Connection must not be shared
+// "Best": the one definition, used by the dashboard, `swept status` and
+// `swept best` alike, is the trial with the lowest (minimize) or highest
+// (maximize) trials.metric_value among the sweep's completed trials; ties go
+// to the lower trial id. A running trial's value may still change and a
+// failed, lost or stopped trial did not finish its run, so none of them is
+// "best".
+//
+// Thread safety: functions are reentrant; a Connection must not be shared
 // between threads while a call runs.
 #pragma once
 
@@ -23,30 +32,36 @@
 #include <string>
 #include <vector>
 
+#include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
-#include "web/analysis.h"
-#include "web/db.h"
+#include "store/downsample.h"
+#include "store/sqlite.h"
 
-namespace swept::web {
+namespace swept::store {
 
-// The trial states of schema.sql, in display order.
-const std::vector<std::string>& trial_states();
+// Opens an existing database read-only for the read model: NotFound when
+// the file does not exist, Corruption when it is not a swept database or
+// comes from a newer swept.
+Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
 
 struct BestTrial {
   int64_t trial_id = 0;
   double value = 0;
+  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
 };
 
 struct SweepSummary {
   int64_t id = 0;
-  std::string name, method, state;
+  std::string name, method;
+  SweepState state = SweepState::kRunning;
   std::optional<std::string> metric_name, metric_goal;
   std::optional<int64_t> total_trials;
   int64_t trials_created = 0;  // next_index: trials 0..trials_created-1 exist
   double created_at = 0;
   std::optional<double> finished_at;
-  std::map<std::string, int64_t> counts;  // every state of trial_states(), zeros included
-  std::optional<BestTrial> best;          // by metric_value and metric_goal
+  protocol::StateCounts counts;           // per trial state (common/states.h)
+  std::optional<BestTrial> best;          // see "Best" above
 };
 
 // A parameter or metric column of a sweep's table. Flattened parameter names
@@ -58,7 +73,7 @@ struct SweepColumns {
 
 struct TrialQuery {
   int64_t sweep_id = 0;
-  std::vector<std::string> states;  // empty: all
+  std::vector<TrialState> states;  // empty: all
   // "id", "idx", "state", "attempts", "agent", "metric" (the sweep's metric),
   // "started_at", "ended_at", "param:NAME", "metric:NAME".
   std::string sort = "idx";
@@ -71,7 +86,7 @@ struct TrialQuery {
 
 struct TrialRow {
   int64_t id = 0, sweep_id = 0, idx = 0, attempts = 0;
-  std::string state;
+  TrialState state = TrialState::kQueued;
   std::optional<std::string> agent;
   std::vector<int64_t> gpus;
   std::optional<double> gpu_fraction, metric_value, started_at, ended_at;
@@ -89,7 +104,8 @@ struct TrialPage {
 
 struct AttemptRow {
   int64_t attempt = 0;
-  std::string agent, state;
+  std::string agent;
+  TrialState state = TrialState::kRunning;  // of this attempt: running, or how it ended
   std::vector<int64_t> gpus;
   std::optional<double> gpu_fraction, ended_at;
   std::optional<int64_t> exit_code;
@@ -128,11 +144,13 @@ struct GpuInfo {
   std::vector<GpuHolder> holders;
 };
 struct AgentInfo {
-  std::string name, host, state;
+  std::string name, host;
+  AgentState state = AgentState::kAlive;
   int64_t slots = 0;
   double registered_at = 0, last_seen = 0;
   std::vector<GpuInfo> gpus;
   std::vector<int64_t> cpu_trials;  // running trials without GPUs
+  std::vector<protocol::AgentTrial> running;  // every running trial here, by id
 };
 
 struct SweepPoints {
@@ -141,13 +159,6 @@ struct SweepPoints {
   int64_t population = 0;  // trials in the sweep (sampled or not)
   int64_t stride = 1;      // every stride-th trial by idx (those with a metric value), plus the best ones
   std::vector<TrialRow> points;  // params + metric_value only
-};
-
-struct ImportanceReport {
-  std::string method;
-  int64_t population = 0, sampled = 0;
-  std::optional<std::string> metric_name;
-  std::vector<ParameterImportance> params;
 };
 
 // Running trials and per-sweep state counts: what the live-update poller
@@ -201,8 +212,19 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
 Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vector<int64_t>& trial_ids,
                                                 const std::string& metric, size_t max_points);
 Result<std::vector<AgentInfo>> list_agents(Connection& db);
-Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points);
-Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int64_t max_trials);
+// Every stride-th trial (by idx) with a metric value, at most `max_points`,
+// plus the `best_count` best ones.
+Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count = 20);
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
 
-}  // namespace swept::web
+// ---- the rows of the protocol (common/protocol.h) ----
+// What the scheduler answers to QUERY_SWEEPS / QUERY_TRIALS / QUERY_AGENTS
+// and what the CLI's --db commands print: the same queries as above, in the
+// protocol's types. sweep_summaries(id) is NotFound for an unknown id.
+Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
+Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id);
+Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db);
+// The bounded tail of a trial's output ("" when it printed nothing).
+Result<std::string> trial_log_tail(Connection& db, int64_t trial_id);
+
+}  // namespace swept::store

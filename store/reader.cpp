@@ -1,38 +1,19 @@
-// The dashboard's read queries: see queries.h. Each query names the index of
-// scheduler/schema.sql it relies on, so that a schema change can be checked
+// The read model: see reader.h. Each query names the index of
+// store/schema.sql it relies on, so that a schema change can be checked
 // against them.
-#include "web/queries.h"
+#include "store/reader.h"
+
+#include "common/params.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 #include <sstream>
 
-namespace swept::web {
+namespace swept::store {
 namespace {
 
 using nlohmann::json;
-
-// One read transaction: every query of a response sees the same snapshot.
-class ReadTransaction {
- public:
-  explicit ReadTransaction(Connection& db) : db_(db) { status_ = db_.exec("BEGIN"); }
-  ~ReadTransaction() {
-    if (status_.ok()) (void)db_.exec("COMMIT");
-  }
-  const Status& status() const { return status_; }
-
- private:
-  Connection& db_;
-  Status status_;
-};
-
-// Binds `lhs` to the value of a Result, or returns its Status: keeps the
-// many query steps below flat. Local to this file.
-#define SWEPT_ASSIGN_OR_RETURN(lhs, expr) \
-  auto lhs##_result = (expr);             \
-  if (!lhs##_result.ok()) return lhs##_result.status(); \
-  auto& lhs = *lhs##_result
 
 std::vector<int64_t> parse_gpus(const std::optional<std::string>& text) {
   std::vector<int64_t> out;
@@ -42,29 +23,6 @@ std::vector<int64_t> parse_gpus(const std::optional<std::string>& text) {
   for (const auto& v : j)
     if (v.is_number_integer()) out.push_back(v.get<int64_t>());
   return out;
-}
-
-// Flattens nested objects into "a.b" keys; arrays and scalars are leaves.
-void flatten(const json& value, const std::string& prefix, json& out) {
-  if (value.is_object() && !value.empty()) {
-    for (auto it = value.begin(); it != value.end(); ++it)
-      flatten(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), out);
-  } else if (!prefix.empty()) {
-    out[prefix] = value;
-  }
-}
-
-void flatten_names(const json& value, const std::string& prefix, std::vector<std::string>& path,
-                   std::map<std::string, std::vector<std::string>>& out) {
-  if (value.is_object() && !value.empty()) {
-    for (auto it = value.begin(); it != value.end(); ++it) {
-      path.push_back(it.key());
-      flatten_names(it.value(), prefix.empty() ? it.key() : prefix + "." + it.key(), path, out);
-      path.pop_back();
-    }
-  } else if (!prefix.empty()) {
-    out.emplace(prefix, path);
-  }
 }
 
 // Parameter name -> its key path, from the first trials of the sweep (trials
@@ -78,8 +36,7 @@ Result<std::map<std::string, std::vector<std::string>>> param_paths(Connection& 
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
     json params = json::parse(stmt.text(0), nullptr, false);
-    std::vector<std::string> path;
-    if (params.is_object()) flatten_names(params, "", path, out);
+    for (auto& p : flatten_params(params)) out.emplace(std::move(p.name), std::move(p.path));
   }
   return out;
 }
@@ -120,27 +77,43 @@ SweepSummary sweep_from_row(const Statement& s) {
   sw.method = s.text(2);
   sw.metric_name = s.optional_text(3);
   sw.metric_goal = s.optional_text(4);
-  sw.state = s.text(5);
+  sw.state = sweep_state_named(s.text(5)).value_or(SweepState::kRunning);
   sw.total_trials = s.optional_int64(6);
   sw.created_at = s.real(7);
   sw.finished_at = s.optional_real(8);
   sw.trials_created = s.int64(9);
-  for (const auto& st : trial_states()) sw.counts[st] = 0;
   return sw;
 }
 
-// Best trial by the sweep's metric among trials that reported it and did not
-// fail. Index: trials_by_sweep_metric (sweep_id, metric_value).
+// The states whose trials may be "best" (common/states.h), as an SQL list:
+// 'completed'.
+std::string best_states_sql() {
+  std::string list;
+  for (const auto& s : kTrialStates) {
+    if (!s.counts_for_best) continue;
+    if (!list.empty()) list += ',';
+    list += '\'';
+    list += s.name;
+    list += '\'';
+  }
+  return list;
+}
+
+// The sweep's best trial: the one definition (reader.h, "Best"). Index:
+// trials_by_sweep_metric (sweep_id, metric_value).
 Status fill_best(Connection& db, SweepSummary& sw) {
   if (!sw.metric_name) return Status::Ok();
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
-  std::string sql = std::string("SELECT id, metric_value FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL ") +
-                    "AND state IN ('completed', 'running', 'stopped') ORDER BY metric_value " +
-                    (maximize ? "DESC" : "ASC") + " LIMIT 1";
+  std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
+                    "metric_value IS NOT NULL AND state IN (" + best_states_sql() + ") ORDER BY metric_value " +
+                    (maximize ? "DESC" : "ASC") + ", id LIMIT 1";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
   stmt.bind(1, sw.id);
   SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-  if (row) sw.best = BestTrial{stmt.int64(0), stmt.real(1)};
+  if (row) {
+    json params = json::parse(stmt.text(2), nullptr, false);
+    sw.best = BestTrial{stmt.int64(0), stmt.real(1), params.is_object() ? params : json::object()};
+  }
   return Status::Ok();
 }
 
@@ -157,7 +130,8 @@ Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optio
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
     auto it = by_id.find(stmt.int64(0));
-    if (it != by_id.end()) it->second->counts[stmt.text(1)] = stmt.int64(2);
+    auto state = trial_state_named(stmt.text(1));
+    if (it != by_id.end() && state) it->second->counts[*state] = stmt.int64(2);
   }
   return Status::Ok();
 }
@@ -189,7 +163,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.id = s.int64(0);
   r.sweep_id = s.int64(1);
   r.idx = s.int64(2);
-  r.state = s.text(3);
+  r.state = trial_state_named(s.text(3)).value_or(TrialState::kQueued);
   r.attempts = s.int64(4);
   r.agent = s.optional_text(5);
   r.gpus = parse_gpus(s.optional_text(6));
@@ -198,7 +172,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.started_at = s.optional_real(9);
   r.ended_at = s.optional_real(10);
   json params = json::parse(s.text(11), nullptr, false);
-  if (params.is_object()) flatten(params, "", r.params);
+  for (const auto& p : flatten_params(params)) r.params[p.name] = *p.value;
   return r;
 }
 
@@ -234,7 +208,6 @@ Result<std::string> json_path(const std::vector<std::string>& keys, const std::s
   return path;
 }
 
-double param_number_or_nan(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
 
 // Every stride-th trial of the sweep (by idx) that has a metric value, plus
 // the `best_count` best ones, with params and metric_value.
@@ -279,11 +252,6 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
 
 }  // namespace
 
-const std::vector<std::string>& trial_states() {
-  static const std::vector<std::string> states = {"queued", "running", "completed", "failed", "stopped", "lost"};
-  return states;
-}
-
 Result<std::vector<SweepSummary>> list_sweeps(Connection& db) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return std::vector<SweepSummary>{};
@@ -297,7 +265,7 @@ Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool wit
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
   SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
-  if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; GET /api/sweeps lists them");
+  if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; `swept status` (or GET /api/sweeps) lists them");
   return sweeps.front();
 }
 }  // namespace
@@ -402,11 +370,6 @@ Result<std::vector<TrialRow>> rows_by_id(Connection& db, const std::vector<int64
 Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCache* param_cache) {
   if (q.limit < 1 || q.limit > 1000) return Status::InvalidArgument("limit must be between 1 and 1000");
   if (q.offset < 0) return Status::InvalidArgument("offset must be 0 or more");
-  for (const auto& st : q.states) {
-    if (std::find(trial_states().begin(), trial_states().end(), st) == trial_states().end())
-      return Status::InvalidArgument("unknown state '" + st +
-                                     "'; use queued, running, completed, failed, stopped or lost");
-  }
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, q.sweep_id, /*with_counts=*/false));
@@ -426,7 +389,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   }
   auto bind_where = [&](Statement& st, int first) {
     st.bind(first++, q.sweep_id);
-    for (const auto& s : q.states) st.bind(first++, std::string_view(s));
+    for (TrialState s : q.states) st.bind(first++, s);
     return first;
   };
   // Total for the pager. Index: trials_by_sweep_state (covering).
@@ -657,10 +620,8 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     d.sweep_name = stmt.text(17);
     d.sweep_metric = stmt.optional_text(18);
 
-    SWEPT_ASSIGN_OR_RETURN(log, db.prepare("SELECT tail FROM trial_logs WHERE trial_id = ?"));
-    log.bind(1, trial_id);
-    SWEPT_ASSIGN_OR_RETURN(has_log, log.step());
-    if (has_log) d.log_tail = log.text(0);
+    SWEPT_ASSIGN_OR_RETURN(log, trial_log_tail(db, trial_id));
+    d.log_tail = std::move(log);
 
     SWEPT_ASSIGN_OR_RETURN(att, db.prepare(
         "SELECT attempt, agent, gpus, gpu_fraction, state, exit_code, reason, started_at, ended_at "
@@ -674,7 +635,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
       a.agent = att.text(1);
       a.gpus = parse_gpus(att.optional_text(2));
       a.gpu_fraction = att.optional_real(3);
-      a.state = att.text(4);
+      a.state = trial_state_named(att.text(4)).value_or(TrialState::kRunning);
       a.exit_code = att.optional_int64(5);
       a.reason = att.optional_text(6);
       a.started_at = att.real(7);
@@ -704,7 +665,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
     AgentInfo a;
     a.name = agents.text(0);
     a.host = agents.text(1);
-    a.state = agents.text(2);
+    a.state = agent_state_named(agents.text(2)).value_or(AgentState::kAlive);
     a.slots = agents.int64(3);
     a.registered_at = agents.real(4);
     a.last_seen = agents.real(5);
@@ -726,7 +687,8 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
   }
   // What runs where, derived from running trials. Index: trials_by_state.
   SWEPT_ASSIGN_OR_RETURN(running, db.prepare(
-      "SELECT id, sweep_id, agent, gpus, gpu_fraction FROM trials WHERE state = 'running' ORDER BY id"));
+      "SELECT id, sweep_id, agent, gpus, gpu_fraction FROM trials WHERE state = ? ORDER BY id"));
+  running.bind(1, TrialState::kRunning);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
@@ -736,6 +698,9 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
     if (it == by_name.end()) continue;
     AgentInfo& a = out[it->second];
     std::vector<int64_t> indices = parse_gpus(running.optional_text(3));
+    protocol::AgentTrial held{running.int64(0), {}, running.optional_real(4)};
+    for (int64_t gi : indices) held.gpus.push_back(static_cast<int>(gi));
+    a.running.push_back(std::move(held));
     if (indices.empty()) {
       a.cpu_trials.push_back(running.int64(0));
       continue;
@@ -749,50 +714,12 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
   return out;
 }
 
-Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points) {
+Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count) {
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
-  return sample_points(db, sweep, max_points, 20);
-}
-
-Result<ImportanceReport> sweep_importance(Connection& db, int64_t sweep_id, int64_t max_trials) {
-  ImportanceReport report;
-  {
-    ReadTransaction txn(db);
-    SWEPT_RETURN_IF_ERROR(txn.status());
-    SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
-    report.metric_name = sweep.metric_name;
-    SWEPT_ASSIGN_OR_RETURN(sample, sample_points(db, sweep, max_trials, 0));
-    report.population = sample.population;
-    report.sampled = static_cast<int64_t>(sample.points.size());
-    ImportanceInput in;
-    in.names = sample.params;
-    in.values.assign(in.names.size(), std::vector<ParamValue>(sample.points.size()));
-    in.present.assign(in.names.size(), std::vector<bool>(sample.points.size(), false));
-    for (size_t t = 0; t < sample.points.size(); ++t) {
-      const TrialRow& r = sample.points[t];
-      in.metric.push_back(r.metric_value.value_or(NAN));
-      for (size_t p = 0; p < in.names.size(); ++p) {
-        auto it = r.params.find(in.names[p]);
-        if (it == r.params.end()) continue;
-        in.present[p][t] = true;
-        if (it->is_number()) {
-          in.values[p][t] = param_number_or_nan(*it);
-        } else {
-          in.values[p][t] = it->dump();
-        }
-      }
-    }
-    report.params = parameter_importance(in, 10);
-  }
-  report.method =
-      "correlation ratio eta^2 (R^2 of a one-way ANOVA) of the sweep's metric on each parameter; numeric "
-      "parameters with more than 10 distinct values are grouped into 10 equal-count bins by rank; computed on "
-      "the trials at every k-th index that have a metric value, k chosen so that at most " +
-      std::to_string(max_trials) + " are sampled";
-  return report;
+  return sample_points(db, sweep, max_points, best_count);
 }
 
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
@@ -804,7 +731,8 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt));
   snap.sweeps = std::move(sweeps);
   // Index: trials_by_state.
-  SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = 'running' ORDER BY id LIMIT ?"));
+  SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = ?2 ORDER BY id LIMIT ?1"));
+  running.bind(2, TrialState::kRunning);
   running.bind(1, static_cast<int64_t>(max_running));
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
@@ -817,4 +745,4 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   return snap;
 }
 
-}  // namespace swept::web
+}  // namespace swept::store

@@ -1,8 +1,11 @@
 // Tests of the store on real SQLite files: schema version and migration from
 // version 1, idempotent metric batches, bounded log tails, queries, read-only
 // opening, refusal of foreign or newer files.
-#include "scheduler/store.h"
-#include "scheduler/test_support.h"
+#include "store/fault_vfs.h"
+#include "store/reader.h"
+#include "store/sqlite.h"
+#include "store/test_support.h"
+#include "store/writer.h"
 
 #include <doctest/doctest.h>
 #include <sqlite3.h>
@@ -12,7 +15,7 @@
 #include <filesystem>
 #include <string>
 
-using namespace swept::scheduler;
+using namespace swept::store;
 using swept::protocol::Metrics;
 
 namespace {
@@ -28,7 +31,7 @@ SweepRecord sweep(const char* goal = "minimize") {
   s.metric_name = "loss";
   s.metric_goal = goal;
   s.spec = "{}";
-  s.state = "running";
+  s.state = swept::SweepState::kRunning;
   s.total_trials = 3;
   s.created_at = 100;
   return s;
@@ -49,7 +52,7 @@ Metrics batch(int64_t trial, int attempt, int64_t seq, std::vector<swept::protoc
 
 TEST_CASE("a new database gets the schema, WAL and the current version") {
   TempDb t;
-  auto store = Store::open(t.path, Store::Mode::kReadWrite);
+  auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == kSchemaVersion);
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='2'") == 1);
@@ -63,7 +66,7 @@ TEST_CASE("a new database gets the schema, WAL and the current version") {
   sqlite3_close(db);
   // Opening again is a no-op.
   store->reset();
-  auto again = Store::open(t.path, Store::Mode::kReadWrite);
+  auto again = Writer::open(t.path);
   REQUIRE(again.ok());
   CHECK((*again)->schema_version() == kSchemaVersion);
 }
@@ -74,7 +77,7 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
     sqlite3* db = nullptr;
     sqlite3_open(t.path.c_str(), &db);
     // What a version-1 scheduler wrote: schema.sql and its version.
-    REQUIRE(sqlite3_exec(db, swept::scheduler::kSchemaSql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(db, swept::store::kSchemaSql, nullptr, nullptr, nullptr) == SQLITE_OK);
     REQUIRE(sqlite3_exec(db,
                          "INSERT INTO meta VALUES('schema_version','1');"
                          "INSERT INTO sweeps(id,name,method,spec,state,created_at) VALUES(1,'old','grid','{}','running',1);"
@@ -84,7 +87,7 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(db);
   }
-  auto store = Store::open(t.path, Store::Mode::kReadWrite);
+  auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == 2);
   auto seq = (*store)->metrics_seq(1, 1);
@@ -100,7 +103,7 @@ TEST_CASE("files that are not swept databases, or newer ones, are refused") {
     fputs("this is not sqlite at all, just text that is long enough to look like a header..............", f);
     fclose(f);
   }
-  auto bad = Store::open(t.path, Store::Mode::kReadWrite);
+  auto bad = Writer::open(t.path);
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find(t.path) != std::string::npos);
 
@@ -112,21 +115,21 @@ TEST_CASE("files that are not swept databases, or newer ones, are refused") {
                  nullptr, nullptr, nullptr);
     sqlite3_close(db);
   }
-  auto newer = Store::open(n.path, Store::Mode::kReadWrite);
+  auto newer = Writer::open(n.path);
   REQUIRE_FALSE(newer.ok());
   CHECK(newer.status().code() == swept::StatusCode::kCorruption);
   CHECK(newer.status().message().find("newer") != std::string::npos);
 
-  auto missing = Store::open("/tmp/definitely-not-here-swept.db", Store::Mode::kReadOnly);
+  auto missing = open_reader("/tmp/definitely-not-here-swept.db");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.status().code() == swept::StatusCode::kNotFound);
 }
 
 TEST_CASE("metric batches are idempotent: re-sent batches and repeated steps never duplicate rows") {
   TempDb t;
-  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  auto opened = Writer::open(t.path);
   REQUIRE(opened.ok());
-  Store& s = **opened;
+  Writer& s = **opened;
   REQUIRE(s.begin().ok());
   auto sid = s.insert_sweep(sweep());
   REQUIRE(sid.ok());
@@ -151,19 +154,19 @@ TEST_CASE("metric batches are idempotent: re-sent batches and repeated steps nev
   // metric_value is the last value reported under the sweep's metric.
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE metric_value=9.0") == 1);
   CHECK(*s.metrics_seq(*tid, 1) == 2);
-  CHECK(*s.trial_log_tail(*tid) == "hello\n");
+  CHECK(*trial_log_tail(s.connection(), *tid) == "hello\n");
 }
 
 TEST_CASE("the log tail is bounded to its last 64 KiB") {
   TempDb t;
-  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  auto opened = Writer::open(t.path);
   REQUIRE(opened.ok());
-  Store& s = **opened;
+  Writer& s = **opened;
   auto sid = s.insert_sweep(sweep());
   auto tid = s.insert_trial(*sid, 0, "{}", "[]", 1);
   REQUIRE(tid.ok());
   for (int i = 0; i < 40; ++i) REQUIRE(s.append_log(*tid, std::string(4000, 'a' + (i % 26))).ok());
-  auto tail = s.trial_log_tail(*tid);
+  auto tail = trial_log_tail(s.connection(), *tid);
   REQUIRE(tail.ok());
   CHECK(tail->size() == kLogTailBytes);
   CHECK(tail->back() == 'a' + (39 % 26));
@@ -171,9 +174,9 @@ TEST_CASE("the log tail is bounded to its last 64 KiB") {
 
 TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   TempDb t;
-  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  auto opened = Writer::open(t.path);
   REQUIRE(opened.ok());
-  Store& s = **opened;
+  Writer& s = **opened;
   REQUIRE(s.begin().ok());
   auto sid = *s.insert_sweep(sweep("maximize"));
   int64_t ids[3];
@@ -182,72 +185,104 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   REQUIRE(s.start_attempt(ids[0], 1, "a", {0}, 0, 10).ok());
   REQUIRE(s.confirm_started(ids[0], 1, R"({"CUDA_VISIBLE_DEVICES":"0"})", 11).ok());
   REQUIRE(*s.add_metrics(batch(ids[0], 1, 1, {{5, "loss", 0.8}}), "loss"));
-  REQUIRE(s.end_attempt(ids[0], 1, "completed", 0, "exit code 0", 12).ok());
-  REQUIRE(s.set_trial_state(ids[0], "completed", 0, "exit code 0", 12).ok());
+  REQUIRE(s.end_attempt(ids[0], 1, swept::TrialState::kCompleted, 0, "exit code 0", 12).ok());
+  REQUIRE(s.set_trial_state(ids[0], swept::TrialState::kCompleted, 0, "exit code 0", 12).ok());
   REQUIRE(s.start_attempt(ids[1], 1, "a", {}, 0, 13).ok());
   REQUIRE(*s.add_metrics(batch(ids[1], 1, 1, {{5, "loss", 0.9}}), "loss"));
   REQUIRE(s.commit().ok());
 
-  auto sums = s.sweep_summaries(sid);
+  auto sums = sweep_summaries(s.connection(), sid);
   REQUIRE(sums.ok());
   REQUIRE(sums->size() == 1);
   const auto& sum = sums->front();
-  CHECK(sum.counts.completed == 1);
-  CHECK(sum.counts.running == 1);
-  CHECK(sum.counts.queued == 1);
+  CHECK(sum.counts[swept::TrialState::kCompleted] == 1);
+  CHECK(sum.counts[swept::TrialState::kRunning] == 1);
+  CHECK(sum.counts[swept::TrialState::kQueued] == 1);
   // Best is among completed trials only: 0.8, though a running one shows 0.9.
   CHECK(sum.best_trial_id == ids[0]);
   CHECK(sum.best_value == doctest::Approx(0.8));
   CHECK(sum.best_params["i"] == 0);
-  CHECK_FALSE(s.sweep_summaries(sid + 100).ok());
+  CHECK_FALSE(sweep_summaries(s.connection(), sid + 100).ok());
 
-  auto rows = s.trial_rows(sid);
+  auto rows = trial_rows(s.connection(), sid);
   REQUIRE(rows.ok());
   REQUIRE(rows->size() == 3);
-  CHECK((*rows)[0].state == "completed");
+  CHECK((*rows)[0].state == swept::TrialState::kCompleted);
   CHECK((*rows)[0].gpus == std::vector<int>{0});
   CHECK((*rows)[0].latest.at("loss") == doctest::Approx(0.8));
   CHECK((*rows)[0].command == nlohmann::json::array({"run"}));
-  CHECK((*rows)[2].state == "queued");
+  CHECK((*rows)[2].state == swept::TrialState::kQueued);
 
-  auto agents = s.agent_rows();
+  auto agents = agent_rows(s.connection());
   REQUIRE(agents.ok());
   REQUIRE(agents->size() == 1);
   CHECK((*agents)[0].gpus.size() == 1);
   CHECK((*agents)[0].running.size() == 1);
   CHECK((*agents)[0].running[0].trial_id == ids[1]);
 
-  // A read-only store sees the same, and cannot write.
-  auto ro = Store::open(t.path, Store::Mode::kReadOnly);
+  // A read-only connection sees the same, and cannot write.
+  auto ro = open_reader(t.path);
   REQUIRE(ro.ok());
-  CHECK((*ro)->sweep_summaries(std::nullopt)->size() == 1);
-  CHECK_FALSE((*ro)->set_sweep_state(sid, "completed", 1.0).ok());
+  CHECK(sweep_summaries(**ro, std::nullopt)->size() == 1);
+  CHECK_FALSE((*ro)->exec("UPDATE sweeps SET state='completed'").ok());
 }
 
 TEST_CASE("recovery reads unfinished trials and running sweeps back") {
   TempDb t;
   int64_t sid = 0, tid = 0;
   {
-    auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+    auto opened = Writer::open(t.path);
     REQUIRE(opened.ok());
-    Store& s = **opened;
+    Writer& s = **opened;
     sid = *s.insert_sweep(sweep());
     tid = *s.insert_trial(sid, 0, "{}", "[]", 1);
     s.insert_trial(sid, 1, "{}", "[]", 1);
     REQUIRE(s.start_attempt(tid, 1, "a", {1, 2}, 0, 2).ok());
   }
-  auto opened = Store::open(t.path, Store::Mode::kReadWrite);
+  auto opened = Writer::open(t.path);
   REQUIRE(opened.ok());
-  Store& s = **opened;
-  auto sweeps = s.sweeps_in_state("running");
+  Writer& s = **opened;
+  auto sweeps = s.sweeps_in_state(swept::SweepState::kRunning);
   REQUIRE(sweeps.ok());
   REQUIRE(sweeps->size() == 1);
   CHECK(sweeps->front().next_index == 2);
-  auto running = s.trials_in_state(sid, "running");
+  auto running = s.trials_in_state(sid, swept::TrialState::kRunning);
   REQUIRE(running.ok());
   REQUIRE(running->size() == 1);
   CHECK(running->front().agent == "a");
   CHECK(running->front().gpus == std::vector<int>{1, 2});
   CHECK_FALSE(running->front().started);
-  CHECK(s.trials_in_state(sid, "queued")->size() == 1);
+  CHECK(s.trials_in_state(sid, swept::TrialState::kQueued)->size() == 1);
+}
+
+TEST_CASE("store: a commit that fails on disk rolls back the whole transaction and says so") {
+  auto& fault = swept::store::testing::FaultVfs::install();
+  TempDb t;
+  WriterOptions o;
+  o.vfs = swept::store::testing::FaultVfs::kName;
+  auto opened = Writer::open(t.path, o);
+  REQUIRE(opened.ok());
+  Writer& s = **opened;
+  REQUIRE(s.begin().ok());
+  auto sid = s.insert_sweep(sweep());
+  REQUIRE(sid.ok());
+  REQUIRE(s.commit().ok());
+
+  REQUIRE(s.begin().ok());
+  REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  fault.fail_wal_writes(1000000);
+  swept::Status c = s.commit();
+  fault.fail_wal_writes(0);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.code() == swept::StatusCode::kIoError);
+  CHECK(c.message().find("commit failed") != std::string::npos);
+  CHECK_FALSE(s.in_transaction());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 0);
+  CHECK(query_int(t.path, "SELECT next_index FROM sweeps") == 0);
+
+  // The writer carries on once the disk does.
+  REQUIRE(s.begin().ok());
+  REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  REQUIRE(s.commit().ok());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
 }

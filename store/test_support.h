@@ -1,4 +1,4 @@
-// What the scheduler's unit tests share: a temporary database path and a
+// What the store's and the scheduler's unit tests share: a temporary database path and a
 // one-number query against it. Test code only (included by *_test.cpp).
 #pragma once
 
@@ -12,13 +12,13 @@
 
 #include <doctest/doctest.h>
 
-namespace swept::scheduler::testing {
+namespace swept::store::testing {
 
 // A fresh temporary database path, removed (with its WAL files) at scope end.
 struct TempDb {
   std::string path;
   TempDb() {
-    char tmpl[] = "/tmp/swept-scheduler-test-XXXXXX";
+    char tmpl[] = "/tmp/swept-store-test-XXXXXX";
     int fd = mkstemp(tmpl);
     close(fd);
     std::filesystem::remove(tmpl);
@@ -42,4 +42,4 @@ inline int64_t query_int(const std::string& path, const std::string& sql) {
   return n;
 }
 
-}  // namespace swept::scheduler::testing
+}  // namespace swept::store::testing

@@ -1,6 +1,7 @@
-// Store: the scheduler's SQLite database (schema and invariants:
-// scheduler/schema.sql). The only code on the scheduler's side that includes
-// sqlite3.h.
+// Writer: the scheduler's side of the store (schema and invariants:
+// store/schema.sql). The scheduler is the only process that writes; the
+// dashboard and the CLI's --db commands read through reader.h on their own
+// read-only connections.
 //
 // The database is opened in WAL mode with synchronous=NORMAL: a committed
 // transaction survives a SIGKILL of the scheduler (the WAL is on disk before
@@ -10,11 +11,9 @@
 // commit, and it sends acknowledgements only after the commit.
 //
 // Errors: every method returns Status/Result; a failing SQLite call is
-// reported with the file, line, call and SQLite's message (SWEPT_SQLITE_CHECK
-// in store.cpp). Nothing throws.
-// Thread safety: a Store is used by one thread at a time. Other threads and
-// processes (the dashboard, `swept status --db`) open their own read-only
-// Store on the same file; WAL lets them read while the scheduler writes.
+// reported with the file, line, call and SQLite's message (sqlite.h's one
+// check macro and error mapping). Nothing throws.
+// Thread safety: a Writer is used by one thread at a time.
 #pragma once
 
 #include <cstdint>
@@ -26,19 +25,13 @@
 #include <nlohmann/json.hpp>
 
 #include "common/protocol.h"
+#include "common/states.h"
 #include "common/status.h"
+#include "store/schema.h"
 
-struct sqlite3;
-struct sqlite3_stmt;
+namespace swept::store {
 
-namespace swept::scheduler {
-
-// The schema version this code writes; older files are migrated on open.
-inline constexpr int kSchemaVersion = 2;
-// The text of scheduler/schema.sql (version 1), compiled in.
-extern const char* const kSchemaSql;
-// Bound of trial_logs.tail.
-inline constexpr size_t kLogTailBytes = 64 * 1024;
+class Connection;
 
 struct SweepRecord {
   int64_t id = 0;
@@ -47,7 +40,7 @@ struct SweepRecord {
   std::optional<std::string> metric_name;
   std::optional<std::string> metric_goal;
   std::string spec;
-  std::string state;  // running | completed | cancelled
+  SweepState state = SweepState::kRunning;
   std::optional<int64_t> total_trials;
   int64_t next_index = 0;
   double created_at = 0;
@@ -58,7 +51,7 @@ struct TrialRecord {
   int64_t id = 0;
   int64_t sweep_id = 0;
   int64_t index = 0;
-  std::string state;
+  TrialState state = TrialState::kQueued;
   int attempts = 0;
   std::string agent;
   std::vector<int> gpus;
@@ -68,18 +61,22 @@ struct TrialRecord {
   bool started = false;  // the current attempt reported TRIAL_STARTED
 };
 
-class Store {
- public:
-  enum class Mode { kReadWrite, kReadOnly };
+struct WriterOptions {
+  // A registered SQLite VFS by name; nullptr: the default. Tests put a
+  // failing one under the writer (fault_vfs.h), as LevelDB's tests use an Env.
+  const char* vfs = nullptr;
+};
 
-  // Opens (creating in kReadWrite) the database at `path`, applies the schema
-  // and migrations (kReadWrite), and checks the version. Errors:
-  // kIoError (cannot open), kCorruption (not a swept database, or from a newer
-  // swept), kNotFound (kReadOnly and the file does not exist).
-  static Result<std::unique_ptr<Store>> open(const std::string& path, Mode mode);
-  ~Store();
-  Store(const Store&) = delete;
-  Store& operator=(const Store&) = delete;
+class Writer {
+ public:
+  // Opens (creating) the database at `path` and applies the schema and the
+  // migrations, so a file written by an older swept is upgraded in place.
+  // Errors: kIoError (cannot open), kCorruption (not a swept database, or
+  // from a newer swept).
+  static Result<std::unique_ptr<Writer>> open(const std::string& path, const WriterOptions& options = {});
+  ~Writer();
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
 
   // Transactions. begin() takes the write lock at once (BEGIN IMMEDIATE).
   // Nesting is not supported: in_transaction() tells.
@@ -92,17 +89,16 @@ class Store {
 
   // ---- sweeps ----
   Result<int64_t> insert_sweep(const SweepRecord& s);
-  Result<std::vector<SweepRecord>> sweeps_in_state(const std::string& state);
-  Status set_sweep_state(int64_t sweep_id, const std::string& state, std::optional<double> finished_at);
-  Status set_sweep_total(int64_t sweep_id, std::optional<int64_t> total);
+  Result<std::vector<SweepRecord>> sweeps_in_state(SweepState state);
+  Status set_sweep_state(int64_t sweep_id, SweepState state, std::optional<double> finished_at);
 
   // ---- trials ----
   // Inserts trial `index` of the sweep (state queued) and advances the
   // sweep's next_index to index+1. Returns the trial id.
   Result<int64_t> insert_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
                                const std::string& command_json, double now);
-  // Trials of a sweep in a state ("queued", "running", ...), ordered by index.
-  Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, const std::string& state);
+  // Trials of a sweep in a state, ordered by index.
+  Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                        double gpu_fraction, double now);
@@ -122,23 +118,16 @@ class Store {
     double started_at = 0;
   };
   // Ends an attempt in the history only (state of that attempt).
-  Status end_attempt(int64_t trial_id, int attempt, const std::string& attempt_state, std::optional<int> exit_code,
+  Status end_attempt(int64_t trial_id, int attempt, TrialState attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at, const StartRecord* start = nullptr);
   // Sets the trial's own state (final or queued) with its exit code and reason.
-  Status set_trial_state(int64_t trial_id, const std::string& state, std::optional<int> exit_code,
+  Status set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at,
                          const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it, or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
   // Trials of a sweep in a state, ids only, ordered by index.
-  Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, const std::string& state);
-  // Trial's state and current attempt, or kNotFound.
-  struct TrialBrief {
-    int64_t sweep_id = 0;
-    std::string state;
-    int attempts = 0;
-  };
-  Result<TrialBrief> trial_brief(int64_t trial_id);
+  Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);
 
   // ---- metrics and logs ----
   // Stores one METRICS batch idempotently: skipped (returns false) when
@@ -154,25 +143,20 @@ class Store {
   // ---- agents ----
   Status upsert_agent(const std::string& name, const std::string& host, int slots,
                       const std::vector<protocol::GpuInfo>& gpus, double now);
-  Status set_agent_state(const std::string& name, const std::string& state, double now);
-  Status mark_all_agents(const std::string& from_state, const std::string& to_state);
+  Status set_agent_state(const std::string& name, AgentState state, double now);
+  Status mark_all_agents(AgentState from_state, AgentState to_state);
 
-  // ---- queries (CLI, `swept run` progress) ----
-  Result<std::vector<protocol::SweepSummary>> sweep_summaries(std::optional<int64_t> sweep_id);
-  Result<std::vector<protocol::TrialRow>> trial_rows(int64_t sweep_id);
-  Result<std::vector<protocol::AgentRow>> agent_rows();
-  Result<std::string> trial_log_tail(int64_t trial_id);
+  // The connection, for the read model (reader.h) on the scheduler's side:
+  // reads through it see this writer's uncommitted work.
+  Connection& connection() { return *conn_; }
 
  private:
-  Store() = default;
-  Status exec(const char* sql);
+  explicit Writer(std::unique_ptr<Connection> conn);
   Status migrate();
-  Result<sqlite3_stmt*> prepare(const char* sql);  // cached, reset before use
 
-  sqlite3* db_ = nullptr;
+  std::unique_ptr<Connection> conn_;
   bool in_tx_ = false;
   int schema_version_ = 0;
-  std::vector<std::pair<const char*, sqlite3_stmt*>> cache_;
 };
 
-}  // namespace swept::scheduler
+}  // namespace swept::store

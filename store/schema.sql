@@ -1,7 +1,7 @@
 -- The swept store: schema version 2.
 --
 -- This file is version 1, executed as is on a new database; later versions
--- are migrations in scheduler/store.cpp (Store::migrate), applied in order in
+-- are migrations in store/writer.cpp (Writer::migrate), applied in order in
 -- one transaction, and meta.schema_version says which the file has:
 --   2: attempts.metrics_seq INTEGER NOT NULL DEFAULT 0, the highest METRICS
 --      batch (docs/protocol.md) stored for that attempt, so that batches an
@@ -10,9 +10,10 @@
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
 -- scheduler killed with SIGKILL and restarted on the same file carries on where
--- it stopped. The scheduler's store (scheduler/store.*) is the only writer and
--- the only code that includes sqlite3.h on the scheduler's side; the dashboard
--- (web/) opens the same file read-only and never writes.
+-- it stopped. store/ owns it: the scheduler writes through store/writer.h
+-- (the only writer); the scheduler's answers to clients, the dashboard (web/)
+-- and the CLI's --db commands read through one read model (store/reader.h),
+-- the last two on read-only connections. No code outside store/ has SQL.
 --
 -- The tables and their invariants:
 --
@@ -22,16 +23,37 @@
 --   trials 0..next_index-1 exist in `trials`, no others. `total_trials` is
 --   NULL for an unbounded (random, no run_cap) sweep. A sweep is `running`
 --   until every trial it will ever have is in a final state, then `completed`;
---   `cancelled` when the user cancelled it (its trials are then final too).
+--   `cancelled` when the user cancelled it (its trials are then final too);
+--   `swept retry` makes a completed or cancelled sweep `running` again.
 --
--- trials: one row per trial. `state` moves
---     queued -> running -> completed | failed | stopped
---     running -> lost -> queued (while attempts <= max_retries) | failed
---   and `attempts` counts how many times it was started. A trial is running on
---   at most one agent at a time: `agent`, `gpus` and `gpu_fraction` describe
---   the current (or last) attempt. `metric_value` is the last value the trial
---   reported for its sweep's metric (NULL when none), kept here so that "best"
---   and sorting by the sweep's metric need no scan of `metrics`.
+-- trials: one row per trial. `state` moves as the scheduler's transition
+--   table says (common/states.h, tested in common/states_test.cpp):
+--
+--     queued  -> running            dispatched to an agent (a new attempt)
+--     queued  -> running            adopted: requeued while its agent was away,
+--                                   and the agent came back still running it
+--     queued  -> failed             its command cannot be built
+--     queued  -> stopped            cancelled before it ran
+--     running -> completed | failed its process ended: exit 0 | anything else
+--                                   (exit code, signal, timeout, no start)
+--     running -> stopped            cancelled (marked at once; the process is
+--                                   stopped after)
+--     running -> queued             its agent was lost and a retry is left, or
+--                                   the attempt never started (costs no retry)
+--     running -> lost               its agent was lost, no retries left
+--     queued | lost -> completed | failed
+--                                   given up while its agent was away, but the
+--                                   agent came back with its result: it stands
+--     failed | lost -> queued       `swept retry`
+--
+--   completed, failed, stopped and lost are final (failed and lost until
+--   `swept retry`). `attempts` counts how many times it was started. A trial
+--   is running on at most one agent at a time: `agent`, `gpus` and
+--   `gpu_fraction` describe the current (or last) attempt. `metric_value` is
+--   the last value the trial reported for its sweep's metric (NULL when
+--   none), kept here so that "best" (store/reader.h: the best value among
+--   completed trials) and sorting by the sweep's metric need no scan of
+--   `metrics`.
 --
 -- attempts: the history of every start of a trial (one row per attempt), so
 --   that requeues and `swept retry` keep what happened before.

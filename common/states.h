@@ -1,0 +1,116 @@
+// The states of trials, sweeps and agents, as types, with their names in one
+// table each (the X-macro lists below) and the one transition function of a
+// trial. The names are the spellings on the wire (docs/protocol.md), in the
+// database (store/schema.sql) and in the dashboard's API (docs/api.md): no
+// other source file spells a state's name.
+//
+// Adding a final trial state (early termination's `early_stopped`, say) is
+// one line in SWEPT_TRIAL_STATES: its enumerator, name and properties; the
+// counts, the JSON, "best" and the transition function follow from the row.
+// (The database's CHECK constraint on trials.state needs a migration too.)
+//
+// Pure; no I/O; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace swept {
+
+// X(enumerator, name, final, counts_for_best, retryable, process_outcome)
+//   final:           the trial will not run again by itself
+//   counts_for_best: its metric value may be the sweep's best (store/reader.h)
+//   retryable:       `swept retry` queues it again
+//   process_outcome: what a trial's ended process can make of it (kFinish)
+#define SWEPT_TRIAL_STATES(X)                               \
+  X(kQueued, "queued", false, false, false, false)          \
+  X(kRunning, "running", false, false, false, false)        \
+  X(kCompleted, "completed", true, true, false, true)       \
+  X(kFailed, "failed", true, false, true, true)             \
+  X(kStopped, "stopped", true, false, false, true)          \
+  X(kLost, "lost", true, false, true, false)
+
+// X(enumerator, name)
+#define SWEPT_SWEEP_STATES(X) \
+  X(kRunning, "running")      \
+  X(kCompleted, "completed")  \
+  X(kCancelled, "cancelled")
+
+// X(enumerator, name)
+#define SWEPT_AGENT_STATES(X) \
+  X(kAlive, "alive")          \
+  X(kLost, "lost")            \
+  X(kGone, "gone")
+
+#define SWEPT_STATE_ENUMERATOR(e, ...) e,
+enum class TrialState : uint8_t { SWEPT_TRIAL_STATES(SWEPT_STATE_ENUMERATOR) };
+enum class SweepState : uint8_t { SWEPT_SWEEP_STATES(SWEPT_STATE_ENUMERATOR) };
+enum class AgentState : uint8_t { SWEPT_AGENT_STATES(SWEPT_STATE_ENUMERATOR) };
+#undef SWEPT_STATE_ENUMERATOR
+
+#define SWEPT_STATE_ONE(...) +1
+inline constexpr size_t kTrialStateCount = 0 SWEPT_TRIAL_STATES(SWEPT_STATE_ONE);
+inline constexpr size_t kSweepStateCount = 0 SWEPT_SWEEP_STATES(SWEPT_STATE_ONE);
+inline constexpr size_t kAgentStateCount = 0 SWEPT_AGENT_STATES(SWEPT_STATE_ONE);
+#undef SWEPT_STATE_ONE
+
+struct TrialStateInfo {
+  TrialState state;
+  std::string_view name;
+  bool final, counts_for_best, retryable, process_outcome;
+};
+
+#define SWEPT_TRIAL_STATE_ROW(e, n, f, b, r, o) TrialStateInfo{TrialState::e, n, f, b, r, o},
+// Every trial state in declaration (display) order.
+inline constexpr std::array<TrialStateInfo, kTrialStateCount> kTrialStates = {
+    SWEPT_TRIAL_STATES(SWEPT_TRIAL_STATE_ROW)};
+#undef SWEPT_TRIAL_STATE_ROW
+
+#define SWEPT_STATE_NAME(e, n, ...) std::string_view(n),
+inline constexpr std::array<std::string_view, kSweepStateCount> kSweepStateNames = {
+    SWEPT_SWEEP_STATES(SWEPT_STATE_NAME)};
+inline constexpr std::array<std::string_view, kAgentStateCount> kAgentStateNames = {
+    SWEPT_AGENT_STATES(SWEPT_STATE_NAME)};
+#undef SWEPT_STATE_NAME
+
+constexpr size_t index_of(TrialState s) { return static_cast<size_t>(s); }
+constexpr const TrialStateInfo& info(TrialState s) { return kTrialStates[index_of(s)]; }
+constexpr std::string_view name(TrialState s) { return info(s).name; }
+constexpr std::string_view name(SweepState s) { return kSweepStateNames[static_cast<size_t>(s)]; }
+constexpr std::string_view name(AgentState s) { return kAgentStateNames[static_cast<size_t>(s)]; }
+constexpr bool is_final(TrialState s) { return info(s).final; }
+
+// The state a name spells, or nullopt for a name that is not one.
+std::optional<TrialState> trial_state_named(std::string_view name);
+std::optional<SweepState> sweep_state_named(std::string_view name);
+std::optional<AgentState> agent_state_named(std::string_view name);
+
+// What happens to a trial.
+enum class TrialEventKind : uint8_t {
+  kDispatch,  // the scheduler starts a new attempt on an agent
+  kAdopt,     // its agent came back still running the attempt given up while it was away
+  kFinish,    // its process ended; `outcome` says how (a process_outcome state)
+  kCancel,    // the user cancelled it (or its sweep)
+  kLose,      // its agent went away while it ran
+  kReject,    // its command cannot be built from its parameters
+  kRetry,     // `swept retry`
+};
+
+struct TrialEvent {
+  TrialEventKind kind;
+  TrialState outcome = TrialState::kFailed;  // kFinish only
+  static constexpr TrialEvent finish(TrialState outcome) { return {TrialEventKind::kFinish, outcome}; }
+};
+
+// The one transition function of a trial (the table in store/schema.sql's
+// essay; tested against a hand-written table in states_test.cpp).
+// `retries_left`: how many more attempts the trial may have (only kLose reads
+// it: a retry left requeues, none leaves it `lost`). nullopt: the event does
+// not apply in that state (a stale or repeated message); the caller keeps the
+// state as it is.
+std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, int retries_left);
+
+}  // namespace swept

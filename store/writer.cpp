@@ -1,0 +1,478 @@
+// Writer: the scheduler's side of the store. See writer.h for the contract
+// and schema.sql for the tables and their invariants.
+//
+// Migrations: version 1 is schema.sql exactly as written (compiled in); each
+// later version is one step in migrate() that moves a database from N-1 to N
+// in the same transaction that records the new version in
+// meta.schema_version. A database whose version is newer than kSchemaVersion
+// is refused rather than misread.
+#include "store/writer.h"
+
+#include <algorithm>
+#include <string_view>
+#include <unordered_map>
+
+#include "store/sqlite.h"
+
+namespace swept::store {
+
+// A cached statement of the writer's connection, as `Statement& var`.
+#define SWEPT_CACHED(var, sql)                                \
+  SWEPT_ASSIGN_OR_RETURN(var##_ptr, conn_->cached(sql));      \
+  Statement& var = *var##_ptr
+
+namespace {
+
+std::string gpus_json(const std::vector<int>& gpus) { return nlohmann::json(gpus).dump(); }
+
+// One row of "SELECT id, sweep_id, idx, state, attempts, agent, gpus,
+// gpu_fraction, params, command, started_at IS NOT NULL FROM trials".
+TrialRecord read_trial_record(const Statement& st) {
+  TrialRecord t;
+  t.id = st.int64(0);
+  t.sweep_id = st.int64(1);
+  t.index = st.int64(2);
+  t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
+  t.attempts = static_cast<int>(st.int64(4));
+  t.agent = st.text(5);
+  t.gpus = parse_gpu_list(st.optional_text(6));
+  t.gpu_fraction = st.optional_real(7).value_or(0.0);
+  t.params = st.text(8);
+  t.command = st.text(9);
+  t.started = st.int64(10) != 0;
+  return t;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const WriterOptions& options) {
+  auto conn = Connection::open(path, Connection::Mode::kReadWrite, 5000, options.vfs);
+  if (!conn.ok()) return conn.status();
+  std::unique_ptr<Writer> w(new Writer(std::move(*conn)));
+  Status s = w->conn_->exec("PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;");
+  if (!s.ok())
+    return Status::Corruption(path + " cannot be used as a swept database (" + s.message() +
+                              "): pass another --db file");
+  s = w->migrate();
+  if (!s.ok()) return s.WithContext(path);
+  return w;
+}
+
+Writer::Writer(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
+Writer::~Writer() = default;
+
+Status Writer::migrate() {
+  SWEPT_RETURN_IF_ERROR(conn_->exec("BEGIN IMMEDIATE"));
+  auto fail = [&](Status s) {
+    (void)conn_->exec("ROLLBACK");
+    return s;
+  };
+  Status s = conn_->exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
+  if (!s.ok()) return fail(s.WithContext("not a swept database?"));
+  auto read = read_schema_version(*conn_);
+  if (!read.ok()) return fail(read.status());
+  int version = *read;
+  if (version > kSchemaVersion)
+    return fail(Status::Corruption("schema version " + std::to_string(version) + " is newer than this swept (" +
+                                   std::to_string(kSchemaVersion) + "): use a newer swept"));
+  if (version < 1) {
+    s = conn_->exec(kSchemaSql);
+    if (!s.ok()) return fail(s);
+    version = 1;
+  }
+  if (version < 2) {
+    // v2: the highest stored METRICS batch per attempt, so re-sent batches
+    // (at-least-once delivery, docs/protocol.md) are recognised after a
+    // scheduler restart.
+    s = conn_->exec("ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0");
+    if (!s.ok()) return fail(s);
+    version = 2;
+  }
+  std::string set = "INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(version) +
+                    "') ON CONFLICT(key) DO UPDATE SET value=excluded.value";
+  s = conn_->exec(set.c_str());
+  if (!s.ok()) return fail(s);
+  SWEPT_RETURN_IF_ERROR(conn_->exec("COMMIT"));
+  schema_version_ = version;
+  return Status::Ok();
+}
+
+// BEGIN and COMMIT run once per broker turn: prepared once, like the rest.
+Status Writer::begin() {
+  if (in_tx_) return Status::Internal("Writer::begin: a transaction is already open");
+  SWEPT_CACHED(st, "BEGIN IMMEDIATE");
+  SWEPT_RETURN_IF_ERROR(st.run());
+  in_tx_ = true;
+  return Status::Ok();
+}
+
+Status Writer::commit() {
+  if (!in_tx_) return Status::Internal("Writer::commit: no transaction is open");
+  Status s = [&]() -> Status {
+    SWEPT_CACHED(st, "COMMIT");
+    return st.run();
+  }();
+  if (!s.ok()) {
+    rollback();
+    return s.WithContext("commit failed, nothing of this transaction was stored (rolled back)");
+  }
+  in_tx_ = false;
+  return Status::Ok();
+}
+
+void Writer::rollback() {
+  if (!in_tx_) return;
+  (void)conn_->exec("ROLLBACK");
+  in_tx_ = false;
+}
+
+// ---- sweeps ----
+
+Result<int64_t> Writer::insert_sweep(const SweepRecord& s) {
+  SWEPT_CACHED(st,
+                "INSERT INTO sweeps(name, method, metric_name, metric_goal, spec, state, total_trials, next_index, "
+                "created_at) VALUES(?,?,?,?,?,?,?,0,?)");
+  st.bind(1, s.name);
+  st.bind(2, s.method);
+  st.bind(3, s.metric_name);
+  st.bind(4, s.metric_goal);
+  st.bind(5, s.spec);
+  st.bind(6, s.state);
+  st.bind(7, s.total_trials);
+  st.bind(8, s.created_at);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return conn_->last_insert_rowid();
+}
+
+Result<std::vector<SweepRecord>> Writer::sweeps_in_state(SweepState state) {
+  SWEPT_CACHED(st,
+                "SELECT id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at "
+                "FROM sweeps WHERE state=? ORDER BY id");
+  st.bind(1, state);
+  std::vector<SweepRecord> out;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    SweepRecord r;
+    r.id = st.int64(0);
+    r.name = st.text(1);
+    r.method = st.text(2);
+    r.metric_name = st.optional_text(3);
+    r.metric_goal = st.optional_text(4);
+    r.spec = st.text(5);
+    r.state = sweep_state_named(st.text(6)).value_or(SweepState::kRunning);
+    r.total_trials = st.optional_int64(7);
+    r.next_index = st.int64(8);
+    r.created_at = st.real(9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status Writer::set_sweep_state(int64_t sweep_id, SweepState state, std::optional<double> finished_at) {
+  SWEPT_CACHED(st, "UPDATE sweeps SET state=?, finished_at=? WHERE id=?");
+  st.bind(1, state);
+  st.bind(2, finished_at);
+  st.bind(3, sweep_id);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+// ---- trials ----
+
+Result<int64_t> Writer::insert_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
+                                    const std::string& command_json, double now) {
+  SWEPT_CACHED(st,
+                "INSERT INTO trials(sweep_id, idx, params, command, state, attempts, created_at) "
+                "VALUES(?1,?2,?3,?4,?6,0,?5)");
+  st.bind(6, TrialState::kQueued);
+  st.bind(1, sweep_id);
+  st.bind(2, index);
+  st.bind(3, params_json);
+  st.bind(4, command_json);
+  st.bind(5, now);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  int64_t id = conn_->last_insert_rowid();
+  SWEPT_CACHED(up, "UPDATE sweeps SET next_index=MAX(next_index, ?) WHERE id=?");
+  up.bind(1, index + 1);
+  up.bind(2, sweep_id);
+  SWEPT_RETURN_IF_ERROR(up.run());
+  return id;
+}
+
+Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, TrialState state) {
+  SWEPT_CACHED(st,
+                "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
+                "started_at IS NOT NULL FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
+  st.bind(1, sweep_id);
+  st.bind(2, state);
+  std::vector<TrialRecord> out;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    out.push_back(read_trial_record(st));
+  }
+  return out;
+}
+
+Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
+  SWEPT_CACHED(st,
+                "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
+                "started_at IS NOT NULL FROM trials WHERE id=?");
+  st.bind(1, trial_id);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  if (!row) return Status::NotFound("no trial " + std::to_string(trial_id));
+  TrialRecord t = read_trial_record(st);
+  st.reset();
+  return t;
+}
+
+Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, TrialState state) {
+  SWEPT_CACHED(st, "SELECT id FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
+  st.bind(1, sweep_id);
+  st.bind(2, state);
+  std::vector<int64_t> out;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    out.push_back(st.int64(0));
+  }
+  return out;
+}
+
+Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
+                            double gpu_fraction, double now) {
+  // A share of one GPU, or NULL for whole GPUs and CPU trials.
+  std::optional<double> fraction;
+  if (gpu_fraction > 0) fraction = gpu_fraction;
+  std::string g = gpus_json(gpus);
+  SWEPT_CACHED(st,
+                "UPDATE trials SET state=?6, attempts=?1, agent=?2, gpus=?3, gpu_fraction=?4, exit_code=NULL, "
+                "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?5");
+  st.bind(6, TrialState::kRunning);
+  st.bind(1, attempt);
+  st.bind(2, agent);
+  st.bind(3, g);
+  st.bind(4, fraction);
+  st.bind(5, trial_id);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  SWEPT_CACHED(ins,
+                "INSERT OR REPLACE INTO attempts(trial_id, attempt, agent, gpus, gpu_fraction, state, started_at, "
+                "metrics_seq) VALUES(?1,?2,?3,?4,?5,?7,?6,0)");
+  ins.bind(7, TrialState::kRunning);
+  ins.bind(1, trial_id);
+  ins.bind(2, attempt);
+  ins.bind(3, agent);
+  ins.bind(4, g);
+  ins.bind(5, fraction);
+  ins.bind(6, now);
+  SWEPT_RETURN_IF_ERROR(ins.run());
+  return Status::Ok();
+}
+
+Status Writer::reopen_attempt(int64_t trial_id, int attempt, const std::string& agent) {
+  SWEPT_CACHED(st,
+               "UPDATE trials SET state=?3, agent=?1, exit_code=NULL, reason=NULL, ended_at=NULL WHERE id=?2");
+  st.bind(3, TrialState::kRunning);
+  st.bind(1, agent);
+  st.bind(2, trial_id);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  SWEPT_CACHED(at,
+               "UPDATE attempts SET state=?3, reason=NULL, ended_at=NULL WHERE trial_id=?1 AND attempt=?2");
+  at.bind(3, TrialState::kRunning);
+  at.bind(1, trial_id);
+  at.bind(2, attempt);
+  SWEPT_RETURN_IF_ERROR(at.run());
+  return Status::Ok();
+}
+
+Status Writer::confirm_started(int64_t trial_id, int attempt, const std::string& env_json, double started_at) {
+  SWEPT_CACHED(st, "UPDATE trials SET env=?, started_at=? WHERE id=? AND attempts=?");
+  st.bind(1, env_json);
+  st.bind(2, started_at);
+  st.bind(3, trial_id);
+  st.bind(4, attempt);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  SWEPT_CACHED(at, "UPDATE attempts SET started_at=? WHERE trial_id=? AND attempt=?");
+  at.bind(1, started_at);
+  at.bind(2, trial_id);
+  at.bind(3, attempt);
+  SWEPT_RETURN_IF_ERROR(at.run());
+  return Status::Ok();
+}
+
+Status Writer::fill_started_at(int64_t trial_id, int attempt, double started_at) {
+  SWEPT_CACHED(st, "UPDATE trials SET started_at=? WHERE id=? AND attempts=? AND started_at IS NULL");
+  st.bind(1, started_at);
+  st.bind(2, trial_id);
+  st.bind(3, attempt);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+Status Writer::end_attempt(int64_t trial_id, int attempt, TrialState attempt_state,
+                          std::optional<int> exit_code, const std::string& reason, double ended_at,
+                          const StartRecord* start) {
+  SWEPT_CACHED(st,
+                "UPDATE attempts SET state=?, exit_code=?, reason=?, ended_at=?, started_at=COALESCE(?, started_at) "
+                "WHERE trial_id=? AND attempt=?");
+  st.bind(1, attempt_state);
+  st.bind(2, exit_code);
+  st.bind(3, reason);
+  st.bind(4, ended_at);
+  st.bind(5, start ? std::optional<double>(start->started_at) : std::nullopt);
+  st.bind(6, trial_id);
+  st.bind(7, attempt);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+Status Writer::set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
+                              const std::optional<std::string>& reason, std::optional<double> ended_at,
+                              const StartRecord* start) {
+  SWEPT_CACHED(st,
+                "UPDATE trials SET state=?, exit_code=?, reason=?, ended_at=?, env=COALESCE(?, env), "
+                "started_at=COALESCE(?, started_at) WHERE id=?");
+  st.bind(1, state);
+  st.bind(2, exit_code);
+  st.bind(3, reason);
+  st.bind(4, ended_at);
+  st.bind(5, start ? std::optional<std::string>(start->env_json) : std::nullopt);
+  st.bind(6, start ? std::optional<double>(start->started_at) : std::nullopt);
+  st.bind(7, trial_id);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+// ---- metrics ----
+
+Result<int64_t> Writer::metrics_seq(int64_t trial_id, int attempt) {
+  SWEPT_CACHED(st, "SELECT metrics_seq FROM attempts WHERE trial_id=? AND attempt=?");
+  st.bind(1, trial_id);
+  st.bind(2, attempt);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  int64_t seq = row ? st.int64(0) : 0;
+  st.reset();
+  return seq;
+}
+
+Result<bool> Writer::add_metrics(const protocol::Metrics& batch, const std::optional<std::string>& metric_name) {
+  auto stored = metrics_seq(batch.trial_id, batch.attempt);
+  if (!stored.ok()) return stored.status();
+  if (batch.seq <= *stored) return false;
+
+  SWEPT_CACHED(ins,
+                "INSERT INTO metrics(trial_id, name, step, value) VALUES(?,?,?,?) "
+                "ON CONFLICT(trial_id, name, step) DO UPDATE SET value=excluded.value");
+  // The latest value per name within this batch: the highest step, the last
+  // one printed on ties (docs/metrics.md: a repeated step keeps the last).
+  std::unordered_map<std::string_view, const protocol::MetricRecord*> latest;
+  const protocol::MetricRecord* metric_last = nullptr;
+  for (const auto& r : batch.records) {
+    ins.bind(1, batch.trial_id);
+    ins.bind(2, std::string_view(r.name));
+    ins.bind(3, r.step);
+    ins.bind(4, r.value);
+    SWEPT_RETURN_IF_ERROR(ins.run());
+    auto& slot = latest[r.name];
+    if (!slot || r.step >= slot->step) slot = &r;
+    if (metric_name && r.name == *metric_name) metric_last = &r;
+  }
+  SWEPT_CACHED(lat,
+                "INSERT INTO trial_latest(trial_id, name, step, value) VALUES(?,?,?,?) "
+                "ON CONFLICT(trial_id, name) DO UPDATE SET step=excluded.step, value=excluded.value "
+                "WHERE excluded.step >= trial_latest.step");
+  for (const auto& [name, r] : latest) {
+    lat.bind(1, batch.trial_id);
+    lat.bind(2, std::string_view(r->name));
+    lat.bind(3, r->step);
+    lat.bind(4, r->value);
+    SWEPT_RETURN_IF_ERROR(lat.run());
+  }
+  if (metric_last) {
+    SWEPT_CACHED(mv, "UPDATE trials SET metric_value=? WHERE id=?");
+    mv.bind(1, metric_last->value);
+    mv.bind(2, batch.trial_id);
+    SWEPT_RETURN_IF_ERROR(mv.run());
+  }
+  SWEPT_CACHED(seq, "UPDATE attempts SET metrics_seq=? WHERE trial_id=? AND attempt=?");
+  seq.bind(1, batch.seq);
+  seq.bind(2, batch.trial_id);
+  seq.bind(3, batch.attempt);
+  SWEPT_RETURN_IF_ERROR(seq.run());
+  if (!batch.log.empty()) SWEPT_RETURN_IF_ERROR(append_log(batch.trial_id, batch.log));
+  return true;
+}
+
+Status Writer::append_log(int64_t trial_id, const std::string& chunk) {
+  if (chunk.empty()) return Status::Ok();
+  std::string tail;
+  SWEPT_CACHED(get, "SELECT tail FROM trial_logs WHERE trial_id=?");
+  get.bind(1, trial_id);
+  SWEPT_ASSIGN_OR_RETURN(row, get.step());
+  if (row) tail = get.text(0);
+  get.reset();
+  tail += chunk;
+  if (tail.size() > kLogTailBytes) {
+    size_t cut = tail.size() - kLogTailBytes;
+    // Do not start in the middle of a UTF-8 sequence.
+    while (cut < tail.size() && (static_cast<unsigned char>(tail[cut]) & 0xC0) == 0x80) ++cut;
+    tail.erase(0, cut);
+  }
+  SWEPT_CACHED(put,
+                "INSERT INTO trial_logs(trial_id, tail) VALUES(?,?) ON CONFLICT(trial_id) DO UPDATE SET "
+                "tail=excluded.tail");
+  put.bind(1, trial_id);
+  put.bind(2, tail);
+  SWEPT_RETURN_IF_ERROR(put.run());
+  return Status::Ok();
+}
+
+// ---- agents ----
+
+Status Writer::upsert_agent(const std::string& name, const std::string& host, int slots,
+                           const std::vector<protocol::GpuInfo>& gpus, double now) {
+  SWEPT_CACHED(st,
+                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen) VALUES(?1,?2,?6,?3,?4,?5) "
+                "ON CONFLICT(name) DO UPDATE SET host=excluded.host, state=excluded.state, slots=excluded.slots, "
+                "registered_at=excluded.registered_at, last_seen=excluded.last_seen");
+  st.bind(6, AgentState::kAlive);
+  st.bind(1, name);
+  st.bind(2, host);
+  st.bind(3, slots);
+  st.bind(4, now);
+  st.bind(5, now);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  SWEPT_CACHED(del, "DELETE FROM agent_gpus WHERE agent=?");
+  del.bind(1, name);
+  SWEPT_RETURN_IF_ERROR(del.run());
+  SWEPT_CACHED(ins, "INSERT INTO agent_gpus(agent, idx, uuid, name, memory_bytes) VALUES(?,?,?,?,?)");
+  for (const auto& g : gpus) {
+    ins.bind(1, name);
+    ins.bind(2, g.index);
+    ins.bind(3, g.uuid);
+    ins.bind(4, g.name);
+    ins.bind(5, g.memory_bytes);
+    SWEPT_RETURN_IF_ERROR(ins.run());
+  }
+  return Status::Ok();
+}
+
+Status Writer::set_agent_state(const std::string& name, AgentState state, double now) {
+  SWEPT_CACHED(st, "UPDATE agents SET state=?, last_seen=? WHERE name=?");
+  st.bind(1, state);
+  st.bind(2, now);
+  st.bind(3, name);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+Status Writer::mark_all_agents(AgentState from_state, AgentState to_state) {
+  SWEPT_CACHED(st, "UPDATE agents SET state=? WHERE state=?");
+  st.bind(1, to_state);
+  st.bind(2, from_state);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return Status::Ok();
+}
+
+}  // namespace swept::store
