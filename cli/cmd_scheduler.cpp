@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
+#include "store/db_lock.h"
 
 namespace swept::cli {
 namespace {
@@ -55,6 +56,9 @@ int run_scheduler(const std::vector<std::string>& args) {
   else if (level == "warn") log::set_level(log::Level::kWarn);
   else if (level == "error") log::set_level(log::Level::kError);
 
+  // One scheduler per database, for its whole life (store/db_lock.h).
+  auto lock = store::DbLock::acquire(db);
+  if (!lock.ok()) return report("scheduler", lock.status());
   auto store = store::Writer::open(db);
   if (!store.ok()) return report("scheduler", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), o);
@@ -62,6 +66,7 @@ int run_scheduler(const std::vector<std::string>& args) {
     std::cerr << "swept scheduler: " << s.message() << "\n";
     return kExitFailure;
   }
+  (*lock)->set_address(broker.endpoint());
   if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
   std::unique_ptr<web::Server> dashboard;
   if (web != "off") {
