@@ -40,7 +40,11 @@ struct ClientFlags {
 inline void add_client_flags(po::options_description& d, ClientFlags& f, bool allow_db) {
   d.add_options()("scheduler", po::value(&f.scheduler),
                   "scheduler address (default: $SWEPT_SCHEDULER, else tcp://127.0.0.1:5555)")(
-      "timeout-ms", po::value(&f.timeout_ms)->default_value(5000), "give up on a request after this long");
+      "timeout-ms",
+      po::value(&f.timeout_ms)->default_value(5000)->notifier([](int ms) {
+        if (ms < 1) throw po::error("--timeout-ms must be at least 1 (milliseconds), got " + std::to_string(ms));
+      }),
+      "give up on a request after this long");
   if (allow_db)
     d.add_options()("db", po::value(&f.db), "read this database file directly (no scheduler needed)");
 }
@@ -51,7 +55,8 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::kOk: return kExitOk;
     case StatusCode::kUnavailable: return kExitUnavailable;
     case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound: return kExitUsage;
+    case StatusCode::kNotFound:
+    case StatusCode::kCorruption: return kExitUsage;  // a --db that is not a (readable) swept database
     case StatusCode::kInternal: return kExitInternal;
     default: return kExitFailure;
   }

@@ -30,6 +30,30 @@ extern "C" void on_scheduler_signal(int) {
   if (const scheduler::Broker* b = g_scheduler_broker.load()) b->wake();
 }
 
+// Checks a --bind value before ZeroMQ sees it: ZeroMQ reads the port of
+// tcp://127.0.0.1:99999 modulo 2^16 and listens somewhere else. Returns the
+// problem, or "" when the endpoint is well formed.
+std::string bind_problem(const std::string& bind) {
+  const std::string hint =
+      ": use tcp://HOST:PORT (PORT 1 to 65535, or * for a free one; e.g. tcp://0.0.0.0:5555) or ipc://PATH";
+  auto starts = [&](const char* prefix) { return bind.rfind(prefix, 0) == 0; };
+  if (starts("ipc://") || starts("inproc://")) {
+    if (bind.size() == bind.find("://") + 3) return "--bind '" + bind + "' names no path" + hint;
+    return "";
+  }
+  if (!starts("tcp://")) return "--bind '" + bind + "' is not an address swept can listen on" + hint;
+  const std::string rest = bind.substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "--bind '" + bind + "' needs a host and a port" + hint;
+  const std::string port = rest.substr(colon + 1);
+  if (port == "*") return "";
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return "--bind '" + bind + "': the port '" + port + "' is not a number" + hint;
+  const int n = std::stoi(port);
+  if (n < 1 || n > 65535) return "--bind '" + bind + "': the port " + port + " is out of range" + hint;
+  return "";
+}
+
 int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
   std::string db = "swept.db", endpoint_file, web = "off", level = "info";
@@ -49,6 +73,14 @@ int run_scheduler(const std::vector<std::string>& args) {
     return *rc;
   if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
     std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
+    return kExitUsage;
+  }
+  if (std::string problem = bind_problem(o.bind); !problem.empty()) {
+    std::cerr << "swept scheduler: " << problem << "\n";
+    return kExitUsage;
+  }
+  if (level != "debug" && level != "info" && level != "warn" && level != "error") {
+    std::cerr << "swept scheduler: --log-level '" << level << "' is not a level: use debug, info, warn or error\n";
     return kExitUsage;
   }
   log::set_program("swept-scheduler");

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -32,6 +33,10 @@ std::string read_all(int fd) {
 
 Result<std::unique_ptr<DbLock>> DbLock::acquire(const std::string& db_path) {
   const std::string path = db_path + ".lock";
+  struct stat st {};
+  if (::stat(db_path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("'" + db_path + "' is a directory, not a database file: pass a file as --db (e.g. " +
+                                   db_path + "/swept.db)");
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0)
     return Status::IoError("cannot create the lock file " + path + " (" + std::strerror(errno) +

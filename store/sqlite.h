@@ -6,7 +6,8 @@
 //
 // Error mapping (sqlite_error): BUSY/LOCKED -> Unavailable (retry),
 // CANTOPEN -> NotFound, NOTADB/CORRUPT -> Corruption, anything else ->
-// IoError; the message names the call, file, line and SQLite's message.
+// IoError. The message is for users: SQLite's reason and what to do; the
+// failing call, file and line go to the debug log (--log-level debug).
 //
 // A Statement records the first failing bind and reports it from the next
 // step(), so call sites chain binds without checking each and no bind error

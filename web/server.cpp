@@ -33,11 +33,25 @@ namespace {
 constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr const char* kTokenCookie = "swept_token";
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+// Compares a presented secret with the token in time that depends only on
+// the presented secret's length: neither where the first difference lies nor
+// the token's length shows in the timing.
+bool constant_time_equal(const std::string& presented, const std::string& token) {
+  if (token.empty()) return false;
+  volatile unsigned char diff = presented.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i)
+    diff = diff | static_cast<unsigned char>(presented[i] ^ token[i % token.size()]);
   return diff == 0;
+}
+
+// Where a page opened with ?token= is sent back to: its own path when that
+// is a plain local path. "//host/..." or "/\\host" would be read by a
+// browser as another site (an open redirect), so anything unusual goes to "/".
+std::string local_redirect_target(const std::string& path) {
+  if (path.size() < 1 || path[0] != '/' || (path.size() > 1 && (path[1] == '/' || path[1] == '\\'))) return "/";
+  for (char c : path)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("/-._~").find(c) != std::string::npos)) return "/";
+  return path;
 }
 
 std::string cookie_value(const httplib::Request& req, const std::string& name) {
@@ -203,11 +217,20 @@ void Server::Impl::install_routes() {
                                             "or open the page once as /?token=TOKEN"}}}});
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A POST without Content-Length (nor chunked encoding) would make httplib
+    // read its body until the client closes or the read times out, and then
+    // act on it after the client gave up: refuse it before reading.
+    if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      send_error(res, Status::InvalidArgument("a POST needs a Content-Length header (send an empty body as "
+                                              "'Content-Length: 0')"));
+      res.status = 411;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // A page opened with ?token=: remember it in a cookie and drop it from the URL.
     if (!options.token.empty() && req.has_param("token") && req.method == "GET" && req.path.rfind("/api/", 0) != 0) {
       res.set_header("Set-Cookie", std::string(kTokenCookie) + "=" + options.token +
                                        "; Path=/; HttpOnly; SameSite=Strict");
-      res.set_redirect(req.path);
+      res.set_redirect(local_redirect_target(req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
