@@ -133,11 +133,12 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mo
     // so it is read as immutable. With a -wal left but no -shm, there is no
     // safe way: say why and what to do.
     Status probe = conn->exec("SELECT count(*) FROM sqlite_master");
-    if (!probe.ok() && probe.code() == StatusCode::kNotFound) {
-      const std::string folder = folder_of(path);
+    const std::string folder = folder_of(path);
+    if (!probe.ok() && (probe.code() == StatusCode::kNotFound || probe.code() == StatusCode::kIoError) &&
+        ::access(folder.c_str(), W_OK) != 0) {
       struct stat wal {};
       const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
-      if (::access(folder.c_str(), W_OK) != 0 && !has_wal) {
+      if (!has_wal) {
         conn.reset();
         db = nullptr;
         rc = sqlite3_open_v2(immutable_uri(path).c_str(), &db,
@@ -148,16 +149,15 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mo
           return s.WithContext("opening '" + path + "' read-only");
         }
         conn.reset(new Connection(db, path));
+        sqlite3_busy_timeout(db, busy_timeout_ms);
         log::debug("reading " + path + " as immutable: its folder is not writable and no scheduler has it open");
-      } else if (::access(folder.c_str(), W_OK) != 0) {
+      } else {
         return Status::FailedPrecondition(
             "cannot read '" + path + "': it is a WAL database whose log (" + path + "-wal, " +
             std::to_string(wal.st_size) + " bytes) is not checkpointed, and SQLite cannot create its shared-memory "
             "file (" + path + "-shm) because the folder " + folder + " is not writable by this user. Run this as a "
             "user who can write " + folder + ", restart the scheduler on it (its -shm then exists and is read), or "
             "copy the database and its -wal file to a folder you can write and pass that --db");
-      } else {
-        return probe.WithContext("opening '" + path + "' read-only");
       }
     } else if (!probe.ok()) {
       return probe.WithContext("opening '" + path + "'");

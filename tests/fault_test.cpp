@@ -31,3 +31,63 @@ TEST_CASE("a second scheduler on the same database is refused naming the holder;
   Scheduler restarted(dir);  // REQUIREs that it comes up and listens
   CHECK(restarted.process->running());
 }
+
+namespace {
+
+// Runs `swept ARGS` as a user who cannot write the database's folder: as
+// root, through setpriv as nobody; otherwise with the folder made read-only.
+int run_as_reader(const TempDir& dir, std::vector<std::string> args, std::string* out) {
+  std::vector<std::string> argv;
+  if (::geteuid() == 0) {
+    argv = {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", kSwept};
+    ::chmod(dir.path().c_str(), 0755);
+  } else {
+    argv = {kSwept};
+    ::chmod(dir.path().c_str(), 0555);
+  }
+  argv.insert(argv.end(), args.begin(), args.end());
+  int rc = run_command(argv, "/tmp/swept-reader-" + std::to_string(::getpid()) + ".log", out);
+  ::chmod(dir.path().c_str(), 0700);
+  return rc;
+}
+
+}  // namespace
+
+TEST_CASE("a reader who cannot write the database's folder reads a WAL database, or says why not and what to do") {
+  TempDir dir;
+  const std::string db = dir / "swept.db";
+  std::string out;
+  {
+    // A sweep recorded, then the scheduler stopped cleanly: no -wal, no -shm.
+    write_file(dir / "sweep.json",
+               R"({"name": "ro", "method": "grid", "command": ["true"], "parameters": {"x": {"values": [1, 2]}}})");
+    int rc = run_command({kSwept, "run", dir / "sweep.json", "--db", db, "--dashboard", "off", "--progress", "off",
+                          "--workdir", dir / "work"},
+                         dir / "run.log", &out, 60);
+    REQUIRE_MESSAGE(rc == 0, out);
+  }
+  REQUIRE_FALSE(std::filesystem::exists(db + "-shm"));
+  int rc = run_as_reader(dir, {"status", "--db", db}, &out);
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK_MESSAGE(out.find("ro") != std::string::npos, out);
+
+  // A scheduler killed with SIGKILL: -wal and -shm stay, and are read.
+  auto sched = std::make_unique<Scheduler>(dir);
+  submit(dir, sched->endpoint, R"({"name": "second", "method": "grid", "command": ["true"], "parameters": {"x": {"value": 1}}})");
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  REQUIRE(std::filesystem::exists(db + "-wal"));
+  REQUIRE(std::filesystem::exists(db + "-shm"));
+  rc = run_as_reader(dir, {"status", "--db", db}, &out);
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK_MESSAGE(out.find("second") != std::string::npos, out);
+
+  // A WAL with data but no -shm: no safe way to read; the message says why and what to do.
+  std::filesystem::remove(db + "-shm");
+  if (std::filesystem::file_size(db + "-wal") > 0) {
+    rc = run_as_reader(dir, {"status", "--db", db}, &out);
+    CHECK_MESSAGE(rc == 1, out);
+    CHECK_MESSAGE(out.find("is not writable by this user") != std::string::npos, out);
+    CHECK_MESSAGE(out.find("-wal") != std::string::npos, out);
+  }
+}
