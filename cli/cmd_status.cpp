@@ -48,7 +48,7 @@ int run_status(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const auto& s = sums->front();
-  std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + s.name + ")") << ": " << s.method << ", "
+  std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + terminal_safe(s.name) + ")") << ": " << s.method << ", "
             << name(s.state) << ", " << progress(s) << " trials done\n";
   std::cout << " ";
   for (const auto& st : kTrialStates)
@@ -56,10 +56,10 @@ int run_status(const std::vector<std::string>& args) {
   std::cout << "\n";
   if (s.metric_name) {
     if (s.best_trial_id)
-      std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id
-                << "): " << params_text(s.best_params) << "\n";
+      std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(*s.best_value) << " (trial "
+                << *s.best_trial_id << "): " << terminal_safe(params_text(s.best_params)) << "\n";
     else
-      std::cout << "  best " << *s.metric_name << ": no completed trial has reported it yet\n";
+      std::cout << "  best " << terminal_safe(*s.metric_name) << ": no completed trial has reported it yet\n";
   }
   return kExitOk;
 }

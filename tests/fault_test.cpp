@@ -91,3 +91,34 @@ TEST_CASE("a reader who cannot write the database's folder reads a WAL database,
     CHECK_MESSAGE(out.find("-wal") != std::string::npos, out);
   }
 }
+
+TEST_CASE("swept status, trials and best escape terminal control sequences from names and values") {
+  TempDir dir;
+  const std::string db = dir / "swept.db";
+  // ESC ] (retitle), BEL, ESC [ (colour, clear screen), CR, and a C1 CSI.
+  write_file(dir / "sweep.json",
+             R"({"name": "evil\u001b]0;pwned\u0007\u001b[2J", "method": "grid", "command": ["true"],)"
+             R"( "parameters": {"x": {"values": ["a\u001b[31mred\r\u009b1m"]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "sweep.json", "--db", db, "--dashboard", "off", "--progress", "off",
+                        "--workdir", dir / "work"},
+                       dir / "run.log", &out, 60);
+  REQUIRE_MESSAGE(rc == 0, out);
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"status", "--db", db}, {"status", "1", "--db", db}, {"trials", "1", "--db", db}}) {
+    std::vector<std::string> argv{kSwept};
+    argv.insert(argv.end(), args.begin(), args.end());
+    rc = run_command(argv, dir / "out.log", &out);
+    INFO(args[0], " ", args.size(), ": ", out);
+    CHECK(rc == 0);
+    CHECK(out.find('\x1b') == std::string::npos);
+    CHECK(out.find('\x07') == std::string::npos);
+    CHECK(out.find('\r') == std::string::npos);
+    CHECK(out.find("\xc2\x9b") == std::string::npos);
+    if (args[0] == "trials") {
+      CHECK(out.find("x=a\\x1b[31mred\\x0d\\u009b1m") != std::string::npos);
+    } else {
+      CHECK(out.find("evil\\x1b]0;pwned\\x07\\x1b[2J") != std::string::npos);
+    }
+  }
+}
