@@ -654,3 +654,68 @@ TEST_CASE("web: a cancel POST without a body length is answered at once and canc
   CHECK(r.client->Post("/api/sweeps/1/cancel", h, "", "application/json")->status == 200);
   CHECK(calls == 1);
 }
+
+namespace {
+
+int connect_loopback(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Whether the server has given up on `fd` already (an answer or EOF is readable).
+bool given_up_by_server(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// Reads until the server closes `fd` (true) or 30 s pass (false).
+bool reads_to_eof(int fd) {
+  char buf[1024];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 30000) != 1) return false;
+    ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return true;
+  }
+}
+
+}  // namespace
+
+// Issue 15, defect 9: half-open requests (headers never finished) must not
+// stall everyone else. Ordering, not timing: the other requests are
+// answered while every half-open connection is still held open by the
+// server, i.e. without waiting for any of them to time out.
+TEST_CASE("web: 100 half-open requests do not stall the others") {
+  TestDb db;
+  db.fill();
+  auto r = start(db.path());
+  std::vector<int> half_open;
+  for (int i = 0; i < 100; ++i) {
+    int fd = connect_loopback(r.server->port());
+    REQUIRE(fd >= 0);
+    const std::string partial = "GET /api/sweeps HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    REQUIRE(::send(fd, partial.data(), partial.size(), 0) == static_cast<ssize_t>(partial.size()));
+    half_open.push_back(fd);
+  }
+  for (int i = 0; i < 20; ++i) {
+    auto res = r.client->Get("/api/sweeps");
+    REQUIRE(res);
+    CHECK(res->status == 200);
+  }
+  int closed = 0;
+  for (int fd : half_open) closed += given_up_by_server(fd) ? 1 : 0;
+  CHECK_MESSAGE(closed == 0, closed << " half-open connections had to time out before the others were answered");
+  // And the server does drop them in the end (the header read deadline).
+  for (int fd : half_open) {
+    CHECK(reads_to_eof(fd));
+    ::close(fd);
+  }
+}

@@ -14,6 +14,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -520,13 +521,21 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let
   // a second server share a port in use instead of failing clearly.
-  p->http.set_socket_options([](int sock) {
+  auto listen_fd = std::make_shared<std::atomic<int>>(-1);
+  p->http.set_socket_options([listen_fd](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
   });
-  p->http.set_keep_alive_timeout(2);
+  // Slow clients (issue 15, defect 9). Each connection holds a worker thread
+  // while httplib reads it, so: many workers (a thread blocked in recv costs
+  // little), a short read deadline (a request whose headers stall 3 s is
+  // dropped, where 10 s let 60 half-open requests stall every other one),
+  // and keep-alive sized for a dashboard polling every second.
+  p->http.set_keep_alive_timeout(5);
+  p->http.set_keep_alive_max_count(1000);
   p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs
-  p->http.set_read_timeout(10);
+  p->http.set_read_timeout(3);
   p->http.set_payload_max_length(64 * 1024);
   p->install_routes();
   p->host = address->first;
@@ -539,6 +548,10 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
                              ": the address is in use or not local; pick another with --listen HOST:PORT");
     p->port = address->second;
   }
+  // httplib 0.11 listens with a backlog of 5 (compiled into the library):
+  // under 50 concurrent clients, connections were refused and retried after
+  // a second. listen(2) again on the bound socket raises it.
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   p->feed.start();
   p->listener = std::thread([p] { p->http.listen_after_bind(); });
   // Wait until the loop runs, so that a stop() right after start() is not

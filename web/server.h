@@ -44,7 +44,7 @@ struct ServerOptions {
   CancelFn cancel;                        // empty: no cancel button or API
   int poll_interval_ms = 500;             // live-update polling of the store
   int max_event_streams = 32;             // concurrent SSE connections; more get 503
-  int worker_threads = 48;                // HTTP worker threads (event streams hold one each)
+  int worker_threads = 160;               // HTTP worker threads (event streams and slow clients hold one each)
 };
 
 class Server {
