@@ -3,6 +3,11 @@
 // Waits on conditions with deadlines, never on fixed sleeps.
 #include <sys/stat.h>
 
+#include <zmq.hpp>
+
+#include "common/protocol.h"
+#include "scheduler/zmq_io.h"
+
 #include "tests/harness.h"
 
 using namespace swept::itest;
@@ -121,4 +126,36 @@ TEST_CASE("swept status, trials and best escape terminal control sequences from 
       CHECK(out.find("evil\\x1b]0;pwned\\x07\\x1b[2J") != std::string::npos);
     }
   }
+}
+
+TEST_CASE("a flood of malformed messages is logged throttled, with the count of the lines not shown") {
+  TempDir dir;
+  Scheduler sched(dir);
+  zmq::context_t ctx(1);
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.set(zmq::sockopt::rcvtimeo, 10000);
+  rogue.connect(sched.endpoint);
+  const int kFlood = 500;
+  for (int i = 0; i < kFlood; ++i)
+    REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "METRICS", "{\"trial_id\": \"x\"}"}).ok());
+  // Every one is still answered.
+  for (int i = 0; i < kFlood; ++i) {
+    auto got = swept::zmqio::receive(rogue, false, false);
+    REQUIRE(got.ok());
+    REQUIRE(got->has_value());
+  }
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+    return n;
+  };
+  // The count of the rest is written once the window is over (10 s).
+  REQUIRE_MESSAGE(eventually([&] { return sched.process->log().find("more like this") != std::string::npos; }, 30),
+                  sched.process->log().substr(0, 2000));
+  const std::string log = sched.process->log();
+  // 20 a window (and the last one quoted in each summary); the flood may
+  // straddle two windows on a slow machine.
+  CHECK(count(log, "refused a message from a client") <= 42);
+  CHECK(count(log, "more like this") <= 2);
 }
