@@ -355,4 +355,15 @@ TEST_CASE("cli: a directory or a corrupt file as --db is refused with exit 2, wi
   CHECK_FALSE(std::filesystem::exists(dir + ".lock"));
 }
 
+TEST_CASE("cli: swept web and swept scheduler --web refuse a non-loopback address without --token or --insecure") {
+  const std::string dir = scratch_dir() + "/web";
+  std::filesystem::create_directories(dir);
+  Run r = swept("web --listen 0.0.0.0:0 --db " + quote(dir + "/w.db"));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("without a token") != std::string::npos, r.err);
+  r = swept("scheduler --bind tcp://127.0.0.1:* --web 0.0.0.0:0 --db " + quote(dir + "/s.db"));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("--insecure") != std::string::npos, r.err);
+}
+
 }  // namespace

@@ -56,7 +56,8 @@ std::string bind_problem(const std::string& bind) {
 
 int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
-  std::string db = "swept.db", endpoint_file, web = "off", level = "info";
+  std::string db = "swept.db", endpoint_file, web = "off", level = "info", web_token;
+  bool web_insecure = false;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
                      "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
@@ -67,6 +68,9 @@ int run_scheduler(const std::vector<std::string>& args) {
       "after a restart, how long running trials wait for their agent to come back")(
       "endpoint-file", po::value(&endpoint_file), "write the bound endpoint to this file once listening")(
       "web", po::value(&web)->default_value(web), "dashboard address HOST:PORT, or off (see swept web)")(
+      "token", po::value(&web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
+                                      "non-loopback --web")(
+      "insecure", po::bool_switch(&web_insecure), "serve a non-loopback --web without a token (trusted networks only)")(
       "log-level", po::value(&level)->default_value(level), "debug, info, warn or error");
   po::positional_options_description pos;
   if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [options]", args, desc, pos))
@@ -102,7 +106,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
   std::unique_ptr<web::Server> dashboard;
   if (web != "off") {
-    auto server = start_dashboard(web, db, /*token=*/"", broker.endpoint());
+    auto server = start_dashboard(web, db, web_token, broker.endpoint(), web_insecure);
     if (!server.ok()) return report("scheduler", server.status());
     dashboard = std::move(*server);
     log::info("dashboard at " + dashboard->url());

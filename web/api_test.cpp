@@ -719,3 +719,27 @@ TEST_CASE("web: 100 half-open requests do not stall the others") {
     ::close(fd);
   }
 }
+
+TEST_CASE("web: a non-loopback address without a token is refused unless insecure") {
+  TestDb db;
+  db.fill();
+  for (const char* listen : {"0.0.0.0:0", "[::]:0"}) {
+    ServerOptions o;
+    o.listen = listen;
+    o.db_path = db.path();
+    auto refused = Server::start(o);
+    INFO(listen);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.status().code() == swept::StatusCode::kInvalidArgument);
+    CHECK(refused.status().message().find("--insecure") != std::string::npos);
+    o.token = "tok";
+    CHECK(Server::start(o).ok());
+    o.token.clear();
+    o.insecure = true;
+    CHECK(Server::start(o).ok());
+  }
+  ServerOptions local;
+  local.listen = "127.0.0.1:0";
+  local.db_path = db.path();
+  CHECK(Server::start(local).ok());
+}

@@ -515,6 +515,16 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
       return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  // Without a token, only this machine may be served: a wildcard or outside
+  // address would show every sweep (and cancel them) to anyone who can reach
+  // it. --insecure is the operator saying the network is trusted.
+  const std::string& host = address->first;
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (!loopback && options.token.empty() && !options.insecure)
+    return Status::InvalidArgument("refusing to serve " + options.listen +
+                                   " without a token: anyone who can reach it would see and cancel your sweeps. "
+                                   "Pass --token TOKEN (or set SWEPT_WEB_TOKEN), listen on 127.0.0.1, or pass "
+                                   "--insecure if this network is trusted");
   auto impl = std::make_unique<Impl>(options);
   Impl* p = impl.get();
   int threads = std::max(4, options.worker_threads);
