@@ -149,6 +149,7 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mo
           return s.WithContext("opening '" + path + "' read-only");
         }
         conn.reset(new Connection(db, path));
+        conn->immutable_ = true;
         sqlite3_busy_timeout(db, busy_timeout_ms);
         log::debug("reading " + path + " as immutable: its folder is not writable and no scheduler has it open");
       } else {
@@ -252,6 +253,7 @@ Result<ConnectionPool::Lease> ConnectionPool::acquire() {
 }
 
 void ConnectionPool::release(std::unique_ptr<Connection> c) {
+  if (c->immutable()) return;  // reopened per request, so a scheduler started since is seen
   std::lock_guard<std::mutex> lock(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(c));
 }
