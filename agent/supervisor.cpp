@@ -45,13 +45,18 @@ std::string signal_description(int sig) {
   return "killed by signal " + std::to_string(sig) + (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string());
 }
 
-void write_all(int fd, std::string_view data) {
+// Writes all of `data`; returns 0, or the errno that stopped it (ENOSPC
+// for a full disk, which write(2) may also report as a short write).
+int write_all(int fd, std::string_view data, uint64_t* written) {
   while (fd >= 0 && !data.empty()) {
     ssize_t n = ::write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // a full disk loses log lines, never the trial
+    if (n < 0) return errno;
+    if (n == 0) return ENOSPC;
+    *written += static_cast<uint64_t>(n);
     data.remove_prefix(static_cast<size_t>(n));
   }
+  return 0;
 }
 
 void close_fd(int& fd) {
@@ -61,18 +66,38 @@ void close_fd(int& fd) {
 
 }  // namespace
 
-void LazyLogFile::append(std::string_view bytes) {
-  if (bytes.empty() || failed_ || path_.empty()) return;
+std::string LazyLogFile::append(std::string_view bytes) {
+  if (bytes.empty() || failed_ || path_.empty()) return {};
   if (fd_ < 0) {
     // Append: every attempt's output stays, one after the other.
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ < 0) {
       failed_ = true;
-      log::warn("cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there");
-      return;
+      std::string why = "cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there";
+      log::warn(why);
+      return "[swept: " + why + "]\n";
     }
   }
-  write_all(fd_, bytes);
+  bool capped = false;
+  if (bytes.size() > max_bytes_ - written_) {
+    bytes = bytes.substr(0, static_cast<size_t>(max_bytes_ - written_));
+    capped = true;
+  }
+  if (int err = write_all(fd_, bytes, &written_); err != 0) {
+    failed_ = true;
+    std::string why = "writing " + path_ + " failed after " + std::to_string(written_) + " bytes (" +
+                      std::strerror(err) + "); the rest of this trial's output is not in it";
+    log::warn(why);
+    return "[swept: " + why + "]\n";
+  }
+  if (capped) {
+    failed_ = true;
+    std::string why = path_ + " reached its cap of " + std::to_string(max_bytes_) +
+                      " bytes; the rest of this trial's output is not in it";
+    log::info(why);
+    return "[swept: " + why + "]\n";
+  }
+  return {};
 }
 
 void LazyLogFile::close() { close_fd(fd_); }
@@ -156,6 +181,8 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
                                          ec.message()));
   }
   stdout_log_.set_path((working_dir / "stdout.log").string());
+  stdout_log_.set_limit(options_.max_output_log_bytes);
+  stderr_log_.set_limit(options_.max_output_log_bytes);
   stderr_log_.set_path((working_dir / "stderr.log").string());
 
   environment_ = trial_environment(launch_, checkpoint_dir.string());
@@ -278,11 +305,12 @@ bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
     }
     std::string_view bytes(buf, static_cast<size_t>(n));
     if (is_stdout) {
-      stdout_log_.append(bytes);
+      if (std::string lost = stdout_log_.append(bytes); !lost.empty()) log_.append(lost);
       stdout_lines_.feed(bytes, [this](std::string_view line, bool overlong) { on_stdout_line(line, overlong); });
     } else {
-      stderr_log_.append(bytes);
+      std::string lost = stderr_log_.append(bytes);
       log_.append(bytes);
+      if (!lost.empty()) log_.append("\n" + lost);
     }
   }
   return true;

@@ -78,11 +78,16 @@ struct SupervisorOptions {
   int stop_grace_ms = 10000;       // SIGTERM -> SIGKILL
   size_t log_batch_bytes = 64 * 1024;
   size_t max_pending_metrics = 200000;
+  // stdout.log and stderr.log each stop growing here (agent/README.md): a
+  // trial cannot fill the agent's disk through its output.
+  uint64_t max_output_log_bytes = uint64_t{1} << 30;
 };
 
 // A log file created at its first byte: a trial that prints nothing costs no
-// file (creating files dominates the agent's cost for short trials). A write
-// error loses log bytes, never the trial; it is logged once.
+// file (creating files dominates the agent's cost for short trials). It stops
+// growing at its cap. A write error (a full disk) loses log bytes, never the
+// trial. Either way append() returns, once, a line saying so, which the
+// supervisor puts in the trial's own log (its record in the database).
 class LazyLogFile {
  public:
   LazyLogFile() = default;
@@ -90,13 +95,17 @@ class LazyLogFile {
   LazyLogFile(const LazyLogFile&) = delete;
   LazyLogFile& operator=(const LazyLogFile&) = delete;
   void set_path(std::string path) { path_ = std::move(path); }
-  void append(std::string_view bytes);
+  void set_limit(uint64_t max_bytes) { max_bytes_ = max_bytes; }
+  // Returns "" or, the first time bytes are not kept, why.
+  std::string append(std::string_view bytes);
   void close();
 
  private:
   std::string path_;
   int fd_ = -1;
   bool failed_ = false;
+  uint64_t written_ = 0;
+  uint64_t max_bytes_ = UINT64_MAX;
 };
 
 class TrialSupervisor {

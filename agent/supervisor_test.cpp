@@ -24,8 +24,9 @@ struct Trial {
   std::vector<MetricPoint> metrics;
   std::string log;
 
-  void start(TrialLaunch launch, int grace_ms = 10000) {
+  void start(TrialLaunch launch, int grace_ms = 10000, uint64_t max_log_bytes = uint64_t{1} << 30) {
     SupervisorOptions options;
+    options.max_output_log_bytes = max_log_bytes;
     options.workdir_root = root.path();
     options.stop_grace_ms = grace_ms;
     if (launch.workdir.empty()) launch.workdir = "sweep-1/trial-7";
@@ -281,4 +282,30 @@ TEST_CASE("agent supervisor: a trial reaped behind the agent's back still ends (
   CHECK(t.sup->result().end == TrialEnd::kSignaled);
   CHECK(t.sup->result().reason.find("exit status lost") == 0);
   CHECK(t.metrics == std::vector<MetricPoint>{{0, "x", 1.0}});
+}
+
+// Issue 15, defect 10: stdout.log is capped, and a full disk while writing it
+// is said in the trial's own log (its record), not silently truncated.
+TEST_CASE("agent supervisor: stdout.log stops at its cap and the trial's log says so") {
+  Trial t;
+  t.start(shell("head -c 5000 /dev/zero | tr '\\000' a; printf '\\n{\"step\": 1, \"x\": 2}\\n'"), 10000, 1000);
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().exit_code == 0);
+  CHECK(t.file("stdout.log").size() == 1000);
+  CHECK(t.metrics == std::vector<MetricPoint>{{1, "x", 2.0}});  // metrics are read past the cap
+  CHECK_MESSAGE(t.log.find("stdout.log reached its cap of 1000 bytes") != std::string::npos, t.log);
+}
+
+TEST_CASE("agent supervisor: a full disk while writing stdout.log is said in the trial's log, the trial goes on") {
+  Trial t;
+  // /dev/full answers every write with ENOSPC: a full disk, without filling one.
+  const std::string dir = t.root.path() + "/sweep-1/trial-7";
+  std::filesystem::create_directories(dir);
+  std::filesystem::create_symlink("/dev/full", dir + "/stdout.log");
+  t.start(shell("echo hello; echo world"));
+  REQUIRE(t.run_to_end());
+  CHECK(t.sup->result().exit_code == 0);
+  CHECK_MESSAGE(t.log.find("No space left on device") != std::string::npos, t.log);
+  CHECK_MESSAGE(t.log.find("the rest of this trial's output is not in it") != std::string::npos, t.log);
+  CHECK(t.log.find("hello") != std::string::npos);  // the log itself still has the output
 }

@@ -329,4 +329,56 @@ TEST_CASE("cli: swept run runs a YAML sweep file end to end") {
   CHECK(slurp(dir + "/out").find("sweep 1 completed: 14 completed, 0 failed") != std::string::npos);
 }
 
+
+// Issue 15, defect 12: flags and database files that are wrong are refused
+// with exit 2 and a message that names the problem, without SQLite's
+// internals.
+TEST_CASE("cli: a bad --bind, --log-level or --timeout-ms is refused with exit 2 and the right hint") {
+  const std::string db = scratch_dir() + "/flags.db";
+  Run r = swept("scheduler --bind tcp://127.0.0.1:99999 --db " + quote(db));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("port 99999 is out of range") != std::string::npos, r.err);
+  r = swept("scheduler --bind garbage --db " + quote(db));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("use tcp://HOST:PORT") != std::string::npos, r.err);
+  r = swept("scheduler --bind tcp://127.0.0.1:5x --db " + quote(db));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("not a number") != std::string::npos, r.err);
+  r = swept("scheduler --bind tcp://127.0.0.1:* --log-level loud --db " + quote(db));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("--log-level 'loud'") != std::string::npos, r.err);
+  r = swept("status --timeout-ms -5 --scheduler tcp://127.0.0.1:1");
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("--timeout-ms must be at least 1") != std::string::npos, r.err);
+  CHECK_FALSE(std::filesystem::exists(db));  // nothing was created
+}
+
+TEST_CASE("cli: a directory or a corrupt file as --db is refused with exit 2, without SQLite internals") {
+  const std::string dir = scratch_dir() + "/a-directory";
+  std::filesystem::create_directories(dir);
+  const std::string corrupt = write_temp("corrupt.db", std::string(8192, 'x'));
+  for (const std::string& cmd : {std::string("scheduler --bind tcp://127.0.0.1:* --db "), std::string("status --db ")}) {
+    Run r = swept(cmd + quote(dir));
+    CHECK_MESSAGE(r.exit_code == 2, cmd, r.err);
+    CHECK_MESSAGE(r.err.find("is a directory, not a database file") != std::string::npos, r.err);
+    r = swept(cmd + quote(corrupt));
+    CHECK_MESSAGE(r.exit_code == 2, cmd, r.err);
+    CHECK_MESSAGE(r.err.find("not a SQLite database") != std::string::npos, r.err);
+    for (const char* internal : {"sqlite3_", ".cpp:", "SQLite code"})
+      CHECK_MESSAGE(r.err.find(internal) == std::string::npos, r.err);
+  }
+  CHECK_FALSE(std::filesystem::exists(dir + ".lock"));
+}
+
+TEST_CASE("cli: swept web and swept scheduler --web refuse a non-loopback address without --token or --insecure") {
+  const std::string dir = scratch_dir() + "/web";
+  std::filesystem::create_directories(dir);
+  Run r = swept("web --listen 0.0.0.0:0 --db " + quote(dir + "/w.db"));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("without a token") != std::string::npos, r.err);
+  r = swept("scheduler --bind tcp://127.0.0.1:* --web 0.0.0.0:0 --db " + quote(dir + "/s.db"));
+  CHECK(r.exit_code == 2);
+  CHECK_MESSAGE(r.err.find("--insecure") != std::string::npos, r.err);
+}
+
 }  // namespace

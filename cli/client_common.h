@@ -43,7 +43,11 @@ struct ClientFlags {
 inline void add_client_flags(po::options_description& d, ClientFlags& f, bool allow_db) {
   d.add_options()("scheduler", po::value(&f.scheduler),
                   "scheduler address (default: $SWEPT_SCHEDULER, else tcp://127.0.0.1:5555)")(
-      "timeout-ms", po::value(&f.timeout_ms)->default_value(5000), "give up on a request after this long")(
+      "timeout-ms",
+      po::value(&f.timeout_ms)->default_value(5000)->notifier([](int ms) {
+        if (ms < 1) throw po::error("--timeout-ms must be at least 1 (milliseconds), got " + std::to_string(ms));
+      }),
+      "give up on a request after this long")(
       "key", po::value(&f.key), "this client's secret key file, for a keyed scheduler (default: $SWEPT_KEY)")(
       "scheduler-pub", po::value(&f.scheduler_pub),
       "the scheduler's public key file (default: $SWEPT_SCHEDULER_PUB)");
@@ -65,7 +69,8 @@ inline int exit_code_for(const Status& s) {
     case StatusCode::kOk: return kExitOk;
     case StatusCode::kUnavailable: return kExitUnavailable;
     case StatusCode::kInvalidArgument:
-    case StatusCode::kNotFound: return kExitUsage;
+    case StatusCode::kNotFound:
+    case StatusCode::kCorruption: return kExitUsage;  // a --db that is not a (readable) swept database
     case StatusCode::kInternal: return kExitInternal;
     default: return kExitFailure;
   }
@@ -172,11 +177,46 @@ inline std::string final_counts_text(const protocol::StateCounts& c) {
 // Trials not in a final state (queued or running).
 inline int64_t unfinished_count(const protocol::StateCounts& c) { return c.total() - c.done(); }
 
-// A plain text table with columns padded to their widest cell.
+// Text from the database or a peer (sweep names, parameter values, agent
+// names, reasons) made safe to print on a terminal: C0 controls (ESC, CR,
+// BEL, newlines...), DEL and the C1 controls (U+0080 to U+009F, which some
+// terminals obey too) are written as \xNN or \u00NN, and a backslash as \\,
+// so that no value can move the cursor, retitle the window or hide text.
+// JSON output needs none of this: the JSON writer escapes control characters.
+inline std::string terminal_safe(const std::string& text) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+               static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+      const auto d = static_cast<unsigned char>(text[++i]);
+      out += "\\u00";
+      out += hex[d >> 4];
+      out += hex[d & 15];
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+// A plain text table with columns padded to their widest cell; every cell is
+// printed through terminal_safe.
 class Table {
  public:
   explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  void add(std::vector<std::string> row) {
+    for (auto& cell : row) cell = terminal_safe(cell);
+    rows_.push_back(std::move(row));
+  }
   void print(std::ostream& out) const {
     std::vector<size_t> width;
     for (const auto& r : rows_)

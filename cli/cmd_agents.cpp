@@ -42,10 +42,10 @@ int run_agents(const std::vector<std::string>& args) {
              (r.gpu_fraction ? " (" + fmt_num(*r.gpu_fraction) + ")" : "");
       }
     }
-    std::cout << a.name << " (" << a.host << "): " << name(a.state) << ", " << a.running.size() << " running, "
+    std::cout << terminal_safe(a.name) << " (" << terminal_safe(a.host) << "): " << name(a.state) << ", " << a.running.size() << " running, "
               << cpu_trials << "/" << a.slots << " CPU slots used\n";
     for (const auto& g : a.gpus)
-      std::cout << "  GPU " << g.index << " " << g.name << " " << fmt_num(double(g.memory_bytes) / (1 << 30))
+      std::cout << "  GPU " << g.index << " " << terminal_safe(g.name) << " " << fmt_num(double(g.memory_bytes) / (1 << 30))
                 << " GiB: " << (on_gpu.count(g.index) ? on_gpu[g.index] : std::string("free")) << "\n";
   }
   return kExitOk;

@@ -40,9 +40,10 @@ int run_best(const std::vector<std::string>& args) {
     std::cout << protocol::to_json(*best).dump(2) << "\n";
     return kExitOk;
   }
-  std::cout << "trial " << best->id << " (index " << best->index << "): " << *s.metric_name << " = "
-            << fmt_num(*best->metric_value) << "\n  params: " << params_text(best->params) << "\n  metrics:";
-  for (const auto& [k, v] : best->latest) std::cout << " " << k << "=" << fmt_num(v);
+  std::cout << "trial " << best->id << " (index " << best->index << "): " << terminal_safe(*s.metric_name) << " = "
+            << fmt_num(*best->metric_value) << "\n  params: " << terminal_safe(params_text(best->params))
+            << "\n  metrics:";
+  for (const auto& [k, v] : best->latest) std::cout << " " << terminal_safe(k) << "=" << fmt_num(v);
   std::cout << "\n";
   return kExitOk;
 }

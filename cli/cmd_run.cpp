@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/wakeup.h"
 #include "scheduler/broker.h"
+#include "store/db_lock.h"
 
 namespace swept::cli {
 namespace {
@@ -127,10 +128,13 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = agent::validate_options(ao); !s.ok()) return report("run", s);
 
   // The scheduler: store, socket, the sweep.
+  auto lock = store::DbLock::acquire(db);  // one scheduler per database (store/db_lock.h)
+  if (!lock.ok()) return report("run", lock.status());
   auto store = store::Writer::open(db);
   if (!store.ok()) return report("run", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), bo);
   if (Status s = broker.bind(); !s.ok()) return report("run", s);
+  (*lock)->set_address(broker.endpoint());
   if (Status s = broker.recover(); !s.ok()) return report("run", s);
   auto submitted = broker.submit(*text);
   if (!submitted.ok()) {

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "scheduler/broker.h"
 #include "scheduler/zap.h"
+#include "store/db_lock.h"
 
 namespace swept::cli {
 namespace {
@@ -56,9 +57,33 @@ extern "C" void on_scheduler_signal(int) {
   if (const scheduler::Broker* b = g_scheduler_broker.load()) b->wake();
 }
 
+// Checks a --bind value before ZeroMQ sees it: ZeroMQ reads the port of
+// tcp://127.0.0.1:99999 modulo 2^16 and listens somewhere else. Returns the
+// problem, or "" when the endpoint is well formed.
+std::string bind_problem(const std::string& bind) {
+  const std::string hint =
+      ": use tcp://HOST:PORT (PORT 1 to 65535, or * for a free one; e.g. tcp://0.0.0.0:5555) or ipc://PATH";
+  auto starts = [&](const char* prefix) { return bind.rfind(prefix, 0) == 0; };
+  if (starts("ipc://") || starts("inproc://")) {
+    if (bind.size() == bind.find("://") + 3) return "--bind '" + bind + "' names no path" + hint;
+    return "";
+  }
+  if (!starts("tcp://")) return "--bind '" + bind + "' is not an address swept can listen on" + hint;
+  const std::string rest = bind.substr(6);
+  const auto colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return "--bind '" + bind + "' needs a host and a port" + hint;
+  const std::string port = rest.substr(colon + 1);
+  if (port == "*") return "";
+  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos)
+    return "--bind '" + bind + "': the port '" + port + "' is not a number" + hint;
+  const int n = std::stoi(port);
+  if (n < 1 || n > 65535) return "--bind '" + bind + "': the port " + port + " is out of range" + hint;
+  return "";
+}
+
 int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
-  std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir;
+  std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir, web_token;
   bool insecure = false;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
@@ -74,13 +99,24 @@ int run_scheduler(const std::vector<std::string>& args) {
       "key", po::value(&key_file), "this scheduler's secret key (swept keygen): agents and clients must use keys")(
       "authorized", po::value(&authorized_dir),
       "directory of allowed public keys: agents/*.pub may register, clients/*.pub may submit; SIGHUP re-reads it")(
-      "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key (anyone reaching "
-                                              "the port can run commands on every agent)");
+      "token", po::value(&web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
+                                      "non-loopback --web")(
+      "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key, and a non-loopback "
+                                              "--web without --token (trusted networks only: anyone reaching the port "
+                                              "can run commands on every agent)");
   po::positional_options_description pos;
   if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [--key FILE --authorized DIR] [options]", args, desc, pos))
     return *rc;
   if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
     std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
+    return kExitUsage;
+  }
+  if (std::string problem = bind_problem(o.bind); !problem.empty()) {
+    std::cerr << "swept scheduler: " << problem << "\n";
+    return kExitUsage;
+  }
+  if (level != "debug" && level != "info" && level != "warn" && level != "error") {
+    std::cerr << "swept scheduler: --log-level '" << level << "' is not a level: use debug, info, warn or error\n";
     return kExitUsage;
   }
   log::set_program("swept-scheduler");
@@ -119,6 +155,9 @@ int run_scheduler(const std::vector<std::string>& args) {
               "--key and --authorized wherever other users can log in (docs/deploy.md)");
   }
 
+  // One scheduler per database, for its whole life (store/db_lock.h).
+  auto lock = store::DbLock::acquire(db);
+  if (!lock.ok()) return report("scheduler", lock.status());
   auto store = store::Writer::open(db);
   if (!store.ok()) return report("scheduler", store.status());
   scheduler::Broker broker(**store, SteadyClock::instance(), o);
@@ -138,6 +177,7 @@ int run_scheduler(const std::vector<std::string>& args) {
     std::cerr << "swept scheduler: " << s.message() << "\n";
     return kExitFailure;
   }
+  (*lock)->set_address(broker.endpoint());
   if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
   std::unique_ptr<web::Server> dashboard;
   if (web != "off") {
@@ -151,7 +191,7 @@ int run_scheduler(const std::vector<std::string>& args) {
       dashboard_keys.own = *pair;
       dashboard_keys.server_public = o.server_key->public_key;
     }
-    auto server = start_dashboard(web, db, /*token=*/"", broker.endpoint(), dashboard_keys);
+    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys);
     if (!server.ok()) return report("scheduler", server.status());
     dashboard = std::move(*server);
     log::info("dashboard at " + dashboard->url());

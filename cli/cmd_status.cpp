@@ -48,7 +48,7 @@ int run_status(const std::vector<std::string>& args) {
     return kExitOk;
   }
   const auto& s = sums->front();
-  std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + s.name + ")") << ": " << s.method << ", "
+  std::cout << "sweep " << s.id << (s.name.empty() ? "" : " (" + terminal_safe(s.name) + ")") << ": " << s.method << ", "
             << name(s.state) << ", " << progress(s) << " trials done\n";
   std::cout << " ";
   for (const auto& st : kTrialStates)
@@ -56,14 +56,14 @@ int run_status(const std::vector<std::string>& args) {
   std::cout << "\n";
   if (s.metric_name) {
     if (s.best_trial_id)
-      std::cout << "  best " << *s.metric_name << " = " << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id
-                << "): " << params_text(s.best_params) << "\n";
+      std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(*s.best_value) << " (trial "
+                << *s.best_trial_id << "): " << terminal_safe(params_text(s.best_params)) << "\n";
     else if (s.counts[TrialState::kCompleted] > 0)
       std::cout << "  warning: " << s.counts[TrialState::kCompleted] << " trial"
                 << (s.counts[TrialState::kCompleted] == 1 ? " has" : "s have") << " completed and none reported the metric '"
-                << *s.metric_name << "': check that name against the trials' metric lines (docs/metrics.md)\n";
+                << terminal_safe(*s.metric_name) << "': check that name against the trials' metric lines (docs/metrics.md)\n";
     else
-      std::cout << "  best " << *s.metric_name << ": no completed trial has reported it yet\n";
+      std::cout << "  best " << terminal_safe(*s.metric_name) << ": no completed trial has reported it yet\n";
   }
   return kExitOk;
 }

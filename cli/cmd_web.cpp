@@ -33,7 +33,9 @@ int run_web(const std::vector<std::string>& args) {
       ("listen", po::value<std::string>(&options.listen)->default_value("127.0.0.1:8080"),
        "HOST:PORT to serve on (port 0 picks a free one)")
       ("token", po::value<std::string>(&options.token),
-       "require this bearer token on every request (default: $SWEPT_WEB_TOKEN); use one on any non-loopback address");
+       "require this bearer token on every request (default: $SWEPT_WEB_TOKEN); needed on any non-loopback address")
+      ("insecure", po::bool_switch(&options.insecure),
+       "serve a non-loopback address without a token (only on a network you trust)");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -55,9 +57,9 @@ int run_web(const std::vector<std::string>& args) {
     std::cerr << "swept web: " << address.status().message() << "\n";
     return swept::kExitUsage;
   }
-  if (!is_loopback(address->first) && options.token.empty()) {
+  if (!is_loopback(address->first) && options.token.empty() && options.insecure) {
     swept::log::warn("swept web: listening on " + options.listen +
-                     " without a token: anyone who can reach it sees your sweeps; pass --token or SWEPT_WEB_TOKEN");
+                     " without a token (--insecure): anyone who can reach it sees and can cancel your sweeps");
   }
 
   // Block the stop signals in every thread; this one waits for them.

@@ -10,9 +10,10 @@ namespace swept::cli {
 
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
-                                                     const std::string& scheduler_endpoint,
+                                                     const std::string& scheduler_endpoint, bool insecure,
                                                      const curve::ClientKeys& keys) {
   web::ServerOptions options;
+  options.insecure = insecure;
   options.listen = listen;
   options.db_path = db_path;
   options.token = token;

@@ -21,7 +21,7 @@ namespace swept::cli {
 // `token`: empty, or the bearer token every request must carry.
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
-                                                     const std::string& scheduler_endpoint,
+                                                     const std::string& scheduler_endpoint, bool insecure = false,
                                                      const curve::ClientKeys& keys = {});
 
 }  // namespace swept::cli

@@ -43,4 +43,28 @@ void write(Level l, std::string_view message) {
   (void)ignored;
 }
 
+void Throttle::flush(int64_t now_ms) {
+  if (suppressed_ == 0 || now_ms - window_start_ms_ < window_ms_) return;
+  log::write(level_, std::to_string(suppressed_) + " more like this in the last " +
+                         std::to_string((now_ms - window_start_ms_ + 999) / 1000) + " s, not shown (the last: " +
+                         last_suppressed_ + ")");
+  suppressed_ = 0;
+  last_suppressed_.clear();
+}
+
+void Throttle::write(int64_t now_ms, std::string_view message) {
+  if (window_start_ms_ == INT64_MIN || now_ms - window_start_ms_ >= window_ms_) {
+    flush(now_ms);
+    window_start_ms_ = now_ms;
+    written_ = 0;
+  }
+  if (written_ < burst_) {
+    ++written_;
+    log::write(level_, message);
+    return;
+  }
+  ++suppressed_;
+  last_suppressed_.assign(message.substr(0, 300));
+}
+
 }  // namespace swept::log

@@ -265,9 +265,18 @@ class Reader {
       case json::value_t::string: return "a string";
       case json::value_t::array: return "an array";
       case json::value_t::object: return "an object";
-      case json::value_t::number_float: return "a fractional number";
-      case json::value_t::number_integer:
-      case json::value_t::number_unsigned: return "an integer";
+      case json::value_t::number_float: {
+        // JSON has one number type: 2^70 is read as a double, but it is a
+        // whole number, not a fraction.
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::floor(d)) return "an integer too large (at most 2^53 in magnitude)";
+        return "a fractional number";
+      }
+      case json::value_t::number_unsigned:
+        if (v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+          return "an integer too large (at most 2^63 - 1)";
+        return "an integer";
+      case json::value_t::number_integer: return "an integer";
       default: return "something else";
     }
   }

@@ -320,8 +320,9 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
         send_later(routing_id, Error{d.request_id, "malformed", d.error});
         break;
     }
-    log::warn("refused a message from " + (session ? "agent " + session->name : std::string("a client")) + ": " +
-              d.error);
+    refused_log_.write(clock_.now_ms(), "refused a message from " +
+                                            (session ? "agent " + session->name : std::string("a client")) + ": " +
+                                            d.error);
     return Status::Ok();
   }
   const Message& m = *d.message;
@@ -882,6 +883,7 @@ Status Broker::queue_successors() {
 
 void Broker::send_heartbeats() {
   const int64_t now = clock_.now_ms();
+  refused_log_.flush(now);
   if (now - last_heartbeat_round_ms_ < options_.heartbeat_ms) return;
   last_heartbeat_round_ms_ = now;
   std::map<std::string, std::vector<MetricsAck>> acks;

@@ -39,6 +39,7 @@
 
 #include "common/clock.h"
 #include "common/curve.h"
+#include "common/log.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
@@ -247,6 +248,8 @@ class Broker {
 
   store::Writer& store_;
   const Clock& clock_;
+  // One WARN per refused message, throttled: a peer cannot flood the log.
+  log::Throttle refused_log_{log::Level::kWarn, 20, 10000};
   BrokerOptions options_;
   SweepRunner runner_;
   zmq::context_t context_;

@@ -173,6 +173,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.started_at = s.optional_real(9);
   r.ended_at = s.optional_real(10);
   json params = json::parse(s.text(11), nullptr, false);
+  if (!params.is_object()) r.damaged = "its stored parameters are not a JSON object (the row is damaged)";
   for (const auto& p : flatten_params(params)) r.params[p.name] = *p.value;
   return r;
 }
@@ -293,7 +294,8 @@ Result<std::shared_ptr<const std::vector<ParamSortCache::Key>>> ParamSortCache::
   Entry& entry = entries_[key];
   entry.last_used = ++clock_;
   // Index: UNIQUE (sweep_id, idx) for the range; json_extract runs on new rows only.
-  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT id, idx, json_extract(params, ?), json_type(params, ?) FROM trials "
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT id, idx, CASE WHEN json_valid(params) THEN json_extract(params, ?) END, "
+                                          "CASE WHEN json_valid(params) THEN json_type(params, ?) END FROM trials "
                                           "WHERE sweep_id = ? AND idx > ? ORDER BY idx"));
   stmt.bind(1, std::string_view(json_path)).bind(2, std::string_view(json_path)).bind(3, sweep_id).bind(4, entry.max_idx);
   std::vector<Key> added;
@@ -455,7 +457,8 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
     } else {
       std::string literal;
       for (char c : path) literal += (c == '\'' ? std::string("''") : std::string(1, c));
-      sort_expr = "json_extract(t.params, '" + literal + "')";
+      // A damaged row (params not JSON) sorts as a missing value, not an error.
+      sort_expr = "(CASE WHEN json_valid(t.params) THEN json_extract(t.params, '" + literal + "') END)";
     }
   } else if (q.sort.rfind("metric:", 0) == 0) {
     std::string name = q.sort.substr(7);

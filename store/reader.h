@@ -92,6 +92,7 @@ struct TrialRow {
   std::optional<double> gpu_fraction, metric_value, started_at, ended_at;
   nlohmann::json params = nlohmann::json::object();   // flattened name -> value
   std::map<std::string, double> final_metrics;         // trial_latest: name -> value
+  std::optional<std::string> damaged;  // why the row could not be read whole (shown, not a failure)
 };
 
 struct TrialPage {

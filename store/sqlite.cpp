@@ -2,13 +2,22 @@
 #include "store/sqlite.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "common/log.h"
+#include "store/schema.h"
 
 namespace swept::store {
 
 Status sqlite_error(sqlite3* db, int rc, const char* call, const char* file, int line) {
   const char* what = db ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  std::string msg = std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                    (what ? what : "?") + " (SQLite code " + std::to_string(rc) + ")";
+  // The call, file and line are for us, not for the user: they go to the
+  // debug log. The message says what SQLite said and what to do.
+  log::debug(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + (what ? what : "?") +
+             " (SQLite code " + std::to_string(rc) + ")");
+  std::string msg = std::string("the database said: ") + (what ? what : "?");
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -16,12 +25,44 @@ Status sqlite_error(sqlite3* db, int rc, const char* call, const char* file, int
     case SQLITE_CANTOPEN:
       return Status::NotFound(msg);
     case SQLITE_NOTADB:
+      return Status::Corruption(msg + " (this file is not a SQLite database: pass the scheduler's database as --db)");
     case SQLITE_CORRUPT:
-      return Status::Corruption(msg + " (is --db the scheduler's database?)");
+      return Status::Corruption(msg + " (the database file is damaged: restore it from a copy, or start afresh with "
+                                      "another --db)");
+    case SQLITE_FULL:
+      return Status::IoError(msg + " (the disk is full: free space on it)");
+    case SQLITE_READONLY:
+      return Status::IoError(msg + " (the database files or their folder cannot be written: fix their permissions)");
     default:
       return Status::IoError(msg);
   }
 }
+
+namespace {
+
+// "file:" URI for `path` with ?immutable=1 (docs: sqlite.org/uri.html):
+// '%', '?' and '#' in the path are escaped.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", static_cast<unsigned char>(c));
+      uri += buf;
+    } else {
+      uri += c;
+    }
+  }
+  return uri + "?immutable=1";
+}
+
+std::string folder_of(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+}  // namespace
 
 Statement::~Statement() {
   if (stmt_ && owned_) sqlite3_finalize(stmt_);
@@ -63,14 +104,16 @@ std::optional<std::string> Statement::optional_text(int col) const {
 
 Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mode mode, int busy_timeout_ms,
                                                      const char* vfs) {
-  if (mode == Mode::kReadOnly) {
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      return Status::NotFound("database '" + path +
-                              "' does not exist yet; start the scheduler (or swept run) with --db " + path +
-                              ", or pass the right --db");
-    }
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (mode == Mode::kReadOnly && !exists) {
+    return Status::NotFound("database '" + path +
+                            "' does not exist yet; start the scheduler (or swept run) with --db " + path +
+                            ", or pass the right --db");
   }
+  if (exists && S_ISDIR(st.st_mode))
+    return Status::InvalidArgument("'" + path + "' is a directory, not a database file: pass a file as --db (e.g. " +
+                                   path + "/swept.db)");
   int flags = mode == Mode::kReadOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   sqlite3* db = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, vfs);
@@ -82,6 +125,44 @@ Result<std::unique_ptr<Connection>> Connection::open(const std::string& path, Mo
   std::unique_ptr<Connection> conn(new Connection(db, path));
   sqlite3_busy_timeout(db, busy_timeout_ms);
   if (mode == Mode::kReadOnly) {
+    // A WAL database needs its -shm file to be read. With the scheduler
+    // running (or killed), -wal and -shm exist and SQLite reads them even
+    // without write permission. With the scheduler stopped cleanly, they
+    // are gone, and a reader that cannot write the folder cannot create
+    // them: then no writer is there and the main file holds everything,
+    // so it is read as immutable. With a -wal left but no -shm, there is no
+    // safe way: say why and what to do.
+    Status probe = conn->exec("SELECT count(*) FROM sqlite_master");
+    const std::string folder = folder_of(path);
+    if (!probe.ok() && (probe.code() == StatusCode::kNotFound || probe.code() == StatusCode::kIoError) &&
+        ::access(folder.c_str(), W_OK) != 0) {
+      struct stat wal {};
+      const bool has_wal = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
+      if (!has_wal) {
+        conn.reset();
+        db = nullptr;
+        rc = sqlite3_open_v2(immutable_uri(path).c_str(), &db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, vfs);
+        if (rc != SQLITE_OK) {
+          Status s = sqlite_error(db, rc, "sqlite3_open_v2(immutable)", __FILE__, __LINE__);
+          sqlite3_close(db);
+          return s.WithContext("opening '" + path + "' read-only");
+        }
+        conn.reset(new Connection(db, path));
+        conn->immutable_ = true;
+        sqlite3_busy_timeout(db, busy_timeout_ms);
+        log::debug("reading " + path + " as immutable: its folder is not writable and no scheduler has it open");
+      } else {
+        return Status::FailedPrecondition(
+            "cannot read '" + path + "': it is a WAL database whose log (" + path + "-wal, " +
+            std::to_string(wal.st_size) + " bytes) is not checkpointed, and SQLite cannot create its shared-memory "
+            "file (" + path + "-shm) because the folder " + folder + " is not writable by this user. Run this as a "
+            "user who can write " + folder + ", restart the scheduler on it (its -shm then exists and is read), or "
+            "copy the database and its -wal file to a folder you can write and pass that --db");
+      }
+    } else if (!probe.ok()) {
+      return probe.WithContext("opening '" + path + "'");
+    }
     SWEPT_RETURN_IF_ERROR(conn->exec("PRAGMA query_only = 1"));
     // Memory-mapped reads: pages come from the OS page cache without a
     // read(2) each, which matters for sampled queries that touch one row per
@@ -162,10 +243,17 @@ Result<ConnectionPool::Lease> ConnectionPool::acquire() {
   }
   auto conn = Connection::open(path_, Connection::Mode::kReadOnly, busy_timeout_ms_);
   if (!conn.ok()) return conn.status();
+  // The dashboard refuses what the CLI refuses (open_reader): a database
+  // written by a newer swept. One without a schema yet is served empty.
+  if (auto version = read_schema_version(**conn); version.ok() && *version > kSchemaVersion)
+    return Status::FailedPrecondition(path_ + " has schema version " + std::to_string(*version) +
+                                      ", newer than this swept understands (" + std::to_string(kSchemaVersion) +
+                                      "): use a newer swept");
   return Lease(this, std::move(*conn));
 }
 
 void ConnectionPool::release(std::unique_ptr<Connection> c) {
+  if (c->immutable()) return;  // reopened per request, so a scheduler started since is seen
   std::lock_guard<std::mutex> lock(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(c));
 }

@@ -6,7 +6,8 @@
 //
 // Error mapping (sqlite_error): BUSY/LOCKED -> Unavailable (retry),
 // CANTOPEN -> NotFound, NOTADB/CORRUPT -> Corruption, anything else ->
-// IoError; the message names the call, file, line and SQLite's message.
+// IoError. The message is for users: SQLite's reason and what to do; the
+// failing call, file and line go to the debug log (--log-level debug).
 //
 // A Statement records the first failing bind and reports it from the next
 // step(), so call sites chain binds without checking each and no bind error
@@ -140,6 +141,10 @@ class Connection {
   Status exec(const char* sql);
   // True while a transaction is open on this connection.
   bool in_transaction() const { return sqlite3_get_autocommit(db_) == 0; }
+  // Opened as an immutable file (a reader that cannot write the folder of a
+  // WAL database no scheduler has open; see open()). It does not see later
+  // writes, so pools do not keep it.
+  bool immutable() const { return immutable_; }
   int64_t last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
   // True once the scheduler has created swept's tables in the file.
   Result<bool> has_schema();
@@ -152,6 +157,7 @@ class Connection {
   sqlite3* db_;
   std::string path_;
   bool schema_seen_ = false;
+  bool immutable_ = false;
   std::vector<std::pair<const char*, std::unique_ptr<Statement>>> cache_;
 };
 

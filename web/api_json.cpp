@@ -27,7 +27,7 @@ json sweep_json(const store::SweepSummary& s) { return protocol::to_json(store::
 json trial_row_json(const store::TrialRow& r) {
   json metrics = json::object();
   for (const auto& [name, value] : r.final_metrics) metrics[name] = number(value);
-  return {{"id", r.id},
+  json j = {{"id", r.id},
           {"sweep_id", r.sweep_id},
           {"index", r.idx},
           {"state", name(r.state)},
@@ -40,6 +40,8 @@ json trial_row_json(const store::TrialRow& r) {
           {"ended_at", opt_number(r.ended_at)},
           {"params", r.params},
           {"metrics", metrics}};
+  if (r.damaged) j["damaged"] = *r.damaged;  // shown on the row; the page still answers
+  return j;
 }
 
 json trial_page_json(const store::TrialPage& p) {

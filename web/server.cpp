@@ -14,6 +14,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -33,11 +34,25 @@ namespace {
 constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr const char* kTokenCookie = "swept_token";
 
-bool constant_time_equal(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+// Compares a presented secret with the token in time that depends only on
+// the presented secret's length: neither where the first difference lies nor
+// the token's length shows in the timing.
+bool constant_time_equal(const std::string& presented, const std::string& token) {
+  if (token.empty()) return false;
+  volatile unsigned char diff = presented.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < presented.size(); ++i)
+    diff = diff | static_cast<unsigned char>(presented[i] ^ token[i % token.size()]);
   return diff == 0;
+}
+
+// Where a page opened with ?token= is sent back to: its own path when that
+// is a plain local path. "//host/..." or "/\\host" would be read by a
+// browser as another site (an open redirect), so anything unusual goes to "/".
+std::string local_redirect_target(const std::string& path) {
+  if (path.size() < 1 || path[0] != '/' || (path.size() > 1 && (path[1] == '/' || path[1] == '\\'))) return "/";
+  for (char c : path)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || std::string("/-._~").find(c) != std::string::npos)) return "/";
+  return path;
 }
 
 std::string cookie_value(const httplib::Request& req, const std::string& name) {
@@ -203,11 +218,20 @@ void Server::Impl::install_routes() {
                                             "or open the page once as /?token=TOKEN"}}}});
       return httplib::Server::HandlerResponse::Handled;
     }
+    // A POST without Content-Length (nor chunked encoding) would make httplib
+    // read its body until the client closes or the read times out, and then
+    // act on it after the client gave up: refuse it before reading.
+    if (req.method == "POST" && !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+      send_error(res, Status::InvalidArgument("a POST needs a Content-Length header (send an empty body as "
+                                              "'Content-Length: 0')"));
+      res.status = 411;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     // A page opened with ?token=: remember it in a cookie and drop it from the URL.
     if (!options.token.empty() && req.has_param("token") && req.method == "GET" && req.path.rfind("/api/", 0) != 0) {
       res.set_header("Set-Cookie", std::string(kTokenCookie) + "=" + options.token +
                                        "; Path=/; HttpOnly; SameSite=Strict");
-      res.set_redirect(req.path);
+      res.set_redirect(local_redirect_target(req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -491,19 +515,37 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
       return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  // Without a token, only this machine may be served: a wildcard or outside
+  // address would show every sweep (and cancel them) to anyone who can reach
+  // it. --insecure is the operator saying the network is trusted.
+  const std::string& host = address->first;
+  const bool loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  if (!loopback && options.token.empty() && !options.insecure)
+    return Status::InvalidArgument("refusing to serve " + options.listen +
+                                   " without a token: anyone who can reach it would see and cancel your sweeps. "
+                                   "Pass --token TOKEN (or set SWEPT_WEB_TOKEN), listen on 127.0.0.1, or pass "
+                                   "--insecure if this network is trusted");
   auto impl = std::make_unique<Impl>(options);
   Impl* p = impl.get();
   int threads = std::max(4, options.worker_threads);
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let
   // a second server share a port in use instead of failing clearly.
-  p->http.set_socket_options([](int sock) {
+  auto listen_fd = std::make_shared<std::atomic<int>>(-1);
+  p->http.set_socket_options([listen_fd](int sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    *listen_fd = sock;
   });
-  p->http.set_keep_alive_timeout(2);
+  // Slow clients (issue 15, defect 9). Each connection holds a worker thread
+  // while httplib reads it, so: many workers (a thread blocked in recv costs
+  // little), a short read deadline (a request whose headers stall 3 s is
+  // dropped, where 10 s let 60 half-open requests stall every other one),
+  // and keep-alive sized for a dashboard polling every second.
+  p->http.set_keep_alive_timeout(5);
+  p->http.set_keep_alive_max_count(1000);
   p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs
-  p->http.set_read_timeout(10);
+  p->http.set_read_timeout(3);
   p->http.set_payload_max_length(64 * 1024);
   p->install_routes();
   p->host = address->first;
@@ -516,6 +558,10 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
                              ": the address is in use or not local; pick another with --listen HOST:PORT");
     p->port = address->second;
   }
+  // httplib 0.11 listens with a backlog of 5 (compiled into the library):
+  // under 50 concurrent clients, connections were refused and retried after
+  // a second. listen(2) again on the bound socket raises it.
+  if (*listen_fd >= 0) ::listen(*listen_fd, 1024);
   p->feed.start();
   p->listener = std::thread([p] { p->http.listen_after_bind(); });
   // Wait until the loop runs, so that a stop() right after start() is not

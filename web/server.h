@@ -40,11 +40,12 @@ using CancelFn = std::function<Status(std::optional<int64_t> sweep_id, std::opti
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
   std::string db_path = "swept.db";
-  std::string token;                      // empty: no authentication (loopback only, please)
+  std::string token;                      // empty: no authentication (loopback addresses only)
+  bool insecure = false;                  // allow a non-loopback listen address without a token
   CancelFn cancel;                        // empty: no cancel button or API
   int poll_interval_ms = 500;             // live-update polling of the store
   int max_event_streams = 32;             // concurrent SSE connections; more get 503
-  int worker_threads = 48;                // HTTP worker threads (event streams hold one each)
+  int worker_threads = 160;               // HTTP worker threads (event streams and slow clients hold one each)
 };
 
 class Server {
