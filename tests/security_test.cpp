@@ -113,14 +113,14 @@ TEST_CASE("keygen writes a 0600 secret and a public key and never overwrites eit
 TEST_CASE("an unkeyed scheduler refuses a network address, warns with --insecure and on loopback") {
   TempDir dir;
   std::string out;
-  int rc = run_command({kSwept, "scheduler", "--bind", "tcp://0.0.0.0:0", "--db", dir / "a.db"}, dir / "s.log", &out);
+  int rc = run_command({kSwept, "scheduler", "--bind", "tcp://0.0.0.0:*", "--db", dir / "a.db"}, dir / "s.log", &out);
   CHECK(rc == 2);
   CHECK(out.find("--key") != std::string::npos);
   CHECK(out.find("--insecure") != std::string::npos);
   CHECK(!fs::exists(dir / "a.db"));
   // --key without --authorized is a usage error, not an open door.
   keygen(dir, dir / "s");
-  rc = run_command({kSwept, "scheduler", "--bind", "tcp://0.0.0.0:0", "--db", dir / "b.db", "--key", dir / "s.key"},
+  rc = run_command({kSwept, "scheduler", "--bind", "tcp://0.0.0.0:*", "--db", dir / "b.db", "--key", dir / "s.key"},
                    dir / "s.log", &out);
   CHECK(rc == 2);
   CHECK(out.find("--authorized") != std::string::npos);
