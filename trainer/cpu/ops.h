@@ -371,21 +371,18 @@ class CpuOps {
     reorder_weights(s, w, reordered_.data());
     const int tasks = sample_tasks(s.batch);
     const size_t padded_size = static_cast<size_t>(g.hp) * g.wp * s.in_channels;
-    ensure_scratch(tasks, static_cast<size_t>(g.spatial) * g.k + padded_size, g.out_size, 0);
+    ensure_scratch(tasks, static_cast<size_t>(g.spatial) * g.k + padded_size, 0, 0);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
       T* col = scratch_[t].col.data();
       T* padded = col + static_cast<size_t>(g.spatial) * g.k;
-      T* out = scratch_[t].out.data();  // [S][out]
       for (int n = r.begin; n < r.end; ++n) {
         unfold_channels_last(s, g, x + n * g.in_size, padded, col);
-        gemm(false, true, g.spatial, s.out_channels, g.k, T(1), col, g.k, reordered_.data(), g.k, T(0), out,
-             s.out_channels);
+        // y_n[out][S] = wr[out][K] · colT[S][K]ᵀ: written straight in NCHW,
+        // no [S][out] block to transpose afterwards.
         T* y_n = y + n * g.out_size;
-        for (int o = 0; o < s.out_channels; ++o) {
-          T* plane = y_n + static_cast<size_t>(o) * g.spatial;
-          for (int p = 0; p < g.spatial; ++p) plane[p] = out[static_cast<size_t>(p) * s.out_channels + o];
-        }
+        gemm(false, true, s.out_channels, g.spatial, g.k, T(1), reordered_.data(), g.k, col, g.k, T(0), y_n,
+             g.spatial);
         bias_activation_channels(s.out_channels, g.spatial, b, act, y_n);
       }
     });
