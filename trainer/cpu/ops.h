@@ -21,10 +21,12 @@
 #pragma once
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "trainer/backend.h"
 #include "trainer/cpu/kernels.h"
+#include "trainer/cpu/onednn_conv.h"
 #include "trainer/cpu/thread_pool.h"
 
 namespace swept::trainer::cpu {
@@ -365,6 +367,9 @@ class CpuOps {
   }
 
   void conv2d_forward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (conv2d_forward_onednn(s, x, w, b, act, y)) return;
+    }
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     if (reordered_.size() < w_size) reordered_.resize(w_size);
@@ -389,7 +394,10 @@ class CpuOps {
   }
 
   void conv2d_backward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy,
-                                     Activation act, T* dx, T* dw, T* db) {
+                                     Activation act, T* dx, T* dw, T* db, bool onednn = true) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (onednn && conv2d_backward_onednn(s, x, w, y, dy, act, dx, dw, db)) return;
+    }
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     const size_t grad_size = w_size + s.out_channels;
@@ -436,6 +444,87 @@ class CpuOps {
       }
     });
     unorder_weights(s, dwr, dw);
+  }
+
+  // ---- oneDNN convolution primitives (float only; onednn_conv.h) ----------
+  // The batch is cut into the same sample tasks as the GEMM path; each task
+  // runs oneDNN on its samples on its own thread. Bias, activation and the
+  // bias gradient are this file's loops on the NCHW tensors; the per-task
+  // weight gradients are added in task order. Returns false (nothing written
+  // that the fallback does not overwrite) when oneDNN has no implementation.
+  static Conv2dShape sub_batch(const Conv2dShape& s, const Range& r) {
+    Conv2dShape sub = s;
+    sub.batch = r.end - r.begin;
+    return sub;
+  }
+
+  // At most kOnednnSamples samples per call, also on one thread: measured
+  // for conv2 (5×5, 32→64, 14×14) on one core, 128 samples in one call took
+  // 13 + 29-30 ms (forward + backward), in calls of 16 11.5 + 24.5 ms.
+  static constexpr int kOnednnSamples = 16;
+  int onednn_tasks(int batch) const {
+    return std::max(sample_tasks(batch), (batch + kOnednnSamples - 1) / kOnednnSamples);
+  }
+
+  bool conv2d_forward_onednn(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
+    const PaddedGeometry g(s);
+    const int tasks = onednn_tasks(s.batch);
+    std::vector<char> ok(tasks, 1);
+    pool_.parallel_for(tasks, [&](int t) {
+      const Range r = split_range(s.batch, tasks, t);
+      if (r.end == r.begin) return;
+      if (!onednn_conv_forward(sub_batch(s, r), x + r.begin * g.in_size, w, y + r.begin * g.out_size)) {
+        ok[t] = 0;
+        return;
+      }
+      for (int n = r.begin; n < r.end; ++n) bias_activation_channels(s.out_channels, g.spatial, b, act, y + n * g.out_size);
+    });
+    return std::find(ok.begin(), ok.end(), 0) == ok.end();
+  }
+
+  bool conv2d_backward_onednn(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
+                              T* dw, T* db) {
+    const PaddedGeometry g(s);
+    const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
+    const size_t grad_size = w_size + s.out_channels;
+    const int tasks = onednn_tasks(s.batch);
+    ensure_scratch(tasks, 0, 0, grad_size);
+    // dy·act'(y) first, over all samples, so that a fallback sees the same dy.
+    pool_.parallel_for(tasks, [&](int t) {
+      const Range r = split_range(s.batch, tasks, t);
+      activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
+                          dy + r.begin * g.out_size);
+    });
+    std::vector<char> ok(tasks, 1);
+    pool_.parallel_for(tasks, [&](int t) {
+      const Range r = split_range(s.batch, tasks, t);
+      T* dw_part = scratch_[t].grad.data();
+      T* db_part = dw_part + w_size;
+      std::fill(dw_part, dw_part + grad_size, T(0));
+      if (r.end == r.begin) return;
+      for (int n = r.begin; n < r.end; ++n)
+        for (int o = 0; o < s.out_channels; ++o)
+          db_part[o] += sum_vectorizable(dy + n * g.out_size + static_cast<size_t>(o) * g.spatial, g.spatial);
+      if (!onednn_conv_backward(sub_batch(s, r), x + r.begin * g.in_size, w, dy + r.begin * g.out_size,
+                                dx == nullptr ? nullptr : dx + r.begin * g.in_size, dw_part))
+        ok[t] = 0;
+    });
+    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) {
+      // dy already holds dy·act'(y): the GEMM path must not apply it again.
+      conv2d_backward_channels_last(s, x, w, y, dy, Activation::kNone, dx, dw, db, /*onednn=*/false);
+      return true;
+    }
+    const int sum_tasks = tasks_for(static_cast<int>(grad_size));
+    pool_.parallel_for(sum_tasks, [&](int t) {
+      const Range r = split_range(static_cast<int>(grad_size), sum_tasks, t);
+      for (int i = r.begin; i < r.end; ++i) {
+        T sum = 0;
+        for (int p = 0; p < tasks; ++p) sum += scratch_[p].grad[i];
+        if (static_cast<size_t>(i) < w_size) dw[i] = sum;
+        else db[i - w_size] = sum;
+      }
+    });
+    return true;
   }
 
   int tasks_for(int items) const { return std::max(1, std::min(threads_, items)); }

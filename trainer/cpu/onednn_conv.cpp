@@ -1,0 +1,201 @@
+#include "trainer/cpu/onednn_conv.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace swept::trainer::cpu {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+struct Primitives {
+  dnnl::convolution_forward::primitive_desc fwd_pd;
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights bwd_weights;
+  memory::desc x_nchw, w_oihw, y_nchw;
+};
+
+dnnl::engine& cpu_engine() {
+  static dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+void keep_openmp_single_threaded() {
+  thread_local const bool once = [] {
+    omp_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+
+std::unique_ptr<Primitives> create(const Conv2dShape& s) {
+  const auto f32 = memory::data_type::f32;
+  const memory::dims x{s.batch, s.in_channels, s.height, s.width};
+  const memory::dims w{s.out_channels, s.in_channels, s.kernel_h, s.kernel_w};
+  const memory::dims y{s.batch, s.out_channels, s.out_height(), s.out_width()};
+  const memory::dims strides{1, 1}, pad{s.pad_h, s.pad_w};
+  const memory::desc x_any(x, f32, Tag::any), w_any(w, f32, Tag::any), y_any(y, f32, Tag::any);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one per call: safe from several threads
+  auto& engine = cpu_engine();
+  dnnl::convolution_forward::primitive_desc fwd_pd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
+                                      w_any, y_any, strides, pad, pad),
+      attr, engine);
+  dnnl::convolution_backward_data::primitive_desc bwd_data_pd(
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_any, strides, pad,
+                                            pad),
+      attr, engine, fwd_pd);
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(
+      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_any, strides, pad,
+                                               pad),
+      attr, engine, fwd_pd);
+  auto p = std::make_unique<Primitives>(Primitives{fwd_pd, bwd_data_pd, bwd_weights_pd,
+                                                   dnnl::convolution_forward(fwd_pd),
+                                                   dnnl::convolution_backward_data(bwd_data_pd),
+                                                   dnnl::convolution_backward_weights(bwd_weights_pd),
+                                                   memory::desc(x, f32, Tag::nchw), memory::desc(w, f32, Tag::oihw),
+                                                   memory::desc(y, f32, Tag::nchw)});
+  return p;
+}
+
+// The primitives for this shape (and sub-batch), created once; null when
+// oneDNN cannot make them.
+const Primitives* primitives(const Conv2dShape& s) {
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int>;
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<Primitives>> cache;
+  const Key key{s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h, s.kernel_w, s.pad_h, s.pad_w};
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::unique_ptr<Primitives> p;
+    try {
+      p = create(s);
+    } catch (const dnnl::error&) {
+      p = nullptr;  // no implementation for this shape: the caller's GEMM path
+    }
+    it = cache.emplace(key, std::move(p)).first;
+  }
+  return it->second.get();
+}
+
+// Per-thread buffers for the blocked copies and the scratchpads, kept from
+// call to call: fresh ones would cost a page fault per 4 KB every step
+// (measured: conv2's backward on 128 samples 32 ms instead of 23).
+class Buffers {
+ public:
+  memory get(int slot, const memory::desc& d) {
+    auto& b = slots_[slot];
+    const size_t bytes = d.get_size();
+    if (b.size < bytes) {
+      b.data.reset(static_cast<char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
+      b.size = bytes;
+    }
+    return memory(d, cpu_engine(), b.data.get());
+  }
+
+ private:
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  struct Slot {
+    std::unique_ptr<char, Free> data;
+    size_t size = 0;
+  };
+  Slot slots_[8];
+};
+
+thread_local Buffers buffers;
+enum Slot { kX, kW, kY, kScratch, kDy, kDw, kDx, kW2 };
+
+memory scratchpad(const memory::desc& d) { return buffers.get(kScratch, d); }
+
+// `user` in the primitive's layout `want`: the same memory when the layouts
+// agree, else a reordered copy.
+memory as_layout(dnnl::stream& stream, const memory& user, const memory::desc& want, int slot) {
+  if (user.get_desc() == want) return user;
+  memory m = buffers.get(slot, want);
+  dnnl::reorder(user, m).execute(stream, const_cast<memory&>(user), m);
+  return m;
+}
+
+memory user_memory(const memory::desc& d, const float* p) {
+  return memory(d, cpu_engine(), const_cast<float*>(p));
+}
+
+
+}  // namespace
+
+bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, float* y) {
+  keep_openmp_single_threaded();  // before creating: oneDNN sizes its primitives' thread count then
+  const Primitives* p = primitives(s);
+  if (p == nullptr) return false;
+  try {
+    dnnl::stream stream(cpu_engine());
+    memory ux = user_memory(p->x_nchw, x), uw = user_memory(p->w_oihw, w), uy = user_memory(p->y_nchw, y);
+    memory bx = as_layout(stream, ux, p->fwd_pd.src_desc(), kX), bw = as_layout(stream, uw, p->fwd_pd.weights_desc(), kW);
+    const bool y_blocked = p->fwd_pd.dst_desc() != p->y_nchw;
+    memory by = y_blocked ? buffers.get(kY, p->fwd_pd.dst_desc()) : uy;
+    p->fwd.execute(stream, {{DNNL_ARG_SRC, bx},
+                            {DNNL_ARG_WEIGHTS, bw},
+                            {DNNL_ARG_DST, by},
+                            {DNNL_ARG_SCRATCHPAD, scratchpad(p->fwd_pd.scratchpad_desc())}});
+    if (y_blocked) dnnl::reorder(by, uy).execute(stream, by, uy);
+    stream.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
+bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, const float* dy, float* dx,
+                          float* dw) {
+  keep_openmp_single_threaded();  // before creating: oneDNN sizes its primitives' thread count then
+  const Primitives* p = primitives(s);
+  if (p == nullptr) return false;
+  try {
+    dnnl::stream stream(cpu_engine());
+    memory ux = user_memory(p->x_nchw, x), udy = user_memory(p->y_nchw, dy), udw = user_memory(p->w_oihw, dw);
+    const auto& wpd = p->bwd_weights_pd;
+    memory bx = as_layout(stream, ux, wpd.src_desc(), kX), bdy = as_layout(stream, udy, wpd.diff_dst_desc(), kDy);
+    const bool dw_blocked = wpd.diff_weights_desc() != p->w_oihw;
+    memory bdw = dw_blocked ? buffers.get(kDw, wpd.diff_weights_desc()) : udw;
+    p->bwd_weights.execute(stream, {{DNNL_ARG_SRC, bx},
+                                    {DNNL_ARG_DIFF_DST, bdy},
+                                    {DNNL_ARG_DIFF_WEIGHTS, bdw},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad(wpd.scratchpad_desc())}});
+    if (dw_blocked) dnnl::reorder(bdw, udw).execute(stream, bdw, udw);
+    if (dx != nullptr) {
+      const auto& dpd = p->bwd_data_pd;
+      memory udx = user_memory(p->x_nchw, dx), uw = user_memory(p->w_oihw, w);
+      memory bdy2 = dpd.diff_dst_desc() == bdy.get_desc() ? bdy : as_layout(stream, udy, dpd.diff_dst_desc(), kY);
+      memory bw = as_layout(stream, uw, dpd.weights_desc(), kW2);
+      const bool dx_blocked = dpd.diff_src_desc() != p->x_nchw;
+      memory bdx = dx_blocked ? buffers.get(kDx, dpd.diff_src_desc()) : udx;
+      p->bwd_data.execute(stream, {{DNNL_ARG_DIFF_DST, bdy2},
+                                   {DNNL_ARG_WEIGHTS, bw},
+                                   {DNNL_ARG_DIFF_SRC, bdx},
+                                   {DNNL_ARG_SCRATCHPAD, scratchpad(dpd.scratchpad_desc())}});
+      if (dx_blocked) dnnl::reorder(bdx, udx).execute(stream, bdx, udx);
+    }
+    stream.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace swept::trainer::cpu
