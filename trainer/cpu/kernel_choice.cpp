@@ -70,7 +70,7 @@ KernelChoice choose() {
   const dnnl_version_t* v = dnnl_version();
   const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
   c.gemm = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-           " sgemm " + isa_name(isa);
+           " convolutions + sgemm " + isa_name(isa);
   if (isa_includes(isa, dnnl_cpu_isa_avx512_core) && cpu_supports(SimdLevel::kAvx512)) {
     c.loops = SimdLevel::kAvx512;
   } else if (isa_includes(isa, dnnl_cpu_isa_avx2) && cpu_supports(SimdLevel::kAvx2)) {

@@ -28,12 +28,12 @@ enum class SimdLevel { kBaseline, kAvx2, kAvx512 };
 const char* simd_level_name(SimdLevel level);  // "x86-64", "x86-64-v3", "x86-64-v4"
 
 struct KernelChoice {
-  std::string gemm;          // e.g. "oneDNN 2.6.3 sgemm avx512_core"
+  std::string gemm;          // e.g. "oneDNN 2.6.3 convolutions + sgemm avx512_core"
   SimdLevel loops = SimdLevel::kBaseline;
   std::string features;      // the CPU's relevant features, e.g. "avx2 fma avx512f avx512bw avx512dq avx512vl"
   std::string cap;           // "ONEDNN_MAX_CPU_ISA=AVX2" when the user capped the level, else empty
   // One line for --version and the first log line, e.g.
-  // "oneDNN 2.6.3 sgemm avx512_core + loops x86-64-v4 (CPU features avx2 fma avx512f ...)".
+  // "oneDNN 2.6.3 convolutions + sgemm avx512_core + loops x86-64-v4 (CPU features avx2 fma avx512f ...)".
   std::string description() const;
 };
 

@@ -381,6 +381,18 @@ TEST_CASE("trainer: float kernels at every level agree with the double reference
         CHECK(max_rel(dx, dxd) < 1e-5);
         CHECK(max_rel(dw, dwd) < 1e-5);
         CHECK(max_rel(db, dbd) < 1e-5);
+        // The same call again gives the same bits (oneDNN's convolution
+        // primitives are deterministic for a fixed configuration).
+        std::vector<float> r2(rd.begin(), rd.end()), y2(ys), dx2(xs), dw2(ws), db2(16);
+        REQUIRE(backend->conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kRelu, y2.data()).ok());
+        REQUIRE(backend
+                    ->conv2d_backward(s, x.data(), w.data(), y2.data(), r2.data(), Activation::kRelu, dx2.data(),
+                                      dw2.data(), db2.data())
+                    .ok());
+        CHECK(y2 == y);
+        CHECK(dx2 == dx);
+        CHECK(dw2 == dw);
+        CHECK(db2 == db);
       }
     }
     {  // dense, sigmoid: the MLP's small-product path (100 × 784 → 100)
