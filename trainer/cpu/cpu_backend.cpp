@@ -29,7 +29,7 @@ class CpuBuffer final : public Buffer {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : ops_(threads) {}
+  CpuBackend(int threads, bool onednn_convolutions) : ops_(threads, onednn_convolutions) {}
 
   std::string name() const override {
     return "cpu (" + std::to_string(ops_.threads()) + (ops_.threads() == 1 ? " thread)" : " threads)");
@@ -151,7 +151,7 @@ class CpuBackend final : public Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
   openblas_set_num_threads(1);
-  return std::make_unique<CpuBackend>(options.threads);
+  return std::make_unique<CpuBackend>(options.threads, options.onednn_convolutions);
 }
 
 }  // namespace swept::trainer

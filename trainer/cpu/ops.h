@@ -44,7 +44,8 @@ inline Range split_range(int n, int tasks, int task) {
 template <typename T>
 class CpuOps {
  public:
-  explicit CpuOps(int threads) : threads_(std::max(1, threads)), pool_(threads_) {}
+  explicit CpuOps(int threads, bool onednn_convolutions = true)
+      : threads_(std::max(1, threads)), onednn_convolutions_(onednn_convolutions), pool_(threads_) {}
 
   int threads() const { return threads_; }
   ThreadPool& pool() { return pool_; }
@@ -368,7 +369,7 @@ class CpuOps {
 
   void conv2d_forward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
     if constexpr (std::is_same_v<T, float>) {
-      if (conv2d_forward_onednn(s, x, w, b, act, y)) return;
+      if (onednn_convolutions_ && conv2d_forward_onednn(s, x, w, b, act, y)) return;
     }
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
@@ -396,7 +397,7 @@ class CpuOps {
   void conv2d_backward_channels_last(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy,
                                      Activation act, T* dx, T* dw, T* db, bool onednn = true) {
     if constexpr (std::is_same_v<T, float>) {
-      if (onednn && conv2d_backward_onednn(s, x, w, y, dy, act, dx, dw, db)) return;
+      if (onednn && onednn_convolutions_ && conv2d_backward_onednn(s, x, w, y, dy, act, dx, dw, db)) return;
     }
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
@@ -568,6 +569,7 @@ class CpuOps {
   }
 
   int threads_;
+  bool onednn_convolutions_;  // see CpuBackendOptions::onednn_convolutions
   ThreadPool pool_;
   std::vector<Scratch> scratch_;
   std::vector<T> reordered_;  // conv weights (and their gradient) in (ky, kx, c) order

@@ -36,7 +36,9 @@ struct Backends {
   // tf32: create the CUDA backend with SWEPT_CUDA_TF32=1 (read at creation).
   explicit Backends(bool tf32 = false) {
     require_gpu();
-    cpu = trainer::make_cpu_backend({.threads = 1});
+    // The reference is the CPU backend's im2col + sgemm convolution path,
+    // not its oneDNN primitives: each sums in its own order.
+    cpu = trainer::make_cpu_backend({.threads = 1, .onednn_convolutions = false});
     if (tf32) setenv("SWEPT_CUDA_TF32", "1", 1);
     auto g = trainer::make_cuda_backend({.device = 0, .memory_fraction = 0.0});
     unsetenv("SWEPT_CUDA_TF32");

@@ -113,7 +113,10 @@ TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
   const auto data = synthetic_mnist(320, 32);
   const auto config = small_config(trainer::ModelKind::kCnn);
   std::vector<std::unique_ptr<Backend>> cpu, gpu;
-  cpu.push_back(trainer::make_cpu_backend({.threads = 2}));
+  // Against the CPU backend's im2col + sgemm convolutions: with its oneDNN
+  // primitives (their own summation order) Adam amplifies the rounding past
+  // this tolerance within 8 steps, which says nothing about the CUDA code.
+  cpu.push_back(trainer::make_cpu_backend({.threads = 2, .onednn_convolutions = false}));
   gpu.push_back(cuda_backend());
   Trajectory want = train(config, data, std::move(cpu), 8);
   Trajectory got = train(config, data, std::move(gpu), 8);
