@@ -213,16 +213,7 @@ class CpuOps {
       }
     });
     // Add the per-task partials in task order, split over the weights.
-    const int sum_tasks = tasks_for(static_cast<int>(grad_size));
-    pool_.parallel_for(sum_tasks, [&](int t) {
-      const Range r = split_range(static_cast<int>(grad_size), sum_tasks, t);
-      for (int i = r.begin; i < r.end; ++i) {
-        T sum = 0;
-        for (int p = 0; p < tasks; ++p) sum += scratch_[p].grad[i];
-        if (static_cast<size_t>(i) < w_size) dw[i] = sum;
-        else db[i - w_size] = sum;
-      }
-    });
+    sum_task_partials(tasks, w_size, grad_size, dw, db);
   }
 
   void maxpool2d_forward(const Pool2dShape& s, const T* x, T* y) {
@@ -434,16 +425,7 @@ class CpuOps {
       }
     });
     // Add the per-task partials in task order, then restore the weight layout.
-    const int sum_tasks = tasks_for(static_cast<int>(grad_size));
-    pool_.parallel_for(sum_tasks, [&](int t) {
-      const Range r = split_range(static_cast<int>(grad_size), sum_tasks, t);
-      for (int i = r.begin; i < r.end; ++i) {
-        T sum = 0;
-        for (int p = 0; p < tasks; ++p) sum += scratch_[p].grad[i];
-        if (static_cast<size_t>(i) < w_size) dwr[i] = sum;
-        else db[i - w_size] = sum;
-      }
-    });
+    sum_task_partials(tasks, w_size, grad_size, dwr, db);
     unorder_weights(s, dwr, dw);
   }
 
@@ -515,6 +497,14 @@ class CpuOps {
       conv2d_backward_channels_last(s, x, w, y, dy, Activation::kNone, dx, dw, db, /*onednn=*/false);
       return true;
     }
+    sum_task_partials(tasks, w_size, grad_size, dw, db);
+    return true;
+  }
+
+  // Adds the per-task weight and bias gradient partials (scratch_[p].grad:
+  // w_size weights, then the biases) in task order, split over the weights,
+  // so the sums do not depend on which thread ran which task.
+  void sum_task_partials(int tasks, size_t w_size, size_t grad_size, T* dw, T* db) {
     const int sum_tasks = tasks_for(static_cast<int>(grad_size));
     pool_.parallel_for(sum_tasks, [&](int t) {
       const Range r = split_range(static_cast<int>(grad_size), sum_tasks, t);
@@ -525,7 +515,6 @@ class CpuOps {
         else db[i - w_size] = sum;
       }
     });
-    return true;
   }
 
   int tasks_for(int items) const { return std::max(1, std::min(threads_, items)); }
