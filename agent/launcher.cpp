@@ -17,6 +17,7 @@
 // failure (ENOENT, EACCES) comes back as an errno through a close-on-exec
 // pipe whose end of file means the exec happened.
 #include "agent/launcher.h"
+#include "common/mutex.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -35,7 +36,6 @@
 #include <pthread.h>
 #include <cstring>
 #include <filesystem>
-#include <mutex>
 
 extern char** environ;
 
@@ -250,7 +250,7 @@ class StackPool {
   }
   void* take() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (!free_.empty()) {
         void* s = free_.back();
         free_.pop_back();
@@ -262,7 +262,7 @@ class StackPool {
   // Precondition: no child runs on `stack` any more (it exec'd or exited).
   void give_back(void* stack) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       if (free_.size() < kKept) {
         free_.push_back(stack);
         return;
@@ -273,8 +273,8 @@ class StackPool {
 
  private:
   static constexpr size_t kKept = 64;
-  std::mutex mutex_;
-  std::vector<void*> free_;
+  Mutex mutex_;
+  std::vector<void*> free_ SWEPT_GUARDED_BY(mutex_);
 };
 
 }  // namespace

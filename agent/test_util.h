@@ -12,12 +12,12 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/launcher.h"
+#include "common/mutex.h"
 #include "common/status.h"
 #include "common/testing/temp_dir.h"
 
@@ -30,16 +30,16 @@ namespace swept::agent::testing {
 class FakeLauncher final : public Launcher {
  public:
   void fail_next_with(Status s) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     fail_with_ = std::move(s);
   }
   std::vector<LaunchSpec> launched() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return launched_;
   }
   Result<SpawnedChild> launch(const LaunchSpec& spec) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       launched_.push_back(spec);
       if (fail_with_) {
         Status s = std::move(*fail_with_);
@@ -51,9 +51,9 @@ class FakeLauncher final : public Launcher {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::optional<Status> fail_with_;  // guarded by mu_
-  std::vector<LaunchSpec> launched_;  // guarded by mu_
+  mutable Mutex mu_;
+  std::optional<Status> fail_with_ SWEPT_GUARDED_BY(mu_);
+  std::vector<LaunchSpec> launched_ SWEPT_GUARDED_BY(mu_);
   PosixLauncher real_;
 };
 

@@ -43,18 +43,18 @@ Status KeyRing::reload() {
                   "submit commands; move it into one of them");
     }
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   keys_ = std::move(fresh);
   return Status::Ok();
 }
 
 void KeyRing::add_fixed(const std::string& z85, Entry entry) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   fixed_[z85] = std::move(entry);
 }
 
 std::optional<KeyRing::Entry> KeyRing::find(const std::string& z85) const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (auto it = fixed_.find(z85); it != fixed_.end()) return it->second;
   auto it = keys_.find(z85);
   if (it == keys_.end()) return std::nullopt;
@@ -62,7 +62,7 @@ std::optional<KeyRing::Entry> KeyRing::find(const std::string& z85) const {
 }
 
 size_t KeyRing::size() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return keys_.size();
 }
 

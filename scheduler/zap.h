@@ -18,12 +18,12 @@
 #include <atomic>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace swept::scheduler {
@@ -54,9 +54,9 @@ class KeyRing {
 
  private:
   std::string dir_;
-  mutable std::mutex mu_;
-  std::map<std::string, Entry> keys_;   // by Z85 public key
-  std::map<std::string, Entry> fixed_;  // add_fixed(): kept across reloads
+  mutable Mutex mu_;
+  std::map<std::string, Entry> keys_ SWEPT_GUARDED_BY(mu_);   // by Z85 public key
+  std::map<std::string, Entry> fixed_ SWEPT_GUARDED_BY(mu_);  // add_fixed(): kept across reloads
 };
 
 // The ZAP handler: a REP socket on inproc://zeromq.zap.01 in the broker's

@@ -289,7 +289,7 @@ Result<SweepColumns> sweep_columns(Connection& db, int64_t sweep_id) {
 
 Result<std::shared_ptr<const std::vector<ParamSortCache::Key>>> ParamSortCache::sorted(Connection& db, int64_t sweep_id,
                                                                                        const std::string& json_path) {
-  std::lock_guard<std::mutex> lock(mu_);  // one loader at a time: the first load is the expensive one
+  MutexLock lock(mu_);  // one loader at a time: the first load is the expensive one
   auto key = std::make_pair(sweep_id, json_path);
   Entry& entry = entries_[key];
   entry.last_used = ++clock_;

@@ -27,11 +27,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/protocol.h"
 #include "common/states.h"
 #include "common/status.h"
@@ -198,9 +198,9 @@ class ParamSortCache {
     uint64_t last_used = 0;
   };
   size_t max_entries_;
-  std::mutex mu_;
-  uint64_t clock_ = 0;
-  std::map<std::pair<int64_t, std::string>, Entry> entries_;
+  Mutex mu_;
+  uint64_t clock_ SWEPT_GUARDED_BY(mu_) = 0;
+  std::map<std::pair<int64_t, std::string>, Entry> entries_ SWEPT_GUARDED_BY(mu_);
 };
 
 Result<std::vector<SweepSummary>> list_sweeps(Connection& db);

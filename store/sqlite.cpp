@@ -234,7 +234,7 @@ ReadTransaction::~ReadTransaction() {
 
 Result<ConnectionPool::Lease> ConnectionPool::acquire() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!idle_.empty()) {
       auto c = std::move(idle_.back());
       idle_.pop_back();
@@ -254,7 +254,7 @@ Result<ConnectionPool::Lease> ConnectionPool::acquire() {
 
 void ConnectionPool::release(std::unique_ptr<Connection> c) {
   if (c->immutable()) return;  // reopened per request, so a scheduler started since is seen
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (idle_.size() < max_idle_) idle_.push_back(std::move(c));
 }
 

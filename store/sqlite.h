@@ -22,13 +22,13 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/states.h"
 #include "common/status.h"
 
@@ -206,8 +206,8 @@ class ConnectionPool {
   std::string path_;
   int busy_timeout_ms_;
   size_t max_idle_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Connection>> idle_;
+  Mutex mu_;
+  std::vector<std::unique_ptr<Connection>> idle_ SWEPT_GUARDED_BY(mu_);
 };
 
 }  // namespace swept::store

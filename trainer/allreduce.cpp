@@ -5,11 +5,11 @@
 // locking of data); the second barrier makes the results visible before any
 // rank goes on. The same arithmetic in the same order for every element gives
 // bit-identical buffers on every rank.
+#include "common/mutex.h"
 #include "trainer/allreduce.h"
 
 #include <algorithm>
 #include <condition_variable>
-#include <mutex>
 #include <string>
 
 namespace swept::trainer {
@@ -27,7 +27,7 @@ class CpuAllReduce final : public AllReduce {
                               std::to_string(world_size_) + ")");
     if (world_size_ == 1) return Status::Ok();
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       buffers_[rank] = data;
       if (arrived_ == 0) count_ = count;
       if (count != count_) {
@@ -51,7 +51,7 @@ class CpuAllReduce final : public AllReduce {
   }
 
   void abort(const Status& why) override {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (!aborted_) {
       aborted_ = true;
       why_ = why;
@@ -62,7 +62,7 @@ class CpuAllReduce final : public AllReduce {
  private:
   // Waits until all ranks arrive (or abort). Generation-counted, reusable.
   Status barrier() {
-    std::unique_lock<std::mutex> lock(mutex_);
+    MutexLock lock(mutex_);
     if (aborted_) return why_;
     const uint64_t generation = generation_;
     if (++arrived_ == world_size_) {
@@ -71,20 +71,22 @@ class CpuAllReduce final : public AllReduce {
       cv_.notify_all();
       return Status::Ok();
     }
-    cv_.wait(lock, [&] { return aborted_ || generation_ != generation; });
+    while (!aborted_ && generation_ == generation) cv_.wait(lock);
     if (generation_ != generation) return Status::Ok();
     return why_;
   }
 
   const int world_size_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  Mutex mutex_;
+  std::condition_variable_any cv_;
+  // Each rank writes its own slot under mutex_; every rank reads all slots
+  // between the two barriers, which order those reads after the writes.
   std::vector<float*> buffers_;
-  size_t count_ = 0;
-  int arrived_ = 0;
-  uint64_t generation_ = 0;
-  bool aborted_ = false;
-  Status why_;
+  size_t count_ SWEPT_GUARDED_BY(mutex_) = 0;
+  int arrived_ SWEPT_GUARDED_BY(mutex_) = 0;
+  uint64_t generation_ SWEPT_GUARDED_BY(mutex_) = 0;
+  bool aborted_ SWEPT_GUARDED_BY(mutex_) = false;
+  Status why_ SWEPT_GUARDED_BY(mutex_);
 };
 
 }  // namespace

@@ -3,12 +3,12 @@
 // (+ all-reduce) → update }, with metrics, validation and checkpoints at
 // fixed step boundaries so that a resumed run folds its numbers at the same
 // points as an uninterrupted one and prints the same values.
+#include "common/mutex.h"
 #include "trainer/train.h"
 
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -50,7 +50,7 @@ class Trainer::ReplicaThreads {
   }
   ~ReplicaThreads() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_all();
@@ -60,7 +60,7 @@ class Trainer::ReplicaThreads {
   Status run(const std::function<Status(int)>& fn) {
     if (threads_.empty()) return fn(0);
     {
-      std::lock_guard<std::mutex> lock(mutex_);
+      MutexLock lock(mutex_);
       job_ = &fn;
       pending_ = static_cast<int>(threads_.size());
       ++generation_;
@@ -68,8 +68,8 @@ class Trainer::ReplicaThreads {
     wake_.notify_all();
     results_[0] = fn(0);
     if (!results_[0].ok()) allreduce_->abort(results_[0]);
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    MutexLock lock(mutex_);
+    while (pending_ != 0) done_.wait(lock);
     job_ = nullptr;
     for (const Status& s : results_)
       if (!s.ok()) return s;
@@ -82,8 +82,8 @@ class Trainer::ReplicaThreads {
     for (;;) {
       const std::function<Status(int)>* job;
       {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+        MutexLock lock(mutex_);
+        while (!stopping_ && generation_ == seen) wake_.wait(lock);
         if (stopping_) return;
         seen = generation_;
         job = job_;
@@ -91,7 +91,7 @@ class Trainer::ReplicaThreads {
       Status s = (*job)(r);
       if (!s.ok()) allreduce_->abort(s);
       {
-        std::lock_guard<std::mutex> lock(mutex_);
+        MutexLock lock(mutex_);
         results_[r] = std::move(s);
         --pending_;
       }
@@ -102,12 +102,12 @@ class Trainer::ReplicaThreads {
   AllReduce* allreduce_;
   std::vector<std::thread> threads_;
   std::vector<Status> results_;
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  const std::function<Status(int)>* job_ = nullptr;
-  int pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  Mutex mutex_;
+  std::condition_variable_any wake_, done_;
+  const std::function<Status(int)>* job_ SWEPT_GUARDED_BY(mutex_) = nullptr;
+  int pending_ SWEPT_GUARDED_BY(mutex_) = 0;
+  uint64_t generation_ SWEPT_GUARDED_BY(mutex_) = 0;
+  bool stopping_ SWEPT_GUARDED_BY(mutex_) = false;
 };
 
 struct Trainer::Replica {

@@ -21,7 +21,7 @@ void LiveFeed::start() { thread_ = std::thread([this] { run(); }); }
 
 void LiveFeed::stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
@@ -29,18 +29,20 @@ void LiveFeed::stop() {
 }
 
 bool LiveFeed::stopping() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stop_;
 }
 
 uint64_t LiveFeed::latest() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return seq_;
 }
 
 std::vector<std::string> LiveFeed::wait_events(uint64_t* cursor, int timeout_ms) {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || seq_ > *cursor; });
+  MutexLock lock(mu_);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (!stop_ && seq_ <= *cursor)
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   std::vector<std::string> out;
   if (stop_ || seq_ <= *cursor) return out;
   if (events_.empty() || events_.front().first > *cursor + 1) {
@@ -58,8 +60,11 @@ void LiveFeed::run() {
   std::unique_ptr<store::Connection> conn;
   while (true) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, std::chrono::milliseconds(poll_interval_ms_), [&] { return stop_; })) return;
+      MutexLock lock(mu_);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(poll_interval_ms_);
+      while (!stop_ && cv_.wait_until(lock, deadline) != std::cv_status::timeout) {
+      }
+      if (stop_) return;
     }
     if (!conn) {
       auto opened = store::Connection::open(db_path_, store::Connection::Mode::kReadOnly, 2000);
@@ -108,7 +113,7 @@ void LiveFeed::run() {
 
 void LiveFeed::publish(std::string event) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++seq_;
     // Prepend the sequence number to the object: {"seq":N,...}.
     event = "{\"seq\":" + std::to_string(seq_) + "," + event.substr(1);

@@ -19,10 +19,11 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "common/mutex.h"
 
 namespace swept::web {
 
@@ -53,12 +54,12 @@ class LiveFeed {
 
   const std::string db_path_;
   const int poll_interval_ms_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
+  mutable Mutex mu_;
+  std::condition_variable_any cv_;
+  bool stop_ SWEPT_GUARDED_BY(mu_) = false;
   std::thread thread_;
-  std::deque<std::pair<uint64_t, std::string>> events_;
-  uint64_t seq_ = 0;
+  std::deque<std::pair<uint64_t, std::string>> events_ SWEPT_GUARDED_BY(mu_);
+  uint64_t seq_ SWEPT_GUARDED_BY(mu_) = 0;
   // Poller state (owned by the poller thread).
   int64_t last_version_ = -1;
   std::map<int64_t, std::string> last_sweeps_;  // sweep id -> its summary JSON

@@ -28,7 +28,7 @@ MemoryBudget::MemoryBudget(std::string device_label, uint64_t device_total_bytes
 }
 
 Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (bytes > cap_ - in_use_) {  // in_use_ <= cap_ always, so no underflow
     std::string budget = fraction_
         ? "budget " + format_mib(cap_) + " (gpu_memory_fraction " + format_fraction(*fraction_) +
@@ -46,17 +46,17 @@ Status MemoryBudget::reserve(uint64_t bytes, std::string_view what) {
 }
 
 void MemoryBudget::release(uint64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   in_use_ = bytes > in_use_ ? 0 : in_use_ - bytes;
 }
 
 uint64_t MemoryBudget::in_use_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return in_use_;
 }
 
 uint64_t MemoryBudget::peak_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return peak_;
 }
 

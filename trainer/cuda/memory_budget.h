@@ -17,11 +17,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace swept::cuda {
@@ -53,9 +53,9 @@ class MemoryBudget {
   uint64_t total_;
   std::optional<double> fraction_;
   uint64_t cap_;
-  mutable std::mutex mu_;
-  uint64_t in_use_ = 0;  // guarded by mu_
-  uint64_t peak_ = 0;    // guarded by mu_
+  mutable Mutex mu_;
+  uint64_t in_use_ SWEPT_GUARDED_BY(mu_) = 0;
+  uint64_t peak_ SWEPT_GUARDED_BY(mu_) = 0;
 };
 
 // "12.3 MiB": bytes in MiB with one decimal, as every budget message shows them.
