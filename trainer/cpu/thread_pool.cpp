@@ -66,6 +66,13 @@ constexpr auto kSpinTime = std::chrono::milliseconds(2);
 // VM with a busy-loop process beside it: docs/benchmarks.md (CPU hog).
 constexpr int kStallWindow = 64;
 constexpr auto kSoloTime = std::chrono::milliseconds(250);
+// After a solo stretch the workers are asleep (no job reached them for
+// kSoloTime), so the first jobs of the next window pay their wake-ups, tens
+// to hundreds of µs each on a VM whose idle vCPU is halted. Counting those
+// jobs made the window look stalled and sent the caller solo again: once
+// solo, a run tended to stay solo (the bimodal MLP figures of issue 13).
+// The first kWarmupJobs after a solo stretch run on the pool unmeasured.
+constexpr int kWarmupJobs = 16;
 
 }  // namespace
 
@@ -157,12 +164,19 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
   poll_while([&] { return completed_.load(std::memory_order_acquire) != count; },
              std::chrono::steady_clock::duration::max());
   const auto end = std::chrono::steady_clock::now();
+  if (warmup_jobs_ > 0) {
+    --warmup_jobs_;
+    return;
+  }
   window_time_ += end - start;
   // Alone, the caller would have run every task at its own pace (a job whose
   // tasks all went to workers says nothing: counted as it was).
   window_alone_ += ran_here > 0 ? (ran_out - start) * tasks / ran_here : end - start;
   if (++window_jobs_ == kStallWindow) {
-    if (window_time_ > window_alone_) solo_until_ = end + kSoloTime;
+    if (window_time_ > window_alone_) {
+      solo_until_ = end + kSoloTime;
+      warmup_jobs_ = kWarmupJobs;
+    }
     window_jobs_ = 0;
     window_time_ = window_alone_ = std::chrono::steady_clock::duration::zero();
   }
