@@ -4,7 +4,8 @@
 // fills it with trials whose names and values hold <script> and quotes,
 // serves it with the real `swept web` (port 0, with a token), drives Debian's
 // chromium through it with playwright-core and checks: the trials table lists
-// the trials, the charts have drawn, hostile text shows as text and never runs,
+// the trials, the charts (the optimisation history with one dot per
+// completed trial, by trial and by time) have drawn, hostile text shows as text and never runs,
 // and rows the test inserts while the page is open appear (live update).
 // Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
 // a deadline; exit 0 on success, 1 on any failure.
@@ -32,10 +33,12 @@ function trialSql(i, state, steps) {
   const id = 1000 + i;
   const params = JSON.stringify({ lr: 0.001 * (i + 1), hidden: [64, 128, 256][i % 3], [XSS]: XSS });
   const loss = 1 / (i + 1) + (i % 3) * 0.05;
+  // Completed trials end in an order other than their index's (the history's time axis).
+  const ended = state === 'completed' ? 1700000100 + ((i * 7) % TRIALS) * 10 : 'NULL';
   let s = `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, agent, gpus, gpu_fraction, env,
-           metric_value, created_at, started_at) VALUES (${id}, 1, ${i}, ${q(params)},
+           metric_value, created_at, started_at, ended_at) VALUES (${id}, 1, ${i}, ${q(params)},
            ${q(JSON.stringify(['swept-train', XSS]))}, '${state}', 1, 'host-a', '[0]', 0.5,
-           ${q(JSON.stringify({ SWEPT_TRIAL_ID: String(id) }))}, ${loss}, 1700000000, 1700000001);\n`;
+           ${q(JSON.stringify({ SWEPT_TRIAL_ID: String(id) }))}, ${loss}, 1700000000, 1700000001, ${ended});\n`;
   for (let step = 0; step < steps; step++) {
     s += `INSERT INTO metrics VALUES (${id}, 'loss', ${step}, ${loss + 1 / (step + 1)});\n`;
     s += `INSERT INTO metrics VALUES (${id}, ${q(XSS)}, ${step}, ${step});\n`;
@@ -116,6 +119,19 @@ try {
   await until('learning curves', () => page.locator('#curves svg path.line').count());
   await until('parallel coordinates', () => page.locator('#parallel svg path.pc-line').count());
   await until('scatter dots', () => page.locator('.scatters svg circle').count());
+  // The optimisation history: one dot per completed trial with a value (the
+  // running ones do not count for best) and the best-so-far staircase, by
+  // trial index and, after the toggle, by time.
+  const COMPLETED = TRIALS - 2;
+  const historyDots = () => page.locator('#history svg circle.hist-dot').count();
+  await until(`${COMPLETED} history dots by trial`, async () => (await historyDots()) === COMPLETED &&
+    (await page.locator('#history svg path.hist-best').count()) === 1);
+  if (await page.locator('#history svg circle.hist-dot.best').count() !== 1) throw new Error('the best trial is not marked in the history');
+  await page.locator('button[data-history-mode="time"]').click();
+  await until(`${COMPLETED} history dots by time`, async () => (await historyDots()) === COMPLETED &&
+    (await page.locator('#history .hist-xlabel').textContent()).includes('seconds'));
+  await page.locator('button[data-history-mode="index"]').click();
+  await until('the history by trial again', async () => (await page.locator('#history .hist-xlabel').textContent()) === 'trial index');
   const headers = await page.locator('#trials thead th').allTextContents();
   if (!headers.includes(XSS)) throw new Error(`hostile parameter/metric name not a column header as text: ${headers}`);
   if (await page.locator('#trials tr.best').count() !== 1) throw new Error('the best trial is not highlighted');
