@@ -18,6 +18,16 @@
 // failed, lost or stopped trial did not finish its run, so none of them is
 // "best".
 //
+// A metric never reported: a sweep's summary carries metric_missing when the
+// sweep names a metric, at least kMetricMissingAfter of its trials have
+// completed, and no trial of the sweep (in any state) has reported a value of
+// it; `reported` lists the metric names its first kMetricMissingNamesFrom
+// completed trials did report. A completed trial's output is final, so one is
+// enough evidence: the warning comes with the sweep's first completed trial,
+// not after several trials' worth of compute. It is computed from the
+// database, so it holds after a scheduler restart and reads the same in
+// `swept status`, the dashboard and the scheduler's once-per-sweep log line.
+//
 // Thread safety: functions are reentrant; a Connection must not be shared
 // between threads while a call runs.
 #pragma once
@@ -45,6 +55,9 @@ namespace swept::store {
 // comes from a newer swept.
 Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
 
+inline constexpr int64_t kMetricMissingAfter = 1;
+inline constexpr int64_t kMetricMissingNamesFrom = 20;
+
 struct BestTrial {
   int64_t trial_id = 0;
   double value = 0;
@@ -62,6 +75,7 @@ struct SweepSummary {
   std::optional<double> finished_at;
   protocol::StateCounts counts;           // per trial state (common/states.h)
   std::optional<BestTrial> best;          // see "Best" above
+  std::optional<protocol::MetricMissing> metric_missing;  // see "A metric never reported" below
 };
 
 // A parameter or metric column of a sweep's table. Flattened parameter names

@@ -484,6 +484,56 @@ TEST_CASE("web: the optimisation history gives each trial's value and the best s
   get_json(*r.client, "/api/sweeps/3/history?points=5", 400);
 }
 
+TEST_CASE("web: a sweep whose metric no trial reports says so, with the names its trials did report") {
+  TestDb db;
+  db.fill();
+  db.exec("BEGIN");
+  // Sweep 4 names val_loss; its two completed trials report loss and
+  // validation_loss, its running one nothing yet. Sweep 5 names val_loss too,
+  // and only its running trial has reported it: no warning.
+  for (int sweep : {4, 5})
+    db.run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, "
+           "created_at) VALUES (" + std::to_string(sweep) + ", 'typo', 'grid', 'val_loss', 'minimize', 'spec', 'running', 3, 3, 1)",
+           {});
+  for (int i = 0; i < 6; ++i) {
+    const int sweep = i < 3 ? 4 : 5;
+    const bool running = i % 3 == 2;
+    const std::string id = std::to_string(400 + i);
+    const std::string value = sweep == 5 && running ? "0.3" : "NULL";
+    db.run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at) VALUES (" + id +
+               ", " + std::to_string(sweep) + ", " + std::to_string(i % 3) + ", '{}', '[]', '" +
+               (running ? "running" : "completed") + "', 1, " + value + ", 1)",
+           {});
+    for (const char* name : {"loss", "validation_loss"}) {
+      if (running && sweep == 4) continue;
+      const std::string metric = sweep == 5 && running ? "val_loss" : name;
+      db.run("INSERT OR REPLACE INTO trial_latest (trial_id, name, step, value) VALUES (" + id + ", ?, 1, 0.5)", {metric});
+    }
+  }
+  db.exec("COMMIT");
+  auto r = start(db.path());
+  auto s4 = get_json(*r.client, "/api/sweeps/4", 200);
+  CHECK(s4["best"].is_null());
+  REQUIRE(s4.contains("metric_missing"));
+  CHECK(s4["metric_missing"]["completed"] == 2);
+  CHECK(s4["metric_missing"]["reported"] == json::array({"loss", "validation_loss"}));
+  // The same object in the list (and on the event stream, which sends these).
+  bool listed = false;
+  const json all = get_json(*r.client, "/api/sweeps", 200);
+  for (const auto& s : all["sweeps"]) {
+    if (s["id"] == 4) listed = s["metric_missing"] == s4["metric_missing"];
+    if (s["id"] == 1 || s["id"] == 2 || s["id"] == 5) CHECK_MESSAGE(!s.contains("metric_missing"), s["id"]);
+  }
+  CHECK(listed);
+  // `swept status` reads the same summary (the protocol's SweepSummary).
+  auto reader = swept::store::open_reader(db.path());
+  REQUIRE(reader.ok());
+  auto sums = swept::store::sweep_summaries(**reader, 4);
+  REQUIRE(sums.ok());
+  REQUIRE(sums->front().metric_missing);
+  CHECK(sums->front().metric_missing->reported == std::vector<std::string>{"loss", "validation_loss"});
+}
+
 TEST_CASE("web: the token guards every request: header, ?token= then cookie") {
   TestDb db;
   db.fill();

@@ -5,7 +5,8 @@
 // serves it with the real `swept web` (port 0, with a token), drives Debian's
 // chromium through it with playwright-core and checks: the trials table lists
 // the trials, the charts (the optimisation history with one dot per
-// completed trial, by trial and by time) have drawn, hostile text shows as text and never runs,
+// completed trial, by trial and by time) have drawn, a sweep whose metric no
+// trial reports shows the warning, hostile text shows as text and never runs,
 // and rows the test inserts while the page is open appear (live update).
 // Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
 // a deadline; exit 0 on success, 1 on any failure.
@@ -54,6 +55,12 @@ function fixture() {
   s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
         VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
   for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
+  // Sweep 2 names val_loss; its one completed trial reported only loss.
+  s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (2, 'typo', 'grid', 'val_loss', 'minimize', 'spec', 'running', 1, 1, 1700000000);
+        INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, created_at, ended_at)
+        VALUES (2000, 2, 0, '{}', '[]', 'completed', 1, 1700000000, 1700000050);
+        INSERT INTO trial_latest VALUES (2000, 'loss', 3, 0.25);\n`;
   s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
@@ -145,6 +152,16 @@ try {
   await page.setViewportSize({ width: 1920, height: 1080 });
   await page.waitForTimeout(600); // let the resize handler redraw (throttled to 300 ms) before the screenshot
   await page.screenshot({ path: path.join(shots, 'sweep-1920.png'), fullPage: true });
+
+  // A metric that no trial reports: the warning names what they did report.
+  await page.goto(`${server.url}#/sweeps/2`);
+  await until('the missing-metric warning', async () => {
+    const w = page.locator('#metric-warning');
+    return (await w.isVisible()) && (await w.textContent()).includes('val_loss') && (await w.textContent()).includes('reported loss');
+  });
+  await page.goto(`${server.url}#/sweeps/1`);
+  await until('sweep 1 again', async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) > 0);
+  if (await page.locator('#metric-warning').isVisible()) throw new Error('a sweep whose metric is reported shows the warning');
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());

@@ -290,7 +290,7 @@
     f.g.append('g').attr('class', 'axis').attr('transform', 'translate(0,' + f.height + ')')
       .call(d3.svg.axis().scale(x).orient('bottom').ticks(6).tickFormat(tickNumber));
     f.g.append('g').attr('class', 'axis').call(d3.svg.axis().scale(y).orient('left').ticks(5));
-    f.g.append('text').attr('class', 'legend hist-xlabel').attr('x', f.width).attr('y', f.height - 4).attr('text-anchor', 'end')
+    f.g.append('text').attr('class', 'legend hist-xlabel').attr('x', f.width).attr('y', 0).attr('text-anchor', 'end')
       .text(byTime ? 'seconds since the sweep started' : 'trial index');
     f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', 0)
       .text(shorten(data.metric.name + ' (' + (data.metric.goal || 'minimize') + '): best so far and each trial', 80));
@@ -340,7 +340,8 @@
         body.appendChild(el('tr', null, el('td', { colspan: 8, className: 'muted', text: 'No sweeps yet: submit one with swept submit or swept run.' })));
       }
       sweeps.forEach(function (s) {
-        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) : '—';
+        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) :
+          s.metric_missing ? el('span', { className: 'warning-text', text: 'never reported', title: metricMissingText(s) }) : '—';
         body.appendChild(el('tr', { 'data-sweep-id': s.id },
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: String(s.id) })),
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: s.name })),
@@ -360,11 +361,22 @@
     return { onChange: function (ev) { if (ev.resync || ev.sweeps.length) refresh(); }, dispose: refresh.cancel };
   }
 
+  // The warning for a sweep whose metric no trial reports (docs/api.md,
+  // metric_missing), or null.
+  function metricMissingText(s) {
+    var m = s.metric_missing;
+    if (!m) return null;
+    return 'No trial has reported the metric ' + s.metric.name + ': ' + m.completed + ' completed trial' +
+      (m.completed === 1 ? '' : 's') + ' reported ' + (m.reported.length ? m.reported.join(', ') : 'no metrics at all') +
+      '. Check the sweep\'s metric.name against the trials\' metric lines (docs/metrics.md).';
+  }
+
   function sweepView(root, sweepId) {
     var state = { sort: 'idx', order: 'asc', states: [], offset: 0, selected: null, metric: null, page: null, sweep: null,
       historyMode: 'index', history: null };
     var title = el('h1', { text: 'Sweep ' + sweepId });
     var summary = el('div', { className: 'summary' });
+    var warning = el('div', { id: 'metric-warning', className: 'warning', role: 'alert', hidden: 'hidden' });
     var toolbar = el('div', { className: 'toolbar' });
     var curves = el('div', { className: 'chart', id: 'curves' });
     var importance = el('div', { className: 'chart' });
@@ -378,7 +390,7 @@
     var table = el('table', { id: 'trials' });
     var pager = el('div', { className: 'pager' });
     root.replaceChildren(
-      el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary,
+      el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary, warning,
       el('div', { className: 'grid' },
         el('section', { className: 'panel' }, el('h2', null, 'Learning curves ', metricSelect), curves,
           el('div', { className: 'note', text: 'Tick trials in the table to compare them.' })),
@@ -404,6 +416,9 @@
         } }));
       }
       summary.replaceChildren.apply(summary, items);
+      var missing = metricMissingText(s);
+      warning.textContent = missing || '';
+      warning.hidden = !missing;
     }
 
     function renderToolbar() {
