@@ -176,3 +176,30 @@ TEST_CASE("tpe whose metric never appears: random fall-back said in the log and 
   CHECK(fell_back == static_cast<size_t>(fallbacks));
   CHECK(warned == 1);
 }
+
+TEST_CASE("a metric no trial reports: a scheduler killed and restarted mid-sweep does not say it again") {
+  TempDir dir;
+  auto sched = std::make_unique<Scheduler>(dir);
+  const std::string endpoint = sched->endpoint, db = sched->db, log_path = dir / "scheduler.log";
+  auto a = start_agent(dir, endpoint, "a", "none", 1);
+  // tests/trial.sh prints loss after a second; the sweep asks for val_loss.
+  const int64_t id = submit(dir, endpoint, R"({"method": "grid", "metric": {"name": "val_loss"}, "command": [")" +
+                                               std::string(SWEPT_SOURCE_DIR) + R"(/tests/trial.sh", "${args}"],
+      "parameters": {"secs": {"value": 1}, "k": {"values": [1, 2, 3, 4, 5, 6]}}})");
+  const std::string said = "metric 'val_loss' was reported by no trial";
+  auto count_said = [&] {
+    const std::string log = read_file(log_path);
+    size_t n = 0;
+    for (size_t at = log.find(said); at != std::string::npos; at = log.find(said, at + 1)) ++n;
+    return n;
+  };
+  REQUIRE_MESSAGE(eventually([&] { return count_said() == 1; }, 60), read_file(log_path));
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  const int64_t completed_before = db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'");
+  CHECK(completed_before < 6);
+  sched = std::make_unique<Scheduler>(dir, endpoint);  // the same database and log file
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, id); }, 90), (read_file(log_path) + a->log()));
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 6);
+  CHECK(count_said() == 1);
+}
