@@ -42,6 +42,14 @@ Result<sweeps::SweepSpec> parse_or_explain(const std::string& text) {
   return Status::InvalidArgument(msg);
 }
 
+// A name from a sweep file or a trial's output, for one log line: control
+// characters, quotes, backslashes and non-ASCII escaped as in JSON, so that a
+// metric named "loss\n..." or holding terminal escapes cannot forge a line.
+std::string log_safe(const std::string& name) {
+  std::string quoted = nlohmann::json(name).dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 }  // namespace
 
 Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
@@ -277,8 +285,8 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
   it->second.metric_seen = true;
   const protocol::MetricMissing& m = *sweep->metric_missing;
   std::string names;
-  for (const auto& n : m.reported) names += (names.empty() ? "" : ", ") + n;
-  log::warn("sweep " + std::to_string(sweep_id) + ": its metric '" + it->second.spec.metric->name +
+  for (const auto& n : m.reported) names += (names.empty() ? "" : ", ") + log_safe(n);
+  log::warn("sweep " + std::to_string(sweep_id) + ": its metric '" + log_safe(it->second.spec.metric->name) +
             "' was reported by no trial, though " + std::to_string(m.completed) + " completed (latest: trial " +
             std::to_string(trial_id) + "); " +
             (names.empty() ? std::string("they reported no metrics at all") : "they reported: " + names) +
