@@ -7,6 +7,14 @@
 namespace swept::cli {
 namespace {
 
+// The names a sweep's completed trials reported instead of its metric.
+std::string reported_text(const protocol::MetricMissing& m) {
+  if (m.reported.empty()) return "they reported no metrics at all (a metric line is one JSON object per line)";
+  std::string out = "they reported: ";
+  for (size_t i = 0; i < m.reported.size(); ++i) out += (i ? ", " : "") + m.reported[i];
+  return out;
+}
+
 std::string progress(const protocol::SweepSummary& s) {
   int64_t done = s.counts.done();
   return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
@@ -43,7 +51,7 @@ int run_status(const std::vector<std::string>& args) {
              std::to_string(s.counts[TrialState::kRunning]), std::to_string(s.counts[TrialState::kQueued]),
              std::to_string(s.counts[TrialState::kFailed]),
              s.metric_name ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")" : "-",
-             fmt_opt(s.best_value)});
+             s.metric_missing ? std::string("never reported") : fmt_opt(s.best_value)});
     t.print(std::cout);
     return kExitOk;
   }
@@ -58,10 +66,14 @@ int run_status(const std::vector<std::string>& args) {
     if (s.best_trial_id)
       std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(*s.best_value) << " (trial "
                 << *s.best_trial_id << "): " << terminal_safe(params_text(s.best_params)) << "\n";
+    else if (s.metric_missing)
+      std::cout << "  warning: " << s.metric_missing->completed << " trial"
+                << (s.metric_missing->completed == 1 ? " has" : "s have") << " completed and none reported the metric '"
+                << terminal_safe(*s.metric_name) << "'; " << terminal_safe(reported_text(*s.metric_missing))
+                << ". Check the sweep's metric.name against the trials' metric lines (docs/metrics.md)\n";
     else if (s.counts[TrialState::kCompleted] > 0)
-      std::cout << "  warning: " << s.counts[TrialState::kCompleted] << " trial"
-                << (s.counts[TrialState::kCompleted] == 1 ? " has" : "s have") << " completed and none reported the metric '"
-                << terminal_safe(*s.metric_name) << "': check that name against the trials' metric lines (docs/metrics.md)\n";
+      std::cout << "  best " << terminal_safe(*s.metric_name) << ": no completed trial has reported it yet"
+                << " (a trial that did not complete has)\n";
     else
       std::cout << "  best " << terminal_safe(*s.metric_name) << ": no completed trial has reported it yet\n";
   }

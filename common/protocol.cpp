@@ -357,6 +357,10 @@ SweepSummary read_sweep_summary(const Reader& r) {
     s.best_value = best.field("value").opt_f64();
     s.best_params = best.field("params").object();
   }
+  if (r.has("metric_missing")) {
+    Reader m = r.field("metric_missing");
+    s.metric_missing = MetricMissing{m.field("completed").i64(), m.field("reported").strings()};
+  }
   return s;
 }
 
@@ -650,16 +654,19 @@ nlohmann::json to_json(const SweepSummary& s) {
     best = {{"trial_id", *s.best_trial_id},
             {"value", opt(s.best_value)},
             {"params", s.best_params.is_object() ? s.best_params : json::object()}};
-  return {{"id", s.id},
-          {"name", s.name},
-          {"method", s.method},
-          {"state", name(s.state)},
-          {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
-          {"total_trials", opt(s.total_trials)},
-          {"created_at", s.created_at},
-          {"finished_at", opt(s.finished_at)},
-          {"counts", counts_json(s.counts)},
-          {"best", std::move(best)}};
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"method", s.method},
+            {"state", name(s.state)},
+            {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
+            {"total_trials", opt(s.total_trials)},
+            {"created_at", s.created_at},
+            {"finished_at", opt(s.finished_at)},
+            {"counts", counts_json(s.counts)},
+            {"best", std::move(best)}};
+  if (s.metric_missing)
+    j["metric_missing"] = {{"completed", s.metric_missing->completed}, {"reported", s.metric_missing->reported}};
+  return j;
 }
 
 nlohmann::json to_json(const TrialRow& t) {

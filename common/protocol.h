@@ -252,6 +252,15 @@ struct StateCounts {
   bool operator==(const StateCounts&) const = default;
 };
 
+// A sweep's metric that no trial reports (docs/metrics.md): the number of
+// its trials that completed without any trial of the sweep reporting it, and
+// the metric names those trials did report (a typo shows as a near miss).
+struct MetricMissing {
+  int64_t completed = 0;
+  std::vector<std::string> reported;
+  bool operator==(const MetricMissing&) const = default;
+};
+
 struct SweepSummary {
   int64_t id = 0;
   std::string name;
@@ -266,6 +275,9 @@ struct SweepSummary {
   std::optional<int64_t> best_trial_id;
   std::optional<double> best_value;
   nlohmann::json best_params;  // null when no best
+  // Set when the metric is missing (MetricMissing); optional on the wire
+  // (absent when not set, and from older schedulers).
+  std::optional<MetricMissing> metric_missing;
   bool operator==(const SweepSummary&) const = default;
 };
 

@@ -111,7 +111,12 @@ std::vector<Message> every_message() {
   empty.method = "random";
   empty.state = swept::SweepState::kCompleted;
   empty.finished_at = 1763762999.0;
-  all.push_back(Sweeps{"r8", {s, empty}});
+  SweepSummary missing = s;  // a metric no trial reports (optional field)
+  missing.best_trial_id.reset();
+  missing.best_value.reset();
+  missing.best_params = nullptr;
+  missing.metric_missing = swept::protocol::MetricMissing{4, {"loss", "validation_loss"}};
+  all.push_back(Sweeps{"r8", {s, empty, missing}});
   all.push_back(QueryTrials{"r9", 3});
   TrialRow t;
   t.id = 17;

@@ -42,6 +42,14 @@ Result<sweeps::SweepSpec> parse_or_explain(const std::string& text) {
   return Status::InvalidArgument(msg);
 }
 
+// A name from a sweep file or a trial's output, for one log line: control
+// characters, quotes, backslashes and non-ASCII escaped as in JSON, so that a
+// metric named "loss\n..." or holding terminal escapes cannot forge a line.
+std::string log_safe(const std::string& name) {
+  std::string quoted = nlohmann::json(name).dump(-1, ' ', /*ensure_ascii=*/true, nlohmann::json::error_handler_t::replace);
+  return quoted.substr(1, quoted.size() - 2);
+}
+
 }  // namespace
 
 Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
@@ -69,6 +77,12 @@ Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
     if (!live.ok()) return live.status();
     a.running = static_cast<int>(live->size());
     for (auto& t : *live) running.push_back(std::move(t));
+    if (a.spec.metric) {
+      // A metric found missing before the restart was said then: once per sweep.
+      auto summary = store::get_sweep(store_.connection(), r.id);
+      if (!summary.ok()) return summary.status();
+      a.metric_seen = summary->best || summary->metric_missing;
+    }
     sweeps_.emplace(r.id, std::move(a));
   }
   return running;
@@ -262,13 +276,21 @@ void SweepRunner::trial_ended(int64_t sweep_id) {
 Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end() || it->second.metric_seen || !it->second.spec.metric) return Status::Ok();
-  auto any = store_.any_metric_value(sweep_id);
-  if (!any.ok()) return any.status();
+  // The read model's one answer (store/reader.h, "A metric never reported"),
+  // also what `swept status` and the dashboard show.
+  auto sweep = store::get_sweep(store_.connection(), sweep_id);
+  if (!sweep.ok()) return sweep.status();
+  if (sweep->best) it->second.metric_seen = true;  // reported: nothing to say, ever
+  if (!sweep->metric_missing) return Status::Ok();
   it->second.metric_seen = true;
-  if (!*any)
-    log::warn("sweep " + std::to_string(sweep_id) + ": trial " + std::to_string(trial_id) +
-              " completed and no trial of this sweep has reported its metric '" + it->second.spec.metric->name +
-              "' yet: check that name against the trials' metric lines (docs/metrics.md); said once per sweep");
+  const protocol::MetricMissing& m = *sweep->metric_missing;
+  std::string names;
+  for (const auto& n : m.reported) names += (names.empty() ? "" : ", ") + log_safe(n);
+  log::warn("sweep " + std::to_string(sweep_id) + ": its metric '" + log_safe(it->second.spec.metric->name) +
+            "' was reported by no trial, though " + std::to_string(m.completed) + " completed (latest: trial " +
+            std::to_string(trial_id) + "); " +
+            (names.empty() ? std::string("they reported no metrics at all") : "they reported: " + names) +
+            ". Check the sweep's metric.name against the trials' metric lines (docs/metrics.md); said once per sweep");
   return Status::Ok();
 }
 

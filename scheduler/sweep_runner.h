@@ -80,8 +80,10 @@ class SweepRunner {
   void requeue(int64_t sweep_id, int64_t trial_id);
   // A running trial reached a final state.
   void trial_ended(int64_t sweep_id);
-  // A trial of the sweep completed: when no trial of the sweep has reported
-  // its metric yet, says so in the log, once per sweep (per scheduler run).
+  // A trial of the sweep completed: when the read model finds the sweep's
+  // metric missing (store/reader.h: completed trials, none reported it),
+  // says so in the log with the names they did report, once per sweep (a
+  // restarted scheduler does not repeat it).
   Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
   // A trial not counted as running was finished from outside (cancel, adopted result).
   void forget_queued(int64_t sweep_id, int64_t trial_id);
@@ -112,7 +114,7 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
-    bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
+    bool metric_seen = false;  // a trial has reported the metric, or the warning was given
   };
   Result<std::optional<TrialToStart>> generate(Active& s);
   // method bayes/tpe: trial `index` from the history stored so far.

@@ -118,6 +118,32 @@ Status fill_best(Connection& db, SweepSummary& sw) {
   return Status::Ok();
 }
 
+// "A metric never reported" (reader.h), for a summary with its counts and best.
+Status fill_metric_missing(Connection& db, SweepSummary& sw) {
+  const int64_t completed = sw.counts[TrialState::kCompleted];
+  if (!sw.metric_name || sw.best || completed < kMetricMissingAfter) return Status::Ok();
+  // Index: trials_by_sweep_metric (sweep_id, metric_value).
+  SWEPT_ASSIGN_OR_RETURN(any, db.prepare("SELECT 1 FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL LIMIT 1"));
+  any.bind(1, sw.id);
+  SWEPT_ASSIGN_OR_RETURN(reported, any.step());
+  if (reported) return Status::Ok();
+  // The names the first completed trials reported. Indexes:
+  // trials_by_sweep_state, then trial_latest's primary key per trial.
+  SWEPT_ASSIGN_OR_RETURN(names, db.prepare(
+      "SELECT DISTINCT l.name FROM trial_latest l WHERE l.trial_id IN (SELECT id FROM trials WHERE sweep_id = ? AND "
+      "state = ? ORDER BY id LIMIT ?) ORDER BY l.name LIMIT 100"));
+  names.bind(1, sw.id).bind(2, TrialState::kCompleted).bind(3, kMetricMissingNamesFrom);
+  protocol::MetricMissing missing;
+  missing.completed = completed;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, names.step());
+    if (!row) break;
+    missing.reported.push_back(names.text(0));
+  }
+  sw.metric_missing = std::move(missing);
+  return Status::Ok();
+}
+
 // Counts per state. Index: trials_by_sweep_state (covering).
 Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optional<int64_t> only) {
   std::map<int64_t, SweepSummary*> by_id;
@@ -151,7 +177,10 @@ Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int6
     out.push_back(sweep_from_row(stmt));
   }
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
-  for (auto& sw : out) SWEPT_RETURN_IF_ERROR(fill_best(db, sw));
+  for (auto& sw : out) {
+    SWEPT_RETURN_IF_ERROR(fill_best(db, sw));
+    if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
+  }
   return out;
 }
 

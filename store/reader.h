@@ -18,6 +18,16 @@
 // failed, lost or stopped trial did not finish its run, so none of them is
 // "best".
 //
+// A metric never reported: a sweep's summary carries metric_missing when the
+// sweep names a metric, at least kMetricMissingAfter of its trials have
+// completed, and no trial of the sweep (in any state) has reported a value of
+// it; `reported` lists the metric names its first kMetricMissingNamesFrom
+// completed trials did report. A completed trial's output is final, so one is
+// enough evidence: the warning comes with the sweep's first completed trial,
+// not after several trials' worth of compute. It is computed from the
+// database, so it holds after a scheduler restart and reads the same in
+// `swept status`, the dashboard and the scheduler's once-per-sweep log line.
+//
 // Thread safety: functions are reentrant; a Connection must not be shared
 // between threads while a call runs.
 #pragma once
@@ -45,6 +55,9 @@ namespace swept::store {
 // comes from a newer swept.
 Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
 
+inline constexpr int64_t kMetricMissingAfter = 1;
+inline constexpr int64_t kMetricMissingNamesFrom = 20;
+
 struct BestTrial {
   int64_t trial_id = 0;
   double value = 0;
@@ -62,6 +75,7 @@ struct SweepSummary {
   std::optional<double> finished_at;
   protocol::StateCounts counts;           // per trial state (common/states.h)
   std::optional<BestTrial> best;          // see "Best" above
+  std::optional<protocol::MetricMissing> metric_missing;  // see "A metric never reported" below
 };
 
 // A parameter or metric column of a sweep's table. Flattened parameter names
@@ -163,6 +177,27 @@ struct SweepPoints {
   std::vector<TrialRow> points;  // params + metric_value only
 };
 
+// The optimisation history of a sweep: the trials that "best" ranks (its
+// completed trials with a value of the metric), by index, each with the best
+// value so far (the one definition above, over every such trial) in trial
+// order (idx) and in completion order (ended_at, then id).
+struct HistoryPoint {
+  int64_t trial_id = 0, idx = 0;
+  double value = 0;
+  std::optional<double> ended_at;
+  double best_by_index = 0;  // best among such trials with idx <= this one's
+  double best_by_time = 0;   // best among such trials that ended no later than this one
+};
+struct OptimizationHistory {
+  int64_t sweep_id = 0;
+  std::optional<std::string> metric_name, metric_goal;
+  double created_at = 0;
+  int64_t total = 0;   // trials in the history before sampling
+  int64_t stride = 1;  // every stride-th of them kept, plus each that improved the best
+  std::optional<BestTrial> best;  // the sweep's best (params left empty)
+  std::vector<HistoryPoint> points;
+};
+
 // Running trials and per-sweep state counts: what the live-update poller
 // compares between polls.
 struct LiveSnapshot {
@@ -218,6 +253,11 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db);
 // plus the `best_count` best ones.
 Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count = 20);
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
+// The optimisation history (above), at most about `max_points` (1..20000)
+// points: every stride-th trial by idx, plus every trial that improved the
+// best in either order (so both staircases keep every step; when those alone
+// are more than max_points, every k-th of them). NotFound for an unknown id.
+Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_id, int64_t max_points);
 
 // ---- the rows of the protocol (common/protocol.h) ----
 // A sweep summary in the protocol's type (whose JSON, protocol::to_json, is

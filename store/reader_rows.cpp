@@ -32,6 +32,7 @@ protocol::SweepSummary to_protocol(const SweepSummary& s) {
   p.created_at = s.created_at;
   p.finished_at = s.finished_at;
   p.counts = s.counts;
+  p.metric_missing = s.metric_missing;
   if (s.best) {
     p.best_trial_id = s.best->trial_id;
     p.best_value = s.best->value;

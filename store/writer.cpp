@@ -141,14 +141,6 @@ Status Writer::set_trial_suggestion(int64_t trial_id, const std::string& model_j
   return st.run();
 }
 
-Result<bool> Writer::any_metric_value(int64_t sweep_id) {
-  // Index: trials_by_sweep_metric (sweep_id, metric_value).
-  SWEPT_CACHED(st, "SELECT EXISTS (SELECT 1 FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL)");
-  st.bind(1, sweep_id);
-  SWEPT_ASSIGN_OR_RETURN(row, st.step());
-  return row && st.int64(0) != 0;
-}
-
 Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
   SearchHistoryRows out;
   // Index: trials_by_sweep_state (sweep_id, state).

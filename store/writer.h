@@ -138,8 +138,6 @@ class Writer {
     std::vector<std::string> pending;                                       // params JSON
   };
   Result<SearchHistoryRows> search_history(int64_t sweep_id);
-  // Whether any trial of the sweep has reported its metric (trials.metric_value set).
-  Result<bool> any_metric_value(int64_t sweep_id);
   // Trials of a sweep in a state, ids only, ordered by index.
   Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);
 

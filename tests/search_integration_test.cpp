@@ -7,6 +7,7 @@
 // killed with SIGKILL mid-sweep carries on from the stored history.
 #include <httplib.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "tests/harness.h"
 
@@ -113,7 +114,7 @@ TEST_CASE("tpe: a scheduler killed with SIGKILL mid-sweep continues from the sto
   CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") >= 1);
 }
 
-TEST_CASE("a metric no trial reports: said once per sweep in the scheduler's log and in swept status") {
+TEST_CASE("a metric no trial reports: said once per sweep in the scheduler's log, with the names reported, and in swept status") {
   TempDir dir;
   const std::string db = dir / "m.db";
   write_file(dir / "m.json", R"({"method": "grid", "metric": {"name": "val_loss"}, "command": [")" + kQuadratic +
@@ -124,12 +125,81 @@ TEST_CASE("a metric no trial reports: said once per sweep in the scheduler's log
                        dir / "run.log", &out, 120);
   INFO(out);
   REQUIRE(rc == 0);
-  size_t said = 0;
-  for (size_t at = out.find("has reported its metric 'val_loss'"); at != std::string::npos;
-       at = out.find("has reported its metric 'val_loss'", at + 1))
+  // One warning line for the sweep (not one per trial), naming what the
+  // trials did report, so that a typo shows as a near miss.
+  size_t said = 0, said_with_names = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("metric 'val_loss' was reported by no trial") == std::string::npos) continue;
     ++said;
+    if (line.find("they reported: final_loss, loss, w") != std::string::npos) ++said_with_names;
+  }
   CHECK(said == 1);
+  CHECK(said_with_names == 1);
   rc = run_command({kSwept, "status", "1", "--db", db}, dir / "status.log", &out);
   CHECK(rc == 0);
-  CHECK(out.find("warning: 4 trials have completed and none reported the metric 'val_loss'") != std::string::npos);
+  CHECK(out.find("warning: 4 trials have completed and none reported the metric 'val_loss'; they reported: "
+                 "final_loss, loss, w.") != std::string::npos);
+  rc = run_command({kSwept, "status", "--db", db}, dir / "status.log", &out);
+  CHECK(rc == 0);
+  CHECK(out.find("never reported") != std::string::npos);
+}
+
+TEST_CASE("tpe whose metric never appears: random fall-back said in the log and recorded with each trial, the metric warned once") {
+  TempDir dir;
+  const std::string db = dir / "f.db";
+  // The trials print loss, the sweep asks for val_loss: after the 2 startup
+  // trials the model has no value to learn from.
+  std::string spec = sweep("tpe", 2, 5);
+  spec.replace(spec.find(R"("name": "loss")"), 14, R"("name": "val_loss")");
+  write_file(dir / "f.json", spec);
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "f.json", "--db", db, "--slots", "1", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 5);
+  // Recorded: the trials chosen after startup say why they are random.
+  const int64_t fallbacks =
+      db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'fallback' AND "
+                 "json_extract(suggestion, '$.note') LIKE '%no finished trial reported a finite value%'");
+  CHECK(fallbacks >= 1);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") == 0);
+  // Said: one log line per fallen-back suggestion, one metric warning per sweep.
+  size_t fell_back = 0, warned = 0;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("tpe fell back to a random suggestion") != std::string::npos) ++fell_back;
+    if (line.find("metric 'val_loss' was reported by no trial") != std::string::npos) ++warned;
+  }
+  CHECK(fell_back == static_cast<size_t>(fallbacks));
+  CHECK(warned == 1);
+}
+
+TEST_CASE("a metric no trial reports: a scheduler killed and restarted mid-sweep does not say it again") {
+  TempDir dir;
+  auto sched = std::make_unique<Scheduler>(dir);
+  const std::string endpoint = sched->endpoint, db = sched->db, log_path = dir / "scheduler.log";
+  auto a = start_agent(dir, endpoint, "a", "none", 1);
+  // tests/trial.sh prints loss after a second; the sweep asks for val_loss.
+  const int64_t id = submit(dir, endpoint, R"({"method": "grid", "metric": {"name": "val_loss"}, "command": [")" +
+                                               std::string(SWEPT_SOURCE_DIR) + R"(/tests/trial.sh", "${args}"],
+      "parameters": {"secs": {"value": 1}, "k": {"values": [1, 2, 3, 4, 5, 6]}}})");
+  const std::string said = "metric 'val_loss' was reported by no trial";
+  auto count_said = [&] {
+    const std::string log = read_file(log_path);
+    size_t n = 0;
+    for (size_t at = log.find(said); at != std::string::npos; at = log.find(said, at + 1)) ++n;
+    return n;
+  };
+  REQUIRE_MESSAGE(eventually([&] { return count_said() == 1; }, 60), read_file(log_path));
+  sched->process->signal(SIGKILL);
+  sched->process->wait();
+  const int64_t completed_before = db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'");
+  CHECK(completed_before < 6);
+  sched = std::make_unique<Scheduler>(dir, endpoint);  // the same database and log file
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, id); }, 90), (read_file(log_path) + a->log()));
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 6);
+  CHECK(count_said() == 1);
 }

@@ -136,6 +136,23 @@ json points_json(const store::SweepPoints& p) {
           {"points", points}};
 }
 
+json history_json(const store::OptimizationHistory& h) {
+  json points = json::array();
+  for (const auto& p : h.points)
+    points.push_back({{"trial_id", p.trial_id}, {"index", p.idx}, {"value", number(p.value)},
+                      {"ended_at", opt_number(p.ended_at)}, {"best_by_index", number(p.best_by_index)},
+                      {"best_by_time", number(p.best_by_time)}});
+  json best = nullptr;
+  if (h.best) best = {{"trial_id", h.best->trial_id}, {"value", number(h.best->value)}};
+  return {{"sweep_id", h.sweep_id},
+          {"metric", {{"name", opt(h.metric_name)}, {"goal", opt(h.metric_goal)}}},
+          {"created_at", number(h.created_at)},
+          {"total", h.total},
+          {"stride", h.stride},
+          {"best", best},
+          {"points", points}};
+}
+
 json importance_json(const ImportanceReport& r) {
   json params = json::array();
   for (const auto& p : r.params)

@@ -17,6 +17,7 @@ nlohmann::json trial_detail_json(const store::TrialDetail& detail);
 nlohmann::json series_json(const store::MetricSeries& series);
 nlohmann::json agent_json(const store::AgentInfo& agent);
 nlohmann::json points_json(const store::SweepPoints& points);
+nlohmann::json history_json(const store::OptimizationHistory& history);
 nlohmann::json importance_json(const ImportanceReport& report);
 // {"error": {"code": "not_found", "message": "..."}}
 nlohmann::json error_json(const Status& status);

@@ -399,6 +399,141 @@ TEST_CASE("web: points and importance summarise a sweep from a sample") {
   CHECK(empty["population"] == 0);
 }
 
+// Sweep 3 (maximize): trials whose index order and completion order differ,
+// a tie, and better values on trials that do not count for best (failed,
+// running) or a completed trial without a value.
+void fill_history_sweep(TestDb& db) {
+  db.exec("BEGIN");
+  db.run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at) "
+         "VALUES (3, 'history', 'random', 'acc', 'maximize', 'spec', 'running', 8, 8, 1000)", {});
+  struct Row { const char* state; const char* value; const char* ended; };
+  const Row rows[] = {{"completed", "0.5", "1010"}, {"completed", "0.7", "1040"}, {"failed", "0.99", "1015"},
+                      {"completed", "0.6", "1020"}, {"running", "0.95", "NULL"},  {"completed", "0.7", "1030"},
+                      {"completed", "NULL", "1025"}, {"completed", "0.65", "1005"}};
+  for (int i = 0; i < 8; ++i)
+    db.run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at, ended_at) "
+           "VALUES (" + std::to_string(300 + i) + ", 3, " + std::to_string(i) + ", '{}', '[]', '" + rows[i].state + "', 1, " +
+               rows[i].value + ", 1000, " + rows[i].ended + ")",
+           {});
+  db.exec("COMMIT");
+}
+
+TEST_CASE("web: the optimisation history gives each trial's value and the best so far by index and by time") {
+  TestDb db;
+  db.fill();
+  fill_history_sweep(db);
+  auto r = start(db.path());
+  auto h = get_json(*r.client, "/api/sweeps/3/history", 200);
+  CHECK(h["metric"]["name"] == "acc");
+  CHECK(h["metric"]["goal"] == "maximize");
+  CHECK(h["created_at"] == 1000.0);
+  // Only what "best" ranks: completed trials with a value (idx 0, 1, 3, 5, 7).
+  CHECK(h["total"] == 5);
+  CHECK(h["stride"] == 1);
+  REQUIRE(h["points"].size() == 5);
+  const int64_t ids[] = {300, 301, 303, 305, 307};
+  const double values[] = {0.5, 0.7, 0.6, 0.7, 0.65};
+  // Best so far by index: 0.5, then 0.7 from idx 1 on.
+  const double by_index[] = {0.5, 0.7, 0.7, 0.7, 0.7};
+  // By completion time: idx 7 (t=1005, 0.65), 0 (1010), 3 (1020), 5 (1030, 0.7), 1 (1040).
+  const double by_time[] = {0.65, 0.7, 0.65, 0.7, 0.65};
+  for (int k = 0; k < 5; ++k) {
+    CAPTURE(k);
+    const json& p = h["points"][k];
+    CHECK(p["trial_id"] == ids[k]);
+    CHECK(p["value"].get<double>() == doctest::Approx(values[k]));
+    CHECK(p["best_by_index"].get<double>() == doctest::Approx(by_index[k]));
+    CHECK(p["best_by_time"].get<double>() == doctest::Approx(by_time[k]));
+  }
+  CHECK(h["points"][4]["ended_at"] == 1005.0);
+  // The one definition of best: the sweep's best (the tie at 0.7 goes to the
+  // lower id) is where both staircases end.
+  auto sweep = get_json(*r.client, "/api/sweeps/3", 200);
+  CHECK(sweep["best"]["trial_id"] == 301);
+  CHECK(h["best"]["trial_id"] == 301);
+  CHECK(h["best"]["value"] == sweep["best"]["value"]);
+  CHECK(h["points"][4]["best_by_index"] == sweep["best"]["value"]);
+
+  // Sampled: every stride-th point and each one that improved the best, each
+  // with the best values of the whole sweep.
+  auto small = get_json(*r.client, "/api/sweeps/3/history?limit=2", 200);
+  CHECK(small["total"] == 5);
+  CHECK(small["stride"] == 3);
+  CHECK(small["points"].size() < 5);
+  for (const auto& p : small["points"]) {
+    bool matched = false;
+    for (const auto& q : h["points"])
+      if (q["trial_id"] == p["trial_id"]) {
+        matched = true;
+        CHECK(q == p);
+      }
+    CHECK(matched);
+  }
+
+  // Sweep 1 (minimize, no ended_at): its 20 completed trials.
+  auto h1 = get_json(*r.client, "/api/sweeps/1/history", 200);
+  CHECK(h1["total"] == 20);
+  CHECK(h1["best"]["trial_id"] == 118);
+  CHECK(h1["points"].back()["best_by_index"] == get_json(*r.client, "/api/sweeps/1", 200)["best"]["value"]);
+  // No metric: no history. Unknown sweep, bad limit: errors.
+  auto none = get_json(*r.client, "/api/sweeps/2/history", 200);
+  CHECK(none["points"].empty());
+  CHECK(none["metric"]["name"].is_null());
+  get_json(*r.client, "/api/sweeps/99/history", 404);
+  get_json(*r.client, "/api/sweeps/3/history?limit=0", 400);
+  get_json(*r.client, "/api/sweeps/3/history?points=5", 400);
+}
+
+TEST_CASE("web: a sweep whose metric no trial reports says so, with the names its trials did report") {
+  TestDb db;
+  db.fill();
+  db.exec("BEGIN");
+  // Sweep 4 names val_loss; its two completed trials report loss and
+  // validation_loss, its running one nothing yet. Sweep 5 names val_loss too,
+  // and only its running trial has reported it: no warning.
+  for (int sweep : {4, 5})
+    db.run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, "
+           "created_at) VALUES (" + std::to_string(sweep) + ", 'typo', 'grid', 'val_loss', 'minimize', 'spec', 'running', 3, 3, 1)",
+           {});
+  for (int i = 0; i < 6; ++i) {
+    const int sweep = i < 3 ? 4 : 5;
+    const bool running = i % 3 == 2;
+    const std::string id = std::to_string(400 + i);
+    const std::string value = sweep == 5 && running ? "0.3" : "NULL";
+    db.run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at) VALUES (" + id +
+               ", " + std::to_string(sweep) + ", " + std::to_string(i % 3) + ", '{}', '[]', '" +
+               (running ? "running" : "completed") + "', 1, " + value + ", 1)",
+           {});
+    for (const char* name : {"loss", "validation_loss"}) {
+      if (running && sweep == 4) continue;
+      const std::string metric = sweep == 5 && running ? "val_loss" : name;
+      db.run("INSERT OR REPLACE INTO trial_latest (trial_id, name, step, value) VALUES (" + id + ", ?, 1, 0.5)", {metric});
+    }
+  }
+  db.exec("COMMIT");
+  auto r = start(db.path());
+  auto s4 = get_json(*r.client, "/api/sweeps/4", 200);
+  CHECK(s4["best"].is_null());
+  REQUIRE(s4.contains("metric_missing"));
+  CHECK(s4["metric_missing"]["completed"] == 2);
+  CHECK(s4["metric_missing"]["reported"] == json::array({"loss", "validation_loss"}));
+  // The same object in the list (and on the event stream, which sends these).
+  bool listed = false;
+  const json all = get_json(*r.client, "/api/sweeps", 200);
+  for (const auto& s : all["sweeps"]) {
+    if (s["id"] == 4) listed = s["metric_missing"] == s4["metric_missing"];
+    if (s["id"] == 1 || s["id"] == 2 || s["id"] == 5) CHECK_MESSAGE(!s.contains("metric_missing"), s["id"]);
+  }
+  CHECK(listed);
+  // `swept status` reads the same summary (the protocol's SweepSummary).
+  auto reader = swept::store::open_reader(db.path());
+  REQUIRE(reader.ok());
+  auto sums = swept::store::sweep_summaries(**reader, 4);
+  REQUIRE(sums.ok());
+  REQUIRE(sums->front().metric_missing);
+  CHECK(sums->front().metric_missing->reported == std::vector<std::string>{"loss", "validation_loss"});
+}
+
 TEST_CASE("web: the token guards every request: header, ?token= then cookie") {
   TestDb db;
   db.fill();

@@ -326,6 +326,25 @@ void Server::Impl::install_routes() {
     });
   });
 
+  http.Get(R"(/api/sweeps/(\d+)/history)", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(req, res, [&]() -> Result<json> {
+      SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
+      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
+      if (!id.ok()) return id.status();
+      int64_t limit = 2000;
+      if (req.has_param("limit")) {
+        auto l = parse_int(req.get_param_value("limit"), "limit", 1, 20000);
+        if (!l.ok()) return l.status();
+        limit = *l;
+      }
+      auto conn = pool.acquire();
+      if (!conn.ok()) return conn.status();
+      auto history = store::optimization_history(**conn, *id, limit);
+      if (!history.ok()) return history.status();
+      return history_json(*history);
+    });
+  });
+
   http.Get(R"(/api/sweeps/(\d+)/importance)", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));

@@ -4,7 +4,9 @@
 // fills it with trials whose names and values hold <script> and quotes,
 // serves it with the real `swept web` (port 0, with a token), drives Debian's
 // chromium through it with playwright-core and checks: the trials table lists
-// the trials, the charts have drawn, hostile text shows as text and never runs,
+// the trials, the charts (the optimisation history with one dot per
+// completed trial, by trial and by time) have drawn, a sweep whose metric no
+// trial reports shows the warning, hostile text shows as text and never runs,
 // and rows the test inserts while the page is open appear (live update).
 // Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
 // a deadline; exit 0 on success, 1 on any failure.
@@ -32,10 +34,12 @@ function trialSql(i, state, steps) {
   const id = 1000 + i;
   const params = JSON.stringify({ lr: 0.001 * (i + 1), hidden: [64, 128, 256][i % 3], [XSS]: XSS });
   const loss = 1 / (i + 1) + (i % 3) * 0.05;
+  // Completed trials end in an order other than their index's (the history's time axis).
+  const ended = state === 'completed' ? 1700000100 + ((i * 7) % TRIALS) * 10 : 'NULL';
   let s = `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, agent, gpus, gpu_fraction, env,
-           metric_value, created_at, started_at) VALUES (${id}, 1, ${i}, ${q(params)},
+           metric_value, created_at, started_at, ended_at) VALUES (${id}, 1, ${i}, ${q(params)},
            ${q(JSON.stringify(['swept-train', XSS]))}, '${state}', 1, 'host-a', '[0]', 0.5,
-           ${q(JSON.stringify({ SWEPT_TRIAL_ID: String(id) }))}, ${loss}, 1700000000, 1700000001);\n`;
+           ${q(JSON.stringify({ SWEPT_TRIAL_ID: String(id) }))}, ${loss}, 1700000000, 1700000001, ${ended});\n`;
   for (let step = 0; step < steps; step++) {
     s += `INSERT INTO metrics VALUES (${id}, 'loss', ${step}, ${loss + 1 / (step + 1)});\n`;
     s += `INSERT INTO metrics VALUES (${id}, ${q(XSS)}, ${step}, ${step});\n`;
@@ -51,6 +55,12 @@ function fixture() {
   s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
         VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
   for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
+  // Sweep 2 names val_loss; its one completed trial reported only loss.
+  s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (2, 'typo', 'grid', 'val_loss', 'minimize', 'spec', 'running', 1, 1, 1700000000);
+        INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, created_at, ended_at)
+        VALUES (2000, 2, 0, '{}', '[]', 'completed', 1, 1700000000, 1700000050);
+        INSERT INTO trial_latest VALUES (2000, 'loss', 3, 0.25);\n`;
   s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
@@ -116,6 +126,19 @@ try {
   await until('learning curves', () => page.locator('#curves svg path.line').count());
   await until('parallel coordinates', () => page.locator('#parallel svg path.pc-line').count());
   await until('scatter dots', () => page.locator('.scatters svg circle').count());
+  // The optimisation history: one dot per completed trial with a value (the
+  // running ones do not count for best) and the best-so-far staircase, by
+  // trial index and, after the toggle, by time.
+  const COMPLETED = TRIALS - 2;
+  const historyDots = () => page.locator('#history svg circle.hist-dot').count();
+  await until(`${COMPLETED} history dots by trial`, async () => (await historyDots()) === COMPLETED &&
+    (await page.locator('#history svg path.hist-best').count()) === 1);
+  if (await page.locator('#history svg circle.hist-dot.best').count() !== 1) throw new Error('the best trial is not marked in the history');
+  await page.locator('button[data-history-mode="time"]').click();
+  await until(`${COMPLETED} history dots by time`, async () => (await historyDots()) === COMPLETED &&
+    (await page.locator('#history .hist-xlabel').textContent()).includes('seconds'));
+  await page.locator('button[data-history-mode="index"]').click();
+  await until('the history by trial again', async () => (await page.locator('#history .hist-xlabel').textContent()) === 'trial index');
   const headers = await page.locator('#trials thead th').allTextContents();
   if (!headers.includes(XSS)) throw new Error(`hostile parameter/metric name not a column header as text: ${headers}`);
   if (await page.locator('#trials tr.best').count() !== 1) throw new Error('the best trial is not highlighted');
@@ -129,6 +152,16 @@ try {
   await page.setViewportSize({ width: 1920, height: 1080 });
   await page.waitForTimeout(600); // let the resize handler redraw (throttled to 300 ms) before the screenshot
   await page.screenshot({ path: path.join(shots, 'sweep-1920.png'), fullPage: true });
+
+  // A metric that no trial reports: the warning names what they did report.
+  await page.goto(`${server.url}#/sweeps/2`);
+  await until('the missing-metric warning', async () => {
+    const w = page.locator('#metric-warning');
+    return (await w.isVisible()) && (await w.textContent()).includes('val_loss') && (await w.textContent()).includes('reported loss');
+  });
+  await page.goto(`${server.url}#/sweeps/1`);
+  await until('sweep 1 again', async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) > 0);
+  if (await page.locator('#metric-warning').isVisible()) throw new Error('a sweep whose metric is reported shows the warning');
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());

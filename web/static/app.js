@@ -271,6 +271,43 @@
       .append('title').text(function (t) { return '#' + t.id + ' ' + param + '=' + fmt(t.params[param]) + ' → ' + fmt(t.metric_value); });
   }
 
+  // Optimisation history (GET /api/sweeps/ID/history): each trial's value as a
+  // dot and the best value so far as a staircase, against the trial's index
+  // (mode 'index') or the time it ended, in seconds since the sweep started
+  // (mode 'time'). The best values come from the server (the one definition
+  // of best, over every trial even when the points are a sample).
+  function drawHistory(container, data, mode, bestId) {
+    var byTime = mode === 'time';
+    var pts = data.points.filter(function (p) { return p.value !== null && (!byTime || p.ended_at !== null); });
+    if (!data.metric.name) return emptyChart(container, 'the sweep names no metric');
+    if (!pts.length) return emptyChart(container, 'no completed trial has reported ' + data.metric.name + ' yet');
+    var xOf = byTime ? function (p) { return p.ended_at - data.created_at; } : function (p) { return p.index; };
+    var bestOf = byTime ? function (p) { return p.best_by_time; } : function (p) { return p.best_by_index; };
+    pts = pts.slice().sort(function (a, b) { return xOf(a) - xOf(b) || a.trial_id - b.trial_id; });
+    var f = chartFrame(container, { top: 14, right: 16, bottom: 30, left: 56 });
+    var x = d3.scale.linear().domain(extent(pts.map(xOf))).range([0, f.width]);
+    var y = d3.scale.linear().domain(extent(pts.map(function (p) { return p.value; }))).nice().range([f.height, 0]);
+    f.g.append('g').attr('class', 'axis').attr('transform', 'translate(0,' + f.height + ')')
+      .call(d3.svg.axis().scale(x).orient('bottom').ticks(6).tickFormat(tickNumber));
+    f.g.append('g').attr('class', 'axis').call(d3.svg.axis().scale(y).orient('left').ticks(5));
+    f.g.append('text').attr('class', 'legend hist-xlabel').attr('x', f.width).attr('y', 0).attr('text-anchor', 'end')
+      .text(byTime ? 'seconds since the sweep started' : 'trial index');
+    f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', 0)
+      .text(shorten(data.metric.name + ' (' + (data.metric.goal || 'minimize') + '): best so far and each trial', 80));
+    var line = d3.svg.line().interpolate('step-after')
+      .x(function (p) { return x(xOf(p)); }).y(function (p) { return y(bestOf(p)); });
+    f.g.append('path').attr('class', 'line hist-best').attr('d', line(pts)).style('stroke', '#e0a800');
+    f.g.selectAll('circle').data(pts).enter().append('circle')
+      .attr('class', function (p) { return 'dot hist-dot' + (p.trial_id === bestId ? ' best' : ''); })
+      .attr('r', function (p) { return p.trial_id === bestId ? 5 : 3; })
+      .attr('cx', function (p) { return x(xOf(p)); })
+      .attr('cy', function (p) { return y(p.value); })
+      .style('fill', '#2563eb')
+      .append('title').text(function (p) {
+        return '#' + p.trial_id + ' [' + p.index + '] ' + data.metric.name + '=' + fmt(p.value) + ', best so far ' + fmt(bestOf(p));
+      });
+  }
+
   function drawImportance(container, report) {
     var params = report.params.filter(function (p) { return p.trials > 0; });
     if (!params.length) return emptyChart(container, 'needs trials with a metric value');
@@ -303,7 +340,8 @@
         body.appendChild(el('tr', null, el('td', { colspan: 8, className: 'muted', text: 'No sweeps yet: submit one with swept submit or swept run.' })));
       }
       sweeps.forEach(function (s) {
-        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) : '—';
+        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) :
+          s.metric_missing ? el('span', { className: 'warning-text', text: 'never reported', title: metricMissingText(s) }) : '—';
         body.appendChild(el('tr', { 'data-sweep-id': s.id },
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: String(s.id) })),
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: s.name })),
@@ -323,25 +361,41 @@
     return { onChange: function (ev) { if (ev.resync || ev.sweeps.length) refresh(); }, dispose: refresh.cancel };
   }
 
+  // The warning for a sweep whose metric no trial reports (docs/api.md,
+  // metric_missing), or null.
+  function metricMissingText(s) {
+    var m = s.metric_missing;
+    if (!m) return null;
+    return 'No trial has reported the metric ' + s.metric.name + ': ' + m.completed + ' completed trial' +
+      (m.completed === 1 ? '' : 's') + ' reported ' + (m.reported.length ? m.reported.join(', ') : 'no metrics at all') +
+      '. Check the sweep\'s metric.name against the trials\' metric lines (docs/metrics.md).';
+  }
+
   function sweepView(root, sweepId) {
-    var state = { sort: 'idx', order: 'asc', states: [], offset: 0, selected: null, metric: null, page: null, sweep: null };
+    var state = { sort: 'idx', order: 'asc', states: [], offset: 0, selected: null, metric: null, page: null, sweep: null,
+      historyMode: 'index', history: null };
     var title = el('h1', { text: 'Sweep ' + sweepId });
     var summary = el('div', { className: 'summary' });
+    var warning = el('div', { id: 'metric-warning', className: 'warning', role: 'alert', hidden: 'hidden' });
     var toolbar = el('div', { className: 'toolbar' });
     var curves = el('div', { className: 'chart', id: 'curves' });
     var importance = el('div', { className: 'chart' });
     var parallel = el('div', { className: 'chart tall', id: 'parallel' });
+    var history = el('div', { className: 'chart', id: 'history' });
+    var historyNote = el('div', { className: 'note' });
+    var historyModes = el('span', { className: 'modes' });
     var scatters = el('div', { className: 'scatters' });
     var metricSelect = el('select', { 'aria-label': 'curve metric' });
     var importanceNote = el('div', { className: 'note' });
     var table = el('table', { id: 'trials' });
     var pager = el('div', { className: 'pager' });
     root.replaceChildren(
-      el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary,
+      el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary, warning,
       el('div', { className: 'grid' },
         el('section', { className: 'panel' }, el('h2', null, 'Learning curves ', metricSelect), curves,
           el('div', { className: 'note', text: 'Tick trials in the table to compare them.' })),
         el('section', { className: 'panel' }, el('h2', { text: 'Parameter importance' }), importance, importanceNote),
+        el('section', { className: 'panel wide' }, el('h2', null, 'Optimisation history ', historyModes), history, historyNote),
         el('section', { className: 'panel wide' }, el('h2', { text: 'Parallel coordinates' }), parallel),
         el('section', { className: 'panel wide' }, el('h2', { text: 'Metric vs each parameter' }), scatters)),
       el('section', { className: 'panel' }, toolbar, el('div', { className: 'table-wrap' }, table), pager));
@@ -362,6 +416,9 @@
         } }));
       }
       summary.replaceChildren.apply(summary, items);
+      var missing = metricMissingText(s);
+      warning.textContent = missing || '';
+      warning.hidden = !missing;
     }
 
     function renderToolbar() {
@@ -455,7 +512,24 @@
         }).catch(function (e) { showError(curves, e); });
     }
 
+    function renderHistoryModes() {
+      historyModes.replaceChildren.apply(historyModes, [['index', 'by trial'], ['time', 'by time']].map(function (m) {
+        return el('button', { className: 'chip' + (state.historyMode === m[0] ? ' on' : ''), text: m[1], 'data-history-mode': m[0],
+          onclick: function () { state.historyMode = m[0]; renderHistoryModes(); renderHistory(); } });
+      }));
+    }
+
+    function renderHistory() {
+      if (!state.history) return;
+      var h = state.history;
+      drawHistory(history, h, state.historyMode, h.best ? h.best.trial_id : null);
+      historyNote.textContent = h.total + ' completed trial' + (h.total === 1 ? '' : 's') + ' with a value' +
+        (h.stride > 1 ? ' (every ' + h.stride + 'th shown, and each that improved the best)' : '') + '.';
+    }
+
     function loadCharts() {
+      api('/api/sweeps/' + sweepId + '/history').then(function (h) { state.history = h; renderHistory(); })
+        .catch(function (e) { showError(history, e); });
       var best = state.sweep && state.sweep.best ? state.sweep.best.trial_id : null;
       api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) {
         drawParallel(parallel, data, best);
@@ -487,6 +561,7 @@
     }, 1000);
     var refreshCharts = throttle(loadCharts, 5000);
     renderToolbar();
+    renderHistoryModes();
     loadAll();
     return {
       onChange: function (ev) {
