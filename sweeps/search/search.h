@@ -62,7 +62,7 @@ struct TpeSettings {
 // The GP of method: bayes.
 struct BayesSettings {
   int n_startup_trials = 10;      // random trials before the first fit (at least 2)
-  int max_model_trials = 64;      // the GP's cap: the best half and the most recent half of this many
+  int max_model_trials = 48;      // the GP's cap: the best half and the most recent half of this many (docs/sweep-format.md)
   int n_candidates = 1024;        // candidates scored by EI (half uniform, half near the best trials) before refinement
   int n_local_starts = 4;         // best candidates refined by shrinking local perturbations
   double xi = 0.0;                // EI's exploration margin, in normal-score units
