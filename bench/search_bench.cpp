@@ -4,7 +4,8 @@
 // and prints the tables of docs/benchmarks.md, "Search".
 //
 //   search_bench quality PEER_SCRIPT [--trials 40] [--seeds 1-8] [--slots 1] [--function NAME] [--methods LIST]
-//       [--settings '{"bayes": {...}, "tpe": {...}}']
+//       [--settings '{"bayes": {...}, "tpe": {...}}'] [--extra]
+//       (--extra: bench/search_extra_peer.py's functions, with that script as PEER_SCRIPT)
 //       one JSON line per (function, method): {"function","method","slots","best":[per seed]}
 //   search_bench latency PEER_SCRIPT [--sizes 100,1000,10000]
 //       one JSON line per (method, finished trials): {"method","finished","ms":[...],"cpu_ms":[...]}
@@ -47,6 +48,8 @@ std::string run_command(const std::string& cmd) {
 }
 
 const char* kFunctions[] = {"branin", "hartmann6", "rosenbrock4", "ackley5", "nnlike"};
+// bench/search_extra_peer.py's functions (--extra): not used to choose any default.
+const char* kExtraFunctions[] = {"styblinski4", "levy5", "hartmann3"};
 
 // The five functions, from their textbook definitions (Branin; Hartmann 6-D
 // with the usual A, P, alpha; Rosenbrock; Ackley with a=20, b=0.2, c=2 pi) and
@@ -78,6 +81,29 @@ double value(const std::string& name, const json& p) {
     double s = 0;
     for (int i = 1; i < 4; ++i) s += 100 * std::pow(x(i + 1) - x(i) * x(i), 2) + std::pow(1 - x(i), 2);
     return s;
+  }
+  if (name == "styblinski4") {
+    double t = 0;
+    for (int i = 1; i <= 4; ++i) t += std::pow(x(i), 4) - 16 * x(i) * x(i) + 5 * x(i);
+    return 0.5 * t;
+  }
+  if (name == "levy5") {
+    auto w = [&](int i) { return 1 + (x(i) - 1) / 4; };
+    double t = std::pow(std::sin(M_PI * w(1)), 2);
+    for (int i = 1; i < 5; ++i) t += std::pow(w(i) - 1, 2) * (1 + 10 * std::pow(std::sin(M_PI * w(i) + 1), 2));
+    return t + std::pow(w(5) - 1, 2) * (1 + std::pow(std::sin(2 * M_PI * w(5)), 2));
+  }
+  if (name == "hartmann3") {
+    static const double a[4][3] = {{3.0, 10, 30}, {0.1, 10, 35}, {3.0, 10, 30}, {0.1, 10, 35}};
+    static const double pp[4][3] = {{3689, 1170, 2673}, {4699, 4387, 7470}, {1091, 8732, 5547}, {381, 5743, 8828}};
+    static const double alpha[4] = {1.0, 1.2, 3.0, 3.2};
+    double total = 0;
+    for (int i = 0; i < 4; ++i) {
+      double inner = 0;
+      for (int j = 0; j < 3; ++j) inner += a[i][j] * std::pow(x(j + 1) - 1e-4 * pp[i][j], 2);
+      total += alpha[i] * std::exp(-inner);
+    }
+    return -total;
   }
   if (name == "ackley5") {
     double sq = 0, cs = 0;
@@ -173,8 +199,10 @@ double run_sweep(const std::string& method, const SweepSpec& spec, const std::st
 }
 
 int quality(const std::string& peer, int trials, int seed_lo, int seed_hi, int slots, const std::string& only,
-            const std::string& methods) {
-  for (const char* name : kFunctions) {
+            const std::string& methods, bool extra) {
+  std::vector<const char*> names(std::begin(kFunctions), std::end(kFunctions));
+  if (extra) names.assign(std::begin(kExtraFunctions), std::end(kExtraFunctions));
+  for (const char* name : names) {
     if (!only.empty() && only != name) continue;
     std::vector<json> points;
     for (const char* method : {"bayes", "tpe", "random"}) {
@@ -238,14 +266,20 @@ int latency(const std::string& peer, const std::vector<int>& sizes) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: search_bench quality|latency PEER_SCRIPT [--trials N] [--seeds A-B] [--slots K] [--function NAME] [--methods bayes,tpe,random] [--sizes a,b,c]\n";
+    std::cerr << "usage: search_bench quality|latency PEER_SCRIPT [--trials N] [--seeds A-B] [--slots K] [--function NAME] [--methods bayes,tpe,random] [--sizes a,b,c] [--extra]\n";
     return 2;
   }
   const std::string mode = argv[1], peer = argv[2];
   int trials = 40, lo = 1, hi = 8, slots = 1;
   std::string only, methods = "bayes,tpe,random";
   std::vector<int> sizes{100, 1000, 10000};
-  for (int i = 3; i + 1 < argc; i += 2) {
+  bool extra = false;
+  for (int i = 3; i < argc; i += 2) {
+    if (std::string(argv[i]) == "--extra") {
+      extra = true, --i;
+      continue;
+    }
+    if (i + 1 >= argc) break;
     const std::string flag = argv[i], v = argv[i + 1];
     if (flag == "--trials") trials = std::stoi(v);
     else if (flag == "--slots") slots = std::stoi(v);
@@ -265,7 +299,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (mode == "quality") return quality(peer, trials, lo, hi, slots, only, methods);
+  if (mode == "quality") return quality(peer, trials, lo, hi, slots, only, methods, extra);
   if (mode == "latency") return latency(peer, sizes);
   std::cerr << "search_bench: unknown mode " << mode << " (quality or latency)\n";
   return 2;

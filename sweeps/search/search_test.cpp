@@ -239,9 +239,47 @@ TEST_CASE("sweeps.search: settings refused with the field named") {
   CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"n_startup_trials", 0}}}}).rfind("tpe.n_startup_trials:", 0) == 0);
   CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"gamma", 0.1}}}}).rfind("tpe.gamma:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"tpe", json::object()}}).rfind("tpe:", 0) == 0);
+  CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"bandwidth", "silverman"}}}}).rfind("tpe.bandwidth:", 0) == 0);
+  CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"below_weights", 1}}}}).rfind("tpe.below_weights:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"impute", "worst"}}}}).rfind("metric.impute:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"bayes", {{"max_model_trials", 4}}}}).rfind("bayes.max_model_trials:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"goal", "maximize"}, {"impute", -1}}}}) == "accepted");
+}
+
+TEST_CASE("sweeps.search: tpe's bandwidth and below_weights: swept's defaults, Optuna's on request, the same guarantees") {
+  const SearchSettings defaults = settings_of("tpe");
+  CHECK(defaults.tpe.bandwidth == TpeBandwidth::kScott);
+  CHECK(defaults.tpe.below_weights == TpeBelowWeights::kImprovement);
+  const SearchSettings optuna = settings_of("tpe", {{"tpe", {{"bandwidth", "optuna"}, {"below_weights", "optuna"}}}});
+  CHECK(optuna.tpe.bandwidth == TpeBandwidth::kOptuna);
+  CHECK(optuna.tpe.below_weights == TpeBelowWeights::kOptuna);
+  const SearchSettings scott_only = settings_of("tpe", {{"tpe", {{"below_weights", "optuna"}}}});
+  const SearchSettings weights_only = settings_of("tpe", {{"tpe", {{"bandwidth", "optuna"}}}});
+  CHECK(scott_only.tpe.bandwidth == TpeBandwidth::kScott);
+  CHECK(weights_only.tpe.below_weights == TpeBelowWeights::kImprovement);
+
+  const SweepSpec spec = spec_of(kMixed, 5);
+  const SearchHistory h = run(optuna, spec, 16, mixed_loss);
+  std::set<double> acquisitions;
+  for (const SearchSettings* s : {&defaults, &optuna, &scott_only, &weights_only}) {
+    auto a = suggest(*s, spec, h, 16);
+    auto b = suggest(*s, spec, h, 16);
+    REQUIRE((a.ok() && b.ok()));
+    CHECK(a->model.mode == "model");
+    CHECK(a->params == b->params);  // reproducible
+    acquisitions.insert(a->model.acquisition);
+    // Constant liar still spreads four slots.
+    SearchHistory busy = h;
+    std::set<std::string> slots;
+    for (int slot = 0; slot < 4; ++slot) {
+      auto sug = suggest(*s, spec, busy, 16 + slot);
+      REQUIRE(sug.ok());
+      slots.insert(sug->params.dump());
+      busy.pending.push_back(sug->params);
+    }
+    CHECK(slots.size() == 4);
+  }
+  CHECK(acquisitions.size() == 4);  // each setting changes l(x) or g(x), so log l/g at the suggestion
 }
 
 TEST_CASE("sweeps.search: an explicit trials list has nothing to search") {

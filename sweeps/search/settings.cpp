@@ -40,6 +40,24 @@ Status read_bool(const json& block, const std::string& prefix, const char* key, 
   return Status::Ok();
 }
 
+// A string setting that must be one of `choices`; *index gets its position.
+Status read_choice(const json& block, const std::string& prefix, const char* key,
+                   std::initializer_list<const char*> choices, int* index) {
+  if (!block.contains(key)) return Status::Ok();
+  const json& v = block[key];
+  int i = 0;
+  std::string list;
+  for (const char* c : choices) {
+    if (v.is_string() && v.get<std::string>() == c) {
+      *index = i;
+      return Status::Ok();
+    }
+    list += std::string(list.empty() ? "\"" : ", \"") + c + "\"";
+    ++i;
+  }
+  return bad(prefix + "." + key, "expected one of " + list + ", found " + v.dump());
+}
+
 Status only_keys(const json& block, const std::string& prefix, std::initializer_list<const char*> keys) {
   if (!block.is_object()) return bad(prefix, "expected an object, found " + block.dump());
   for (const auto& item : block.items()) {
@@ -79,12 +97,18 @@ Result<SearchSettings> parse_search_settings(const json& sweep) {
     if (s.method != SearchMethod::kTpe) return bad("tpe", "settings for method: tpe, but the method is " + name);
     const json& t = sweep["tpe"];
     SWEPT_RETURN_IF_ERROR(only_keys(t, "tpe", {"n_startup_trials", "n_ei_candidates", "prior_weight", "consider_magic_clip",
-                                               "constant_liar"}));
+                                               "constant_liar", "bandwidth", "below_weights"}));
     SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_startup_trials", 1, 100000, &s.tpe.n_startup_trials));
     SWEPT_RETURN_IF_ERROR(read_int(t, "tpe", "n_ei_candidates", 1, 100000, &s.tpe.n_ei_candidates));
     SWEPT_RETURN_IF_ERROR(read_double(t, "tpe", "prior_weight", 1e-9, 1e9, &s.tpe.prior_weight));
     SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "consider_magic_clip", &s.tpe.consider_magic_clip));
     SWEPT_RETURN_IF_ERROR(read_bool(t, "tpe", "constant_liar", &s.tpe.constant_liar));
+    int bandwidth = s.tpe.bandwidth == TpeBandwidth::kScott ? 0 : 1;
+    SWEPT_RETURN_IF_ERROR(read_choice(t, "tpe", "bandwidth", {"scott", "optuna"}, &bandwidth));
+    s.tpe.bandwidth = bandwidth == 0 ? TpeBandwidth::kScott : TpeBandwidth::kOptuna;
+    int below = s.tpe.below_weights == TpeBelowWeights::kImprovement ? 0 : 1;
+    SWEPT_RETURN_IF_ERROR(read_choice(t, "tpe", "below_weights", {"improvement", "optuna"}, &below));
+    s.tpe.below_weights = below == 0 ? TpeBelowWeights::kImprovement : TpeBelowWeights::kOptuna;
   }
   if (sweep.contains("bayes")) {
     if (s.method != SearchMethod::kBayes) return bad("bayes", "settings for method: bayes, but the method is " + name);

@@ -1,16 +1,33 @@
 // Multivariate TPE after Optuna's TPESampler (multivariate=True,
-// constant_liar=True, every other setting at Optuna v5's default).
+// constant_liar=True, Optuna's other defaults) with two documented changes.
 //
 // The finished trials are split by value: the best gamma(n) = min(ceil(0.1 n), 25)
 // form "below", the rest (and, with constant liar, every pending trial, as if
 // it had the worst value) form "above". Each group becomes a Parzen mixture:
 // one product kernel per trial (a truncated normal per numeric coordinate on
 // [0, 1], a categorical kernel per categorical one) plus the prior (a wide
-// normal centred at 0.5; uniform over the choices) with weight prior_weight.
-// n_ei_candidates points are drawn from the "below" mixture and the one with
-// the largest log l(x) - log g(x) is suggested: Bergstra et al. (2011)'s
-// expected-improvement argument for l/g, Falkner et al. (2018)'s multivariate
-// kernel bandwidth 0.2 n^(-1/(d+4)) (Scott's rule) as Optuna uses it.
+// normal centred at 0.5; uniform over the choices). n_ei_candidates points are
+// drawn from the "below" mixture and the one with the largest
+// log l(x) - log g(x) is suggested (Bergstra et al. 2011).
+//
+// The two changes (docs/sweep-format.md, "method: tpe"; each has its Optuna
+// setting, and docs/benchmarks.md gives both side by side):
+// - bandwidth: scott. Optuna gives every kernel of a group 0.2 n^(-1/(d+4)) of
+//   the range in every parameter: a constant standing in for the spread of
+//   uniform data, whatever the group's real spread. swept uses Scott's rule as
+//   scipy.stats.gaussian_kde computes it, per parameter: the group's sample sd
+//   (n - 1 in the denominator) times n^(-1/(d+4)); a group of one trial has no
+//   spread and keeps Optuna's value. So once the best trials gather, l(x)
+//   narrows around them, and g(x) keeps the width of the trials it is made of.
+// - below_weights: improvement. Optuna weighs every "below" trial 1. swept
+//   weighs each by its improvement on the best "above" value, y_gamma - y_i,
+//   the prior taking their mean: the weighted-EI form of l(x) (Watanabe 2023,
+//   "Tree-structured Parzen estimator: understanding its algorithm components",
+//   the EI weighting, as in OptunaHub's tpe_tutorial sampler).
+// Either way the bandwidth is clipped to [range / min(100, 1 + components), range]
+// (Optuna's magic clip); Scott's is also floored at 1e-3 of the range (a group
+// whose trials agree in a parameter would otherwise get none).
+//
 // An integer parameter is a discrete kernel, as in Optuna's
 // _BatchedDiscreteTruncNormDistributions: a draw is rounded to its integer,
 // and its likelihood is the normal's mass over the integer's cell (not the
@@ -34,6 +51,7 @@ namespace {
 
 constexpr double kSigma0 = 0.2;  // Optuna's _SIGMA0_MAGNITUDE
 constexpr double kLogSqrt2Pi = 0.91893853320467274178;
+constexpr double kMinBandwidth = 1e-3;  // a floor for groups whose trials agree in a parameter
 
 // Optuna's default_gamma and default_weights.
 size_t gamma_of(size_t n) { return std::min<size_t>(static_cast<size_t>(std::ceil(0.1 * static_cast<double>(n))), 25); }
@@ -56,7 +74,7 @@ struct Mixture {
   std::vector<std::vector<double>> mu;       // per component, per numeric dim
   std::vector<std::vector<double>> log_norm; // per component, per numeric dim: -log(sigma sqrt(2 pi) mass on [0, 1])
   std::vector<std::vector<double>> log_mass; // per component, per numeric dim: log of the normal's mass on [0, 1]
-  std::vector<double> sigma;                 // per component (the same for every numeric dim in [0, 1])
+  std::vector<std::vector<double>> sigma;    // per component, per numeric dim
   std::vector<std::vector<std::vector<double>>> cat_log_p;  // per component, per categorical dim, per choice
 };
 
@@ -71,18 +89,34 @@ double log_gauss_mass(double a, double b) {
   return std::log(b - a) - kLogSqrt2Pi - 0.5 * near * near;
 }
 
-Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>& obs, const TpeSettings& s) {
+// The kernels' weights: Optuna's ramp, or for "below" with
+// below_weights: improvement, each trial's improvement on the best "above"
+// value (weighted EI), the prior taking their mean (Watanabe 2023, sec. 3.3).
+Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>& obs, const TpeSettings& s,
+              const std::vector<double>* weights = nullptr) {
   Mixture m;
   const size_t n = obs.size();
-  std::vector<double> w = weights_of(n);
-  w.push_back(s.prior_weight);
+  std::vector<double> w = weights ? *weights : weights_of(n);
+  w.push_back(weights && n > 0 ? std::accumulate(w.begin(), w.end(), 0.0) / static_cast<double>(n) : s.prior_weight);
   const double total = std::accumulate(w.begin(), w.end(), 0.0);
   for (double x : w) m.log_weights.push_back(std::log(x / total));
-  // Bandwidth: Optuna's multivariate rule, clipped to [(high-low)/min(100, 1 + components), high-low].
+  // Bandwidth per numeric parameter (see the top of the file): Optuna's
+  // 0.2 n^(-1/(d+4)) of the range, or Scott's rule on the group's sample sd.
   const double d = static_cast<double>(enc.dims.size());
-  double sigma = kSigma0 * std::pow(std::max<double>(static_cast<double>(n), 1.0), -1.0 / (d + 4.0));
+  const double shrink = std::pow(std::max<double>(static_cast<double>(n), 1.0), -1.0 / (d + 4.0));
   const double min_sigma = s.consider_magic_clip ? 1.0 / std::min(100.0, 1.0 + static_cast<double>(n + 1)) : 1e-12;
-  sigma = std::clamp(sigma, min_sigma, 1.0);
+  std::vector<double> sigma(enc.dims.size(), std::clamp(kSigma0 * shrink, min_sigma, 1.0));
+  if (s.bandwidth == TpeBandwidth::kScott && n >= 2) {
+    for (size_t k = 0; k < enc.dims.size(); ++k) {
+      if (enc.dims[k].categorical) continue;
+      double mean = 0, sq = 0;
+      for (const auto* o : obs) mean += (*o)[k];
+      mean /= static_cast<double>(n);
+      for (const auto* o : obs) sq += ((*o)[k] - mean) * ((*o)[k] - mean);
+      const double sd = std::sqrt(sq / static_cast<double>(n - 1));
+      sigma[k] = std::clamp(sd * shrink, std::max(min_sigma, kMinBandwidth), 1.0);
+    }
+  }
   for (size_t c = 0; c <= n; ++c) {
     const bool prior = c == n;
     std::vector<double> mus;
@@ -101,9 +135,11 @@ Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>
       for (double& x : p) x = std::log(x / sum);
       cats.push_back(std::move(p));
     }
-    const double sg = prior ? 1.0 : sigma;
-    std::vector<double> norms, masses;
-    for (double mu : mus) {
+    std::vector<double> norms, masses, sgs;
+    for (size_t k = 0; k < enc.dims.size(); ++k)
+      if (!enc.dims[k].categorical) sgs.push_back(prior ? 1.0 : sigma[k]);
+    for (size_t q = 0; q < mus.size(); ++q) {
+      const double mu = mus[q], sg = sgs[q];
       const double log_mass = log_gauss_mass(-mu / sg, (1.0 - mu) / sg);
       masses.push_back(log_mass);
       norms.push_back(-kLogSqrt2Pi - std::log(sg) - log_mass);
@@ -111,7 +147,7 @@ Mixture build(const Encoding& enc, const std::vector<const std::vector<double>*>
     m.mu.push_back(std::move(mus));
     m.log_norm.push_back(std::move(norms));
     m.log_mass.push_back(std::move(masses));
-    m.sigma.push_back(sg);
+    m.sigma.push_back(std::move(sgs));
     m.cat_log_p.push_back(std::move(cats));
   }
   return m;
@@ -135,20 +171,20 @@ double log_density(const Mixture& m, const Encoding& enc, const std::vector<doub
   for (size_t c = 0; c < m.log_weights.size(); ++c) {
     // log of the product kernel: truncated normals on [0, 1] and categorical kernels.
     double t = m.log_weights[c];
-    const double inv_sigma = 1.0 / m.sigma[c];
     size_t ni = 0, ci = 0;
     for (size_t k = 0; k < enc.dims.size(); ++k) {
       if (enc.dims[k].categorical) {
         t += m.cat_log_p[c][ci++][static_cast<size_t>(x[k])];
       } else if (enc.dims[k].cells > 0) {
         // The normal's mass over the integer's cell, over its mass on [0, 1].
+        const double inv_sigma = 1.0 / m.sigma[c][ni];
         const double cells = static_cast<double>(enc.dims[k].cells);
         const double lo = std::floor(std::clamp(x[k], 0.0, 1.0) * cells);
         const double left = std::min(lo, cells - 1) / cells, right = left + 1.0 / cells;
         t += log_gauss_mass((left - m.mu[c][ni]) * inv_sigma, (right - m.mu[c][ni]) * inv_sigma) - m.log_mass[c][ni];
         ++ni;
       } else {
-        const double z = (x[k] - m.mu[c][ni]) * inv_sigma;
+        const double z = (x[k] - m.mu[c][ni]) / m.sigma[c][ni];
         t += -0.5 * z * z + m.log_norm[c][ni++];
       }
     }
@@ -180,7 +216,8 @@ std::vector<double> sample(const Mixture& m, const Encoding& enc, Stream& rng) {
       }
       x[k] = static_cast<double>(j);
     } else {
-      x[k] = sample_truncnorm(m.mu[c][ni++], m.sigma[c], rng.next());
+      x[k] = sample_truncnorm(m.mu[c][ni], m.sigma[c][ni], rng.next());
+      ++ni;
       if (const int64_t cells = enc.dims[k].cells; cells > 0) {  // round to the integer: the middle of its cell
         const double cell = std::min(std::floor(x[k] * static_cast<double>(cells)), static_cast<double>(cells - 1));
         x[k] = (cell + 0.5) / static_cast<double>(cells);
@@ -207,7 +244,15 @@ Result<std::vector<double>> tpe_suggest(const TpeSettings& s, const ModelInput& 
   for (size_t i = 0; i < n_finished; ++i) (is_below[i] ? below : above).push_back(&in.x[i]);
   if (s.constant_liar)
     for (const auto& p : in.pending) above.push_back(&p);
-  const Mixture l = build(enc, below, s), g = build(enc, above, s);
+  // Weighted EI: a "below" trial counts by how much it improves on the best
+  // "above" value (a tiny floor keeps a tie from vanishing).
+  std::vector<double> improvement;
+  if (s.below_weights == TpeBelowWeights::kImprovement && n_below < n_finished) {
+    const double threshold = in.y[order[n_below]];
+    for (size_t i = 0; i < n_finished; ++i)
+      if (is_below[i]) improvement.push_back(std::max(1e-12, threshold - in.y[i]));
+  }
+  const Mixture l = build(enc, below, s, improvement.empty() ? nullptr : &improvement), g = build(enc, above, s);
   Stream rng(in, 0x7470652d63616e64ULL);  // "tpe-cand"
   std::vector<double> best_x;
   double best_score = -std::numeric_limits<double>::infinity();
