@@ -634,6 +634,25 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
     stat_rows_ += static_cast<int64_t>(m.records.size());
     if (current) it->second.stored_seq = m.seq;
   }
+  if (*applied && current) SWEPT_RETURN_IF_ERROR(judge_early_stop(s, it->second, m));
+  return Status::Ok();
+}
+
+// Early termination (issue 16): the batch's values of the sweep's metric are
+// judged by its rule (SweepRunner, early_stop.h); a trial judged to stop, or
+// one whose decision a previous scheduler recorded before it could stop it,
+// is sent STOP_TRIAL once. Its TRIAL_EXITED (cause stopped) then ends it as
+// early_stopped (finish_live).
+Status Broker::judge_early_stop(Session& s, LiveTrial& lt, const Metrics& m) {
+  // Every stored value joins the curve (a restarted scheduler rebuilds it
+  // from the store, stopped trials' late values included).
+  auto verdict = runner_.observe_metrics(lt.sweep_id, m.trial_id, m.records);
+  if (!verdict.ok()) return verdict.status();
+  if (lt.early_stop || lt.cancelled) return Status::Ok();
+  if (!*verdict && !runner_.stop_decided(lt.sweep_id, m.trial_id)) return Status::Ok();
+  lt.early_stop = true;
+  lt.early_stop_reason = "early-stopped: " + (*verdict ? (*verdict)->decision.reason : "decided before a scheduler restart");
+  send_later(s.routing_id, StopTrial{m.trial_id, lt.attempt, lt.early_stop_reason});
   return Status::Ok();
 }
 

@@ -28,6 +28,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "scheduler/early_stop.h"
 #include "scheduler/placement.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -83,6 +84,16 @@ class SweepRunner {
   // A trial of the sweep completed: when no trial of the sweep has reported
   // its metric yet, says so in the log, once per sweep (per scheduler run).
   Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
+  // Early termination (issue 16; early_stop.h). A trial of the sweep
+  // reached `state` (ended, requeued): its curve now feeds the rule as such.
+  void note_trial_state(int64_t sweep_id, int64_t trial_id, TrialState state);
+  // A stored METRICS batch of a running trial: judged by the sweep's
+  // early_terminate rule (none: nullopt). A decision to stop is recorded in
+  // the store (trials.stop_*) and returned; the broker sends the stop.
+  Result<std::optional<StopVerdict>> observe_metrics(int64_t sweep_id, int64_t trial_id,
+                                                     const std::vector<protocol::MetricRecord>& records);
+  // Whether a decision to stop the trial is on record (this run or before a restart).
+  bool stop_decided(int64_t sweep_id, int64_t trial_id) const;
   // A trial not counted as running was finished from outside (cancel, adopted result).
   void forget_queued(int64_t sweep_id, int64_t trial_id);
 
@@ -94,8 +105,10 @@ class SweepRunner {
   // the running ones.
   Result<int64_t> cancel(int64_t sweep_id, const std::string& reason);
   // Retry: the sweep's failed and lost trials go back to the queue (their
-  // history kept in `attempts`); a completed sweep runs again. Returns how many.
-  Result<int64_t> retry_failed(int64_t sweep_id);
+  // history kept in `attempts`), and its early-stopped ones too with
+  // `early_stopped` (`swept retry --early-stopped`); a completed sweep runs
+  // again. Returns how many.
+  Result<int64_t> retry_failed(int64_t sweep_id, bool early_stopped = false);
 
   bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
   // How many sweeps have ended (completed or cancelled) since construction.
@@ -113,7 +126,11 @@ class SweepRunner {
     std::deque<int64_t> queued;
     int running = 0;
     bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
+    std::optional<EarlyStopper> stopper;  // the sweep has early_terminate
   };
+  // Builds the sweep's EarlyStopper when it has early_terminate; with
+  // `load`, its curves from the store (recover, retry).
+  Status make_stopper(Active& s, bool load);
   Result<std::optional<TrialToStart>> generate(Active& s);
   // method bayes/tpe: trial `index` from the history stored so far.
   Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);
