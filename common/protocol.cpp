@@ -139,7 +139,11 @@ json body(const Cancel& m) {
   if (m.trial_id) j["trial_id"] = *m.trial_id;
   return j;
 }
-json body(const Retry& m) { return {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}}; }
+json body(const Retry& m) {
+  json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}};
+  if (m.early_stopped) j["early_stopped"] = true;  // absent when false: old schedulers read the same message
+  return j;
+}
 json body(const Done& m) { return {{"request_id", m.request_id}, {"message", m.message}, {"count", m.count}}; }
 json body(const QuerySweeps& m) {
   json j = {{"request_id", m.request_id}};
@@ -510,7 +514,9 @@ Message read_body(const std::string& kind, const Reader& r) {
       throw FieldError(r.path() + ": exactly one of sweep_id and trial_id must be given");
     return m;
   }
-  if (kind == "RETRY") return Retry{r.field("request_id").str(), r.field("sweep_id").i64()};
+  if (kind == "RETRY")
+    return Retry{r.field("request_id").str(), r.field("sweep_id").i64(),
+                 r.has("early_stopped") ? r.field("early_stopped").boolean() : false};
   if (kind == "DONE") return Done{r.field("request_id").str(), opt_field_str(r, "message"), opt_field_i64(r, "count", 0)};
   if (kind == "QUERY_SWEEPS") {
     QuerySweeps m;

@@ -216,6 +216,7 @@ struct Cancel {
 struct Retry {
   std::string request_id;
   int64_t sweep_id = 0;
+  bool early_stopped = false;  // also the early-stopped trials (optional field, default false)
   bool operator==(const Retry&) const = default;
 };
 

@@ -709,10 +709,11 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   if (auto* r = std::get_if<Retry>(&m)) {
     auto sums = store::sweep_summaries(store_.connection(), r->sweep_id);
     if (!sums.ok()) return refuse(r->request_id, sums.status());
-    auto n = runner_.retry_failed(r->sweep_id);
+    auto n = runner_.retry_failed(r->sweep_id, r->early_stopped);
     if (!n.ok()) return refuse(r->request_id, n.status());
     dirty_ = true;
-    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + " failed or lost trials of sweep " + to_s(r->sweep_id), *n});
+    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + (r->early_stopped ? " failed, lost or early-stopped" : " failed or lost") +
+                                                   " trials of sweep " + to_s(r->sweep_id), *n});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QuerySweeps>(&m)) {
