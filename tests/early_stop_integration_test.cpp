@@ -7,6 +7,8 @@
 // status` and `swept trials` show them as early-stopped. One slot, so the
 // order (good first) and hence every decision is fixed; the worse trials
 // print for 10 s, so the test does not depend on how fast the stop arrives.
+// The hyperband run is then retried: plainly (nothing requeued) and with
+// --early-stopped, by a scheduler started afresh on the same file.
 #include "tests/harness.h"
 
 using namespace swept::itest;
@@ -22,9 +24,9 @@ std::string sweep(const std::string& early_terminate) {
              "parameters": {"floor": {"values": [0.1, 5, 6, 7]}, "steps": {"value": 40}}})";
 }
 
-void check_run(const std::string& early_terminate, const std::string& rule, int64_t at) {
+void check_run(const std::string& early_terminate, const std::string& rule, int64_t at, bool retry) {
   TempDir dir;
-  const std::string db = dir / "run.db";
+  const std::string db = dir / "swept.db";  // where Scheduler(dir) looks
   write_file(dir / "sweep.json", sweep(early_terminate));
   std::string out;
   int rc = run_command({kSwept, "run", dir / "sweep.json", "--db", db, "--slots", "1", "--workdir", dir / "w",
@@ -65,6 +67,25 @@ void check_run(const std::string& early_terminate, const std::string& rule, int6
   rc = run_command({kSwept, "trials", "1", "--db", db, "--state", "early-stopped"}, dir / "trials2.log", &out);
   CHECK_MESSAGE(rc == 0, out);
   CHECK(out.find("completed") == std::string::npos);
+  if (!retry) return;
+
+  // `swept retry` leaves early-stopped trials alone; --early-stopped takes
+  // them back. A scheduler started on the file rebuilds the sweep's curves
+  // from the store, and the rerun trials are judged (and stopped) again.
+  Scheduler sched(dir);
+  rc = run_command({kSwept, "retry", "1", "--scheduler", sched.endpoint}, dir / "retry.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK_MESSAGE(out.find("requeued 0 ") != std::string::npos, out);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='early_stopped'") == 3);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  rc = run_command({kSwept, "retry", "1", "--early-stopped", "--scheduler", sched.endpoint}, dir / "retry2.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  CHECK_MESSAGE(out.find("requeued 3 ") != std::string::npos, out);
+  auto agent = start_agent(dir, sched.endpoint, "a1", "none", 1);
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, 1); }, 90), sched.process->log());
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='early_stopped' AND attempts=2 AND stop_rule='" + rule +
+                       "'") == 3);
+  CHECK(db_text(db, "SELECT state || ' ' || attempts FROM trials WHERE idx=0") == "completed 1");
 }
 
 }  // namespace
@@ -72,9 +93,9 @@ void check_run(const std::string& early_terminate, const std::string& rule, int6
 TEST_CASE("early termination: hyperband stops the worse trials at band 3, early_stopped with the decision recorded") {
   // Bands 3, 9, ...: at 3 iterations each worse trial's loss (5.33 and up)
   // is far above the best third's (the good trial's 0.43).
-  check_run(R"({"type": "hyperband", "min_iter": 3, "eta": 3})", "hyperband", 3);
+  check_run(R"({"type": "hyperband", "min_iter": 3, "eta": 3})", "hyperband", 3, true);
 }
 
 TEST_CASE("early termination: median stops the worse trials at their first step past warm-up") {
-  check_run(R"({"type": "median", "n_startup_trials": 1, "n_warmup_steps": 2})", "median", 2);
+  check_run(R"({"type": "median", "n_startup_trials": 1, "n_warmup_steps": 2})", "median", 2, false);
 }
