@@ -386,6 +386,13 @@ TrialRow read_trial_row(const Reader& r) {
   for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
     t.latest[it.key()] = Reader(it.value(), latest.path() + "." + it.key()).f64();
   if (r.has("suggestion")) t.suggestion = r.field("suggestion").object();
+  if (r.has("stop") && !r.field("stop").raw().is_null()) {
+    Reader s = r.field("stop");
+    t.stop = TrialRow::Stop{s.field("rule").str(),         s.field("at").i64(),
+                            s.field("step").i64(),         s.field("value").opt_f64(),
+                            s.field("threshold").opt_f64(), s.field("reason").str(),
+                            s.field("decided_at").f64()};
+  }
   return t;
 }
 
@@ -685,7 +692,15 @@ nlohmann::json to_json(const TrialRow& t) {
           {"started_at", opt(t.started_at)},
           {"ended_at", opt(t.ended_at)},
           {"latest", t.latest},
-          {"suggestion", t.suggestion}};
+          {"suggestion", t.suggestion},
+          {"stop", t.stop ? json{{"rule", t.stop->rule},
+                                 {"at", t.stop->at},
+                                 {"step", t.stop->step},
+                                 {"value", opt(t.stop->value)},
+                                 {"threshold", opt(t.stop->threshold)},
+                                 {"reason", t.stop->reason},
+                                 {"decided_at", t.stop->decided_at}}
+                          : json(nullptr)}};
 }
 
 nlohmann::json to_json(const AgentRow& a) {

@@ -303,6 +303,18 @@ struct TrialRow {
   // (search::ModelState::to_json); null for grid and random trials.
   // Optional on the wire (absent from older schedulers).
   nlohmann::json suggestion;
+  // The early_terminate decision that stopped it (store/schema.sql v4,
+  // trials.stop_*); absent on the wire (or null) when none.
+  struct Stop {
+    std::string rule;  // hyperband | asha | median
+    int64_t at = -1;   // band (iterations), rung or step it judged at
+    int64_t step = 0;  // the step of the value judged
+    std::optional<double> value, threshold;
+    std::string reason;
+    double decided_at = 0;
+    bool operator==(const Stop&) const = default;
+  };
+  std::optional<Stop> stop;
   bool operator==(const TrialRow&) const = default;
 };
 

@@ -79,11 +79,14 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
                            std::string reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
-  // Stopped for its sweep's early_terminate rule: early_stopped, not stopped
-  // (a process that ended by itself first keeps its own outcome).
-  if (it->second.early_stop && !it->second.cancelled && state == TrialState::kStopped) {
+  // Stopped for its sweep's early_terminate rule (by this scheduler, or by
+  // one before a restart: the decision is on record): early_stopped, not
+  // stopped. A process that ended by itself first keeps its own outcome.
+  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled &&
+      state == TrialState::kStopped) {
     state = next_trial_state(TrialState::kRunning, TrialEvent::finish(TrialState::kEarlyStopped), 0).value();
-    reason = it->second.early_stop_reason;
+    reason = it->second.early_stop_reason.empty() ? "early-stopped: decided before a scheduler restart (see stop_reason)"
+                                                  : it->second.early_stop_reason;
   }
   if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
@@ -124,7 +127,8 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
   // Being stopped by its sweep's rule: the decision stands, it is not rerun.
-  if (it->second.early_stop && !it->second.cancelled) return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
+  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled)
+    return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
   SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());

@@ -5,7 +5,10 @@
 
 #include <random>
 
+#include "common/clock.h"
 #include "scheduler/early_stop.h"
+#include "scheduler/sweep_runner.h"
+#include "store/test_support.h"
 
 using namespace swept;
 using namespace swept::scheduler;
@@ -192,5 +195,70 @@ TEST_CASE("scheduler.early_stop: a restarted scheduler makes the same decisions 
       for (const auto& x : all) want += x + " ";
       CHECK(got == want);
     }
+  }
+}
+
+// The same through the real store: a SweepRunner whose batches are stored by
+// the Writer (as the broker stores them), replaced mid-sweep by a new one
+// that recovers from the file, decides as the first would have.
+TEST_CASE("scheduler.early_stop: a SweepRunner recovered from the store decides as an uninterrupted one") {
+  const std::string spec = R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+      "early_terminate": {"type": "hyperband", "min_iter": 3}, "command": ["true"],
+      "parameters": {"i": {"values": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}}})";
+  const auto events = workload(5, 12, 30);
+  // Runs the sweep's events through runners on a fresh database, replacing
+  // the runner by a recovered one after `cut` events (none when cut >= size).
+  auto run = [&](size_t cut) {
+    swept::store::testing::TempDb db;
+    FakeClock clock;
+    auto w = store::Writer::open(db.path);
+    REQUIRE(w.ok());
+    auto runner = std::make_unique<SweepRunner>(**w, clock);
+    REQUIRE((*w)->begin().ok());
+    auto sub = runner->submit(spec);
+    REQUIRE(sub.ok());
+    std::map<int64_t, int64_t> id_of;  // index -> trial id
+    std::map<int64_t, int> attempt_seq;
+    std::vector<std::string> out;
+    for (size_t i = 0; i < events.size(); ++i) {
+      if (i == cut) {
+        REQUIRE((*w)->commit().ok());
+        runner = std::make_unique<SweepRunner>(**w, clock);
+        REQUIRE(runner->recover().ok());
+        REQUIRE((*w)->begin().ok());
+      }
+      const Event& e = events[i];
+      while (!id_of.count(e.index)) {
+        auto next = runner->take_next(sub->sweep_id);
+        REQUIRE(next.ok());
+        REQUIRE(next->has_value());
+        id_of[(*next)->index] = (*next)->trial_id;
+        REQUIRE((*w)->start_attempt((*next)->trial_id, 1, "a", {}, 0, 1).ok());
+      }
+      const int64_t id = id_of[e.index];
+      protocol::Metrics m{id, 1, ++attempt_seq[id], e.records, "", 0};
+      auto stored_ok = (*w)->add_metrics(m, std::string("loss"));
+      REQUIRE(stored_ok.ok());
+      auto v = runner->observe_metrics(sub->sweep_id, id, e.records);
+      REQUIRE(v.ok());
+      if (*v) out.push_back(std::to_string(e.index) + "@" + std::to_string((*v)->step));
+      if (e.last) {
+        REQUIRE((*w)->set_trial_state(id, TrialState::kCompleted, 0, "exit code 0", 2).ok());
+        runner->trial_ended(sub->sweep_id);
+        runner->note_trial_state(sub->sweep_id, id, TrialState::kCompleted);
+      }
+    }
+    REQUIRE((*w)->commit().ok());
+    // Every decision is on record with its reason.
+    CHECK(store::testing::query_int(db.path, "SELECT COUNT(*) FROM trials WHERE stop_rule='hyperband' AND "
+                                             "stop_reason LIKE 'hyperband: band%stop'") ==
+          static_cast<int64_t>(out.size()));
+    return out;
+  };
+  const auto all = run(events.size());
+  REQUIRE_FALSE(all.empty());
+  for (size_t cut : {events.size() / 3, events.size() / 2, events.size() * 2 / 3}) {
+    CAPTURE(cut);
+    CHECK(run(cut) == all);
   }
 }

@@ -11,6 +11,13 @@
 // time, and its model state is stored with the trial, so a restarted
 // scheduler continues from the same history.
 //
+// Early termination (issue 16): a sweep with early_terminate has an
+// EarlyStopper (early_stop.h) holding its learning curves, told of each
+// trial's state changes here and fed each stored METRICS batch by the broker
+// (observe_metrics); a decision to stop is recorded in the store before the
+// broker sends the stop. On recover() (and when retry reloads a sweep) the
+// curves are rebuilt from the store.
+//
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
 // adopted, not yet final or requeued); a sweep is completed exactly when every
