@@ -635,6 +635,12 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
     if (current) it->second.stored_seq = m.seq;
   }
   if (*applied && current) SWEPT_RETURN_IF_ERROR(judge_early_stop(s, it->second, m));
+  if (*applied && !current) {
+    // A late batch of an ended attempt: its values join the curve (as the
+    // store has them), judged no more.
+    auto late = runner_.observe_metrics(sweep_id, m.trial_id, m.records);
+    if (!late.ok()) return late.status();
+  }
   return Status::Ok();
 }
 
