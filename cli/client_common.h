@@ -160,8 +160,8 @@ inline std::string params_text(const nlohmann::json& j) {
   return s;
 }
 
-// "14 completed, 1 failed, 0 stopped, 0 lost": every final state's count, in
-// the order of common/states.h.
+// "14 completed, 1 failed, 0 stopped, 0 lost, 0 early-stopped": every final
+// state's count, in the order of common/states.h, by its display name.
 inline std::string final_counts_text(const protocol::StateCounts& c) {
   std::string s;
   for (const auto& st : kTrialStates) {
@@ -169,7 +169,7 @@ inline std::string final_counts_text(const protocol::StateCounts& c) {
     if (!s.empty()) s += ", ";
     s += std::to_string(c[st.state]);
     s += ' ';
-    s += st.name;
+    s += display_name(st.state);
   }
   return s;
 }

@@ -269,8 +269,11 @@ int run_run(const std::vector<std::string>& args) {
     }
     if (last->state != SweepState::kRunning && last->counts[TrialState::kRunning] == 0 && broker.live_trials() == 0) {
       if (tty || lines) std::cerr << (tty ? "\r" : "") << progress_line(*last, elapsed) << (tty ? "\033[K\n" : "\n");
-      rc = (last->state == SweepState::kCompleted && last->counts[TrialState::kCompleted] == last->counts.total()) ? kExitOk
-                                                                                         : kExitNotAllCompleted;
+      // Early-stopped trials are the sweep's rule at work, not a failure.
+      rc = (last->state == SweepState::kCompleted &&
+            last->counts[TrialState::kCompleted] + last->counts[TrialState::kEarlyStopped] == last->counts.total())
+               ? kExitOk
+               : kExitNotAllCompleted;
       break;
     }
   }

@@ -60,7 +60,8 @@ int run_status(const std::vector<std::string>& args) {
             << name(s.state) << ", " << progress(s) << " trials done\n";
   std::cout << " ";
   for (const auto& st : kTrialStates)
-    std::cout << (st.state == kTrialStates.front().state ? " " : ", ") << st.name << " " << s.counts[st.state];
+    std::cout << (st.state == kTrialStates.front().state ? " " : ", ") << display_name(st.state) << " "
+              << s.counts[st.state];
   std::cout << "\n";
   if (s.metric_name) {
     if (s.best_trial_id)

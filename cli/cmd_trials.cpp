@@ -1,6 +1,8 @@
 // `swept trials SWEEP [--json] [--state STATE]`: one line per trial (state,
 // attempts, agent, GPUs, metric, parameters, reason), or a JSON array of the
 // protocol's TrialRow objects.
+#include <algorithm>
+
 #include "cli/client_common.h"
 #include "cli/command.h"
 
@@ -40,10 +42,13 @@ int run_trials(const std::vector<std::string>& args) {
   if (!id.ok()) return report("trials", id.status());
   std::optional<TrialState> only;
   if (!state.empty()) {
-    only = trial_state_named(state);
+    // Either spelling: the display name ("early-stopped") or the wire name.
+    std::string wire = state;
+    std::replace(wire.begin(), wire.end(), '-', '_');
+    only = trial_state_named(wire);
     if (!only) {
       std::string names;
-      for (const auto& st : kTrialStates) names += (names.empty() ? "" : ", ") + std::string(st.name);
+      for (const auto& st : kTrialStates) names += (names.empty() ? "" : ", ") + display_name(st.state);
       return report("trials", Status::InvalidArgument("--state " + state + " is not a trial state; use one of " + names));
     }
   }
@@ -61,7 +66,7 @@ int run_trials(const std::vector<std::string>& args) {
   Table table({"TRIAL", "INDEX", "STATE", "ATTEMPTS", "AGENT", "GPUS", "METRIC", "PARAMS", "REASON"});
   for (const auto& t : *rows) {
     if (only && t.state != *only) continue;
-    table.add({std::to_string(t.id), std::to_string(t.index), std::string(name(t.state)), std::to_string(t.attempts),
+    table.add({std::to_string(t.id), std::to_string(t.index), display_name(t.state), std::to_string(t.attempts),
                t.agent.value_or("-"), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
                t.reason.value_or("")});
   }

@@ -35,7 +35,9 @@ int run_wait(const std::vector<std::string>& args) {
     const auto& s = sums->front();
     if (s.state != SweepState::kRunning && s.counts[TrialState::kRunning] == 0) {
       std::cout << "sweep " << s.id << " " << name(s.state) << ": " << final_counts_text(s.counts) << "\n";
-      bool all = s.state == SweepState::kCompleted && s.counts[TrialState::kCompleted] == s.counts.total();
+      // Early-stopped trials are the sweep's rule at work, not a failure.
+      bool all = s.state == SweepState::kCompleted &&
+                 s.counts[TrialState::kCompleted] + s.counts[TrialState::kEarlyStopped] == s.counts.total();
       return all ? kExitOk : kExitNotAllCompleted;
     }
     if (timeout_s > 0 && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout_s)) {

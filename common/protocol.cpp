@@ -139,7 +139,11 @@ json body(const Cancel& m) {
   if (m.trial_id) j["trial_id"] = *m.trial_id;
   return j;
 }
-json body(const Retry& m) { return {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}}; }
+json body(const Retry& m) {
+  json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}};
+  if (m.early_stopped) j["early_stopped"] = true;  // absent when false: old schedulers read the same message
+  return j;
+}
 json body(const Done& m) { return {{"request_id", m.request_id}, {"message", m.message}, {"count", m.count}}; }
 json body(const QuerySweeps& m) {
   json j = {{"request_id", m.request_id}};
@@ -386,6 +390,13 @@ TrialRow read_trial_row(const Reader& r) {
   for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
     t.latest[it.key()] = Reader(it.value(), latest.path() + "." + it.key()).f64();
   if (r.has("suggestion")) t.suggestion = r.field("suggestion").object();
+  if (r.has("stop") && !r.field("stop").raw().is_null()) {
+    Reader s = r.field("stop");
+    t.stop = TrialRow::Stop{s.field("rule").str(),         s.field("at").i64(),
+                            s.field("step").i64(),         s.field("value").opt_f64(),
+                            s.field("threshold").opt_f64(), s.field("reason").str(),
+                            s.field("decided_at").f64()};
+  }
   return t;
 }
 
@@ -514,7 +525,9 @@ Message read_body(const std::string& kind, const Reader& r) {
       throw FieldError(r.path() + ": exactly one of sweep_id and trial_id must be given");
     return m;
   }
-  if (kind == "RETRY") return Retry{r.field("request_id").str(), r.field("sweep_id").i64()};
+  if (kind == "RETRY")
+    return Retry{r.field("request_id").str(), r.field("sweep_id").i64(),
+                 r.has("early_stopped") ? r.field("early_stopped").boolean() : false};
   if (kind == "DONE") return Done{r.field("request_id").str(), opt_field_str(r, "message"), opt_field_i64(r, "count", 0)};
   if (kind == "QUERY_SWEEPS") {
     QuerySweeps m;
@@ -686,7 +699,15 @@ nlohmann::json to_json(const TrialRow& t) {
           {"started_at", opt(t.started_at)},
           {"ended_at", opt(t.ended_at)},
           {"latest", t.latest},
-          {"suggestion", t.suggestion}};
+          {"suggestion", t.suggestion},
+          {"stop", t.stop ? json{{"rule", t.stop->rule},
+                                 {"at", t.stop->at},
+                                 {"step", t.stop->step},
+                                 {"value", opt(t.stop->value)},
+                                 {"threshold", opt(t.stop->threshold)},
+                                 {"reason", t.stop->reason},
+                                 {"decided_at", t.stop->decided_at}}
+                          : json(nullptr)}};
 }
 
 nlohmann::json to_json(const AgentRow& a) {

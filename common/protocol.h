@@ -216,6 +216,7 @@ struct Cancel {
 struct Retry {
   std::string request_id;
   int64_t sweep_id = 0;
+  bool early_stopped = false;  // also the early-stopped trials (optional field, default false)
   bool operator==(const Retry&) const = default;
 };
 
@@ -314,6 +315,18 @@ struct TrialRow {
   // (search::ModelState::to_json); null for grid and random trials.
   // Optional on the wire (absent from older schedulers).
   nlohmann::json suggestion;
+  // The early_terminate decision that stopped it (store/schema.sql v4,
+  // trials.stop_*); absent on the wire (or null) when none.
+  struct Stop {
+    std::string rule;  // hyperband | asha | median
+    int64_t at = -1;   // band (iterations), rung or step it judged at
+    int64_t step = 0;  // the step of the value judged
+    std::optional<double> value, threshold;
+    std::string reason;
+    double decided_at = 0;
+    bool operator==(const Stop&) const = default;
+  };
+  std::optional<Stop> stop;
   bool operator==(const TrialRow&) const = default;
 };
 

@@ -141,7 +141,13 @@ std::vector<Message> every_message() {
   queued.state = swept::TrialState::kQueued;
   queued.params = json::object();
   queued.command = json::array();
-  all.push_back(Trials{"r9", {t, queued}});
+  TrialRow stopped = queued;
+  stopped.id = 19;
+  stopped.state = swept::TrialState::kEarlyStopped;
+  stopped.stop = TrialRow::Stop{"hyperband", 9, 9, 1.5, std::nullopt, "hyperband: band 9, ...: stop", 30.0};
+  all.push_back(Trials{"r9", {t, queued, stopped}});
+  all.push_back(Retry{"r11", 3, true});
+  all.push_back(Retry{"r12", 3, false});
   all.push_back(QueryAgents{"r10"});
   AgentRow a;
   a.name = "gpu-node-3";

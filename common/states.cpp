@@ -36,8 +36,12 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
       // again, or lost) keeps the result its agent brings back, unless that
       // attempt was only stopped (as stale, by the scheduler): that is no
       // result.
+      // Early-stopped is the scheduler's own decision about this running
+      // attempt; a given-up attempt cannot end so.
       if (from == S::kRunning) return event.outcome;
-      if ((from == S::kQueued || from == S::kLost) && event.outcome != S::kStopped) return event.outcome;
+      if ((from == S::kQueued || from == S::kLost) && event.outcome != S::kStopped &&
+          event.outcome != S::kEarlyStopped)
+        return event.outcome;
       return std::nullopt;
     case TrialEventKind::kCancel:
       if (from == S::kQueued || from == S::kRunning) return S::kStopped;
@@ -50,6 +54,9 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
       return std::nullopt;
     case TrialEventKind::kRetry:
       if (info(from).retryable) return S::kQueued;
+      return std::nullopt;
+    case TrialEventKind::kRetryEarlyStopped:
+      if (info(from).retryable || from == S::kEarlyStopped) return S::kQueued;
       return std::nullopt;
   }
   return std::nullopt;

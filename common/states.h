@@ -4,10 +4,12 @@
 // database (store/schema.sql) and in the dashboard's API (docs/api.md): no
 // other source file spells a state's name.
 //
-// Adding a final trial state (early termination's `early_stopped`, say) is
-// one line in SWEPT_TRIAL_STATES: its enumerator, name and properties; the
-// counts, the JSON, "best" and the transition function follow from the row.
-// (The database's CHECK constraint on trials.state needs a migration too.)
+// Adding a final trial state is one line in SWEPT_TRIAL_STATES: its
+// enumerator, name and properties; the counts, the JSON, "best", the
+// database's CHECK constraint on trials.state (built from this table by the
+// store's schema v4 migration, store/writer.cpp) and the dashboard's list
+// (served by /api/states) follow from the row. The transition function
+// needs its rules, and states_test.cpp its hand-written rows.
 //
 // Pure; no I/O; thread-safe.
 #pragma once
@@ -16,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace swept {
@@ -25,13 +28,18 @@ namespace swept {
 //   counts_for_best: its metric value may be the sweep's best (store/reader.h)
 //   retryable:       `swept retry` queues it again
 //   process_outcome: what a trial's ended process can make of it (kFinish)
+// early_stopped: the sweep's early_terminate rule stopped it (issue 16); its
+// metrics stay, it is never retried by itself and `swept retry` takes it back
+// only when asked (--early-stopped). Shown to users as "early-stopped"
+// (display_name).
 #define SWEPT_TRIAL_STATES(X)                               \
   X(kQueued, "queued", false, false, false, false)          \
   X(kRunning, "running", false, false, false, false)        \
   X(kCompleted, "completed", true, true, false, true)       \
   X(kFailed, "failed", true, false, true, true)             \
   X(kStopped, "stopped", true, false, false, true)          \
-  X(kLost, "lost", true, false, true, false)
+  X(kLost, "lost", true, false, true, false)                \
+  X(kEarlyStopped, "early_stopped", true, false, false, true)
 
 // X(enumerator, name)
 #define SWEPT_SWEEP_STATES(X) \
@@ -82,6 +90,13 @@ constexpr std::string_view name(TrialState s) { return info(s).name; }
 constexpr std::string_view name(SweepState s) { return kSweepStateNames[static_cast<size_t>(s)]; }
 constexpr std::string_view name(AgentState s) { return kAgentStateNames[static_cast<size_t>(s)]; }
 constexpr bool is_final(TrialState s) { return info(s).final; }
+// The name shown to people ("early-stopped"): the wire name with '_' as '-'.
+inline std::string display_name(TrialState s) {
+  std::string out(name(s));
+  for (char& c : out)
+    if (c == '_') c = '-';
+  return out;
+}
 
 // The state a name spells, or nullopt for a name that is not one.
 std::optional<TrialState> trial_state_named(std::string_view name);
@@ -96,7 +111,8 @@ enum class TrialEventKind : uint8_t {
   kCancel,    // the user cancelled it (or its sweep)
   kLose,      // its agent went away while it ran
   kReject,    // its command cannot be built from its parameters
-  kRetry,     // `swept retry`
+  kRetry,     // `swept retry` (failed, lost)
+  kRetryEarlyStopped,  // `swept retry --early-stopped`: early_stopped as well
 };
 
 struct TrialEvent {

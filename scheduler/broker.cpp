@@ -634,6 +634,31 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
     stat_rows_ += static_cast<int64_t>(m.records.size());
     if (current) it->second.stored_seq = m.seq;
   }
+  if (*applied && current) SWEPT_RETURN_IF_ERROR(judge_early_stop(s, it->second, m));
+  if (*applied && !current) {
+    // A late batch of an ended attempt: its values join the curve (as the
+    // store has them), judged no more.
+    auto late = runner_.observe_metrics(sweep_id, m.trial_id, m.records);
+    if (!late.ok()) return late.status();
+  }
+  return Status::Ok();
+}
+
+// Early termination (issue 16): the batch's values of the sweep's metric are
+// judged by its rule (SweepRunner, early_stop.h); a trial judged to stop, or
+// one whose decision a previous scheduler recorded before it could stop it,
+// is sent STOP_TRIAL once. Its TRIAL_EXITED (cause stopped) then ends it as
+// early_stopped (finish_live).
+Status Broker::judge_early_stop(Session& s, LiveTrial& lt, const Metrics& m) {
+  // Every stored value joins the curve (a restarted scheduler rebuilds it
+  // from the store, stopped trials' late values included).
+  auto verdict = runner_.observe_metrics(lt.sweep_id, m.trial_id, m.records);
+  if (!verdict.ok()) return verdict.status();
+  if (lt.early_stop || lt.cancelled) return Status::Ok();
+  if (!*verdict && !runner_.stop_decided(lt.sweep_id, m.trial_id)) return Status::Ok();
+  lt.early_stop = true;
+  lt.early_stop_reason = "early-stopped: " + (*verdict ? (*verdict)->decision.reason : "decided before a scheduler restart");
+  send_later(s.routing_id, StopTrial{m.trial_id, lt.attempt, lt.early_stop_reason});
   return Status::Ok();
 }
 
@@ -690,10 +715,11 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   if (auto* r = std::get_if<Retry>(&m)) {
     auto sums = store::sweep_summaries(store_.connection(), r->sweep_id);
     if (!sums.ok()) return refuse(r->request_id, sums.status());
-    auto n = runner_.retry_failed(r->sweep_id);
+    auto n = runner_.retry_failed(r->sweep_id, r->early_stopped);
     if (!n.ok()) return refuse(r->request_id, n.status());
     dirty_ = true;
-    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + " failed or lost trials of sweep " + to_s(r->sweep_id), *n});
+    send_later(routing_id, Done{r->request_id, "requeued " + to_s(*n) + (r->early_stopped ? " failed, lost or early-stopped" : " failed or lost") +
+                                                   " trials of sweep " + to_s(r->sweep_id), *n});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QuerySweeps>(&m)) {

@@ -177,6 +177,8 @@ class Broker {
     int cpus = 0;
     bool started = false;      // TRIAL_STARTED received (or adopted running)
     bool cancelled = false;    // the user stopped it: already `stopped` in the store
+    bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
+    std::string early_stop_reason;
     int64_t stored_seq = 0;    // highest METRICS batch stored
     int64_t acked_seq = 0;     // highest acknowledged to the agent
     int64_t await_deadline_ms = 0;  // > 0: recovered, waiting for its agent
@@ -219,14 +221,15 @@ class Broker {
   Status on_register(const std::string& routing_id, const protocol::Register& r);
   Status on_trial_started(Session& s, const protocol::TrialStarted& m);
   Status on_metrics(Session& s, const protocol::Metrics& m);
+  Status judge_early_stop(Session& s, LiveTrial& lt, const protocol::Metrics& m);
   Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
-  Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e,
-                     const std::string& reason);
+  // A live trial its sweep's rule stopped ends early_stopped instead of stopped.
+  Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e, std::string reason);
   // A live trial's attempt is lost: requeue or fail per max_retries.
   Status lose_live(int64_t trial_id, const std::string& reason);
   Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);

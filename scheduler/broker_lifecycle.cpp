@@ -76,9 +76,18 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
 }
 
 Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited* e,
-                           const std::string& reason) {
+                           std::string reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
+  // Stopped for its sweep's early_terminate rule (by this scheduler, or by
+  // one before a restart: the decision is on record): early_stopped, not
+  // stopped. A process that ended by itself first keeps its own outcome.
+  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled &&
+      state == TrialState::kStopped) {
+    state = next_trial_state(TrialState::kRunning, TrialEvent::finish(TrialState::kEarlyStopped), 0).value();
+    reason = it->second.early_stop_reason.empty() ? "early-stopped: decided before a scheduler restart (see stop_reason)"
+                                                  : it->second.early_stop_reason;
+  }
   if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
   if (e && e->cause == ExitCause::kExited && lt.start_started_at > 0 && e->ended_at >= lt.start_started_at) {
@@ -106,6 +115,7 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
   }
   stat_finished_++;
   runner_.trial_ended(lt.sweep_id);
+  runner_.note_trial_state(lt.sweep_id, trial_id, lt.cancelled ? TrialState::kStopped : state);
   if (state == TrialState::kCompleted && !lt.cancelled)
     SWEPT_RETURN_IF_ERROR(runner_.check_metric_reported(lt.sweep_id, trial_id));
   SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
@@ -116,6 +126,9 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
 Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
+  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
+  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled)
+    return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
   SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());

@@ -3,10 +3,12 @@
 #include "scheduler/sweep_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "common/log.h"
 #include "sweeps/search/search.h"
+#include "sweeps/stopping/stopping.h"
 
 namespace swept::scheduler {
 namespace {
@@ -83,6 +85,7 @@ Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
       if (!summary.ok()) return summary.status();
       a.metric_seen = summary->best || summary->metric_missing;
     }
+    SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
     sweeps_.emplace(r.id, std::move(a));
   }
   return running;
@@ -108,6 +111,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   auto id = store_.insert_sweep(r);
   if (!id.ok()) return id.status();
   a.id = *id;
+  SWEPT_RETURN_IF_ERROR(make_stopper(a, false));
   if (r.state == SweepState::kRunning) sweeps_.emplace(a.id, std::move(a));
   return SubmitResult{*id, r.total_trials};
 }
@@ -245,7 +249,10 @@ Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
   } else {
     next = generate(s);
   }
-  if (next.ok() && next->has_value()) s.running += 1;
+  if (next.ok() && next->has_value()) {
+    s.running += 1;
+    if (s.stopper) s.stopper->set_state((*next)->trial_id, (*next)->index, TrialState::kRunning);
+  }
   return next;
 }
 
@@ -257,6 +264,7 @@ bool SweepRunner::adopt_queued(int64_t sweep_id, int64_t trial_id) {
   if (pos == q.end()) return false;
   q.erase(pos);
   it->second.running += 1;
+  if (it->second.stopper) it->second.stopper->set_state(trial_id, -1, TrialState::kRunning);
   return true;
 }
 
@@ -264,6 +272,7 @@ void SweepRunner::requeue(int64_t sweep_id, int64_t trial_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return;
   it->second.running = std::max(0, it->second.running - 1);
+  if (it->second.stopper) it->second.stopper->set_state(trial_id, -1, TrialState::kQueued);
   if (std::find(it->second.queued.begin(), it->second.queued.end(), trial_id) == it->second.queued.end())
     it->second.queued.push_front(trial_id);
 }
@@ -292,6 +301,60 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
             (names.empty() ? std::string("they reported no metrics at all") : "they reported: " + names) +
             ". Check the sweep's metric.name against the trials' metric lines (docs/metrics.md); said once per sweep");
   return Status::Ok();
+}
+
+Status SweepRunner::make_stopper(Active& s, bool load) {
+  if (s.spec.early_terminate.is_null() || !s.spec.metric) return Status::Ok();
+  auto rule = sweeps::stopping::parse_rule(s.spec.early_terminate, s.spec.metric);
+  if (!rule.ok()) {
+    // The parser accepted it; a stricter stopping/ may not.
+    log::error("sweep " + std::to_string(s.id) + ": early_terminate cannot be used (" + rule.status().message() +
+               "); its trials run to the end");
+    return Status::Ok();
+  }
+  s.stopper.emplace(std::move(*rule), s.spec.metric->name);
+  if (!load) return Status::Ok();
+  auto rows = store_.metric_curves(s.id, s.spec.metric->name);
+  if (!rows.ok()) return rows.status();
+  s.stopper->load(*rows);
+  return Status::Ok();
+}
+
+void SweepRunner::note_trial_state(int64_t sweep_id, int64_t trial_id, TrialState state) {
+  auto it = sweeps_.find(sweep_id);
+  if (it != sweeps_.end() && it->second.stopper) it->second.stopper->set_state(trial_id, -1, state);
+}
+
+Result<std::optional<StopVerdict>> SweepRunner::observe_metrics(int64_t sweep_id, int64_t trial_id,
+                                                                const std::vector<protocol::MetricRecord>& records) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || !it->second.stopper) return std::optional<StopVerdict>();
+  EarlyStopper& stopper = *it->second.stopper;
+  int64_t index = -1;
+  if (!stopper.curve(trial_id)) {
+    auto rec = store_.trial_record(trial_id);
+    if (!rec.ok()) return rec.status();
+    index = rec->index;
+  }
+  std::optional<StopVerdict> v = stopper.observe(trial_id, index, records);
+  if (!v) return v;
+  store::Writer::StopDecision d;
+  d.rule = v->rule;
+  d.at = v->decision.at;
+  d.step = v->step;
+  if (std::isfinite(v->decision.value)) d.value = v->decision.value;
+  if (std::isfinite(v->decision.threshold)) d.threshold = v->decision.threshold;
+  d.reason = v->decision.reason;
+  d.decided_at = clock_.wall_seconds();
+  SWEPT_RETURN_IF_ERROR(store_.record_stop_decision(trial_id, d));
+  log::info("sweep " + std::to_string(sweep_id) + " trial " + std::to_string(trial_id) + " early-stopped at step " +
+            std::to_string(v->step) + ": " + v->decision.reason);
+  return v;
+}
+
+bool SweepRunner::stop_decided(int64_t sweep_id, int64_t trial_id) const {
+  auto it = sweeps_.find(sweep_id);
+  return it != sweeps_.end() && it->second.stopper && it->second.stopper->decided(trial_id);
 }
 
 void SweepRunner::forget_queued(int64_t sweep_id, int64_t trial_id) {
@@ -329,12 +392,14 @@ Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason)
   return stopped;
 }
 
-Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
+Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id, bool early_stopped) {
   // Failed trials, and lost ones (their agent vanished with no retries
-  // left): the states `swept retry` takes back (common/states.h).
+  // left): the states `swept retry` takes back (common/states.h); with
+  // --early-stopped, the early-stopped ones too.
+  const TrialEvent retry{early_stopped ? TrialEventKind::kRetryEarlyStopped : TrialEventKind::kRetry};
   std::vector<std::pair<int64_t, TrialState>> retried;
   for (const auto& st : kTrialStates) {
-    if (!st.retryable) continue;
+    if (!next_trial_state(st.state, retry, 0) || st.state == TrialState::kQueued) continue;
     auto ids = store_.trial_ids_in_state(sweep_id, st.state);
     if (!ids.ok()) return ids.status();
     for (int64_t id : *ids) retried.emplace_back(id, st.state);
@@ -359,14 +424,17 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id) {
       a.next_index = r.next_index;
       // Only the failed trials run again: nothing new is generated after a cancel.
       if (all->front().state == SweepState::kCancelled) a.total = a.next_index;
+      SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
       it = sweeps_.emplace(r.id, std::move(a)).first;
     }
     if (it == sweeps_.end()) return Status::NotFound("no sweep " + std::to_string(sweep_id));
     SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kRunning, std::nullopt));
   }
   for (const auto& [id, from] : retried) {
-    const TrialState queued = next_trial_state(from, {TrialEventKind::kRetry}, 0).value();
+    const TrialState queued = next_trial_state(from, retry, 0).value();
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, queued, std::nullopt, std::nullopt, std::nullopt));
+    if (from == TrialState::kEarlyStopped) SWEPT_RETURN_IF_ERROR(store_.clear_stop_decision(id));
+    if (it->second.stopper) it->second.stopper->forget_decision(id, queued);
     it->second.queued.push_back(id);
   }
   return static_cast<int64_t>(retried.size());

@@ -11,6 +11,13 @@
 // time, and its model state is stored with the trial, so a restarted
 // scheduler continues from the same history.
 //
+// Early termination (issue 16): a sweep with early_terminate has an
+// EarlyStopper (early_stop.h) holding its learning curves, told of each
+// trial's state changes here and fed each stored METRICS batch by the broker
+// (observe_metrics); a decision to stop is recorded in the store before the
+// broker sends the stop. On recover() (and when retry reloads a sweep) the
+// curves are rebuilt from the store.
+//
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
 // adopted, not yet final or requeued); a sweep is completed exactly when every
@@ -28,6 +35,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "scheduler/early_stop.h"
 #include "scheduler/placement.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -85,6 +93,16 @@ class SweepRunner {
   // says so in the log with the names they did report, once per sweep (a
   // restarted scheduler does not repeat it).
   Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
+  // Early termination (issue 16; early_stop.h). A trial of the sweep
+  // reached `state` (ended, requeued): its curve now feeds the rule as such.
+  void note_trial_state(int64_t sweep_id, int64_t trial_id, TrialState state);
+  // A stored METRICS batch of a running trial: judged by the sweep's
+  // early_terminate rule (none: nullopt). A decision to stop is recorded in
+  // the store (trials.stop_*) and returned; the broker sends the stop.
+  Result<std::optional<StopVerdict>> observe_metrics(int64_t sweep_id, int64_t trial_id,
+                                                     const std::vector<protocol::MetricRecord>& records);
+  // Whether a decision to stop the trial is on record (this run or before a restart).
+  bool stop_decided(int64_t sweep_id, int64_t trial_id) const;
   // A trial not counted as running was finished from outside (cancel, adopted result).
   void forget_queued(int64_t sweep_id, int64_t trial_id);
 
@@ -96,8 +114,10 @@ class SweepRunner {
   // the running ones.
   Result<int64_t> cancel(int64_t sweep_id, const std::string& reason);
   // Retry: the sweep's failed and lost trials go back to the queue (their
-  // history kept in `attempts`); a completed sweep runs again. Returns how many.
-  Result<int64_t> retry_failed(int64_t sweep_id);
+  // history kept in `attempts`), and its early-stopped ones too with
+  // `early_stopped` (`swept retry --early-stopped`); a completed sweep runs
+  // again. Returns how many.
+  Result<int64_t> retry_failed(int64_t sweep_id, bool early_stopped = false);
 
   bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
   // How many sweeps have ended (completed or cancelled) since construction.
@@ -114,8 +134,12 @@ class SweepRunner {
     int64_t next_index = 0;
     std::deque<int64_t> queued;
     int running = 0;
-    bool metric_seen = false;  // a trial has reported the metric, or the warning was given
+    bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
+    std::optional<EarlyStopper> stopper;  // the sweep has early_terminate
   };
+  // Builds the sweep's EarlyStopper when it has early_terminate; with
+  // `load`, its curves from the store (recover, retry).
+  Status make_stopper(Active& s, bool load);
   Result<std::optional<TrialToStart>> generate(Active& s);
   // method bayes/tpe: trial `index` from the history stored so far.
   Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);

@@ -588,7 +588,19 @@ Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vecto
   // Primary keys: trial_latest (trial_id, name), metrics (trial_id, name, step).
   SWEPT_ASSIGN_OR_RETURN(names, db.prepare("SELECT name FROM trial_latest WHERE trial_id = ? ORDER BY name"));
   SWEPT_ASSIGN_OR_RETURN(points, db.prepare("SELECT step, value FROM metrics WHERE trial_id = ? AND name = ? ORDER BY step"));
+  SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
+  SWEPT_ASSIGN_OR_RETURN(stop, db.prepare(version >= 4 ? "SELECT stop_step, stop_reason FROM trials WHERE id = ? AND state = ?"
+                                                       : "SELECT NULL, NULL WHERE 0 AND ? IS NULL AND ? IS NULL"));
   for (int64_t id : trial_ids) {
+    std::optional<int64_t> stopped_step;
+    std::optional<std::string> stopped_reason;
+    stop.reset();
+    stop.bind(1, id).bind(2, TrialState::kEarlyStopped);
+    SWEPT_ASSIGN_OR_RETURN(stopped, stop.step());
+    if (stopped) {
+      stopped_step = stop.optional_int64(0);
+      stopped_reason = stop.optional_text(1);
+    }
     std::vector<std::string> wanted;
     if (metric.empty()) {
       names.reset();
@@ -605,6 +617,8 @@ Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vecto
       MetricSeries series;
       series.trial_id = id;
       series.name = name;
+      series.stopped_step = stopped_step;
+      series.stopped_reason = stopped_reason;
       std::vector<SeriesPoint> all;
       points.reset();
       points.bind(1, id).bind(2, std::string_view(name));

@@ -132,6 +132,10 @@ struct MetricSeries {
   int64_t trial_id = 0;
   std::string name;
   int64_t total_points = 0;  // before downsampling
+  // An early-stopped trial (schema v4): the step of the value its rule
+  // judged, and the rule's reason; the dashboard marks it on the curve.
+  std::optional<int64_t> stopped_step;
+  std::optional<std::string> stopped_reason;
   std::vector<SeriesPoint> points;
 };
 

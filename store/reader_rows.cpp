@@ -76,7 +76,10 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
   SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   SWEPT_ASSIGN_OR_RETURN(st, db.prepare(std::string("SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, "
                                                     "exit_code, reason, metric_value, params, command, started_at, ended_at, ") +
-                                        (version >= 3 ? "suggestion" : "NULL") + " FROM trials WHERE sweep_id=? ORDER BY idx"));
+                                        (version >= 3 ? "suggestion" : "NULL") +
+                                        (version >= 4 ? ", stop_rule, stop_at, stop_step, stop_value, stop_threshold, stop_reason, stop_decided_at"
+                                                      : ", NULL, NULL, NULL, NULL, NULL, NULL, NULL") +
+                                        " FROM trials WHERE sweep_id=? ORDER BY idx"));
   st.bind(1, sweep_id);
   std::vector<protocol::TrialRow> out;
   std::unordered_map<int64_t, size_t> by_id;
@@ -100,6 +103,10 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.started_at = st.optional_real(13);
     t.ended_at = st.optional_real(14);
     if (auto text = st.optional_text(15)) t.suggestion = parse_json_or(*text, json());
+    if (auto rule = st.optional_text(16))
+      t.stop = protocol::TrialRow::Stop{*rule, st.optional_int64(17).value_or(-1), st.optional_int64(18).value_or(0),
+                                        st.optional_real(19), st.optional_real(20), st.optional_text(21).value_or(""),
+                                        st.optional_real(22).value_or(0)};
     by_id[t.id] = out.size();
     out.push_back(std::move(t));
   }

@@ -1,4 +1,4 @@
--- The swept store: schema version 3.
+-- The swept store: schema version 4.
 --
 -- This file is version 1, executed as is on a new database; later versions
 -- are migrations in store/writer.cpp (Writer::migrate), applied in order in
@@ -9,6 +9,19 @@
 --   3: trials.suggestion TEXT, the JSON model state (sweeps/search/search.h,
 --      ModelState) of the searcher that chose the trial's params; NULL for
 --      grid and random trials. Readers select it only from version 3 on.
+--   4: early termination (issue 16). trials.stop_rule, stop_at, stop_step,
+--      stop_value, stop_threshold, stop_reason, stop_decided_at: the decision
+--      of the sweep's early_terminate rule to stop the trial (the rule:
+--      hyperband | asha | median; where it judged: the band in iterations,
+--      the rung, or the step; the step of the value judged; that value; the
+--      threshold it had to beat, NULL when none; the one-line reason; when).
+--      All NULL when no rule stopped it. And the state early_stopped: the
+--      CHECK on trials.state is no longer the list written below but the
+--      table of trial states in common/states.h, put there by the writer
+--      (Writer::sync_trial_state_check rebuilds the table, keeping its rows,
+--      indexes and references, whenever the list differs: so a state added
+--      to that table needs no hand-written migration of the CHECK).
+--      Readers select the stop_* columns only from version 4 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
@@ -44,13 +57,18 @@
 --     running -> queued             its agent was lost and a retry is left, or
 --                                   the attempt never started (costs no retry)
 --     running -> lost               its agent was lost, no retries left
+--     running -> early_stopped      its sweep's early_terminate rule judged it
+--                                   and the scheduler stopped it (stop_* says
+--                                   why); its metrics stay
 --     queued | lost -> completed | failed
 --                                   given up while its agent was away, but the
 --                                   agent came back with its result: it stands
 --     failed | lost -> queued       `swept retry`
+--     early_stopped -> queued       `swept retry --early-stopped` only
 --
---   completed, failed, stopped and lost are final (failed and lost until
---   `swept retry`). `attempts` counts how many times it was started. A trial
+--   completed, failed, stopped, lost and early_stopped are final (failed and
+--   lost until `swept retry`, early_stopped until `swept retry
+--   --early-stopped`). `attempts` counts how many times it was started. A trial
 --   is running on at most one agent at a time: `agent`, `gpus` and
 --   `gpu_fraction` describe the current (or last) attempt. `metric_value` is
 --   the last value the trial reported for its sweep's metric (NULL when
@@ -101,7 +119,7 @@ CREATE TABLE IF NOT EXISTS trials (
   idx           INTEGER NOT NULL,              -- 0-based position in the sweep
   params        TEXT NOT NULL,                 -- JSON object, nested as in the file
   command       TEXT NOT NULL,                 -- JSON array: the argv
-  state         TEXT NOT NULL CHECK (state IN
+  state         TEXT NOT NULL CHECK (state IN  -- v1's list; from v4, common/states.h's
                   ('queued', 'running', 'completed', 'failed', 'stopped', 'lost')),
   attempts      INTEGER NOT NULL DEFAULT 0,
   agent         TEXT,                          -- agent of the current or last attempt

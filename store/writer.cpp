@@ -43,7 +43,80 @@ TrialRecord read_trial_record(const Statement& st) {
   return t;
 }
 
+// The CHECK clause of trials.state, built from the one table of trial states
+// (common/states.h): "CHECK (state IN ('queued', 'running', ...))".
+std::string trial_state_check() {
+  std::string list;
+  for (const auto& s : kTrialStates) {
+    if (!list.empty()) list += ", ";
+    list += '\'';
+    list += s.name;
+    list += '\'';
+  }
+  return "CHECK (state IN (" + list + "))";
+}
+
+// The stored CREATE TABLE of `trials` with its state CHECK replaced by
+// `check`, named `new_name`; empty when the statement has no such CHECK
+// (then it is not one of ours).
+std::string trials_sql_with_check(const std::string& sql, const std::string& check, const std::string& new_name) {
+  const size_t open = sql.find("CHECK (state IN");
+  if (open == std::string::npos) return "";
+  int depth = 0;
+  size_t close = std::string::npos;
+  for (size_t i = open; i < sql.size(); ++i) {
+    if (sql[i] == '(') ++depth;
+    if (sql[i] == ')' && --depth == 0) {
+      close = i;
+      break;
+    }
+  }
+  if (close == std::string::npos) return "";
+  std::string out = sql.substr(0, open) + check + sql.substr(close + 1);
+  const size_t paren = out.find('(');
+  if (paren == std::string::npos) return "";
+  return "CREATE TABLE " + new_name + " " + out.substr(paren);
+}
+
 }  // namespace
+
+// Makes trials.state's CHECK list the one in common/states.h. SQLite cannot
+// alter a CHECK constraint, so the table is rebuilt as SQLite's ALTER TABLE
+// page describes (create the new table, copy, drop, rename, recreate the
+// indexes), inside the migration's transaction; foreign keys are not
+// enforced on this connection (no PRAGMA foreign_keys), and
+// foreign_key_check confirms afterwards that every reference still holds.
+// A no-op when the list is already current, so a state added to the table
+// later is taken into the CHECK the next time a writer opens the file.
+Status Writer::sync_trial_state_check() {
+  const std::string check = trial_state_check();
+  std::string table_sql;
+  std::vector<std::string> index_sql;
+  {
+    SWEPT_ASSIGN_OR_RETURN(st, conn_->prepare("SELECT type, sql FROM sqlite_master WHERE tbl_name = 'trials' AND sql IS NOT NULL"));
+    while (true) {
+      SWEPT_ASSIGN_OR_RETURN(row, st.step());
+      if (!row) break;
+      if (st.text(0) == "table") table_sql = st.text(1);
+      else if (st.text(0) == "index") index_sql.push_back(st.text(1));
+    }
+  }
+  if (table_sql.empty()) return Status::Corruption("no trials table: not a swept database?");
+  if (table_sql.find(check) != std::string::npos) return Status::Ok();
+  const std::string rebuilt = trials_sql_with_check(table_sql, check, "trials_rebuilt");
+  if (rebuilt.empty()) return Status::Corruption("the trials table has no state CHECK: not a swept database?");
+  SWEPT_RETURN_IF_ERROR(conn_->exec(rebuilt.c_str()));
+  SWEPT_RETURN_IF_ERROR(conn_->exec("INSERT INTO trials_rebuilt SELECT * FROM trials"));
+  SWEPT_RETURN_IF_ERROR(conn_->exec("DROP TABLE trials"));
+  SWEPT_RETURN_IF_ERROR(conn_->exec("ALTER TABLE trials_rebuilt RENAME TO trials"));
+  for (const std::string& sql : index_sql) SWEPT_RETURN_IF_ERROR(conn_->exec(sql.c_str()));
+  SWEPT_ASSIGN_OR_RETURN(fk, conn_->prepare("PRAGMA foreign_key_check"));
+  SWEPT_ASSIGN_OR_RETURN(violation, fk.step());
+  if (violation)
+    return Status::Corruption("rebuilding the trials table broke a reference from " + fk.text(0) +
+                              ": the upgrade was rolled back; report this with the database file");
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const WriterOptions& options) {
   auto conn = Connection::open(path, Connection::Mode::kReadWrite, 5000, options.vfs);
@@ -94,6 +167,23 @@ Status Writer::migrate() {
     if (!s.ok()) return fail(s);
     version = 3;
   }
+  if (version < 4) {
+    // v4 (issue 16): the early-termination decision that stopped a trial, and
+    // the state early_stopped in trials.state's CHECK (added below).
+    s = conn_->exec(
+        "ALTER TABLE trials ADD COLUMN stop_rule TEXT;"
+        "ALTER TABLE trials ADD COLUMN stop_at INTEGER;"
+        "ALTER TABLE trials ADD COLUMN stop_step INTEGER;"
+        "ALTER TABLE trials ADD COLUMN stop_value REAL;"
+        "ALTER TABLE trials ADD COLUMN stop_threshold REAL;"
+        "ALTER TABLE trials ADD COLUMN stop_reason TEXT;"
+        "ALTER TABLE trials ADD COLUMN stop_decided_at REAL;");
+    if (!s.ok()) return fail(s);
+    version = 4;
+  }
+  // From v4 on: the state CHECK is common/states.h's table (rebuilt when not).
+  s = sync_trial_state_check();
+  if (!s.ok()) return fail(s);
   std::string set = "INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(version) +
                     "') ON CONFLICT(key) DO UPDATE SET value=excluded.value";
   s = conn_->exec(set.c_str());
@@ -160,6 +250,60 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
     out.pending.push_back(running.text(0));
+  }
+  return out;
+}
+
+Status Writer::record_stop_decision(int64_t trial_id, const StopDecision& d) {
+  SWEPT_CACHED(st, "UPDATE trials SET stop_rule=?, stop_at=?, stop_step=?, stop_value=?, stop_threshold=?, "
+                   "stop_reason=?, stop_decided_at=? WHERE id=?");
+  st.bind(1, d.rule);
+  st.bind(2, d.at);
+  st.bind(3, d.step);
+  st.bind(4, d.value);
+  st.bind(5, d.threshold);
+  st.bind(6, d.reason);
+  st.bind(7, d.decided_at);
+  st.bind(8, trial_id);
+  return st.run();
+}
+
+Status Writer::clear_stop_decision(int64_t trial_id) {
+  SWEPT_CACHED(st, "UPDATE trials SET stop_rule=NULL, stop_at=NULL, stop_step=NULL, stop_value=NULL, "
+                   "stop_threshold=NULL, stop_reason=NULL, stop_decided_at=NULL WHERE id=?");
+  st.bind(1, trial_id);
+  return st.run();
+}
+
+Result<std::vector<Writer::CurveRows>> Writer::metric_curves(int64_t sweep_id, const std::string& metric_name) {
+  std::vector<CurveRows> out;
+  std::unordered_map<int64_t, size_t> by_id;
+  {
+    SWEPT_CACHED(st, "SELECT id, idx, state, stop_rule IS NOT NULL, stop_step FROM trials WHERE sweep_id = ? ORDER BY idx");
+    st.bind(1, sweep_id);
+    while (true) {
+      SWEPT_ASSIGN_OR_RETURN(row, st.step());
+      if (!row) break;
+      CurveRows c;
+      c.trial_id = st.int64(0);
+      c.index = st.int64(1);
+      c.state = trial_state_named(st.text(2)).value_or(TrialState::kQueued);
+      c.stop_decided = st.int64(3) != 0;
+      c.stop_step = st.optional_int64(4);
+      by_id[c.trial_id] = out.size();
+      out.push_back(std::move(c));
+    }
+  }
+  // Index: the metrics primary key (trial_id, name, step), one range per trial.
+  SWEPT_CACHED(pts, "SELECT m.trial_id, m.step, m.value FROM trials t JOIN metrics m ON m.trial_id = t.id "
+                    "AND m.name = ? WHERE t.sweep_id = ? ORDER BY m.trial_id, m.step");
+  pts.bind(1, metric_name);
+  pts.bind(2, sweep_id);
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, pts.step());
+    if (!row) break;
+    auto it = by_id.find(pts.int64(0));
+    if (it != by_id.end()) out[it->second].points.emplace_back(pts.int64(1), pts.real(2));
   }
   return out;
 }

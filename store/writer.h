@@ -138,6 +138,35 @@ class Writer {
     std::vector<std::string> pending;                                       // params JSON
   };
   Result<SearchHistoryRows> search_history(int64_t sweep_id);
+  // ---- early termination (issue 16; schema v4) ----
+  // The decision of the sweep's early_terminate rule that stopped a trial:
+  // the rule ("hyperband", ...), where it judged (band in iterations, rung,
+  // or step: `at`), the step of the value judged, that value, the threshold
+  // it had to beat (nullopt: none) and the one-line reason.
+  struct StopDecision {
+    std::string rule;
+    int64_t at = -1;
+    int64_t step = 0;
+    std::optional<double> value, threshold;
+    std::string reason;
+    double decided_at = 0;
+  };
+  Status record_stop_decision(int64_t trial_id, const StopDecision& d);
+  // `swept retry --early-stopped`: the trial runs again, undecided.
+  Status clear_stop_decision(int64_t trial_id);
+  // Every trial of a sweep (and its recorded stop step) with its values of `metric_name` in step order
+  // (the stored curve: a step logged twice keeps its last value), ordered
+  // by index: what the scheduler's early-termination unit is rebuilt from.
+  struct CurveRows {
+    int64_t trial_id = 0;
+    int64_t index = 0;
+    TrialState state = TrialState::kQueued;
+    bool stop_decided = false;  // a decision is recorded (it may still be running)
+    std::optional<int64_t> stop_step;  // the step of the value it was stopped at
+    std::vector<std::pair<int64_t, double>> points;  // (step, value)
+  };
+  Result<std::vector<CurveRows>> metric_curves(int64_t sweep_id, const std::string& metric_name);
+
   // Trials of a sweep in a state, ids only, ordered by index.
   Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);
 
@@ -165,6 +194,7 @@ class Writer {
  private:
   explicit Writer(std::unique_ptr<Connection> conn);
   Status migrate();
+  Status sync_trial_state_check();
 
   std::unique_ptr<Connection> conn_;
   bool in_tx_ = false;

@@ -55,7 +55,7 @@ TEST_CASE("a new database gets the schema, WAL and the current version") {
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == kSchemaVersion);
-  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='3'") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='" + std::to_string(kSchemaVersion) + "'") == 1);
   sqlite3* db = nullptr;
   sqlite3_open(t.path.c_str(), &db);
   sqlite3_stmt* st = nullptr;
@@ -89,7 +89,7 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   }
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 3);
+  CHECK((*store)->schema_version() == kSchemaVersion);
   auto seq = (*store)->metrics_seq(1, 1);
   REQUIRE(seq.ok());
   CHECK(*seq == 0);

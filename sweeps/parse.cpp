@@ -20,6 +20,7 @@
 #include "sweeps/parameters.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
+#include "sweeps/stopping/stopping.h"
 #include "sweeps/sweep.h"
 
 namespace swept::sweeps {
@@ -115,13 +116,27 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
     ck.add(p, "expected an object like {\"type\": \"hyperband\", \"min_iter\": 3}, found " + found(e));
     return;
   }
+  // swept's own rules (asha, median): their keys and checks are
+  // stopping/rule_parse.cpp's, the one place that reads them.
+  if (e.contains("type") && (e["type"] == "asha" || e["type"] == "median")) {
+    auto rule = stopping::parse_rule(e, Metric{"metric", Goal::kMinimize});  // the metric is checked on its own
+    if (rule.ok()) {
+      spec.early_terminate = e;
+      return;
+    }
+    const std::string& msg = rule.status().message();
+    const size_t colon = msg.find(": ");
+    if (colon == std::string::npos) ck.add(p, msg);
+    else ck.add(msg.substr(0, colon), msg.substr(colon + 2));
+    return;
+  }
   ck.only_keys(e, p, {"type", "min_iter", "max_iter", "s", "eta", "strict"});
   json normalized = json::object();
   bool ok = true;
   if (!e.contains("type")) {
     ck.add(p, "expected key type (\"hyperband\"), found none");
     ok = false;
-  } else if (ck.choice(e["type"], p + ".type", {"hyperband"})) {
+  } else if (ck.choice(e["type"], p + ".type", {"hyperband", "asha", "median"})) {
     normalized["type"] = "hyperband";
   } else {
     ok = false;

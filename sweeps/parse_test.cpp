@@ -164,6 +164,12 @@ const std::vector<Malformed>& malformed_files() {
        {"early_terminate: expected min_iter, or both max_iter and s (hyperband needs its brackets), found neither"}},
       {"hyperband eta 1", with(R"(, "metric": {"name": "l"}, "early_terminate": {"type": "hyperband", "min_iter": 3, "eta": 1})"),
        {"early_terminate.eta: expected a number > 1, found 1"}},
+      {"asha reduction_factor 1", with(R"(, "metric": {"name": "l"}, "early_terminate": {"type": "asha", "reduction_factor": 1})"),
+       {"early_terminate.reduction_factor: expected a whole number >= 2, found 1 (a factor below 2 never halves anything)"}},
+      {"median unknown key", with(R"(, "metric": {"name": "l"}, "early_terminate": {"type": "median", "min_iter": 3})"),
+       {"early_terminate.min_iter: unknown key; expected one of type, n_startup_trials, n_warmup_steps, interval_steps, n_min_trials"}},
+      {"asha without metric", with(R"(, "early_terminate": {"type": "asha"})"),
+       {"metric: expected a metric (early_terminate compares runs on it), found none"}},
       {"early_terminate without metric", with(R"(, "early_terminate": {"type": "hyperband", "min_iter": 3})"),
        {"metric: expected a metric (early_terminate compares runs on it), found none"}},
       {"command not a list", with(R"(, "command": "python train.py")"),
@@ -372,6 +378,18 @@ TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings; o
   auto grid = parse_sweep(R"({"method": "grid", "parameters": {"x": {"values": [1]}}})");
   REQUIRE(grid.spec);
   CHECK(!grid.spec->search);
+}
+
+TEST_CASE("sweeps.parse: early_terminate asha and median are accepted as written") {
+  for (const char* et : {R"({"type": "asha", "min_resource": 2, "reduction_factor": 3})",
+                         R"({"type": "asha", "min_resource": "auto"})",
+                         R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 5, "interval_steps": 2})"}) {
+    CAPTURE(std::string(et));
+    const ParseOutcome outcome = parse_sweep(std::string(R"({"method": "grid", "metric": {"name": "loss"},
+        "parameters": {"a": {"value": 1}}, "early_terminate": )") + et + "}");
+    REQUIRE(outcome.problems.empty());
+    CHECK(outcome.spec->early_terminate == json::parse(et));
+  }
 }
 
 TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {

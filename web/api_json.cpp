@@ -65,11 +65,14 @@ json series_json(const store::MetricSeries& s) {
     steps.push_back(pt.step);
     values.push_back(number(pt.value));
   }
-  return {{"trial_id", s.trial_id},
-          {"name", s.name},
-          {"total_points", s.total_points},
-          {"steps", steps},
-          {"values", values}};
+  json j = {{"trial_id", s.trial_id},
+            {"name", s.name},
+            {"total_points", s.total_points},
+            {"steps", steps},
+            {"values", values}};
+  // An early-stopped trial: where its sweep's rule stopped it (the chart's mark).
+  if (s.stopped_step) j["stopped"] = {{"step", *s.stopped_step}, {"reason", s.stopped_reason.value_or("")}};
+  return j;
 }
 
 json trial_detail_json(const store::TrialDetail& d) {

@@ -24,6 +24,7 @@
 
 #include "common/testing/temp_dir.h"
 #include "store/reader.h"
+#include "store/writer.h"
 #include "web/server.h"
 
 using nlohmann::json;
@@ -876,4 +877,42 @@ TEST_CASE("web: a non-loopback address without a token is refused unless insecur
   local.listen = "127.0.0.1:0";
   local.db_path = db.path();
   CHECK(Server::start(local).ok());
+}
+
+TEST_CASE("web: an early-stopped trial's series says where it was stopped; the states come from the one table") {
+  TestDb db;
+  db.fill();
+  {
+    // The scheduler's writer upgrades the file (schema v4) and records a stop.
+    auto w = swept::store::Writer::open(db.path());
+    REQUIRE(w.ok());
+    REQUIRE((*w)->set_trial_state(101, swept::TrialState::kEarlyStopped, std::nullopt, "early-stopped: hyperband: band 27",
+                                  1700000009).ok());
+    swept::store::Writer::StopDecision d;
+    d.rule = "hyperband";
+    d.at = 27;
+    d.step = 26;
+    d.value = 1.2;
+    d.threshold = 0.9;
+    d.reason = "hyperband: band 27, value 1.2 worse than threshold 0.9: stop";
+    d.decided_at = 1700000008;
+    REQUIRE((*w)->record_stop_decision(101, d).ok());
+  }
+  auto r = start(db.path());
+  auto s = get_json(*r.client, "/api/series?trials=100,101&metric=loss&points=400", 200);
+  REQUIRE(s["series"].size() == 2);
+  CHECK_FALSE(s["series"][0].contains("stopped"));
+  REQUIRE(s["series"][1].contains("stopped"));
+  CHECK(s["series"][1]["stopped"]["step"] == 26);
+  CHECK(s["series"][1]["stopped"]["reason"] == "hyperband: band 27, value 1.2 worse than threshold 0.9: stop");
+  auto info = get_json(*r.client, "/api/info", 200);
+  REQUIRE(info["trial_states"].size() == swept::kTrialStateCount);
+  for (size_t i = 0; i < swept::kTrialStateCount; ++i) {
+    CHECK(info["trial_states"][i]["name"] == std::string(swept::kTrialStates[i].name));
+    CHECK(info["trial_states"][i]["final"] == swept::kTrialStates[i].final);
+  }
+  CHECK(info["trial_states"][swept::kTrialStateCount - 1]["label"] == "early-stopped");
+  auto sweeps = get_json(*r.client, "/api/sweeps", 200);
+  CHECK(sweeps["sweeps"][1]["id"] == 1);
+  CHECK(sweeps["sweeps"][1]["counts"]["early_stopped"] == 1);
 }

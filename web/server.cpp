@@ -272,7 +272,13 @@ void Server::Impl::install_routes() {
         auto s = (*conn)->has_schema();
         schema = s.ok() && *s;
       }
+      // The trial states, in the order of common/states.h's one table: the
+      // dashboard takes their names from here, not from literals of its own.
+      json states = json::array();
+      for (const auto& s : kTrialStates)
+        states.push_back({{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}});
       return json{{"cancel", static_cast<bool>(options.cancel)},
+                  {"trial_states", states},
                   {"poll_interval_ms", options.poll_interval_ms},
                   {"database", {{"exists", exists}, {"schema", schema}}}};
     });

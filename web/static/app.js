@@ -13,9 +13,10 @@
 (function () {
   'use strict';
 
-  var STATES = ['queued', 'running', 'completed', 'failed', 'stopped', 'lost'];
-  var STATE_COLORS = { queued: '#b8c0cc', running: '#2563eb', completed: '#16a34a', failed: '#dc2626',
-    stopped: '#9333ea', lost: '#ea580c' };
+  // The trial states (names and labels) come from the server's one table
+  // (GET /api/info, trial_states); their colours are app.css's `.state.NAME`.
+  var STATES = [];
+  var STATE_LABELS = {};
   var PAGE_SIZE = 50;
   var info = { cancel: false };
   var current = null; // the active view: { onChange(event), dispose() }
@@ -67,7 +68,8 @@
   }
 
   function stateBadge(state) {
-    return el('span', { className: 'state ' + (STATES.indexOf(state) >= 0 || state === 'cancelled' ? state : ''), text: state });
+    return el('span', { className: 'state ' + (STATES.indexOf(state) >= 0 || state === 'cancelled' ? state : ''),
+      text: STATE_LABELS[state] || state });
   }
 
   function trialLink(id) {
@@ -118,21 +120,21 @@
   function progressBar(counts) {
     var total = 0;
     STATES.forEach(function (s) { total += counts[s] || 0; });
-    var bar = el('div', { className: 'progress', title: STATES.map(function (s) { return s + ' ' + (counts[s] || 0); }).join(', ') });
-    ['completed', 'running', 'failed', 'stopped', 'lost', 'queued'].forEach(function (s) {
+    var bar = el('div', { className: 'progress', title: STATES.map(function (s) { return STATE_LABELS[s] + ' ' + (counts[s] || 0); }).join(', ') });
+    STATES.forEach(function (s) {
       if (!total || !counts[s]) return;
-      var span = el('span');
+      var span = el('span', { className: 'state ' + s });
       span.style.width = (100 * counts[s] / total) + '%';
-      span.style.background = STATE_COLORS[s];
       bar.appendChild(span);
     });
     return bar;
   }
 
+  // "3 completed · 1 running · 2 early-stopped": every state with trials.
   function countsText(counts) {
-    return (counts.completed || 0) + ' done · ' + (counts.running || 0) + ' running · ' + (counts.queued || 0) +
-      ' queued · ' + ((counts.failed || 0) + (counts.lost || 0)) + ' failed' +
-      (counts.stopped ? ' · ' + counts.stopped + ' stopped' : '');
+    var parts = [];
+    STATES.forEach(function (s) { if (counts[s]) parts.push(counts[s] + ' ' + STATE_LABELS[s]); });
+    return parts.length ? parts.join(' · ') : 'no trials yet';
   }
 
   // ---- charts (d3 v3) --------------------------------------------------------
@@ -163,7 +165,9 @@
     return e;
   }
 
-  // Lines: series = [{label, steps[], values[]}].
+  // Lines: series = [{label, steps[], values[], stopped?: {step, reason}}]. A
+  // series with `stopped` (an early-stopped trial) gets a mark (class
+  // stop-mark) at the last point at or before that step.
   function drawLines(container, series, yLabel) {
     series = series.filter(function (s) { return s.steps.length > 0; });
     if (!series.length) return emptyChart(container, 'no metric values yet');
@@ -181,6 +185,17 @@
     series.forEach(function (s, i) {
       var pts = s.steps.map(function (st, k) { return [st, s.values[k]]; });
       f.g.append('path').attr('class', 'line').attr('d', line(pts)).style('stroke', color(s.label));
+      if (s.stopped) {
+        var at = null;
+        pts.forEach(function (p) { if (p[0] <= s.stopped.step && p[1] !== null) at = p; });
+        if (at) {
+          f.g.append('path').attr('class', 'stop-mark').attr('data-trial', s.label)
+            .attr('d', d3.svg.symbol().type('cross').size(70)())
+            .attr('transform', 'translate(' + x(at[0]) + ',' + y(at[1]) + ') rotate(45)')
+            .style('stroke', color(s.label))
+            .append('title').text(s.label + ' early-stopped at step ' + s.stopped.step + ': ' + s.stopped.reason);
+        }
+      }
       if (series.length > 1) {
         f.g.append('text').attr('class', 'legend').attr('x', f.width + 8).attr('y', 12 + i * 15)
           .style('fill', color(s.label)).text(shorten(s.label, 18));
@@ -425,7 +440,7 @@
       var chips = [el('span', { className: 'muted', text: 'state:' })];
       STATES.forEach(function (s) {
         var on = state.states.indexOf(s) >= 0;
-        chips.push(el('button', { className: 'chip' + (on ? ' on' : ''), text: s, 'data-state': s, onclick: function () {
+        chips.push(el('button', { className: 'chip' + (on ? ' on' : ''), text: STATE_LABELS[s], 'data-state': s, onclick: function () {
           if (on) state.states.splice(state.states.indexOf(s), 1); else state.states.push(s);
           state.offset = 0; renderToolbar(); loadTable();
         } }));
@@ -508,7 +523,9 @@
       if (!state.selected || !state.selected.length || !state.metric) return emptyChart(curves, 'select trials with metrics');
       return api('/api/series?points=400&metric=' + encodeURIComponent(state.metric) + '&trials=' + state.selected.join(','))
         .then(function (r) {
-          drawLines(curves, r.series.map(function (s) { return { label: '#' + s.trial_id, steps: s.steps, values: s.values }; }), state.metric);
+          drawLines(curves, r.series.map(function (s) {
+            return { label: '#' + s.trial_id, steps: s.steps, values: s.values, stopped: s.stopped };
+          }), state.metric);
         }).catch(function (e) { showError(curves, e); });
     }
 
@@ -708,7 +725,10 @@
   var onResize = throttle(function () { if (current && current.resize) current.resize(); }, 300);
   window.addEventListener('resize', onResize);
   window.addEventListener('hashchange', route);
-  api('/api/info').then(function (r) { info = r; }).catch(function () {}).then(function () {
+  api('/api/info').then(function (r) {
+    info = r;
+    (r.trial_states || []).forEach(function (s) { STATES.push(s.name); STATE_LABELS[s.name] = s.label; });
+  }).catch(function () {}).then(function () {
     route();
     connectLive();
   });
