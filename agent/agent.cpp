@@ -54,6 +54,7 @@ constexpr size_t kMaxRecordsPerBatch = 10000;  // docs/protocol.md, METRICS
 constexpr size_t kMaxUnackedRecordsPerTrial = 262144;
 constexpr int64_t kStopCheckMs = 100;      // how often the stop flag is looked at
 constexpr int kDisconnectLingerMs = 2000;  // time for the last messages to leave
+constexpr int64_t kContainmentRetryMs = 20;  // emptied cgroups are removed, killed orphans reaped, this often
 // TRIAL_STARTED waits this long after the launch (docs/protocol.md), unless
 // the trial's first METRICS or its TRIAL_EXITED leaves earlier: a short trial
 // then costs the scheduler one wake-up and one turn instead of two.
@@ -92,7 +93,8 @@ enum class Link { kWaiting, kRegistering, kRegistered };
 
 class Agent {
  public:
-  Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots)
+  Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots,
+        std::unique_ptr<Containment> containment)
       : options_(options),
         gpus_(std::move(gpus)),
         name_(std::move(name)),
@@ -102,7 +104,9 @@ class Agent {
         link_(options.zmq_context ? *options.zmq_context : own_context_),
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
-        backoff_(options.reconnect_initial_ms, options.reconnect_max_ms) {
+        backoff_(options.reconnect_initial_ms, options.reconnect_max_ms),
+        containment_(std::move(containment)) {
+    supervisor_options_.containment = containment_.get();
     supervisor_options_.workdir_root = std::move(workdir);
     supervisor_options_.stop_grace_ms = options.stop_grace_ms;
     char host[256] = {};
@@ -114,6 +118,7 @@ class Agent {
   int run(const std::atomic<bool>& stop) {
     log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
               " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
+    log::info("trial containment: " + containment_->description());
     while (true) {
       int64_t now = clock_.now_ms();
       if (stop.load() && !shutting_down_) begin_shutdown("agent shutting down", kExitOk);
@@ -125,6 +130,7 @@ class Agent {
       receive_messages(now);
       service_trials(now);
       heartbeat_if_due(now);
+      containment_pending_ = containment_->collect(live_leaders());
     }
     finish_shutdown();
     return exit_code_;
@@ -269,6 +275,7 @@ class Agent {
         deadline = std::min({deadline, last_sent_ms_ + heartbeat_ms_, last_heard_ms_ + liveness_ms()});
         break;
     }
+    if (containment_pending_) deadline = std::min(deadline, now + kContainmentRetryMs);
     long timeout = static_cast<long>(std::max<int64_t>(0, deadline - now));
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -627,6 +634,15 @@ class Agent {
     }));
   }
 
+  // The main processes of trials not yet reaped (their supervisors reap them).
+  std::vector<pid_t> live_leaders() const {
+    std::vector<pid_t> pids;
+    for (const auto& [key, t] : trials_) {
+      if (t.supervisor && !t.supervisor->finished() && t.supervisor->pid() > 0) pids.push_back(t.supervisor->pid());
+    }
+    return pids;
+  }
+
   // ---- shutdown ----------------------------------------------------------------
 
   void begin_shutdown(const std::string& reason, int exit_code) {
@@ -673,6 +689,9 @@ class Agent {
   int heartbeat_ms_;
   int liveness_;
   Backoff backoff_;
+  // Declared before trials_: their supervisors use it until destroyed.
+  std::unique_ptr<Containment> containment_;
+  bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
   std::map<TrialKey, TrialState> trials_;
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {
@@ -746,7 +765,13 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
     int slots = options.slots > 0
                     ? options.slots
                     : default_cpu_slots([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
-    Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots);
+    auto containment = Containment::create(options.containment);
+    if (!containment.ok()) {
+      log::error(containment.status().message());
+      return containment.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots,
+                std::move(*containment));
     return agent.run(stop);
   } catch (const std::exception& e) {
     log::error(std::string("agent: internal error: ") + e.what());
