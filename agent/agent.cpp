@@ -129,6 +129,7 @@ class Agent {
       now = clock_.now_ms();
       receive_messages(now);
       service_trials(now);
+      check_lease(now);
       heartbeat_if_due(now);
       containment_pending_ = containment_->collect(live_leaders());
     }
@@ -276,6 +277,7 @@ class Agent {
         break;
     }
     if (containment_pending_) deadline = std::min(deadline, now + kContainmentRetryMs);
+    if (lease_ms_ > 0 && !lease_expired_ && running_count() > 0) deadline = std::min(deadline, lease_stop_at());
     long timeout = static_cast<long>(std::max<int64_t>(0, deadline - now));
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -312,6 +314,8 @@ class Agent {
     backoff_.reset();
     if (ack.heartbeat_ms > 0) heartbeat_ms_ = ack.heartbeat_ms;
     if (ack.liveness > 0) liveness_ = ack.liveness;
+    lease_ms_ = ack.lease_ms;  // 0: an older scheduler, no lease
+    lease_expired_ = false;
     last_heard_ms_ = now;
     log::info("registered with " + options_.scheduler_endpoint + " as " + name_ + " (session " + link_.nonce() +
               ", " + std::to_string(running_count()) + " trials running)");
@@ -634,6 +638,34 @@ class Agent {
     }));
   }
 
+  // ---- the lease (docs/protocol.md, "Leases") ------------------------------------
+
+  // The stop must be over (SIGKILL sent) when the lease ends: the scheduler
+  // requeues the trials a margin after that.
+  int64_t lease_grace_ms() const { return std::min<int64_t>(options_.stop_grace_ms, lease_ms_ / 2); }
+  int64_t lease_stop_at() const { return last_heard_ms_ + lease_ms_ - lease_grace_ms(); }
+
+  void check_lease(int64_t now) {
+    if (lease_ms_ <= 0 || lease_expired_ || shutting_down_ || now < lease_stop_at()) return;
+    if (link_.is_open()) receive_messages(now);  // what arrived during a long turn counts
+    if (lease_expired_ || now < lease_stop_at()) return;
+    lease_expired_ = true;
+    const std::string reason = "lease expired: no word from the scheduler for " + std::to_string(now - last_heard_ms_) +
+                               " ms (lease " + std::to_string(lease_ms_) + " ms)";
+    size_t n = running_count();
+    if (n) log::warn(reason + ": stopping " + std::to_string(n) + " trials, so that none runs on two hosts once the "
+                     "scheduler requeues them");
+    for (auto& [key, t] : trials_) {
+      if (!t.supervisor || t.supervisor->finished()) continue;
+      t.stopping_for_shutdown = true;  // reported as agent_shutdown: not the trial's doing
+      t.supervisor->request_stop(reason, static_cast<int>(lease_grace_ms()));
+    }
+    for (Waiting& w : std::exchange(waiting_, {})) {
+      TrialKey key{w.start.trial_id, w.start.attempt};
+      finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown, reason);
+    }
+  }
+
   // The main processes of trials not yet reaped (their supervisors reap them).
   std::vector<pid_t> live_leaders() const {
     std::vector<pid_t> pids;
@@ -688,6 +720,8 @@ class Agent {
   int64_t last_sent_ms_ = 0;
   int heartbeat_ms_;
   int liveness_;
+  int64_t lease_ms_ = 0;        // from REGISTER_ACK; kept while reconnecting
+  bool lease_expired_ = false;  // its trials were stopped; until the next ACK
   Backoff backoff_;
   // Declared before trials_: their supervisors use it until destroyed.
   std::unique_ptr<Containment> containment_;

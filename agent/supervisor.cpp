@@ -280,7 +280,7 @@ int64_t TrialSupervisor::next_deadline_ms() const {
   if (!stopping() && launch_.timeout_s > 0) {
     deadline = started_ms_ + static_cast<int64_t>(launch_.timeout_s * 1000.0);
   }
-  if (stopping() && !killed_) deadline = std::min(deadline, stop_requested_at_ms_ + options_.stop_grace_ms);
+  if (stopping() && !killed_) deadline = std::min(deadline, stop_requested_at_ms_ + grace_ms_);
   if (child_.pidfd < 0) deadline = std::min(deadline, clock_.now_ms() + kExitPollMs);
   return deadline;
 }
@@ -293,8 +293,8 @@ void TrialSupervisor::service() {
   if (!stopping() && launch_.timeout_s > 0 && now - started_ms_ >= static_cast<int64_t>(launch_.timeout_s * 1000.0)) {
     stop("timed out after " + format_number(launch_.timeout_s) + " s", /*timed_out=*/true);
   }
-  if (stopping() && !killed_ && now - stop_requested_at_ms_ >= options_.stop_grace_ms) {
-    log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(options_.stop_grace_ms) +
+  if (stopping() && !killed_ && now - stop_requested_at_ms_ >= grace_ms_) {
+    log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(grace_ms_) +
               " ms after SIGTERM: sending SIGKILL to its process group");
     signal_trial(SIGKILL);
     killed_ = true;
@@ -302,11 +302,16 @@ void TrialSupervisor::service() {
   check_exit();
 }
 
-void TrialSupervisor::request_stop(const std::string& reason) { stop(reason, false); }
+void TrialSupervisor::request_stop(const std::string& reason, int grace_ms) {
+  if (result_ || stopping()) return;
+  grace_ms_ = grace_ms >= 0 ? grace_ms : options_.stop_grace_ms;
+  stop(reason, false);
+}
 
 void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
   if (result_ || stopping()) return;
   stop_requested_at_ms_ = clock_.now_ms();
+  if (grace_ms_ < 0) grace_ms_ = options_.stop_grace_ms;
   stop_reason_ = reason;
   timed_out_ = timed_out;
   signal_trial(SIGTERM);

@@ -141,7 +141,9 @@ class TrialSupervisor {
   // Stops the trial: SIGTERM to its group now, SIGKILL after the grace
   // period; the result is kStopped with `reason`. No-op once stopping or
   // finished (a timeout stops with end kTimedOut the same way).
-  void request_stop(const std::string& reason);
+  // `grace_ms` >= 0 replaces the options' grace for this stop (a lease that
+  // must end before the scheduler requeues the trial).
+  void request_stop(const std::string& reason, int grace_ms = -1);
   bool stopping() const { return stop_requested_at_ms_ >= 0; }
 
   bool finished() const { return result_.has_value(); }
@@ -195,6 +197,7 @@ class TrialSupervisor {
   int64_t started_ms_ = 0;
   double started_wall_ = 0;
   int64_t stop_requested_at_ms_ = -1;
+  int grace_ms_ = -1;  // the grace of the stop in progress
   bool killed_ = false;
   bool timed_out_ = false;
   std::string stop_reason_;

@@ -51,6 +51,9 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
     case TrialEventKind::kRetry:
       if (info(from).retryable) return S::kQueued;
       return std::nullopt;
+    case TrialEventKind::kRequeue:
+      if (from == S::kRunning) return S::kQueued;
+      return std::nullopt;
   }
   return std::nullopt;
 }

@@ -97,6 +97,9 @@ enum class TrialEventKind : uint8_t {
   kLose,      // its agent went away while it ran
   kReject,    // its command cannot be built from its parameters
   kRetry,     // `swept retry`
+  // The attempt ended for a reason that is not the trial's (host fault, agent
+  // draining, its agent's lease expired): queued again WITHOUT spending a retry.
+  kRequeue,
 };
 
 struct TrialEvent {
