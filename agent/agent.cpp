@@ -54,6 +54,7 @@ constexpr size_t kMaxRecordsPerBatch = 10000;  // docs/protocol.md, METRICS
 constexpr size_t kMaxUnackedRecordsPerTrial = 262144;
 constexpr int64_t kStopCheckMs = 100;      // how often the stop flag is looked at
 constexpr int kDisconnectLingerMs = 2000;  // time for the last messages to leave
+constexpr int64_t kContainmentRetryMs = 20;  // emptied cgroups are removed, killed orphans reaped, this often
 // TRIAL_STARTED waits this long after the launch (docs/protocol.md), unless
 // the trial's first METRICS or its TRIAL_EXITED leaves earlier: a short trial
 // then costs the scheduler one wake-up and one turn instead of two.
@@ -92,7 +93,8 @@ enum class Link { kWaiting, kRegistering, kRegistered };
 
 class Agent {
  public:
-  Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots)
+  Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots,
+        std::unique_ptr<Containment> containment)
       : options_(options),
         gpus_(std::move(gpus)),
         name_(std::move(name)),
@@ -102,7 +104,9 @@ class Agent {
         link_(options.zmq_context ? *options.zmq_context : own_context_),
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
-        backoff_(options.reconnect_initial_ms, options.reconnect_max_ms) {
+        backoff_(options.reconnect_initial_ms, options.reconnect_max_ms),
+        containment_(std::move(containment)) {
+    supervisor_options_.containment = containment_.get();
     supervisor_options_.workdir_root = std::move(workdir);
     supervisor_options_.stop_grace_ms = options.stop_grace_ms;
     char host[256] = {};
@@ -114,6 +118,7 @@ class Agent {
   int run(const std::atomic<bool>& stop) {
     log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
               " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
+    log::info("trial containment: " + containment_->description());
     while (true) {
       int64_t now = clock_.now_ms();
       if (stop.load() && !shutting_down_) begin_shutdown("agent shutting down", kExitOk);
@@ -124,7 +129,9 @@ class Agent {
       now = clock_.now_ms();
       receive_messages(now);
       service_trials(now);
+      check_lease(now);
       heartbeat_if_due(now);
+      containment_pending_ = containment_->collect(live_leaders());
     }
     finish_shutdown();
     return exit_code_;
@@ -269,6 +276,8 @@ class Agent {
         deadline = std::min({deadline, last_sent_ms_ + heartbeat_ms_, last_heard_ms_ + liveness_ms()});
         break;
     }
+    if (containment_pending_) deadline = std::min(deadline, now + kContainmentRetryMs);
+    if (lease_ms_ > 0 && !lease_expired_ && running_count() > 0) deadline = std::min(deadline, lease_stop_at());
     long timeout = static_cast<long>(std::max<int64_t>(0, deadline - now));
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -305,6 +314,8 @@ class Agent {
     backoff_.reset();
     if (ack.heartbeat_ms > 0) heartbeat_ms_ = ack.heartbeat_ms;
     if (ack.liveness > 0) liveness_ = ack.liveness;
+    lease_ms_ = ack.lease_ms;  // 0: an older scheduler, no lease
+    lease_expired_ = false;
     last_heard_ms_ = now;
     log::info("registered with " + options_.scheduler_endpoint + " as " + name_ + " (session " + link_.nonce() +
               ", " + std::to_string(running_count()) + " trials running)");
@@ -627,6 +638,43 @@ class Agent {
     }));
   }
 
+  // ---- the lease (docs/protocol.md, "Leases") ------------------------------------
+
+  // The stop must be over (SIGKILL sent) when the lease ends: the scheduler
+  // requeues the trials a margin after that.
+  int64_t lease_grace_ms() const { return std::min<int64_t>(options_.stop_grace_ms, lease_ms_ / 2); }
+  int64_t lease_stop_at() const { return last_heard_ms_ + lease_ms_ - lease_grace_ms(); }
+
+  void check_lease(int64_t now) {
+    if (lease_ms_ <= 0 || lease_expired_ || shutting_down_ || now < lease_stop_at()) return;
+    if (link_.is_open()) receive_messages(now);  // what arrived during a long turn counts
+    if (lease_expired_ || now < lease_stop_at()) return;
+    lease_expired_ = true;
+    const std::string reason = "lease expired: no word from the scheduler for " + std::to_string(now - last_heard_ms_) +
+                               " ms (lease " + std::to_string(lease_ms_) + " ms)";
+    size_t n = running_count();
+    if (n) log::warn(reason + ": stopping " + std::to_string(n) + " trials, so that none runs on two hosts once the "
+                     "scheduler requeues them");
+    for (auto& [key, t] : trials_) {
+      if (!t.supervisor || t.supervisor->finished()) continue;
+      t.stopping_for_shutdown = true;  // reported as agent_shutdown: not the trial's doing
+      t.supervisor->request_stop(reason, static_cast<int>(lease_grace_ms()));
+    }
+    for (Waiting& w : std::exchange(waiting_, {})) {
+      TrialKey key{w.start.trial_id, w.start.attempt};
+      finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown, reason);
+    }
+  }
+
+  // The main processes of trials not yet reaped (their supervisors reap them).
+  std::vector<pid_t> live_leaders() const {
+    std::vector<pid_t> pids;
+    for (const auto& [key, t] : trials_) {
+      if (t.supervisor && !t.supervisor->finished() && t.supervisor->pid() > 0) pids.push_back(t.supervisor->pid());
+    }
+    return pids;
+  }
+
   // ---- shutdown ----------------------------------------------------------------
 
   void begin_shutdown(const std::string& reason, int exit_code) {
@@ -672,7 +720,12 @@ class Agent {
   int64_t last_sent_ms_ = 0;
   int heartbeat_ms_;
   int liveness_;
+  int64_t lease_ms_ = 0;        // from REGISTER_ACK; kept while reconnecting
+  bool lease_expired_ = false;  // its trials were stopped; until the next ACK
   Backoff backoff_;
+  // Declared before trials_: their supervisors use it until destroyed.
+  std::unique_ptr<Containment> containment_;
+  bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
   std::map<TrialKey, TrialState> trials_;
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {
@@ -746,7 +799,13 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
     int slots = options.slots > 0
                     ? options.slots
                     : default_cpu_slots([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
-    Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots);
+    auto containment = Containment::create(options.containment);
+    if (!containment.ok()) {
+      log::error(containment.status().message());
+      return containment.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+    }
+    Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots,
+                std::move(*containment));
     return agent.run(stop);
   } catch (const std::exception& e) {
     log::error(std::string("agent: internal error: ") + e.what());

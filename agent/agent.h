@@ -59,6 +59,10 @@ struct AgentOptions {
   int reconnect_max_ms = 32000;
   // Stopping a trial: SIGTERM to its process group, SIGKILL after this long.
   int stop_grace_ms = 10000;
+  // How trials are kept whole (agent/containment.h, docs/deploy.md): "auto"
+  // (a cgroup v2 per trial where the agent may make one, else the subreaper
+  // sweep; SWEPT_AGENT_CONTAINMENT overrides "auto"), "cgroup", "subreaper".
+  std::string containment = "auto";
   // Metrics are batched and sent at least this often while trials report.
   int metrics_flush_ms = 200;
   // The ZeroMQ context to connect through; it must outlive run_agent. Set it

@@ -666,3 +666,39 @@ TEST_CASE("agent: the launcher is injected: a fork that fails is a launch failur
   REQUIRE(specs.size() == 2);
   CHECK(specs[1].argv == std::vector<std::string>{"/bin/sh", "-c", "exit 3"});
 }
+
+TEST_CASE("agent: past its lease without a word from the scheduler it stops its trials, SIGKILL within the lease") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentOptions options = test_options(s, dir);
+  options.stop_grace_ms = 10000;  // longer than the lease: the lease's own grace (half of it) applies
+  AgentThread agent(options);
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  pr::RegisterAck ack = ack_for(*reg);
+  ack.lease_ms = 2000;
+  s.send(ack);
+  // It ignores SIGTERM: only the SIGKILL at the end of the lease ends it.
+  s.send(start_trial(4, "trap '' TERM; echo ready; while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+
+  // The link is cut: the scheduler neither answers nor heartbeats.
+  s.heartbeats = false;
+  const pid_t trial = static_cast<pid_t>(started->pid);
+  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial); },
+                                                [&](int w) { s.wait_for<pr::Disconnect>(nullptr, w); }, 20000);
+  CHECK_MESSAGE(gone, "the trial outlived the agent's lease");
+
+  // The link comes back: the agent reports the trial ended by the agent, not by itself.
+  s.heartbeats = true;
+  auto back = s.wait_for<pr::Register>([](const pr::Register& r) { return !r.finished.empty(); });
+  REQUIRE(back);
+  CHECK(back->running.empty());
+  REQUIRE(back->finished.size() == 1);
+  CHECK(back->finished[0].trial_id == 4);
+  CHECK(back->finished[0].cause == pr::ExitCause::kAgentShutdown);
+  CHECK(back->finished[0].reason.find("lease expired") != std::string::npos);
+  CHECK(back->finished[0].reason.find("killed") != std::string::npos);  // SIGTERM was not enough
+}

@@ -137,6 +137,7 @@ struct ChildPlan {
   char* const* argv = nullptr;
   char* const* envp = nullptr;
   const char* working_dir = nullptr;  // null: stay where the agent is
+  const char* cgroup_procs = nullptr;  // null: none; else the child writes "0" there first
   const char* const* make_dirs = nullptr;  // null-terminated
   const char* file_path = nullptr;         // null: none
   const char* file_content = nullptr;
@@ -150,7 +151,7 @@ struct ChildPlan {
 };
 
 // What the child reports through the error pipe when it gives up.
-enum class Stage : int { kSetup, kMakeDir, kWriteFile, kChdir, kExec };
+enum class Stage : int { kSetup, kMakeDir, kWriteFile, kChdir, kExec, kCgroup };
 struct ChildFailure {
   Stage stage = Stage::kSetup;
   int item = 0;  // which of make_dirs
@@ -187,6 +188,15 @@ struct KernelSigaction {
   if (rc < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
   if (raw_syscall(SYS_getppid) != plan.parent_pid) raw_syscall(SYS_exit_group, 127);  // the agent is gone
   if ((rc = raw_syscall(SYS_setpgid, 0, 0)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
+  // Into the trial's cgroup before anything else runs: whatever the trial
+  // starts later is born inside it (agent/containment.h).
+  if (plan.cgroup_procs) {
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.cgroup_procs), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) child_failed(plan.error_fd, Stage::kCgroup, fd);
+    rc = raw_syscall(SYS_write, fd, reinterpret_cast<long>("0"), 1);
+    raw_syscall(SYS_close, fd);
+    if (rc < 0) child_failed(plan.error_fd, Stage::kCgroup, rc);
+  }
 
   // Default dispositions and an empty mask, whatever the agent's threads had.
   // (exec resets handlers itself, but a signal arriving before it would run
@@ -328,6 +338,7 @@ struct ExecWatch::Memory {
   std::string program;
   std::string command;  // argv[0] as given, for messages
   std::string working_dir;
+  std::string cgroup_procs;
   std::vector<std::string> make_dirs;
   std::vector<const char*> make_dir_ptrs;
   std::string file_path;
@@ -369,6 +380,8 @@ Status ExecWatch::outcome() {
     outcome_ = errno_status("cannot write " + m.file_path, child_errno);
   } else if (failure.stage == Stage::kChdir) {
     outcome_ = errno_status("cannot enter the trial directory " + m.working_dir, child_errno);
+  } else if (failure.stage == Stage::kCgroup) {
+    outcome_ = errno_status("cannot enter the trial's cgroup (" + m.cgroup_procs + ")", child_errno);
   } else if (failure.stage == Stage::kSetup) {
     outcome_ = errno_status("cannot start " + m.program, child_errno);
   } else if (child_errno == ENOENT) {
@@ -415,6 +428,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   m.program = *program;
   m.command = spec.argv[0];
   m.working_dir = spec.working_dir;
+  m.cgroup_procs = spec.cgroup_procs;
   m.make_dirs = spec.make_dirs;
   for (const auto& d : m.make_dirs) m.make_dir_ptrs.push_back(d.c_str());
   m.make_dir_ptrs.push_back(nullptr);
@@ -427,6 +441,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   plan.argv = m.argv.data();
   plan.envp = m.envp.data();
   plan.working_dir = m.working_dir.empty() ? nullptr : m.working_dir.c_str();
+  plan.cgroup_procs = m.cgroup_procs.empty() ? nullptr : m.cgroup_procs.c_str();
   plan.make_dirs = m.make_dir_ptrs.data();
   plan.file_path = m.file_path.empty() ? nullptr : m.file_path.c_str();
   plan.file_content = m.file_content.data();

@@ -52,6 +52,10 @@ struct LaunchSpec {
   std::vector<std::string> make_dirs;
   std::string file_path;  // empty: none
   std::string file_content;
+  // A cgroup v2 `cgroup.procs` file the child writes "0" into before anything
+  // else, so that it and all it starts live in that cgroup (agent/
+  // containment.h); a failure there is a failed launch. Empty: none.
+  std::string cgroup_procs;
 };
 
 // Until a launched child has exec'd, it runs on memory of the agent's (its

@@ -193,10 +193,21 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
   spec.file_path = (working_dir / "swept-params.json").string();
   spec.file_content = launch_.params_json + "\n";
+  if (options_.containment) {
+    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
+    if (!container.ok()) return fail_to_start(container.status());
+    container_ = *container;
+    spec.cgroup_procs = Containment::procs_file(container_);
+    spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
+  }
   auto child = launcher.launch(spec);
-  if (!child.ok()) return fail_to_start(child.status());
+  if (!child.ok()) {
+    release_container();
+    return fail_to_start(child.status());
+  }
   child_ = *child;
   pid_ = child_.pid;
+  container_.leader = pid_;
 }
 
 void TrialSupervisor::set_launch_failure(TrialResult& r, const Status& why) {
@@ -227,11 +238,20 @@ void TrialSupervisor::fail_to_start(const Status& why) {
 TrialSupervisor::~TrialSupervisor() {
   if (child_.pid > 0 && !result_) {
     signal_trial(SIGKILL);
+    release_container();
     int status = 0;
     while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
+  release_container();
   close_fds();
+}
+
+void TrialSupervisor::release_container() {
+  if (options_.containment && (!container_.cgroup_dir.empty() || !container_.tag.empty())) {
+    options_.containment->kill_all_and_release(container_);
+    container_ = TrialContainer{};
+  }
 }
 
 void TrialSupervisor::close_fds() {
@@ -260,7 +280,7 @@ int64_t TrialSupervisor::next_deadline_ms() const {
   if (!stopping() && launch_.timeout_s > 0) {
     deadline = started_ms_ + static_cast<int64_t>(launch_.timeout_s * 1000.0);
   }
-  if (stopping() && !killed_) deadline = std::min(deadline, stop_requested_at_ms_ + options_.stop_grace_ms);
+  if (stopping() && !killed_) deadline = std::min(deadline, stop_requested_at_ms_ + grace_ms_);
   if (child_.pidfd < 0) deadline = std::min(deadline, clock_.now_ms() + kExitPollMs);
   return deadline;
 }
@@ -273,8 +293,8 @@ void TrialSupervisor::service() {
   if (!stopping() && launch_.timeout_s > 0 && now - started_ms_ >= static_cast<int64_t>(launch_.timeout_s * 1000.0)) {
     stop("timed out after " + format_number(launch_.timeout_s) + " s", /*timed_out=*/true);
   }
-  if (stopping() && !killed_ && now - stop_requested_at_ms_ >= options_.stop_grace_ms) {
-    log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(options_.stop_grace_ms) +
+  if (stopping() && !killed_ && now - stop_requested_at_ms_ >= grace_ms_) {
+    log::info("trial " + std::to_string(launch_.trial_id) + " still running " + std::to_string(grace_ms_) +
               " ms after SIGTERM: sending SIGKILL to its process group");
     signal_trial(SIGKILL);
     killed_ = true;
@@ -282,11 +302,16 @@ void TrialSupervisor::service() {
   check_exit();
 }
 
-void TrialSupervisor::request_stop(const std::string& reason) { stop(reason, false); }
+void TrialSupervisor::request_stop(const std::string& reason, int grace_ms) {
+  if (result_ || stopping()) return;
+  grace_ms_ = grace_ms >= 0 ? grace_ms : options_.stop_grace_ms;
+  stop(reason, false);
+}
 
 void TrialSupervisor::stop(const std::string& reason, bool timed_out) {
   if (result_ || stopping()) return;
   stop_requested_at_ms_ = clock_.now_ms();
+  if (grace_ms_ < 0) grace_ms_ = options_.stop_grace_ms;
   stop_reason_ = reason;
   timed_out_ = timed_out;
   signal_trial(SIGTERM);
@@ -348,11 +373,13 @@ void TrialSupervisor::check_exit() {
     if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
     if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
     check_exec();
+    release_container();
     return finish(std::nullopt);
   }
   if (rc != 0 || info.si_pid == 0) return;  // still running
   // The leader is a zombie: its pid (= the group id) cannot be reused yet.
   ::kill(-child_.pid, SIGKILL);
+  release_container();  // and whatever left the group (setsid, double fork)
   if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
   if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
   int status = 0;
@@ -400,6 +427,8 @@ void TrialSupervisor::finish(std::optional<int> wait_status) {
 void TrialSupervisor::signal_trial(int sig) {
   // A trial that left its group (setsid, setpgid) is still reached directly.
   if (::kill(-child_.pid, sig) != 0) ::kill(child_.pid, sig);
+  // And every process it started that left the group (agent/containment.h).
+  if (options_.containment) options_.containment->signal_all(container_, sig);
 }
 
 std::vector<MetricPoint> TrialSupervisor::take_metrics() {

@@ -19,9 +19,10 @@
 //  - the child is reaped exactly once, after every byte it wrote to its pipes
 //    before exiting has been read;
 //  - anything left in the trial's process group when its leader exits is
-//    killed (SIGKILL), so no orphan keeps a GPU;
-//  - a stop sends SIGTERM to the whole group, then SIGKILL after the grace
-//    period; a second stop request changes nothing;
+//    killed (SIGKILL), so no orphan keeps a GPU; with a Containment, so is
+//    everything in the trial's container (processes that left the group);
+//  - a stop sends SIGTERM to the whole group (and container), then SIGKILL
+//    after the grace period; a second stop request changes nothing;
 //  - memory stays bounded: at most one cut line (1 MiB) per stream, 64 KiB of
 //    unsent log, and at most max_pending_metrics untaken points (newer ones
 //    are dropped and counted: the agent takes points every few hundred ms,
@@ -40,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/containment.h"
 #include "agent/launcher.h"
 #include "agent/output_reader.h"
 #include "common/clock.h"
@@ -81,6 +83,10 @@ struct SupervisorOptions {
   // stdout.log and stderr.log each stop growing here (agent/README.md): a
   // trial cannot fill the agent's disk through its output.
   uint64_t max_output_log_bytes = uint64_t{1} << 30;
+  // Keeps what the trial starts inside it (cgroup or subreaper sweep), so
+  // that processes leaving its group (setsid, double fork) are signalled and
+  // killed with it. Null: the process group only. Must outlive the supervisor.
+  Containment* containment = nullptr;
 };
 
 // A log file created at its first byte: a trial that prints nothing costs no
@@ -135,7 +141,9 @@ class TrialSupervisor {
   // Stops the trial: SIGTERM to its group now, SIGKILL after the grace
   // period; the result is kStopped with `reason`. No-op once stopping or
   // finished (a timeout stops with end kTimedOut the same way).
-  void request_stop(const std::string& reason);
+  // `grace_ms` >= 0 replaces the options' grace for this stop (a lease that
+  // must end before the scheduler requeues the trial).
+  void request_stop(const std::string& reason, int grace_ms = -1);
   bool stopping() const { return stop_requested_at_ms_ >= 0; }
 
   bool finished() const { return result_.has_value(); }
@@ -167,12 +175,15 @@ class TrialSupervisor {
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
   void finish(std::optional<int> wait_status);  // nullopt: reaped by someone else
+  // Kills what is left of the trial in its container and removes it.
+  void release_container();
   void close_fds();
 
   TrialLaunch launch_;
   SupervisorOptions options_;
   const Clock& clock_;
   SpawnedChild child_;
+  TrialContainer container_;
   pid_t pid_ = -1;
   std::string working_dir_;
   std::vector<std::pair<std::string, std::string>> environment_;
@@ -186,6 +197,7 @@ class TrialSupervisor {
   int64_t started_ms_ = 0;
   double started_wall_ = 0;
   int64_t stop_requested_at_ms_ = -1;
+  int grace_ms_ = -1;  // the grace of the stop in progress
   bool killed_ = false;
   bool timed_out_ = false;
   std::string stop_reason_;

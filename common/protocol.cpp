@@ -95,7 +95,9 @@ json body(const Register& m) {
   return j;
 }
 json body(const RegisterAck& m) {
-  return {{"session", m.session}, {"heartbeat_ms", m.heartbeat_ms}, {"liveness", m.liveness}, {"acked", acks_json(m.acked)}};
+  json j = {{"session", m.session}, {"heartbeat_ms", m.heartbeat_ms}, {"liveness", m.liveness}, {"acked", acks_json(m.acked)}};
+  if (m.lease_ms > 0) j["lease_ms"] = m.lease_ms;
+  return j;
 }
 json body(const RegisterReject& m) {
   return {{"code", m.code}, {"message", m.message}, {"retry_after_ms", m.retry_after_ms}};
@@ -445,6 +447,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     m.heartbeat_ms = r.field("heartbeat_ms").i32();
     m.liveness = r.field("liveness").i32();
     if (r.has("acked")) m.acked = read_acks(r.field("acked"));
+    m.lease_ms = opt_field_i64(r, "lease_ms", 0);
     return m;
   }
   if (kind == "REGISTER_REJECT")

@@ -126,6 +126,10 @@ struct RegisterAck {
   int heartbeat_ms = 1000;
   int liveness = 5;
   std::vector<MetricsAck> acked;
+  // The agent's lease (docs/protocol.md, "Leases"): after this long without
+  // a message from the scheduler the agent has stopped its trials. Optional
+  // on the wire; 0 (absent, an older scheduler): no lease.
+  int64_t lease_ms = 0;
   bool operator==(const RegisterAck&) const = default;
 };
 

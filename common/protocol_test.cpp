@@ -41,6 +41,7 @@ std::vector<Message> every_message() {
   reg.features = {"start_after"};
   all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
+  all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});  // with a lease (optional field)
   all.push_back(RegisterReject{"duplicate_name", "agent gpu-node-3 is already connected", 5000});
   all.push_back(Heartbeat{});
   all.push_back(Heartbeat{{{5, 1, 99}}});

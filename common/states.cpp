@@ -58,6 +58,9 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
     case TrialEventKind::kRetryEarlyStopped:
       if (info(from).retryable || from == S::kEarlyStopped) return S::kQueued;
       return std::nullopt;
+    case TrialEventKind::kRequeue:
+      if (from == S::kRunning) return S::kQueued;
+      return std::nullopt;
   }
   return std::nullopt;
 }

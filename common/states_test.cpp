@@ -108,6 +108,11 @@ const std::vector<Row> kTable = {
     {S::kRunning, ev(K::kRetryEarlyStopped), kNone, kNone},
     {S::kCompleted, ev(K::kRetryEarlyStopped), kNone, kNone},
     {S::kStopped, ev(K::kRetryEarlyStopped), kNone, kNone},
+    // requeue (a lease expired, a host fault): back to queued, retries or not
+    {S::kRunning, ev(K::kRequeue), S::kQueued, S::kQueued},
+    {S::kQueued, ev(K::kRequeue), kNone, kNone},
+    {S::kLost, ev(K::kRequeue), kNone, kNone},
+    {S::kCompleted, ev(K::kRequeue), kNone, kNone},
 };
 
 // 'name', as the schema's CHECK constraints spell it. Appended piece by piece:

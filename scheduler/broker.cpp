@@ -477,7 +477,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds()));
 
   // Reconcile what the agent runs with what the store says (docs/protocol.md).
-  RegisterAck ack{r.session, options_.heartbeat_ms, options_.liveness, {}};
+  RegisterAck ack{r.session, options_.heartbeat_ms, options_.liveness, {}, lease_ms()};
   std::vector<StopTrial> stops;
   std::set<int64_t> reported;
   for (const RunningTrial& rt : r.running) {
@@ -489,6 +489,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
       if (!lt.started && rt.started_at > 0) SWEPT_RETURN_IF_ERROR(store_.fill_started_at(rt.trial_id, rt.attempt, rt.started_at));
       lt.started = true;
       lt.await_deadline_ms = 0;
+      lt.lease_wait = false;  // back before its lease ran out: it goes on here
       lt.acked_seq = lt.stored_seq;
       ack.acked.push_back({rt.trial_id, rt.attempt, lt.stored_seq});
       if (lt.cancelled) stops.push_back({rt.trial_id, rt.attempt, "cancelled by the user"});
@@ -543,8 +544,12 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     }
     missing.push_back(id);
   }
-  for (int64_t id : missing)
-    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it"));
+  for (int64_t id : missing) {
+    if (live_[id].lease_wait)  // its lease ran out on the agent: not the trial's fault
+      SWEPT_RETURN_IF_ERROR(requeue_live(id, "agent " + r.name + " came back without it after its lease ran out"));
+    else
+      SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it"));
+  }
 
   send_later(routing_id, ack);
   for (auto& st : stops) send_later(routing_id, st);
@@ -755,13 +760,15 @@ Status Broker::check_timers() {
     if (now - s.last_heard_ms > liveness_ms) silent.push_back(rid);
   for (const auto& rid : silent) {
     log::warn("agent " + sessions_[rid].name + " missed " + std::to_string(options_.liveness) +
-              " heartbeats: declared lost");
+              " heartbeats: declared lost; its trials are requeued when its lease is over");
     SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", AgentState::kLost));
   }
-  std::vector<int64_t> orphans, unconfirmed;
+  std::vector<int64_t> orphans, unconfirmed, leased;
   for (const auto& [id, lt] : live_) {
     if (lt.await_deadline_ms <= 0 || now <= lt.await_deadline_ms) continue;
-    if (!routing_by_name_.count(lt.agent))
+    if (lt.lease_wait && !routing_by_name_.count(lt.agent))
+      leased.push_back(id);
+    else if (!routing_by_name_.count(lt.agent))
       orphans.push_back(id);
     else if (!lt.started)
       unconfirmed.push_back(id);
@@ -770,6 +777,9 @@ Status Broker::check_timers() {
     SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " did not come back after the scheduler restarted"));
   for (int64_t id : unconfirmed)
     SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " never confirmed it"));
+  for (int64_t id : leased)
+    SWEPT_RETURN_IF_ERROR(requeue_live(id, "agent " + live_[id].agent + " lost and its lease (" +
+                                               std::to_string(lease_ms()) + " ms) is over: it has stopped the trial"));
   return Status::Ok();
 }
 

@@ -182,6 +182,7 @@ class Broker {
     int64_t stored_seq = 0;    // highest METRICS batch stored
     int64_t acked_seq = 0;     // highest acknowledged to the agent
     int64_t await_deadline_ms = 0;  // > 0: recovered, waiting for its agent
+    bool lease_wait = false;  // its agent was lost: requeued (kRequeue) at await_deadline_ms, its lease over
     int max_retries = 0;
     // TRIAL_STARTED's record, not written yet (see write_starts()).
     std::optional<std::string> start_env_json;
@@ -226,6 +227,14 @@ class Broker {
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
+  // The lease an agent gets in REGISTER_ACK, and how long after its last
+  // message the scheduler requeues the trials of a lost agent: lease + margin
+  // (docs/protocol.md, "Leases").
+  int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
+  int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
+  // Ends a live attempt that was not the trial's fault and queues the trial
+  // again without spending a retry (TrialEventKind::kRequeue).
+  Status requeue_live(int64_t trial_id, const std::string& reason);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
   // A live trial its sweep's rule stopped ends early_stopped instead of stopped.

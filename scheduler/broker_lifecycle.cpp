@@ -44,7 +44,9 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
   const bool lost = event.kind == TrialEventKind::kLose;
   auto it = live_.find(e.trial_id);
   if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
-    if (lost)
+    if (lost && it->second.lease_wait)  // stopped by the agent when its lease ran out
+      SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, reason));
+    else if (lost)
       SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
     else
       SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, event.outcome, &e, reason));
@@ -161,6 +163,7 @@ Status Broker::on_agent_gone(std::string routing_id, const std::string& why, Age
   auto it = sessions_.find(routing_id);
   if (it == sessions_.end()) return Status::Ok();
   std::string name = it->second.name;
+  const int64_t last_heard_ms = it->second.last_heard_ms;
   sessions_.erase(it);
   if (auto n = routing_by_name_.find(name); n != routing_by_name_.end() && n->second == routing_id)
     routing_by_name_.erase(n);
@@ -169,7 +172,41 @@ Status Broker::on_agent_gone(std::string routing_id, const std::string& why, Age
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_)
     if (lt.agent == name) ids.push_back(id);
+  if (new_state == AgentState::kLost) {
+    // Silent, not gone: it may still be running them. They stay live (their
+    // places held) until its lease is over, when it has stopped them: then
+    // they are requeued (check_timers). Back before that, it keeps them.
+    const int64_t requeue_at = last_heard_ms + lease_ms() + lease_margin_ms();
+    for (int64_t id : ids) {
+      live_[id].lease_wait = true;
+      live_[id].await_deadline_ms = requeue_at;
+    }
+    dirty_ = true;
+    return Status::Ok();
+  }
   for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + name + " lost: " + why));
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::requeue_live(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take_live(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  double now = clock_.wall_seconds();
+  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
+  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+  if (lt.cancelled) {
+    runner_.trial_ended(lt.sweep_id);
+  } else {
+    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
+    runner_.requeue(lt.sweep_id, trial_id);
+    log::info("trial " + to_s(trial_id) + " requeued without spending a retry (" + reason + ")");
+  }
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
   dirty_ = true;
   return Status::Ok();
 }

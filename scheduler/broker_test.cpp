@@ -192,7 +192,7 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
   CHECK(sums->front().best_value == doctest::Approx(0.5));
 }
 
-TEST_CASE("an agent silent past liveness loses its trials, which are requeued and run elsewhere") {
+TEST_CASE("an agent silent past liveness loses its trials, requeued once its lease is over, and run elsewhere") {
   Fixture f;
   f.start();
   Peer& a = f.agent("a", 1);
@@ -205,10 +205,24 @@ TEST_CASE("an agent silent past liveness loses its trials, which are requeued an
   // Agent a goes silent (SIGSTOP). 3 x 100 ms of fake time later it is lost.
   f.clock.advance_ms(301);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; });
-  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='queued' AND attempts=1") == 1);
-  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
-
+  // But its trial is not requeued while a may still run it: a's lease
+  // (2 x 100 ms x 3) and the margin (2 x 100 ms) are not over.
   Peer& b = f.agent("b", 1);
+  auto pass_ms = [&](int ms) {  // fake time passes; b keeps heartbeating
+    for (int t = 0; t < ms; t += 100) {
+      f.clock.advance_ms(100);
+      int64_t seen = f.broker->stats().messages_in;
+      b.send(Heartbeat{});
+      turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; });
+    }
+  };
+  pass_ms(400);  // about 750 ms after a's last message
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND agent='a'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 0);
+  pass_ms(100);  // about 850 ms: lease + margin over
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost' AND reason LIKE '%lease%'") == 1);
+
   auto st2 = expect<StartTrial>(*f.broker, b);
   CHECK(st2.trial_id == st.trial_id);
   CHECK(st2.attempt == 2);
@@ -610,7 +624,8 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   // costing a retry when the agent is lost.
   f.clock.advance_ms(301);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='lost'") == 1; });
-  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0);
+  f.clock.advance_ms(600);  // its lease and the margin are over
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 2);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(later[0].trial_id) +
                                  " AND state='queued'") == 1);
@@ -760,16 +775,14 @@ TEST_CASE("a lost trial is final: its agent coming back still running it gets a 
   auto st = expect<StartTrial>(*f.broker, a);
   a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
   wait_start_written(*f.broker, f.clock, f.db.path, 1);
-  // Silent past liveness, no retries left: lost, and the sweep is over.
-  f.clock.advance_ms(301);
+  // Gone with no retries left: lost, and the sweep is over.
+  a.send(Disconnect{"test"});
   const std::string lost = "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(st.trial_id) + " AND state='lost'";
   turn_until(*f.broker, [&] { return query_int(f.db.path, lost) == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
 
   // It comes back still running that attempt: not adopted (docs/protocol.md,
   // Reconciliation), stopped as stale; its stop changes nothing.
-  a.send(Heartbeat{});
-  expect<Disconnect>(*f.broker, a);
   Register again = registration("a", 1);
   again.running = {{st.trial_id, 1, 5, 1.0}};
   a.send(again);

@@ -197,6 +197,10 @@ Result<Statement*> Connection::cached(const char* sql) {
   return cache_.back().second.get();
 }
 
+void Connection::reset_cached() {
+  for (auto& [key, st] : cache_) st->reset();
+}
+
 Status Connection::exec(const char* sql) {
   int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) {

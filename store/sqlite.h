@@ -137,6 +137,10 @@ class Connection {
   // paths), reset and cleared before it is handed out. `sql` must be a
   // string literal (its address is the key). Valid while the Connection lives.
   Result<Statement*> cached(const char* sql);
+  // Resets every cached statement: one left on a row stays active, and an
+  // active statement makes every WAL checkpoint of this connection fail
+  // (SQLITE_LOCKED), so the log would grow for ever.
+  void reset_cached();
   // Runs statements that return no rows (BEGIN, COMMIT, PRAGMA settings).
   Status exec(const char* sql);
   // True while a transaction is open on this connection.
@@ -151,6 +155,8 @@ class Connection {
   // PRAGMA data_version: changes when another connection commits.
   Result<int64_t> data_version();
   const std::string& path() const { return path_; }
+  // The raw handle, for store/ code that installs SQLite hooks (writer.cpp).
+  sqlite3* handle() const { return db_; }
 
  private:
   Connection(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}

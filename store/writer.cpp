@@ -8,10 +8,15 @@
 // is refused rather than misread.
 #include "store/writer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <string_view>
 #include <unordered_map>
 
+#include "common/log.h"
+#include "store/sigbus_guard.h"
 #include "store/sqlite.h"
 
 namespace swept::store {
@@ -118,6 +123,51 @@ Status Writer::sync_trial_state_check() {
   return Status::Ok();
 }
 
+// What the WAL hook needs (see WriterOptions).
+struct WalWatch {
+  std::string db_path;
+  int checkpoint_pages = 1000;
+  int warn_pages = 16384;
+  bool warned = false;
+};
+
+namespace {
+
+// Replaces SQLite's autocheckpoint hook (sqlite3_wal_hook), checkpointing the
+// same way, and says so when the log cannot be checkpointed.
+int wal_hook(void* context, sqlite3* db, const char* schema, int pages) {
+  auto& watch = *static_cast<WalWatch*>(context);
+  if (pages < watch.checkpoint_pages) {
+    if (watch.warned) {
+      log::info("the write-ahead log of " + watch.db_path + " is checkpointed again");
+      watch.warned = false;
+    }
+    return SQLITE_OK;
+  }
+  int log_pages = 0;
+  int copied = 0;
+  int rc = sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log_pages, &copied);
+  const bool failed = rc != SQLITE_OK && rc != SQLITE_BUSY;
+  if (watch.warned || (!failed && pages < watch.warn_pages)) return SQLITE_OK;
+  watch.warned = true;
+  struct stat st {};
+  const std::string wal = watch.db_path + "-wal";
+  const double mib = ::stat(wal.c_str(), &st) == 0 ? static_cast<double>(st.st_size) / (1024.0 * 1024.0) : 0;
+  char size[64];
+  std::snprintf(size, sizeof size, "%.1f MiB", mib);
+  std::string why = failed ? std::string("checkpointing failed: ") + sqlite3_errstr(rc) + " (is " + watch.db_path +
+                                 " writable, its disk not full?)"
+                           : "only " + std::to_string(copied) + " of its " + std::to_string(log_pages) +
+                                 " pages could be copied: a reader keeps an older snapshot open (a long query of "
+                                 "swept web or swept status --db?)";
+  log::warn("the write-ahead log " + wal + " cannot be checkpointed into the database: " + why + "; it is " + size +
+            " (" + std::to_string(pages) + " pages) and grows with every write. The scheduler goes on writing it; "
+            "said once, until checkpoints succeed again");
+  return SQLITE_OK;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const WriterOptions& options) {
   auto conn = Connection::open(path, Connection::Mode::kReadWrite, 5000, options.vfs);
   if (!conn.ok()) return conn.status();
@@ -126,6 +176,12 @@ Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const Writ
   if (!s.ok())
     return Status::Corruption(path + " cannot be used as a swept database (" + s.message() +
                               "): pass another --db file");
+  install_sigbus_guard(path);
+  w->wal_watch_ = std::make_unique<WalWatch>();
+  w->wal_watch_->db_path = path;
+  w->wal_watch_->checkpoint_pages = std::max(1, options.wal_checkpoint_pages);
+  w->wal_watch_->warn_pages = std::max(1, options.wal_warn_pages);
+  sqlite3_wal_hook(w->conn_->handle(), wal_hook, w->wal_watch_.get());
   s = w->migrate();
   if (!s.ok()) return s.WithContext(path);
   return w;
@@ -204,6 +260,9 @@ Status Writer::begin() {
 
 Status Writer::commit() {
   if (!in_tx_) return Status::Internal("Writer::commit: no transaction is open");
+  // No statement may stay active past the commit: the WAL hook checkpoints
+  // right after it, and cannot while one is (the log then never shrinks).
+  conn_->reset_cached();
   Status s = [&]() -> Status {
     SWEPT_CACHED(st, "COMMIT");
     return st.run();

@@ -10,6 +10,11 @@
 // broker commits once per turn of its loop, so a burst of metrics costs one
 // commit, and it sends acknowledgements only after the commit.
 //
+// Files going away: a SIGBUS (the -shm index or the mapped database file
+// truncated, its storage failed) ends the process with a message and exit 1
+// instead of silently (sigbus_guard.h); a WAL that cannot be checkpointed is
+// reported once with its size (WriterOptions).
+//
 // Errors: every method returns Status/Result; a failing SQLite call is
 // reported with the file, line, call and SQLite's message (sqlite.h's one
 // check macro and error mapping). Nothing throws.
@@ -32,6 +37,7 @@
 namespace swept::store {
 
 class Connection;
+struct WalWatch;
 
 struct SweepRecord {
   int64_t id = 0;
@@ -65,6 +71,13 @@ struct WriterOptions {
   // A registered SQLite VFS by name; nullptr: the default. Tests put a
   // failing one under the writer (fault_vfs.h), as LevelDB's tests use an Env.
   const char* vfs = nullptr;
+  // The WAL is checkpointed (PASSIVE) after a commit that leaves it with at
+  // least wal_checkpoint_pages pages (SQLite's default autocheckpoint). When
+  // it holds wal_warn_pages pages (64 MiB of 4 KiB pages) or a checkpoint
+  // fails, the log cannot be checkpointed: one WARN says so with the WAL's
+  // size and why, and one INFO when checkpoints succeed again.
+  int wal_checkpoint_pages = 1000;
+  int wal_warn_pages = 16384;
 };
 
 class Writer {
@@ -196,6 +209,7 @@ class Writer {
   Status migrate();
   Status sync_trial_state_check();
 
+  std::unique_ptr<WalWatch> wal_watch_;  // the WAL hook's state (writer.cpp); outlives conn_
   std::unique_ptr<Connection> conn_;
   bool in_tx_ = false;
   int schema_version_ = 0;

@@ -86,10 +86,26 @@ agent "$ns_a1" 1 host-1 a1 & pids+=($!)
 agent "$ns_a2" 2 host-2 a2 & pids+=($!)
 wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 2 ]' || fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
 
+# Each attempt writes to a ledger every 50 ms while it runs: trial, attempt,
+# host (from its working directory), time in ns. A killed attempt stops
+# writing; the ledger shows when each attempt ran, and where.
+cat >"$tmp/ledger-trial.sh" <<EOF
+#!/bin/sh
+host=\$(pwd | sed 's|.*/work-\([^/]*\)/.*|\1|')
+"$trial" "\$@" &
+child=\$!
+trap 'kill -TERM \$child 2>/dev/null' TERM
+while kill -0 \$child 2>/dev/null; do
+  echo "\$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$host \$(date +%s%N)" >>"$tmp/ledger"
+  sleep 0.05
+done
+wait \$child
+EOF
+chmod +x "$tmp/ledger-trial.sh"
 cat >"$tmp/sweep.json" <<EOF
 {"method": "grid", "max_retries": 3, "metric": {"name": "loss", "goal": "minimize"},
- "command": ["$trial", "\${args}"],
- "parameters": {"mode": {"value": "normal"}, "secs": {"value": 1}, "steps": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}}}
+ "command": ["$tmp/ledger-trial.sh", "\${args}"],
+ "parameters": {"mode": {"value": "normal"}, "secs": {"value": 3}, "steps": {"values": [1, 2, 3, 4, 5, 6, 7, 8]}}}
 EOF
 # shellcheck disable=SC2046
 sweep=$(ip netns exec "$ns_s" "$swept" submit sweep.json --scheduler "tcp://127.0.0.1:$port" $(keyed client)) ||
@@ -110,11 +126,14 @@ for key in "" rogue; do
 done
 grep -q "refused this key" "$tmp/agent-rogue.log" || fail "the rogue agent was not told its key was refused"
 
-# Cut host-1's link past liveness (until the scheduler declares it lost), then restore it.
+# Cut host-1's link past liveness (the scheduler declares it lost) and past its
+# lease (the scheduler requeues its trials, which host-1 has stopped), then restore it.
 wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent='"'host-1'"' AND state='"'running'"'")" -gt 0 ]' ||
   fail "host-1 got no trial"
 ip -n "$ns_a1" link set eth0 down
 wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-1'"'")" = lost ]' || fail "host-1 was not declared lost"
+wait_for 30 '[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent='"'host-1'"' AND reason LIKE '"'%lease%'"'")" -gt 0 ]' ||
+  fail "host-1's trials were not requeued once its lease was over"
 ip -n "$ns_a1" link set eth0 up
 
 # shellcheck disable=SC2046
@@ -128,6 +147,14 @@ ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port"
 [ "$(sql "SELECT COUNT(*) FROM metrics m JOIN trials t ON t.id = m.trial_id WHERE t.sweep_id=$sweep")" = 36 ] ||
   fail "metric rows: expected 36"
 [ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent NOT IN ('host-1', 'host-2')")" = 0 ] || fail "a rogue ran a trial"
+# The ledger: no two attempts of one trial ran at the same time (their
+# [first, last] intervals do not overlap), and all 8 trials ran.
+grep -q " host-1 " "$tmp/ledger" && grep -q " host-2 " "$tmp/ledger" || fail "the ledger does not show both hosts"
+overlaps=$(awk '{ k = $1 " " $2 " " $3; if (!(k in lo) || $4 < lo[k]) lo[k] = $4; if ($4 > hi[k]) hi[k] = $4 }
+  END { for (a in lo) for (b in lo) { split(a, x, " "); split(b, y, " ");
+          if (a < b && x[1] == y[1] && lo[a] <= hi[b] && lo[b] <= hi[a]) print "trial " x[1] ": " a " and " b } }' "$tmp/ledger")
+[ -z "$overlaps" ] || fail "a trial ran on two hosts at once: $overlaps"
+[ "$(awk '{print $1}' "$tmp/ledger" | sort -u | wc -l)" = 8 ] || fail "the ledger does not show 8 trials"
 [ "$(sql "SELECT COUNT(*) FROM agents WHERE name='rogue'")" = 0 ] || fail "the rogue agent was registered"
 wait_for 20 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-1'"'")" = alive ]' || fail "host-1 did not come back"
-echo "PASS: keyed sweep across 3 namespaces, host-1 cut past liveness and restored, rogues refused"
+echo "PASS: keyed sweep across 3 namespaces, host-1 cut past its lease and restored, no trial ran on two hosts at once (ledger: $(wc -l <"$tmp/ledger") lines), rogues refused"
