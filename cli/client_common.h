@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -113,9 +114,14 @@ class ResultSource {
     if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
     return unexpected(*r);
   }
-  Result<std::vector<protocol::AgentRow>> agents() {
-    if (db_) return store::agent_rows(*db_);
-    auto r = client_->call(protocol::QueryAgents{""});
+  // `all`: every agent kept; else the live view (docs/protocol.md, QUERY_AGENTS).
+  Result<std::vector<protocol::AgentRow>> agents(bool all = false) {
+    if (db_) {
+      std::optional<double> since;
+      if (!all) since = double(::time(nullptr)) - protocol::kAgentDisplaySeconds;
+      return store::agent_rows(*db_, since);
+    }
+    auto r = client_->call(protocol::QueryAgents{"", all});
     if (!r.ok()) return r.status();
     if (auto* a = std::get_if<protocol::Agents>(&*r)) return std::move(a->agents);
     return unexpected(*r);

@@ -51,6 +51,10 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
     case TrialEventKind::kRetry:
       if (info(from).retryable) return S::kQueued;
       return std::nullopt;
+    case TrialEventKind::kRequeue:
+      // Not the trial's doing: whatever its retries, it waits for another place.
+      if (from == S::kRunning) return S::kQueued;
+      return std::nullopt;
   }
   return std::nullopt;
 }

@@ -114,8 +114,8 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
   return out;
 }
 
-Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db) {
-  SWEPT_ASSIGN_OR_RETURN(agents, list_agents(db));
+Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional<double> seen_since) {
+  SWEPT_ASSIGN_OR_RETURN(agents, list_agents(db, seen_since));
   std::vector<protocol::AgentRow> out;
   for (auto& a : agents) {
     protocol::AgentRow r;
@@ -126,6 +126,7 @@ Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db) {
     r.last_seen = a.last_seen;
     for (const auto& g : a.gpus) r.gpus.push_back({static_cast<int>(g.index), g.uuid, g.name, g.memory_bytes});
     r.running = std::move(a.running);
+    r.quarantine = std::move(a.quarantine);
     out.push_back(std::move(r));
   }
   return out;

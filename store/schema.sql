@@ -1,4 +1,4 @@
--- The swept store: schema version 3.
+-- The swept store: schema version 4.
 --
 -- This file is version 1, executed as is on a new database; later versions
 -- are migrations in store/writer.cpp (Writer::migrate), applied in order in
@@ -9,6 +9,9 @@
 --   3: trials.suggestion TEXT, the JSON model state (sweeps/search/search.h,
 --      ModelState) of the searcher that chose the trial's params; NULL for
 --      grid and random trials. Readers select it only from version 3 on.
+--   4: agents.quarantine TEXT, why the scheduler sends the agent no work
+--      (docs/protocol.md, "Host faults and quarantine"); NULL when it may
+--      have work. Readers select it only from version 4 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
@@ -44,6 +47,8 @@
 --     running -> queued             its agent was lost and a retry is left, or
 --                                   the attempt never started (costs no retry)
 --     running -> lost               its agent was lost, no retries left
+--     running -> queued             its host could not start it (a host fault)
+--                                   or the agent drains: costs no retry
 --     queued | lost -> completed | failed
 --                                   given up while its agent was away, but the
 --                                   agent came back with its result: it stands
@@ -72,7 +77,10 @@
 -- trial_logs: a bounded tail (the last 64 KiB) of each trial's output.
 --
 -- agents, agent_gpus: the hosts that registered, their GPUs, and whether they
---   are alive. What each GPU runs is derived from running trials.
+--   are alive. What each GPU runs is derived from running trials. Trials and
+--   attempts name their agent as text (no foreign key), so the scheduler may
+--   delete an agent that went away long ago (and its GPUs) without touching
+--   any trial's history.
 --
 -- Times are Unix seconds (REAL). JSON columns hold UTF-8 JSON text.
 

@@ -55,7 +55,7 @@ TEST_CASE("a new database gets the schema, WAL and the current version") {
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   CHECK((*store)->schema_version() == kSchemaVersion);
-  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='3'") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM meta WHERE key='schema_version' AND value='4'") == 1);
   sqlite3* db = nullptr;
   sqlite3_open(t.path.c_str(), &db);
   sqlite3_stmt* st = nullptr;
@@ -89,7 +89,9 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   }
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
-  CHECK((*store)->schema_version() == 3);
+  CHECK((*store)->schema_version() == 4);
+  // v4: agents.quarantine, NULL for every agent there was.
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='quarantine'") == 1);
   auto seq = (*store)->metrics_seq(1, 1);
   REQUIRE(seq.ok());
   CHECK(*seq == 0);
