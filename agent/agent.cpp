@@ -497,6 +497,14 @@ class Agent {
   }
 
   void on(const pr::Disconnect& d, int64_t now) {
+    // One REGISTER outstanding at a time. A restarted scheduler answers each
+    // message queued on the old connection (heartbeats, metrics) with its own
+    // DISCONNECT; re-registering for every one of them made 8-13 REGISTERs
+    // per restart (issue 15). The REGISTER already sent answers them all.
+    if (link_state_ == Link::kRegistering) {
+      log::debug("scheduler asks to register again (" + d.reason + "): a REGISTER is already on its way");
+      return;
+    }
     log::info("scheduler asks to register again (" + d.reason + ")");
     if (!shutting_down_ || running_count() > 0) send_register(now);
   }

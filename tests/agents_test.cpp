@@ -1,6 +1,7 @@
 // Issue 15's agent faults with real processes: a black-hole host beside a
 // healthy one (host faults requeue without a retry, quarantine, release,
-// self-check), REGISTER spam from one connection and from many. Waits on conditions with
+// self-check), REGISTER spam from one connection and from many, and the
+// number of REGISTERs a scheduler restart brings. Waits on conditions with
 // deadlines, never on fixed sleeps.
 #include <zmq.hpp>
 
@@ -86,6 +87,58 @@ TEST_CASE("a black-hole host: its launch failures requeue trials without a retry
   CHECK(sched.process->log().find("released from quarantine: its self-check passes again") != std::string::npos);
   CHECK(bad->running());
   CHECK(good->running());
+}
+
+TEST_CASE("a scheduler restarted under a live agent gets exactly one REGISTER from it") {
+  TempDir dir;
+  const std::string db = dir / "swept.db";
+  // A liveness (20 x 200 ms) longer than the restart takes: the agent's old
+  // connection survives it with messages queued, each of which the new
+  // scheduler answers with a DISCONNECT.
+  auto start = [&](const std::string& bind, const std::string& log) {
+    std::string endpoint_file = dir / ("endpoint-" + log);
+    auto p = std::make_unique<Process>(
+        std::vector<std::string>{kSwept, "scheduler", "--bind", bind, "--db", db, "--heartbeat-ms", "200", "--liveness",
+                                 "20", "--endpoint-file", endpoint_file},
+        dir / log);
+    REQUIRE_MESSAGE(eventually([&] { return fs::exists(endpoint_file); }, 20), p->log());
+    std::string endpoint = read_file(endpoint_file);
+    while (!endpoint.empty() && endpoint.back() == '\n') endpoint.pop_back();
+    return std::make_pair(std::move(p), endpoint);
+  };
+  auto started = start("tcp://127.0.0.1:*", "first.log");
+  std::unique_ptr<Process> first = std::move(started.first);
+  const std::string endpoint = started.second;
+  auto agent = start_agent(dir, endpoint, "a", "none", 1);
+  REQUIRE(eventually([&] { return count(first->log(), "agent a registered") == 1; }));
+  // A trial that prints a metric line every 20 ms (150 in all) and writes
+  // how far it got: its METRICS batches keep leaving while the scheduler is
+  // down, queued on the agent's old connection.
+  const std::string progress = dir / "progress";
+  write_file(dir / "ticker.sh", "i=0; while [ $i -lt 150 ]; do i=$((i+1)); printf '{\"step\": %d, \"loss\": 1}\\n' $i; "
+                                "echo $i > " + progress + "; sleep 0.02; done\n");
+  write_file(dir / "sweep.json", R"({"method": "grid", "command": ["/bin/sh", ")" + dir / "ticker.sh" +
+                                     R"("], "parameters": {"x": {"value": 1}}})");
+  std::string out;
+  REQUIRE_MESSAGE(run_command({kSwept, "submit", dir / "sweep.json", "--scheduler", endpoint}, dir / "submit.log", &out) == 0,
+                  out);
+  auto step = [&] { return std::atoi(read_file(progress).c_str()); };
+  REQUIRE(eventually([&] { return step() >= 10; }));
+  // Kill the scheduler; restart it on the same address and database once
+  // the trial has printed 25 more lines (~10 batches queued meanwhile).
+  first->signal(SIGKILL);
+  first->wait();
+  const int at_kill = step();
+  REQUIRE(eventually([&] { return step() >= at_kill + 25 || step() >= 150; }));
+  auto restarted = start(endpoint, "second.log");
+  std::unique_ptr<Process> second = std::move(restarted.first);
+  REQUIRE(restarted.second == endpoint);
+  REQUIRE_MESSAGE(eventually([&] { return count(second->log(), "agent a registered") >= 1; }), agent->log());
+  // The trial ends through the new session: every DISCONNECT the queued
+  // messages drew has been answered by then.
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, 1); }), second->log());
+  CHECK(db_int(db, "SELECT COUNT(*) FROM metrics WHERE name='loss'") == 150);
+  CHECK_MESSAGE(count(second->log(), "agent a registered") == 1, second->log());
 }
 
 namespace {
