@@ -109,10 +109,18 @@ class ResultSource {
   }
   Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
     if (db_) return store::trial_rows(*db_, sweep_id);
-    auto r = client_->call(protocol::QueryTrials{"", sweep_id});
-    if (!r.ok()) return r.status();
-    if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
-    return unexpected(*r);
+    // Page by page (QUERY_TRIALS is paged): the whole sweep for the caller.
+    std::vector<protocol::TrialRow> all;
+    protocol::QueryTrials q{"", sweep_id, -1, protocol::kTrialsPageDefault};
+    while (true) {
+      auto r = client_->call(q);
+      if (!r.ok()) return r.status();
+      auto* t = std::get_if<protocol::Trials>(&*r);
+      if (!t) return unexpected(*r);
+      for (auto& row : t->trials) all.push_back(std::move(row));
+      if (!t->next_after_index || *t->next_after_index <= q.after_index) return all;
+      q.after_index = *t->next_after_index;
+    }
   }
   // `all`: every agent kept; else the live view (docs/protocol.md, QUERY_AGENTS).
   Result<std::vector<protocol::AgentRow>> agents(bool all = false) {

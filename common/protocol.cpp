@@ -162,11 +162,17 @@ json body(const Sweeps& m) {
   for (const auto& s : m.sweeps) a.push_back(to_json(s));
   return {{"request_id", m.request_id}, {"sweeps", std::move(a)}};
 }
-json body(const QueryTrials& m) { return {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}}; }
+json body(const QueryTrials& m) {
+  json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}, {"limit", m.limit}};
+  if (m.after_index >= 0) j["after_index"] = m.after_index;
+  return j;
+}
 json body(const Trials& m) {
   json a = json::array();
   for (const auto& t : m.trials) a.push_back(to_json(t));
-  return {{"request_id", m.request_id}, {"trials", std::move(a)}};
+  json j = {{"request_id", m.request_id}, {"trials", std::move(a)}};
+  if (m.next_after_index) j["next_after_index"] = *m.next_after_index;
+  return j;
 }
 json body(const QueryAgents& m) {
   json j = {{"request_id", m.request_id}};
@@ -551,12 +557,22 @@ Message read_body(const std::string& kind, const Reader& r) {
     for (size_t i = 0, n = a.size(); i < n; ++i) m.sweeps.push_back(read_sweep_summary(a.at(i)));
     return m;
   }
-  if (kind == "QUERY_TRIALS") return QueryTrials{r.field("request_id").str(), r.field("sweep_id").i64()};
+  if (kind == "QUERY_TRIALS") {
+    QueryTrials m;
+    m.request_id = r.field("request_id").str();
+    m.sweep_id = r.field("sweep_id").i64();
+    m.after_index = opt_field_i64(r, "after_index", -1);
+    m.limit = opt_field_i64(r, "limit", kTrialsPageDefault);
+    if (m.limit < 1 || m.limit > kTrialsPageMax)
+      throw FieldError(r.path() + ".limit: must be 1 to " + std::to_string(kTrialsPageMax));
+    return m;
+  }
   if (kind == "TRIALS") {
     Trials m;
     m.request_id = r.field("request_id").str();
     Reader a = r.field("trials");
     for (size_t i = 0, n = a.size(); i < n; ++i) m.trials.push_back(read_trial_row(a.at(i)));
+    if (r.has("next_after_index")) m.next_after_index = r.field("next_after_index").opt_i64();
     return m;
   }
   if (kind == "QUERY_AGENTS")

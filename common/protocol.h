@@ -287,9 +287,16 @@ struct Sweeps {
   bool operator==(const Sweeps&) const = default;
 };
 
+// QUERY_TRIALS is paged (docs/protocol.md): trials with index above
+// `after_index`, at most `limit` of them, in index order.
+inline constexpr int64_t kTrialsPageDefault = 1000;
+inline constexpr int64_t kTrialsPageMax = 10000;
+
 struct QueryTrials {
   std::string request_id;
   int64_t sweep_id = 0;
+  int64_t after_index = -1;  // optional on the wire; -1: from the first trial
+  int64_t limit = kTrialsPageDefault;  // optional on the wire; 1..kTrialsPageMax
   bool operator==(const QueryTrials&) const = default;
 };
 
@@ -320,6 +327,9 @@ struct TrialRow {
 struct Trials {
   std::string request_id;
   std::vector<TrialRow> trials;
+  // Set when more trials may follow: ask again with after_index = this
+  // (the last index of this page). Optional on the wire.
+  std::optional<int64_t> next_after_index;
   bool operator==(const Trials&) const = default;
 };
 

@@ -123,6 +123,7 @@ std::vector<Message> every_message() {
   empty.finished_at = 1763762999.0;
   all.push_back(Sweeps{"r8", {s, empty}});
   all.push_back(QueryTrials{"r9", 3});
+  all.push_back(QueryTrials{"r9b", 3, 999, 50});  // the page after index 999
   TrialRow t;
   t.id = 17;
   t.sweep_id = 3;
@@ -146,7 +147,8 @@ std::vector<Message> every_message() {
   queued.state = swept::TrialState::kQueued;
   queued.params = json::object();
   queued.command = json::array();
-  all.push_back(Trials{"r9", {t, queued}});
+  all.push_back(Trials{"r9", {t, queued}, std::nullopt});
+  all.push_back(Trials{"r9b", {t}, 5});
   all.push_back(QueryAgents{"r10"});
   AgentRow a;
   a.name = "gpu-node-3";

@@ -724,9 +724,13 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   if (auto* q = std::get_if<QueryTrials>(&m)) {
     auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
-    auto rows = store::trial_rows(store_.connection(), q->sweep_id);
+    // One page (docs/protocol.md, QUERY_TRIALS): a reply stays small
+    // whatever the sweep's size.
+    auto rows = store::trial_rows(store_.connection(), q->sweep_id, q->after_index, q->limit);
     if (!rows.ok()) return rows.status();
-    send_later(routing_id, Trials{q->request_id, std::move(*rows)});
+    std::optional<int64_t> next;
+    if (static_cast<int64_t>(rows->size()) == q->limit) next = rows->back().index;
+    send_later(routing_id, Trials{q->request_id, std::move(*rows), next});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryAgents>(&m)) {

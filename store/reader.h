@@ -230,7 +230,10 @@ protocol::SweepSummary to_protocol(const SweepSummary& s);
 // and what the CLI's --db commands print: the same queries as above, in the
 // protocol's types. sweep_summaries(id) is NotFound for an unknown id.
 Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
-Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id);
+// trial_rows: the trials of a sweep with index above `after_index`, at most
+// `limit` (-1: all), in index order.
+Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index = -1,
+                                                   int64_t limit = -1);
 Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional<double> seen_since = std::nullopt);
 // The bounded tail of a trial's output ("" when it printed nothing).
 Result<std::string> trial_log_tail(Connection& db, int64_t trial_id);

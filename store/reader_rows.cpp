@@ -67,7 +67,8 @@ Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std:
   return out;
 }
 
-Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id) {
+Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index,
+                                                   int64_t limit) {
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_RETURN_IF_ERROR(get_sweep(db, sweep_id).status());
@@ -75,8 +76,11 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
   SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   SWEPT_ASSIGN_OR_RETURN(st, db.prepare(std::string("SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, "
                                                     "exit_code, reason, metric_value, params, command, started_at, ended_at, ") +
-                                        (version >= 3 ? "suggestion" : "NULL") + " FROM trials WHERE sweep_id=? ORDER BY idx"));
+                                        (version >= 3 ? "suggestion" : "NULL") +
+                                        " FROM trials WHERE sweep_id=?1 AND idx > ?2 ORDER BY idx LIMIT ?3"));
   st.bind(1, sweep_id);
+  st.bind(2, after_index);
+  st.bind(3, limit);
   std::vector<protocol::TrialRow> out;
   std::unordered_map<int64_t, size_t> by_id;
   while (true) {
@@ -102,9 +106,12 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     by_id[t.id] = out.size();
     out.push_back(std::move(t));
   }
+  if (out.empty()) return out;
   SWEPT_ASSIGN_OR_RETURN(lat, db.prepare("SELECT l.trial_id, l.name, l.value FROM trial_latest l "
-                                         "JOIN trials t ON t.id=l.trial_id WHERE t.sweep_id=?"));
+                                         "JOIN trials t ON t.id=l.trial_id WHERE t.sweep_id=?1 AND t.idx BETWEEN ?2 AND ?3"));
   lat.bind(1, sweep_id);
+  lat.bind(2, out.front().index);
+  lat.bind(3, out.back().index);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, lat.step());
     if (!row) break;

@@ -233,3 +233,44 @@ TEST_CASE("REGISTER spam: one connection registers one agent; agents that went a
   CHECK(db_text(db, "SELECT name FROM agents") == "real");
   CHECK(sched.log().find("forgot ") != std::string::npos);
 }
+
+TEST_CASE("QUERY_TRIALS is paged: a reply holds at most a page, swept trials pages through the whole sweep") {
+  TempDir dir;
+  Scheduler sched(dir);
+  // A finished sweep of one trial, then 2,999 more rows written straight
+  // into the database (as a long sweep would have left them).
+  write_file(dir / "sweep.json", R"({"method": "grid", "command": ["true"], "parameters": {"x": {"value": 1}}})");
+  std::string out;
+  REQUIRE(run_command({kSwept, "submit", dir / "sweep.json", "--scheduler", sched.endpoint}, dir / "submit.log", &out) == 0);
+  auto agent = start_agent(dir, sched.endpoint, "a");
+  REQUIRE(eventually([&] { return sweep_done(sched.db, 1); }));
+  {
+    sqlite3* h = nullptr;
+    REQUIRE(sqlite3_open(sched.db.c_str(), &h) == SQLITE_OK);
+    sqlite3_busy_timeout(h, 10000);
+    REQUIRE(sqlite3_exec(h,
+                         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2999) "
+                         "INSERT INTO trials(sweep_id, idx, params, command, state, attempts, created_at, metric_value) "
+                         "SELECT 1, i, '{\"x\": ' || i || '}', '[\"true\"]', 'completed', 1, 0, i FROM n",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(h);
+  }
+  // One request without a limit: the first page only (1,000), and where to go on.
+  zmq::context_t ctx(1);
+  zmq::socket_t client(ctx, zmq::socket_type::dealer);
+  client.set(zmq::sockopt::linger, 0);
+  client.set(zmq::sockopt::rcvtimeo, 10000);
+  client.connect(sched.endpoint);
+  REQUIRE(swept::zmqio::send(client, "", {"swept/1", "QUERY_TRIALS", R"({"request_id": "q", "sweep_id": 1})"}).ok());
+  pr::Message reply = next_message(client);
+  auto* page = std::get_if<pr::Trials>(&reply);
+  REQUIRE(page);
+  CHECK(page->trials.size() == 1000);
+  CHECK(page->next_after_index == 999);
+  // The CLI pages through all 3,000, in order, each once.
+  REQUIRE(run_command({kSwept, "trials", "1", "--json", "--scheduler", sched.endpoint}, dir / "trials.log", &out) == 0);
+  nlohmann::json rows = nlohmann::json::parse(out, nullptr, false);
+  REQUIRE_MESSAGE(rows.is_array(), out.substr(0, 500));
+  REQUIRE(rows.size() == 3000);
+  for (size_t i = 0; i < rows.size(); ++i) CHECK(rows[i]["index"] == static_cast<int64_t>(i));
+}
