@@ -31,6 +31,13 @@ namespace swept::protocol {
 
 // Frame 0 of every message. Bump the digit for an incompatible change.
 inline constexpr std::string_view kProtocolId = "swept/1";
+// The largest message the scheduler and agents accept (ZMQ_MAXMSGSIZE;
+// docs/protocol.md, "Sockets and roles"): a peer that sends more is
+// disconnected before the message is held in memory.
+inline constexpr int64_t kMaxMessageBytes = int64_t{16} << 20;
+// Messages queued per peer in each direction on the scheduler's socket
+// (ZMQ_SNDHWM / ZMQ_RCVHWM): beyond it a reply is dropped, a sender waits.
+inline constexpr int kPeerHighWaterMark = 1000;
 
 // ---- pieces ----------------------------------------------------------------
 

@@ -47,10 +47,12 @@ Broker::~Broker() {
 Status Broker::bind() {
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_handover, 1));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_mandatory, 1));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20));
+  // Bounded per peer (docs/protocol.md): what one peer sends or leaves
+  // unread cannot grow the scheduler's memory without bound.
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::linger, 0));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, 200000));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, 200000));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, kPeerHighWaterMark));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, kPeerHighWaterMark));
   if (options_.server_key) {
     if (!options_.keys) return Status::InvalidArgument("a keyed broker needs its authorized keys");
     SWEPT_RETURN_IF_ERROR(curve::apply_server(socket_.handle(), *options_.server_key, "swept"));

@@ -274,3 +274,63 @@ TEST_CASE("QUERY_TRIALS is paged: a reply holds at most a page, swept trials pag
   REQUIRE(rows.size() == 3000);
   for (size_t i = 0; i < rows.size(); ++i) CHECK(rows[i]["index"] == static_cast<int64_t>(i));
 }
+
+namespace {
+
+// The resident memory of process `pid` in MiB (VmRSS), -1 if unreadable.
+int64_t rss_mib(pid_t pid) {
+  std::string status = read_file("/proc/" + std::to_string(pid) + "/status");
+  size_t at = status.find("VmRSS:");
+  if (at == std::string::npos) return -1;
+  return std::atoll(status.c_str() + at + 6) / 1024;
+}
+
+}  // namespace
+
+TEST_CASE("a peer flooding big and oversized messages, reading no reply: a real agent is not lost, the scheduler's "
+          "memory stays bounded") {
+  TempDir dir;
+  Scheduler sched(dir);
+  auto agent = start_agent(dir, sched.endpoint, "real", "none", 1);
+  REQUIRE(eventually([&] { return db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='real' AND state='alive'") == 1; }));
+  const int64_t rss_before = rss_mib(sched.process->pid());
+  REQUIRE(rss_before > 0);
+  zmq::context_t ctx(1);
+  zmq::socket_t rogue(ctx, zmq::socket_type::dealer);
+  rogue.set(zmq::sockopt::linger, 0);
+  rogue.set(zmq::sockopt::sndhwm, 0);  // queue everything it is given
+  rogue.set(zmq::sockopt::rcvtimeo, 60000);
+  rogue.connect(sched.endpoint);
+  // 10 SUBMITs of 4 MiB (under the limit: decoded, refused, answered) and
+  // 20 of 40 MiB (over it: the connection is dropped before the scheduler
+  // holds them), then a small query.
+  const std::string big = R"({"request_id": "r", "spec": ")" + std::string(4 << 20, 'x') + R"("})";
+  const std::string huge = R"({"request_id": "h", "spec": ")" + std::string(40 << 20, 'y') + R"("})";
+  for (int i = 0; i < 20; ++i) {
+    if (i < 10) REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "SUBMIT", big}).ok());
+    REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "SUBMIT", huge}).ok());
+  }
+  REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "QUERY_SWEEPS", R"({"request_id": "last"})"}).ok());
+  // Until the query is answered (the flood is behind it), the scheduler's
+  // memory is sampled: it never holds the flood.
+  int64_t rss_max = 0;
+  bool answered = eventually(
+      [&] {
+        rss_max = std::max(rss_max, rss_mib(sched.process->pid()));
+        auto got = swept::zmqio::receive(rogue, false, true);
+        if (!got.ok() || !got->has_value()) return false;
+        pr::Decoded d = pr::decode((*got)->frames);
+        auto* s = d.ok() ? std::get_if<pr::Sweeps>(&*d.message) : nullptr;
+        return s && s->request_id == "last";
+      },
+      120);
+  CHECK(answered);
+  MESSAGE("scheduler VmRSS " << rss_before << " MiB before, at most " << rss_max << " MiB during the flood");
+  CHECK(rss_max < rss_before + 300);
+  // The real agent was never declared lost; it still runs trials.
+  CHECK(sched.process->log().find("agent real missed") == std::string::npos);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM agents WHERE name='real' AND state='alive'") == 1);
+  write_file(dir / "sweep.json", R"({"method": "grid", "command": ["true"], "parameters": {"x": {"values": [1, 2]}}})");
+  int64_t sweep = submit(dir, sched.endpoint, read_file(dir / "sweep.json"));
+  CHECK(eventually([&] { return sweep_done(sched.db, sweep); }));
+}
