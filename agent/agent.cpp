@@ -24,7 +24,12 @@
 //    of the trial's first METRICS or its TRIAL_EXITED if those come first.
 #include "agent/agent.h"
 
+#include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <climits>
@@ -59,6 +64,33 @@ constexpr int64_t kContainmentRetryMs = 20;  // emptied cgroups are removed, kil
 // the trial's first METRICS or its TRIAL_EXITED leaves earlier: a short trial
 // then costs the scheduler one wake-up and one turn instead of two.
 constexpr int64_t kStartedReportDelayMs = 20;
+// The self-check of the work directory (docs/protocol.md, "Host faults and
+// quarantine"): how often, and the free space below which the host is
+// reported unhealthy.
+constexpr int64_t kHealthCheckMs = 2000;
+constexpr uint64_t kMinFreeBytes = uint64_t{64} << 20;
+
+// Whether trials can be started under `root`: a file can be created and
+// written there, and the filesystem has kMinFreeBytes free. "" when so,
+// else what is wrong.
+std::string workdir_problem(const std::string& root) {
+  const std::string probe = root + "/.swept-health-check";
+  int fd = ::open(probe.c_str(), O_CREAT | O_WRONLY | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return "cannot create a file in the work directory " + root + ": " + std::strerror(errno);
+  ssize_t n = ::write(fd, "x", 1);
+  int write_errno = errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (n != 1) return "cannot write in the work directory " + root + ": " + std::strerror(write_errno);
+  struct statvfs fs {};
+  if (::statvfs(root.c_str(), &fs) == 0) {
+    uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+    if (free_bytes < kMinFreeBytes)
+      return "only " + std::to_string(free_bytes >> 20) + " MiB free in the work directory " + root + " (below " +
+             std::to_string(kMinFreeBytes >> 20) + " MiB)";
+  }
+  return "";
+}
 
 struct TrialKey {
   int64_t trial_id = 0;
@@ -130,6 +162,7 @@ class Agent {
       receive_messages(now);
       service_trials(now);
       check_lease(now);
+      check_health_if_due(now);
       heartbeat_if_due(now);
       containment_pending_ = containment_->collect(live_leaders());
     }
@@ -210,6 +243,9 @@ class Agent {
       reg.gpus.push_back(pr::GpuInfo{g.index, g.uuid, g.name, static_cast<int64_t>(g.total_memory_bytes)});
     }
     reg.features = {"start_after"};
+    check_health_if_due(now);
+    reg.healthy = health_problem_.empty();
+    reg.health = health_problem_;
     // Trials waiting for a place are not running: a new session forgets
     // them (docs/protocol.md, Reconciliation), and the scheduler requeues them.
     if (!waiting_.empty()) {
@@ -243,7 +279,23 @@ class Agent {
   }
 
   void heartbeat_if_due(int64_t now) {
-    if (link_state_ == Link::kRegistered && now - last_sent_ms_ >= heartbeat_ms_) send(pr::Heartbeat{});
+    if (link_state_ != Link::kRegistered || now - last_sent_ms_ < heartbeat_ms_) return;
+    pr::Heartbeat hb;
+    hb.healthy = health_problem_.empty();
+    hb.health = health_problem_;
+    send(hb);
+  }
+
+  // The work directory's self-check, every kHealthCheckMs; its result rides
+  // on every HEARTBEAT and REGISTER, so that a quarantined agent whose disk
+  // was fixed gets work again.
+  void check_health_if_due(int64_t now) {
+    if (health_checked_ms_ >= 0 && now - health_checked_ms_ < kHealthCheckMs) return;
+    health_checked_ms_ = now;
+    std::string problem = workdir_problem(supervisor_options_.workdir_root);
+    if (problem != health_problem_)
+      problem.empty() ? log::info("the work directory is healthy again") : log::warn("self-check: " + problem);
+    health_problem_ = std::move(problem);
   }
 
   // ---- waiting -----------------------------------------------------------------
@@ -456,6 +508,14 @@ class Agent {
   }
 
   void on(const pr::Disconnect& d, int64_t now) {
+    // One REGISTER outstanding at a time. A restarted scheduler answers each
+    // message queued on the old connection (heartbeats, metrics) with its own
+    // DISCONNECT; re-registering for every one of them made 8-13 REGISTERs
+    // per restart (issue 15). The REGISTER already sent answers them all.
+    if (link_state_ == Link::kRegistering) {
+      log::debug("scheduler asks to register again (" + d.reason + "): a REGISTER is already on its way");
+      return;
+    }
     log::info("scheduler asks to register again (" + d.reason + ")");
     if (!shutting_down_ || running_count() > 0) send_register(now);
   }
@@ -620,7 +680,10 @@ class Agent {
         e.cause = pr::ExitCause::kTimeout;
         e.timed_out = true;
         break;
-      case TrialEnd::kLaunchFailed: e.cause = pr::ExitCause::kLaunchFailed; break;
+      case TrialEnd::kLaunchFailed:
+        e.cause = pr::ExitCause::kLaunchFailed;
+        e.host_fault = r.host_fault;  // the scheduler requeues it elsewhere, no retry spent
+        break;
       case TrialEnd::kStopped:
         e.cause = t.stopping_for_shutdown ? pr::ExitCause::kAgentShutdown : pr::ExitCause::kStopped;
         break;
@@ -735,6 +798,8 @@ class Agent {
   std::vector<Waiting> waiting_;
   bool shutting_down_ = false;
   int exit_code_ = kExitOk;
+  int64_t health_checked_ms_ = -1;  // never yet
+  std::string health_problem_;     // "" while the self-check passes
 };
 
 }  // namespace

@@ -56,6 +56,19 @@ Status errno_status(const std::string& what, int err) {
   return Status::IoError(what + ": " + std::strerror(err));
 }
 
+// A failure of the host, not of the trial (docs/protocol.md, "Host faults
+// and quarantine"): Unavailable, which the agent reports as `host_fault`.
+Status host_status(const std::string& what, int err) {
+  return Status::Unavailable(what + ": " + std::strerror(err));
+}
+
+// Whether an exec's errno says the host cannot run programs now (memory,
+// process or file limits, a disk error) rather than that the trial's
+// command is wrong.
+bool host_exec_errno(int err) {
+  return err == ENOMEM || err == EAGAIN || err == EIO || err == EMFILE || err == ENFILE || err == ETXTBSY;
+}
+
 // Closes the descriptors it holds unless released.
 struct FdPair {
   int read_end = -1;
@@ -69,12 +82,12 @@ struct FdPair {
 // Both ends close-on-exec; the read end non-blocking unless asked otherwise.
 Status make_pipe(FdPair& p, bool nonblocking_read = true) {
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return errno_status("pipe2", errno);
+  if (::pipe2(fds, O_CLOEXEC) != 0) return host_status("pipe2", errno);
   p.read_end = fds[0];
   p.write_end = fds[1];
   if (!nonblocking_read) return Status::Ok();
   int flags = ::fcntl(p.read_end, F_GETFL);
-  if (flags < 0 || ::fcntl(p.read_end, F_SETFL, flags | O_NONBLOCK) != 0) return errno_status("fcntl", errno);
+  if (flags < 0 || ::fcntl(p.read_end, F_SETFL, flags | O_NONBLOCK) != 0) return host_status("fcntl", errno);
   return Status::Ok();
 }
 
@@ -375,21 +388,23 @@ Status ExecWatch::outcome() {
     const std::string& dir = failure.item >= 0 && static_cast<size_t>(failure.item) < m.make_dirs.size()
                                  ? m.make_dirs[static_cast<size_t>(failure.item)]
                                  : m.working_dir;
-    outcome_ = errno_status("cannot create the trial directory " + dir, child_errno);
+    outcome_ = host_status("cannot create the trial directory " + dir, child_errno);
   } else if (failure.stage == Stage::kWriteFile) {
-    outcome_ = errno_status("cannot write " + m.file_path, child_errno);
+    outcome_ = host_status("cannot write " + m.file_path, child_errno);
   } else if (failure.stage == Stage::kChdir) {
-    outcome_ = errno_status("cannot enter the trial directory " + m.working_dir, child_errno);
+    outcome_ = host_status("cannot enter the trial directory " + m.working_dir, child_errno);
   } else if (failure.stage == Stage::kCgroup) {
-    outcome_ = errno_status("cannot enter the trial's cgroup (" + m.cgroup_procs + ")", child_errno);
+    outcome_ = host_status("cannot enter the trial's cgroup (" + m.cgroup_procs + ")", child_errno);
   } else if (failure.stage == Stage::kSetup) {
-    outcome_ = errno_status("cannot start " + m.program, child_errno);
+    outcome_ = host_status("cannot start " + m.program, child_errno);
   } else if (child_errno == ENOENT) {
     outcome_ = Status::NotFound("command not found: " + m.command);
   } else if (child_errno == EACCES) {
     outcome_ = Status::FailedPrecondition("permission denied: " + m.program);
   } else if (child_errno == ENOEXEC) {
     outcome_ = Status::FailedPrecondition("not an executable format: " + m.program);
+  } else if (host_exec_errno(child_errno)) {
+    outcome_ = host_status("cannot start " + m.program, child_errno);
   } else {
     outcome_ = errno_status("cannot start " + m.program, child_errno);
   }
@@ -435,7 +450,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   m.file_path = spec.file_path;
   m.file_content = spec.file_content;
   m.stack = StackPool::instance().take();
-  if (m.stack == MAP_FAILED) return errno_status("mmap (the child's stack)", errno);
+  if (m.stack == MAP_FAILED) return host_status("mmap (the child's stack)", errno);
   ChildPlan& plan = m.plan;
   plan.path = m.program.c_str();
   plan.argv = m.argv.data();
@@ -458,7 +473,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   pid_t pid = ::clone(child_entry, static_cast<char*>(m.stack) + kChildStackBytes, CLONE_VM | SIGCHLD, &plan);
   int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (pid < 0) return errno_status("clone", clone_errno);
+  if (pid < 0) return host_status("clone", clone_errno);
 
   ::setpgid(pid, pid);  // also here, so the group exists whichever runs first
   // The child holds its own copies of the write ends now; with ours closed,

@@ -70,8 +70,10 @@ class ExecWatch {
   ExecWatch& operator=(const ExecWatch&) = delete;
 
   // Ok if the program runs, or why it did not start: NotFound,
-  // FailedPrecondition (EACCES, ENOEXEC), IoError (a directory or the file
-  // of LaunchSpec could not be made, ...). Such a child exits with status 127
+  // FailedPrecondition (EACCES, ENOEXEC): the trial's command is wrong;
+  // Unavailable: the host's fault (a directory or the file of LaunchSpec
+  // could not be made or entered, out of memory or processes, a disk
+  // error); IoError: any other exec failure. Such a child exits with status 127
   // at once. Blocks until the exec is decided, so ask once the child has
   // exited (then it returns at once) or when it must be known now. Later
   // calls return the same answer. After a successful exec the memory is
@@ -104,7 +106,8 @@ class Launcher {
   virtual ~Launcher() = default;
   // Starts the child. NotFound("command not found: X ...") when argv[0]
   // cannot be resolved, FailedPrecondition when it is not executable,
-  // InvalidArgument for an empty argv, IoError for system failures. An exec
+  // InvalidArgument for an empty argv, Unavailable when the host cannot
+  // start a process now (pipe, memory or clone refused: a host fault). An exec
   // that fails after these checks (a file of an unknown format, a missing
   // #! interpreter) is reported by SpawnedChild::exec instead.
   virtual Result<SpawnedChild> launch(const LaunchSpec& spec) = 0;

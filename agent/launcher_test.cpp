@@ -152,6 +152,37 @@ TEST_CASE("agent launcher: a command that does not exist is an error value, not 
   CHECK(launcher.launch(spec).status().code() == swept::StatusCode::kInvalidArgument);
 }
 
+TEST_CASE("agent launcher: a trial directory the host cannot make is the host's fault (Unavailable), a bad command "
+          "the trial's") {
+  TempDir dir;
+  // A file where the trial's directory should go: mkdir fails with ENOTDIR,
+  // as it would with ENOSPC or EROFS on a broken disk.
+  std::ofstream(dir.path() + "/sweep-1") << "in the way";
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {"/bin/true"};
+  spec.working_dir = dir.path() + "/sweep-1/trial-1";
+  spec.make_dirs = {spec.working_dir};
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  swept::Status outcome = child->exec->outcome();
+  collect(*child);
+  CHECK(outcome.code() == swept::StatusCode::kUnavailable);
+  CHECK_MESSAGE(outcome.message().find("cannot create the trial directory " + spec.working_dir) == 0, outcome.message());
+  // The trial's own mistakes stay the trial's.
+  spec.argv = {"swept-no-such-command-xyz"};
+  CHECK(launcher.launch(spec).status().code() == swept::StatusCode::kNotFound);
+  make_executable(dir.path() + "/not-a-program", "no shebang, no ELF\n");
+  spec.argv = {dir.path() + "/not-a-program"};
+  spec.working_dir = dir.path();
+  spec.make_dirs.clear();
+  child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  outcome = child->exec->outcome();
+  collect(*child);
+  CHECK(outcome.code() != swept::StatusCode::kUnavailable);
+}
+
 TEST_CASE("agent launcher: resolve_command finds swept-train beside the program, then PATH") {
   TempDir self, bin;
   make_executable(bin.path() + "/tool", "#!/bin/sh\n");

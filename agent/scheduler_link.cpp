@@ -28,6 +28,7 @@ Status SchedulerLink::open(const std::string& endpoint, const std::string& agent
   SWEPT_ZMQ_CHECK(socket = zmq::socket_t(context_, zmq::socket_type::dealer));
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::routing_id, routing_id));
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::linger, 0));
+  SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::maxmsgsize, protocol::kMaxMessageBytes));
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::sndhwm, kSendHighWaterMark));
   SWEPT_RETURN_IF_ERROR(curve::apply_client(socket.handle(), keys));
   auto watch = std::make_unique<curve::HandshakeWatch>();

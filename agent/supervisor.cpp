@@ -177,8 +177,8 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   std::error_code ec;
   if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST) fs::create_directories(parent, ec);
   if (ec) {
-    return fail_to_start(Status::IoError("cannot create the trial directory " + parent.string() + ": " +
-                                         ec.message()));
+    return fail_to_start(Status::Unavailable("cannot create the trial directory " + parent.string() + ": " +
+                                             ec.message()));  // the host's fault (docs/protocol.md)
   }
   stdout_log_.set_path((working_dir / "stdout.log").string());
   stdout_log_.set_limit(options_.max_output_log_bytes);
@@ -212,6 +212,7 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
 
 void TrialSupervisor::set_launch_failure(TrialResult& r, const Status& why) {
   r.end = TrialEnd::kLaunchFailed;
+  r.host_fault = why.code() == StatusCode::kUnavailable;
   // The shell's conventions: 127 not found, 126 found but not executable.
   r.exit_code.reset();
   r.signal.reset();

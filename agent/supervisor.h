@@ -71,6 +71,9 @@ struct TrialResult {
   std::optional<int> signal;     // when a signal ended it
   std::string reason;   // "exit code 1", "killed by signal 9 (SIGKILL)", "command not found: x", ...
   bool diverged = false;  // a metric line said {"diverged": true}
+  // kLaunchFailed only: the host kept it from starting (the launcher's
+  // Unavailable: its directory, disk, process limits), not the trial.
+  bool host_fault = false;
   double started_at = 0;  // wall seconds
   double ended_at = 0;
 };

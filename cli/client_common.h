@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -108,14 +109,27 @@ class ResultSource {
   }
   Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
     if (db_) return store::trial_rows(*db_, sweep_id);
-    auto r = client_->call(protocol::QueryTrials{"", sweep_id});
-    if (!r.ok()) return r.status();
-    if (auto* t = std::get_if<protocol::Trials>(&*r)) return std::move(t->trials);
-    return unexpected(*r);
+    // Page by page (QUERY_TRIALS is paged): the whole sweep for the caller.
+    std::vector<protocol::TrialRow> all;
+    protocol::QueryTrials q{"", sweep_id, -1, protocol::kTrialsPageDefault};
+    while (true) {
+      auto r = client_->call(q);
+      if (!r.ok()) return r.status();
+      auto* t = std::get_if<protocol::Trials>(&*r);
+      if (!t) return unexpected(*r);
+      for (auto& row : t->trials) all.push_back(std::move(row));
+      if (!t->next_after_index || *t->next_after_index <= q.after_index) return all;
+      q.after_index = *t->next_after_index;
+    }
   }
-  Result<std::vector<protocol::AgentRow>> agents() {
-    if (db_) return store::agent_rows(*db_);
-    auto r = client_->call(protocol::QueryAgents{""});
+  // `all`: every agent kept; else the live view (docs/protocol.md, QUERY_AGENTS).
+  Result<std::vector<protocol::AgentRow>> agents(bool all = false) {
+    if (db_) {
+      std::optional<double> since;
+      if (!all) since = double(::time(nullptr)) - protocol::kAgentDisplaySeconds;
+      return store::agent_rows(*db_, since);
+    }
+    auto r = client_->call(protocol::QueryAgents{"", all});
     if (!r.ok()) return r.status();
     if (auto* a = std::get_if<protocol::Agents>(&*r)) return std::move(a->agents);
     return unexpected(*r);

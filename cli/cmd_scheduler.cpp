@@ -93,6 +93,12 @@ int run_scheduler(const std::vector<std::string>& args) {
       "liveness", po::value(&o.liveness)->default_value(o.liveness), "heartbeats an agent may miss before it is lost")(
       "recovery-grace-ms", po::value(&o.recovery_grace_ms)->default_value(o.recovery_grace_ms),
       "after a restart, how long running trials wait for their agent to come back")(
+      "quarantine-after", po::value(&o.quarantine_after)->default_value(o.quarantine_after),
+      "launch failures in a row an agent blames on its host before it gets no more work (0: never)")(
+      "agent-display-s", po::value(&o.agent_display_s)->default_value(o.agent_display_s),
+      "how long an agent that went away stays in `swept agents` (without --all)")(
+      "forget-agents-after-s", po::value(&o.forget_agents_after_s)->default_value(o.forget_agents_after_s),
+      "delete the rows of agents gone this long (their trials keep their names)")(
       "endpoint-file", po::value(&endpoint_file), "write the bound endpoint to this file once listening")(
       "web", po::value(&web)->default_value(web), "dashboard address HOST:PORT, or off (see swept web)")(
       "log-level", po::value(&level)->default_value(level), "debug, info, warn or error")(
@@ -109,6 +115,11 @@ int run_scheduler(const std::vector<std::string>& args) {
     return *rc;
   if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
     std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
+    return kExitUsage;
+  }
+  if (o.quarantine_after < 0 || o.agent_display_s < 0 || o.forget_agents_after_s < 0) {
+    std::cerr << "swept scheduler: --quarantine-after, --agent-display-s and --forget-agents-after-s must be 0 or "
+                 "more\n";
     return kExitUsage;
   }
   if (std::string problem = bind_problem(o.bind); !problem.empty()) {

@@ -58,6 +58,7 @@ SWEPT_KIND(QueryTrials, "QUERY_TRIALS")
 SWEPT_KIND(Trials, "TRIALS")
 SWEPT_KIND(QueryAgents, "QUERY_AGENTS")
 SWEPT_KIND(Agents, "AGENTS")
+SWEPT_KIND(ReleaseAgent, "RELEASE_AGENT")
 #undef SWEPT_KIND
 
 // ---- encoding helpers ----
@@ -78,9 +79,17 @@ json gpu_json(const GpuInfo& g) {
 }
 
 json exited_json(const TrialExited& m) {
-  return {{"trial_id", m.trial_id}, {"attempt", m.attempt},       {"cause", exit_cause_name(m.cause)},
-          {"exit_code", opt(m.exit_code)}, {"signal", opt(m.signal)}, {"timed_out", m.timed_out},
-          {"reason", m.reason},     {"ended_at", m.ended_at},     {"last_seq", m.last_seq}};
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt},       {"cause", exit_cause_name(m.cause)},
+            {"exit_code", opt(m.exit_code)}, {"signal", opt(m.signal)}, {"timed_out", m.timed_out},
+            {"reason", m.reason},     {"ended_at", m.ended_at},     {"last_seq", m.last_seq}};
+  if (m.host_fault) j["host_fault"] = true;
+  return j;
+}
+
+void put_health(json& j, const std::optional<bool>& healthy, const std::string& health) {
+  if (!healthy) return;
+  j["healthy"] = *healthy;
+  if (!health.empty()) j["health"] = health;
 }
 
 json body(const Register& m) {
@@ -92,6 +101,7 @@ json body(const Register& m) {
   json j = {{"name", m.name}, {"host", m.host},       {"session", m.session},   {"pid", m.pid},
             {"slots", m.slots}, {"gpus", gpus}, {"running", running}, {"finished", finished}};
   if (!m.features.empty()) j["features"] = m.features;
+  put_health(j, m.healthy, m.health);
   return j;
 }
 json body(const RegisterAck& m) {
@@ -105,6 +115,7 @@ json body(const RegisterReject& m) {
 json body(const Heartbeat& m) {
   json j = json::object();
   if (!m.acked.empty()) j["acked"] = acks_json(m.acked);
+  put_health(j, m.healthy, m.health);
   return j;
 }
 json body(const StartTrial& m) {
@@ -157,13 +168,24 @@ json body(const Sweeps& m) {
   for (const auto& s : m.sweeps) a.push_back(to_json(s));
   return {{"request_id", m.request_id}, {"sweeps", std::move(a)}};
 }
-json body(const QueryTrials& m) { return {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}}; }
+json body(const QueryTrials& m) {
+  json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}, {"limit", m.limit}};
+  if (m.after_index >= 0) j["after_index"] = m.after_index;
+  return j;
+}
 json body(const Trials& m) {
   json a = json::array();
   for (const auto& t : m.trials) a.push_back(to_json(t));
-  return {{"request_id", m.request_id}, {"trials", std::move(a)}};
+  json j = {{"request_id", m.request_id}, {"trials", std::move(a)}};
+  if (m.next_after_index) j["next_after_index"] = *m.next_after_index;
+  return j;
 }
-json body(const QueryAgents& m) { return {{"request_id", m.request_id}}; }
+json body(const QueryAgents& m) {
+  json j = {{"request_id", m.request_id}};
+  if (m.all) j["all"] = true;
+  return j;
+}
+json body(const ReleaseAgent& m) { return {{"request_id", m.request_id}, {"name", m.name}}; }
 json body(const Agents& m) {
   json a = json::array();
   for (const auto& x : m.agents) a.push_back(to_json(x));
@@ -327,7 +349,14 @@ TrialExited read_exited(const Reader& r) {
   m.reason = opt_field_str(r, "reason");
   m.ended_at = r.field("ended_at").f64();
   m.last_seq = opt_field_i64(r, "last_seq", 0);
+  m.host_fault = r.has("host_fault") ? r.field("host_fault").boolean() : false;
   return m;
+}
+
+template <typename M>
+void read_health(const Reader& r, M& m) {
+  if (r.has("healthy")) m.healthy = r.field("healthy").boolean();
+  m.health = opt_field_str(r, "health");
 }
 
 // A state spelled by its name (common/states.h); any other text is refused.
@@ -416,6 +445,7 @@ AgentRow read_agent_row(const Reader& r) {
     Reader e = running.at(i);
     a.running.push_back({e.field("trial_id").i64(), e.field("gpus").ints(), e.field("gpu_fraction").opt_f64()});
   }
+  if (r.has("quarantine")) a.quarantine = r.field("quarantine").opt_str();
   return a;
 }
 
@@ -439,6 +469,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     Reader finished = r.field("finished");
     for (size_t i = 0, n = finished.size(); i < n; ++i) m.finished.push_back(read_exited(finished.at(i)));
     if (r.has("features")) m.features = r.field("features").strings();
+    read_health(r, m);
     return m;
   }
   if (kind == "REGISTER_ACK") {
@@ -456,6 +487,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     Heartbeat m;
     if (!r.raw().is_object()) r.fail("an object");
     if (r.has("acked")) m.acked = read_acks(r.field("acked"));
+    read_health(r, m);
     return m;
   }
   if (kind == "START_TRIAL") {
@@ -545,15 +577,27 @@ Message read_body(const std::string& kind, const Reader& r) {
     for (size_t i = 0, n = a.size(); i < n; ++i) m.sweeps.push_back(read_sweep_summary(a.at(i)));
     return m;
   }
-  if (kind == "QUERY_TRIALS") return QueryTrials{r.field("request_id").str(), r.field("sweep_id").i64()};
+  if (kind == "QUERY_TRIALS") {
+    QueryTrials m;
+    m.request_id = r.field("request_id").str();
+    m.sweep_id = r.field("sweep_id").i64();
+    m.after_index = opt_field_i64(r, "after_index", -1);
+    m.limit = opt_field_i64(r, "limit", kTrialsPageDefault);
+    if (m.limit < 1 || m.limit > kTrialsPageMax)
+      throw FieldError(r.path() + ".limit: must be 1 to " + std::to_string(kTrialsPageMax));
+    return m;
+  }
   if (kind == "TRIALS") {
     Trials m;
     m.request_id = r.field("request_id").str();
     Reader a = r.field("trials");
     for (size_t i = 0, n = a.size(); i < n; ++i) m.trials.push_back(read_trial_row(a.at(i)));
+    if (r.has("next_after_index")) m.next_after_index = r.field("next_after_index").opt_i64();
     return m;
   }
-  if (kind == "QUERY_AGENTS") return QueryAgents{r.field("request_id").str()};
+  if (kind == "QUERY_AGENTS")
+    return QueryAgents{r.field("request_id").str(), r.has("all") ? r.field("all").boolean() : false};
+  if (kind == "RELEASE_AGENT") return ReleaseAgent{r.field("request_id").str(), r.field("name").str()};
   if (kind == "AGENTS") {
     Agents m;
     m.request_id = r.field("request_id").str();
@@ -569,7 +613,7 @@ bool known_kind(const std::string& kind) {
       "REGISTER", "REGISTER_ACK", "REGISTER_REJECT", "HEARTBEAT", "START_TRIAL", "STOP_TRIAL",
       "TRIAL_STARTED", "METRICS", "TRIAL_EXITED", "EXIT_ACK", "DISCONNECT", "ERROR", "SUBMIT",
       "SUBMITTED", "CANCEL", "RETRY", "DONE", "QUERY_SWEEPS", "SWEEPS", "QUERY_TRIALS", "TRIALS",
-      "QUERY_AGENTS", "AGENTS"};
+      "QUERY_AGENTS", "AGENTS", "RELEASE_AGENT"};
   for (const char* k : kKinds)
     if (kind == k) return true;
   return false;
@@ -718,8 +762,10 @@ nlohmann::json to_json(const AgentRow& a) {
   for (const auto& g : a.gpus) gpus.push_back(gpu_json(g));
   for (const auto& r : a.running)
     running.push_back({{"trial_id", r.trial_id}, {"gpus", r.gpus}, {"gpu_fraction", opt(r.gpu_fraction)}});
-  return {{"name", a.name}, {"host", a.host},         {"state", name(a.state)}, {"slots", a.slots},
-          {"last_seen", a.last_seen}, {"gpus", gpus}, {"running", running}};
+  json j = {{"name", a.name}, {"host", a.host},         {"state", name(a.state)}, {"slots", a.slots},
+            {"last_seen", a.last_seen}, {"gpus", gpus}, {"running", running}};
+  if (a.quarantine) j["quarantine"] = *a.quarantine;
+  return j;
 }
 
 }  // namespace swept::protocol

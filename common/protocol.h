@@ -31,6 +31,13 @@ namespace swept::protocol {
 
 // Frame 0 of every message. Bump the digit for an incompatible change.
 inline constexpr std::string_view kProtocolId = "swept/1";
+// The largest message the scheduler and agents accept (ZMQ_MAXMSGSIZE;
+// docs/protocol.md, "Sockets and roles"): a peer that sends more is
+// disconnected before the message is held in memory.
+inline constexpr int64_t kMaxMessageBytes = int64_t{16} << 20;
+// Messages queued per peer in each direction on the scheduler's socket
+// (ZMQ_SNDHWM / ZMQ_RCVHWM): beyond it a reply is dropped, a sender waits.
+inline constexpr int kPeerHighWaterMark = 1000;
 
 // ---- pieces ----------------------------------------------------------------
 
@@ -81,6 +88,11 @@ struct TrialExited {
   std::string reason;
   double ended_at = 0;
   int64_t last_seq = 0;  // seq of the last METRICS batch sent for this attempt (0: none)
+  // cause kLaunchFailed only: the host, not the trial, kept it from starting
+  // (its work directory cannot be made, out of disk, fork refused, ...). The
+  // scheduler requeues such a trial without spending a retry. Optional on
+  // the wire ("host_fault": true), absent when false.
+  bool host_fault = false;
   bool operator==(const TrialExited&) const = default;
 };
 
@@ -96,6 +108,10 @@ struct Register {
   // Optional behaviours this agent implements ("start_after": START_TRIAL's
   // `after`); the scheduler uses none the agent does not list.
   std::vector<std::string> features;
+  // The agent's last self-check of its work directory (writable, free space
+  // above a floor): nullopt when it reports none (optional on the wire).
+  std::optional<bool> healthy;
+  std::string health;  // what is wrong when !*healthy
   bool operator==(const Register&) const = default;
 };
 
@@ -177,6 +193,9 @@ struct ExitAck {
 
 struct Heartbeat {
   std::vector<MetricsAck> acked;  // scheduler -> agent only; empty otherwise
+  // agent -> scheduler only, optional: as in REGISTER.
+  std::optional<bool> healthy;
+  std::string health;
   bool operator==(const Heartbeat&) const = default;
 };
 
@@ -292,9 +311,16 @@ struct Sweeps {
   bool operator==(const Sweeps&) const = default;
 };
 
+// QUERY_TRIALS is paged (docs/protocol.md): trials with index above
+// `after_index`, at most `limit` of them, in index order.
+inline constexpr int64_t kTrialsPageDefault = 1000;
+inline constexpr int64_t kTrialsPageMax = 10000;
+
 struct QueryTrials {
   std::string request_id;
   int64_t sweep_id = 0;
+  int64_t after_index = -1;  // optional on the wire; -1: from the first trial
+  int64_t limit = kTrialsPageDefault;  // optional on the wire; 1..kTrialsPageMax
   bool operator==(const QueryTrials&) const = default;
 };
 
@@ -337,11 +363,21 @@ struct TrialRow {
 struct Trials {
   std::string request_id;
   std::vector<TrialRow> trials;
+  // Set when more trials may follow: ask again with after_index = this
+  // (the last index of this page). Optional on the wire.
+  std::optional<int64_t> next_after_index;
   bool operator==(const Trials&) const = default;
 };
 
+// How long an agent that went away stays in the live view of QUERY_AGENTS
+// (and of `swept agents --db`): the scheduler's default (--agent-display-s).
+inline constexpr int kAgentDisplaySeconds = 600;
+
 struct QueryAgents {
   std::string request_id;
+  // false: the live view (alive agents, and those gone for less than the
+  // scheduler's display window); true: every agent the database keeps.
+  bool all = false;
   bool operator==(const QueryAgents&) const = default;
 };
 
@@ -360,6 +396,9 @@ struct AgentRow {
   double last_seen = 0;
   std::vector<GpuInfo> gpus;
   std::vector<AgentTrial> running;
+  // Why the scheduler sends it no work (host faults); nullopt when it may
+  // have work. Optional on the wire.
+  std::optional<std::string> quarantine;
   bool operator==(const AgentRow&) const = default;
 };
 
@@ -369,12 +408,19 @@ struct Agents {
   bool operator==(const Agents&) const = default;
 };
 
+// Lifts an agent's quarantine (`swept agents --release NAME`); answered DONE.
+struct ReleaseAgent {
+  std::string request_id;
+  std::string name;
+  bool operator==(const ReleaseAgent&) const = default;
+};
+
 // ---- the message and its codec ---------------------------------------------
 
 using Message = std::variant<Register, RegisterAck, RegisterReject, Heartbeat, StartTrial, StopTrial,
                              TrialStarted, Metrics, TrialExited, ExitAck, Disconnect, Error, Submit,
                              Submitted, Cancel, Retry, Done, QuerySweeps, Sweeps, QueryTrials, Trials,
-                             QueryAgents, Agents>;
+                             QueryAgents, Agents, ReleaseAgent>;
 
 // The kind frame of a message: "REGISTER", "TRIAL_EXITED", ...
 const char* kind_name(const Message& message);

@@ -40,11 +40,17 @@ std::vector<Message> every_message() {
   reg.finished = {sample_exit()};
   reg.features = {"start_after"};
   all.push_back(reg);
+  reg.healthy = false;  // the optional self-check (issue 15)
+  reg.health = "cannot write /srv/swept: No space left on device";
+  all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});  // with a lease (optional field)
   all.push_back(RegisterReject{"duplicate_name", "agent gpu-node-3 is already connected", 5000});
   all.push_back(Heartbeat{});
-  all.push_back(Heartbeat{{{5, 1, 99}}});
+  Heartbeat with_acks;
+  with_acks.acked = {{5, 1, 99}};
+  all.push_back(with_acks);
+  all.push_back(Heartbeat{{}, true, ""});
   StartTrial st;
   st.trial_id = 17;
   st.attempt = 2;
@@ -80,6 +86,10 @@ std::vector<Message> every_message() {
   launch_failed.timed_out = false;
   launch_failed.reason = "no such command: frobnicate";
   launch_failed.ended_at = 1.5;
+  all.push_back(launch_failed);
+  launch_failed.host_fault = true;  // the host's fault, not the trial's
+  launch_failed.exit_code.reset();
+  launch_failed.reason = "cannot create the trial directory /w/sweep-1: No space left on device";
   all.push_back(launch_failed);
   all.push_back(ExitAck{17, 2});
   all.push_back(Disconnect{"shutting down"});
@@ -119,6 +129,7 @@ std::vector<Message> every_message() {
   missing.metric_missing = swept::protocol::MetricMissing{4, {"loss", "validation_loss"}};
   all.push_back(Sweeps{"r8", {s, empty, missing}});
   all.push_back(QueryTrials{"r9", 3});
+  all.push_back(QueryTrials{"r9b", 3, 999, 50});  // the page after index 999
   TrialRow t;
   t.id = 17;
   t.sweep_id = 3;
@@ -146,7 +157,8 @@ std::vector<Message> every_message() {
   stopped.id = 19;
   stopped.state = swept::TrialState::kEarlyStopped;
   stopped.stop = TrialRow::Stop{"hyperband", 9, 9, 1.5, std::nullopt, "hyperband: band 9, ...: stop", 30.0};
-  all.push_back(Trials{"r9", {t, queued, stopped}});
+  all.push_back(Trials{"r9", {t, queued, stopped}, std::nullopt});
+  all.push_back(Trials{"r9b", {t}, 5});
   all.push_back(Retry{"r11", 3, true});
   all.push_back(Retry{"r12", 3, false});
   all.push_back(QueryAgents{"r10"});
@@ -158,7 +170,12 @@ std::vector<Message> every_message() {
   a.last_seen = 1763762000.75;
   a.gpus = {{0, "GPU-aaaa", "NVIDIA H100", 85899345920}};
   a.running = {{17, {0}, std::nullopt}, {18, {0}, 0.4}};
-  all.push_back(Agents{"r10", {a}});
+  all.push_back(QueryAgents{"r11", true});
+  AgentRow q = a;
+  q.name = "bad-disk";
+  q.quarantine = "3 host faults in a row: cannot create the trial directory";
+  all.push_back(Agents{"r10", {a, q}});
+  all.push_back(ReleaseAgent{"r12", "bad-disk"});
   return all;
 }
 
@@ -179,7 +196,7 @@ TEST_CASE("every message kind survives encode then decode") {
     CHECK(*d.message == original);
     kinds.insert(frames[1]);
   }
-  // One of each of the 23 kinds docs/protocol.md defines.
+  // One of each of the kinds docs/protocol.md defines.
   CHECK(kinds.size() == std::variant_size_v<Message>);
 }
 

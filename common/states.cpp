@@ -59,6 +59,7 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
       if (info(from).retryable || from == S::kEarlyStopped) return S::kQueued;
       return std::nullopt;
     case TrialEventKind::kRequeue:
+      // Not the trial's doing: whatever its retries, it waits for another place.
       if (from == S::kRunning) return S::kQueued;
       return std::nullopt;
   }

@@ -108,11 +108,15 @@ const std::vector<Row> kTable = {
     {S::kRunning, ev(K::kRetryEarlyStopped), kNone, kNone},
     {S::kCompleted, ev(K::kRetryEarlyStopped), kNone, kNone},
     {S::kStopped, ev(K::kRetryEarlyStopped), kNone, kNone},
-    // requeue (a lease expired, a host fault): back to queued, retries or not
+    // requeue (a lease expired, a host fault, an agent draining): a running
+    // attempt ended not by the trial goes back to the queue, retries or not
     {S::kRunning, ev(K::kRequeue), S::kQueued, S::kQueued},
     {S::kQueued, ev(K::kRequeue), kNone, kNone},
     {S::kLost, ev(K::kRequeue), kNone, kNone},
     {S::kCompleted, ev(K::kRequeue), kNone, kNone},
+    {S::kFailed, ev(K::kRequeue), kNone, kNone},
+    {S::kStopped, ev(K::kRequeue), kNone, kNone},
+    {S::kEarlyStopped, ev(K::kRequeue), kNone, kNone},
 };
 
 // 'name', as the schema's CHECK constraints spell it. Appended piece by piece:
@@ -145,7 +149,7 @@ TEST_CASE("common: the trial transition function matches the hand-written table"
   std::set<std::pair<int, int>> seen;
   for (const Row& r : kTable) seen.insert({static_cast<int>(r.from), static_cast<int>(r.event.kind)});
   for (const auto& s : kTrialStates)
-    for (K k : {K::kDispatch, K::kAdopt, K::kFinish, K::kCancel, K::kLose, K::kRetry, K::kRetryEarlyStopped})
+    for (K k : {K::kDispatch, K::kAdopt, K::kFinish, K::kCancel, K::kLose, K::kRetry, K::kRetryEarlyStopped, K::kRequeue})
       CHECK_MESSAGE(seen.count({static_cast<int>(s.state), static_cast<int>(k)}) == 1,
                     "missing row: ", name(s.state), " event ", static_cast<int>(k));
 }

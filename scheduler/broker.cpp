@@ -47,10 +47,12 @@ Broker::~Broker() {
 Status Broker::bind() {
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_handover, 1));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::router_mandatory, 1));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::maxmsgsize, int64_t{64} << 20));
+  // Bounded per peer (docs/protocol.md): what one peer sends or leaves
+  // unread cannot grow the scheduler's memory without bound.
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::maxmsgsize, kMaxMessageBytes));
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::linger, 0));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, 200000));
-  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, 200000));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::sndhwm, kPeerHighWaterMark));
+  SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, kPeerHighWaterMark));
   if (options_.server_key) {
     if (!options_.keys) return Status::InvalidArgument("a keyed broker needs its authorized keys");
     SWEPT_RETURN_IF_ERROR(curve::apply_server(socket_.handle(), *options_.server_key, "swept"));
@@ -80,6 +82,8 @@ BrokerStats Broker::stats() const {
   s.trials_finished = stat_finished_.load();
   s.successors = stat_successors_.load();
   s.metric_rows = stat_rows_.load();
+  s.registers = stat_registers_.load();
+  s.host_fault_requeues = stat_host_requeues_.load();
   s.loop_cpu_seconds = stat_cpu_.load();
   s.ingest_seconds = stat_ingest_.load();
   s.turns = stat_turns_.load();
@@ -121,6 +125,9 @@ Status Broker::recover() {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   // Nobody is connected yet: agents must register again.
   SWEPT_RETURN_IF_ERROR(store_.mark_all_agents(AgentState::kAlive, AgentState::kLost));
+  auto quarantined = store_.quarantined_agents();
+  if (!quarantined.ok()) return quarantined.status();
+  for (auto& [agent, reason] : *quarantined) quarantined_[agent] = Quarantine{std::move(reason), false};
   auto running = runner_.recover();
   if (!running.ok()) return running.status();
   int64_t deadline = clock_.now_ms() + options_.recovery_grace_ms;
@@ -333,7 +340,10 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
     session = session_by_routing(routing_id);  // dropped when its key was revoked
   }
   if (session) session->last_heard_ms = clock_.now_ms();  // any valid message is a heartbeat
-  if (auto* r = std::get_if<Register>(&m)) return on_register(routing_id, *r);
+  if (auto* r = std::get_if<Register>(&m)) {
+    stat_registers_++;
+    return on_register(routing_id, *r);
+  }
   if (std::holds_alternative<Heartbeat>(m) || std::holds_alternative<TrialStarted>(m) ||
       std::holds_alternative<Metrics>(m) || std::holds_alternative<TrialExited>(m) ||
       std::holds_alternative<Disconnect>(m)) {
@@ -346,7 +356,7 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
   }
   if (std::holds_alternative<Submit>(m) || std::holds_alternative<Cancel>(m) || std::holds_alternative<Retry>(m) ||
       std::holds_alternative<QuerySweeps>(m) || std::holds_alternative<QueryTrials>(m) ||
-      std::holds_alternative<QueryAgents>(m))
+      std::holds_alternative<QueryAgents>(m) || std::holds_alternative<ReleaseAgent>(m))
     return handle_client(routing_id, m);
   // REGISTER_ACK, START_TRIAL, SWEEPS, ...: the scheduler sends these, it never receives them.
   stat_dropped_++;
@@ -419,6 +429,19 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     log::warn("refused REGISTER from " + r.name + ": " + bad);
     return Status::Ok();
   }
+  // One connection registers one agent: a second name on it is refused (a
+  // peer cannot fill the registry from one socket; docs/protocol.md).
+  if (auto bound = name_by_routing_.find(routing_id); bound != name_by_routing_.end() && bound->second != r.name) {
+    stat_dropped_++;
+    send_later(routing_id, RegisterReject{"one_agent_per_connection",
+                                          "this connection already registered agent \"" + bound->second +
+                                              "\"; one connection registers one agent: open a new connection for \"" +
+                                              r.name + "\"",
+                                          0});
+    refused_log_.write(clock_.now_ms(), "refused REGISTER for agent " + r.name + ": its connection registered agent " +
+                                            bound->second);
+    return Status::Ok();
+  }
   const int64_t now = clock_.now_ms();
   const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
 
@@ -457,10 +480,6 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
     if (old) sessions_.erase(it->second);
     routing_by_name_.erase(it);
   }
-  // The same connection re-registering under another name: the old name is gone.
-  if (Session* cur = session_by_routing(routing_id); cur && cur->name != r.name)
-    SWEPT_RETURN_IF_ERROR(on_agent_gone(routing_id, "re-registered as " + r.name, AgentState::kGone));
-
   Session& s = sessions_[routing_id];
   s.routing_id = routing_id;
   s.name = r.name;
@@ -473,8 +492,10 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   if (options_.keys) s.key = current_key_;
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;
+  name_by_routing_[routing_id] = r.name;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds()));
+  SWEPT_RETURN_IF_ERROR(note_health(s, r.healthy, r.health));
 
   // Reconcile what the agent runs with what the store says (docs/protocol.md).
   RegisterAck ack{r.session, options_.heartbeat_ms, options_.liveness, {}, lease_ms()};
@@ -561,7 +582,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
 }
 
 Status Broker::handle_agent(Session& s, const Message& m) {
-  if (std::holds_alternative<Heartbeat>(m)) return Status::Ok();
+  if (auto* hb = std::get_if<Heartbeat>(&m)) return note_health(s, hb->healthy, hb->health);
   if (auto* st = std::get_if<TrialStarted>(&m)) return on_trial_started(s, *st);
   if (auto* mt = std::get_if<Metrics>(&m)) return on_metrics(s, *mt);
   if (auto* ex = std::get_if<TrialExited>(&m)) return on_trial_exited(s, *ex, false);
@@ -736,17 +757,25 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   if (auto* q = std::get_if<QueryTrials>(&m)) {
     auto sums = store::sweep_summaries(store_.connection(), q->sweep_id);
     if (!sums.ok()) return refuse(q->request_id, sums.status());
-    auto rows = store::trial_rows(store_.connection(), q->sweep_id);
+    // One page (docs/protocol.md, QUERY_TRIALS): a reply stays small
+    // whatever the sweep's size.
+    auto rows = store::trial_rows(store_.connection(), q->sweep_id, q->after_index, q->limit);
     if (!rows.ok()) return rows.status();
-    send_later(routing_id, Trials{q->request_id, std::move(*rows)});
+    std::optional<int64_t> next;
+    if (static_cast<int64_t>(rows->size()) == q->limit) next = rows->back().index;
+    send_later(routing_id, Trials{q->request_id, std::move(*rows), next});
     return Status::Ok();
   }
   if (auto* q = std::get_if<QueryAgents>(&m)) {
-    auto rows = store::agent_rows(store_.connection());
+    // The live view: alive agents and those seen within the display window.
+    std::optional<double> seen_since;
+    if (!q->all) seen_since = clock_.wall_seconds() - options_.agent_display_s;
+    auto rows = store::agent_rows(store_.connection(), seen_since);
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Agents{q->request_id, std::move(*rows)});
     return Status::Ok();
   }
+  if (auto* r = std::get_if<ReleaseAgent>(&m)) return on_release(routing_id, *r);
   return Status::Ok();
 }
 
@@ -780,7 +809,7 @@ Status Broker::check_timers() {
   for (int64_t id : leased)
     SWEPT_RETURN_IF_ERROR(requeue_live(id, "agent " + live_[id].agent + " lost and its lease (" +
                                                std::to_string(lease_ms()) + " ms) is over: it has stopped the trial"));
-  return Status::Ok();
+  return forget_old_agents();
 }
 
 Status Broker::dispatch() {
@@ -792,6 +821,7 @@ Status Broker::dispatch() {
     auto found = sessions_.find(rid);
     if (found == sessions_.end()) continue;  // cannot happen: the two maps change together
     const Session& s = found->second;
+    if (quarantined_.count(name)) continue;  // host faults: no new work
     AgentCapacity c;
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
@@ -902,7 +932,7 @@ Status Broker::queue_successors() {
     if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
     auto rid = routing_by_name_.find(lt.agent);
     auto session = rid == routing_by_name_.end() ? sessions_.end() : sessions_.find(rid->second);
-    if (session == sessions_.end() || !session->second.start_after) continue;
+    if (session == sessions_.end() || !session->second.start_after || quarantined_.count(lt.agent)) continue;
     ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
@@ -929,7 +959,11 @@ void Broker::send_heartbeats() {
       lt.acked_seq = lt.stored_seq;
     }
   }
-  for (const auto& [rid, s] : sessions_) send_later(rid, Heartbeat{std::move(acks[s.name])});
+  for (const auto& [rid, s] : sessions_) {
+    Heartbeat hb;
+    hb.acked = std::move(acks[s.name]);
+    send_later(rid, std::move(hb));
+  }
 }
 
 }  // namespace swept::scheduler

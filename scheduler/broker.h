@@ -84,6 +84,16 @@ struct BrokerOptions {
   // for an agent at the end of its 32 s backoff.
   int recovery_grace_ms = 75000;
   CommitPolicy commit;
+  // Host faults (docs/protocol.md, "Host faults and quarantine"): after this
+  // many launch failures in a row that its agent blames on its host, the
+  // agent gets no more work until it reports healthy again or an operator
+  // releases it (`swept agents --release`). 0: never quarantine.
+  int quarantine_after = 3;
+  // Agents that went away: shown by QUERY_AGENTS (without `all`) for this
+  // long after they were last seen, and their rows deleted from the
+  // database after forget_agents_after_s (docs/protocol.md, QUERY_AGENTS).
+  int agent_display_s = protocol::kAgentDisplaySeconds;
+  int64_t forget_agents_after_s = 7 * 86400;
   // CurveZMQ (docs/protocol.md, "Security"). With a server key the socket
   // is a CURVE server: only keys in `keys` get in (the ZAP handler of
   // context(), scheduler/zap.h, must be started before bind()), each message
@@ -100,6 +110,8 @@ struct BrokerStats {
   int64_t trials_finished = 0;
   int64_t successors = 0;  // of trials_dispatched: sent to wait for a running trial's place
   int64_t metric_rows = 0;
+  int64_t registers = 0;         // REGISTER messages received (refused ones included)
+  int64_t host_fault_requeues = 0;  // trials requeued because their host could not start them
   double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
   double ingest_seconds = 0;      // wall time spent storing METRICS batches
   int64_t turns = 0;
@@ -166,6 +178,11 @@ class Broker {
     int64_t last_sent_ms = 0;
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
     std::string key;           // the Z85 public key it connected with; empty without CURVE
+    std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
+  };
+  struct Quarantine {
+    std::string reason;
+    bool saw_unhealthy = false;  // its agent reported a failed self-check since: a pass lifts it
   };
   struct LiveTrial {
     int64_t trial_id = 0;
@@ -232,9 +249,6 @@ class Broker {
   // (docs/protocol.md, "Leases").
   int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
   int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
-  // Ends a live attempt that was not the trial's fault and queues the trial
-  // again without spending a retry (TrialEventKind::kRequeue).
-  Status requeue_live(int64_t trial_id, const std::string& reason);
 
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
   // A live trial its sweep's rule stopped ends early_stopped instead of stopped.
@@ -244,6 +258,28 @@ class Broker {
   Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
   Status cancel_trial(int64_t trial_id, const std::string& reason);
   Status check_timers();
+  // ---- host faults, quarantine, agent housekeeping (broker_agents.cpp) ----
+  // A live attempt that ended not by the trial's doing (its host could not
+  // start it, its agent's lease ran out, its agent drains): the trial is
+  // queued again without spending a retry (TrialEventKind::kRequeue).
+  Status requeue_live(int64_t trial_id, const std::string& reason);
+  // One more launch failure of `agent`'s host; quarantines it at the limit.
+  Status note_host_fault(const std::string& agent, const std::string& reason);
+  // A trial that `agent` did start (or that ended for a reason of its own).
+  void note_host_ok(const std::string& agent) { host_fault_streak_.erase(agent); }
+  // The agent's self-check as REGISTER or HEARTBEAT reports it.
+  Status note_health(Session& s, const std::optional<bool>& healthy, const std::string& health);
+  Status quarantine(const std::string& agent, const std::string& reason, bool from_health);
+  Status lift_quarantine(const std::string& agent, const std::string& why);
+  // Answers RELEASE_AGENT.
+  Status on_release(const std::string& routing_id, const protocol::ReleaseAgent& r);
+  // Deletes the rows of agents gone longer than forget_agents_after_s (once a minute).
+  Status forget_old_agents();
+  // Attempts of a trial that cost no retry (requeued for a host fault).
+  int free_attempts(int64_t trial_id) const {
+    auto it = free_attempts_.find(trial_id);
+    return it == free_attempts_.end() ? 0 : it->second;
+  }
   Status dispatch();
   // Takes the sweep's next trial and sends it to `agent` with `placement`;
   // with `before`, as that live trial's successor. *started false: the
@@ -275,6 +311,12 @@ class Broker {
   std::string current_key_;  // the key of the message being handled (CURVE only)
   std::unordered_map<int64_t, LiveTrial> live_;           // by trial id
   std::map<int64_t, double> mean_run_seconds_;            // by sweep: how long its trials run
+  std::map<std::string, Quarantine> quarantined_;         // by agent name (also in the store)
+  std::map<std::string, int> host_fault_streak_;          // by agent name: host faults in a row
+  std::map<int64_t, int> free_attempts_;                  // by trial id (this scheduler's life)
+  // The agent name each connection registered: one connection, one agent.
+  std::unordered_map<std::string, std::string> name_by_routing_;
+  std::optional<int64_t> last_forget_ms_;  // the last forget_old_agents() pass
   std::vector<Outgoing> outgoing_;
   bool dirty_ = true;  // something changed that may allow a dispatch
   bool gathering_ = false;  // the open transaction waits for more (turn())
@@ -290,7 +332,7 @@ class Broker {
   std::condition_variable change_cv_;
   int64_t changes_ = 0;  // guarded by change_mutex_
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
-      stat_successors_{0}, stat_rows_{0}, stat_turns_{0};
+      stat_successors_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0}, stat_host_requeues_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 

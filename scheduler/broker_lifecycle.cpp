@@ -27,7 +27,10 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
       break;
     case ExitCause::kSignaled: why = "killed by signal " + std::to_string(e.signal.value_or(0)); break;
     case ExitCause::kTimeout: why = "timed out"; break;
-    case ExitCause::kLaunchFailed: why = "could not start"; break;
+    case ExitCause::kLaunchFailed:
+      why = "could not start";
+      if (e.host_fault) event = {TrialEventKind::kRequeue};  // its host's fault, not the trial's
+      break;
     case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
     case ExitCause::kAgentShutdown: event = {TrialEventKind::kLose}; why = "its agent shut down"; break;
     case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
@@ -41,15 +44,20 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
 Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
   std::string reason;
   TrialEvent event = event_for_exit(e, &reason);
-  const bool lost = event.kind == TrialEventKind::kLose;
+  const bool lost = event.kind == TrialEventKind::kLose || event.kind == TrialEventKind::kRequeue;
   auto it = live_.find(e.trial_id);
   if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
-    if (lost && it->second.lease_wait)  // stopped by the agent when its lease ran out
+    if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
+      SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, "agent " + s.name + " could not start it: " + reason));
+      SWEPT_RETURN_IF_ERROR(note_host_fault(s.name, reason));
+    } else if (event.kind == TrialEventKind::kRequeue || (lost && it->second.lease_wait)) {
+      // not the trial's doing: its agent drains, or stopped it when its lease ran out
       SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, reason));
-    else if (lost)
+    } else if (lost)
       SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
     else
       SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, event.outcome, &e, reason));
+    if (e.cause != ExitCause::kLaunchFailed) note_host_ok(s.name);  // its process ran: the host works
   } else if (it == live_.end() || it->second.attempt != e.attempt) {
     SWEPT_RETURN_IF_ERROR(ensure_tx());
     auto rec = store_.trial_record(e.trial_id);
@@ -139,7 +147,8 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   std::string attempt_reason = lt.started ? reason : "never started: " + reason;
   SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
   // Never confirmed started: the attempt did not run, so it costs no retry.
-  const int retries_left = lt.started ? lt.max_retries - lt.attempt + 1 : 1;
+  // Attempts requeued for a host fault cost none either (free_attempts).
+  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - 1 - free_attempts(trial_id)) : 1;
   const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
   if (lt.cancelled) {
     runner_.trial_ended(lt.sweep_id);
@@ -185,28 +194,6 @@ Status Broker::on_agent_gone(std::string routing_id, const std::string& why, Age
     return Status::Ok();
   }
   for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + name + " lost: " + why));
-  dirty_ = true;
-  return Status::Ok();
-}
-
-Status Broker::requeue_live(int64_t trial_id, const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take_live(it);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  double now = clock_.wall_seconds();
-  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
-  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
-  if (lt.cancelled) {
-    runner_.trial_ended(lt.sweep_id);
-  } else {
-    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
-    runner_.requeue(lt.sweep_id, trial_id);
-    log::info("trial " + to_s(trial_id) + " requeued without spending a retry (" + reason + ")");
-  }
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
   dirty_ = true;
   return Status::Ok();
 }

@@ -141,9 +141,9 @@ TEST_CASE("store: a schema v3 database is upgraded to v4 in place, nothing lost,
   {
     auto writer = Writer::open(t.path);
     REQUIRE(writer.ok());
-    CHECK((*writer)->schema_version() == 4);
+    CHECK((*writer)->schema_version() == kSchemaVersion);
   }
-  CHECK(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == 4);
+  CHECK(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == kSchemaVersion);
   for (size_t i = 0; i < tables.size(); ++i) {
     CAPTURE(tables[i]);
     CHECK(dump(t.path, tables[i]) == before[i]);

@@ -702,14 +702,19 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
   return d;
 }
 
-Result<std::vector<AgentInfo>> list_agents(Connection& db) {
+Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double> seen_since) {
   std::vector<AgentInfo> out;
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return out;
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
+  SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   std::map<std::string, size_t> by_name;
-  SWEPT_ASSIGN_OR_RETURN(agents, db.prepare("SELECT name, host, state, slots, registered_at, last_seen FROM agents ORDER BY name"));
+  std::string sql = std::string("SELECT name, host, state, slots, registered_at, last_seen, ") +
+                    (version >= 5 ? "quarantine" : "NULL") + " FROM agents" +
+                    (seen_since ? " WHERE state = 'alive' OR last_seen >= ?1" : "") + " ORDER BY name";
+  SWEPT_ASSIGN_OR_RETURN(agents, db.prepare(sql));
+  if (seen_since) agents.bind(1, *seen_since);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, agents.step());
     if (!row) break;
@@ -720,6 +725,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db) {
     a.slots = agents.int64(3);
     a.registered_at = agents.real(4);
     a.last_seen = agents.real(5);
+    a.quarantine = agents.optional_text(6);
     by_name[a.name] = out.size();
     out.push_back(std::move(a));
   }

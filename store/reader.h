@@ -171,6 +171,7 @@ struct AgentInfo {
   std::vector<GpuInfo> gpus;
   std::vector<int64_t> cpu_trials;  // running trials without GPUs
   std::vector<protocol::AgentTrial> running;  // every running trial here, by id
+  std::optional<std::string> quarantine;      // why it gets no work (schema v4); nullopt: it may
 };
 
 struct SweepPoints {
@@ -252,7 +253,9 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
 // to at most `max_points`. Unknown trial ids yield no series.
 Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vector<int64_t>& trial_ids,
                                                 const std::string& metric, size_t max_points);
-Result<std::vector<AgentInfo>> list_agents(Connection& db);
+// `seen_since` (Unix seconds): only agents alive or last seen since then
+// (the live view); nullopt: every agent the database keeps.
+Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double> seen_since = std::nullopt);
 // Every stride-th trial (by idx) with a metric value, at most `max_points`,
 // plus the `best_count` best ones.
 Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count = 20);
@@ -271,8 +274,11 @@ protocol::SweepSummary to_protocol(const SweepSummary& s);
 // and what the CLI's --db commands print: the same queries as above, in the
 // protocol's types. sweep_summaries(id) is NotFound for an unknown id.
 Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
-Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id);
-Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db);
+// trial_rows: the trials of a sweep with index above `after_index`, at most
+// `limit` (-1: all), in index order.
+Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index = -1,
+                                                   int64_t limit = -1);
+Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional<double> seen_since = std::nullopt);
 // The bounded tail of a trial's output ("" when it printed nothing).
 Result<std::string> trial_log_tail(Connection& db, int64_t trial_id);
 

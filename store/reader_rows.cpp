@@ -68,7 +68,8 @@ Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std:
   return out;
 }
 
-Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id) {
+Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index,
+                                                   int64_t limit) {
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   SWEPT_RETURN_IF_ERROR(get_sweep(db, sweep_id).status());
@@ -79,8 +80,10 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
                                         (version >= 3 ? "suggestion" : "NULL") +
                                         (version >= 4 ? ", stop_rule, stop_at, stop_step, stop_value, stop_threshold, stop_reason, stop_decided_at"
                                                       : ", NULL, NULL, NULL, NULL, NULL, NULL, NULL") +
-                                        " FROM trials WHERE sweep_id=? ORDER BY idx"));
+                                        " FROM trials WHERE sweep_id=?1 AND idx > ?2 ORDER BY idx LIMIT ?3"));
   st.bind(1, sweep_id);
+  st.bind(2, after_index);
+  st.bind(3, limit);
   std::vector<protocol::TrialRow> out;
   std::unordered_map<int64_t, size_t> by_id;
   while (true) {
@@ -110,9 +113,12 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     by_id[t.id] = out.size();
     out.push_back(std::move(t));
   }
+  if (out.empty()) return out;
   SWEPT_ASSIGN_OR_RETURN(lat, db.prepare("SELECT l.trial_id, l.name, l.value FROM trial_latest l "
-                                         "JOIN trials t ON t.id=l.trial_id WHERE t.sweep_id=?"));
+                                         "JOIN trials t ON t.id=l.trial_id WHERE t.sweep_id=?1 AND t.idx BETWEEN ?2 AND ?3"));
   lat.bind(1, sweep_id);
+  lat.bind(2, out.front().index);
+  lat.bind(3, out.back().index);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, lat.step());
     if (!row) break;
@@ -122,8 +128,8 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
   return out;
 }
 
-Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db) {
-  SWEPT_ASSIGN_OR_RETURN(agents, list_agents(db));
+Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional<double> seen_since) {
+  SWEPT_ASSIGN_OR_RETURN(agents, list_agents(db, seen_since));
   std::vector<protocol::AgentRow> out;
   for (auto& a : agents) {
     protocol::AgentRow r;
@@ -134,6 +140,7 @@ Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db) {
     r.last_seen = a.last_seen;
     for (const auto& g : a.gpus) r.gpus.push_back({static_cast<int>(g.index), g.uuid, g.name, g.memory_bytes});
     r.running = std::move(a.running);
+    r.quarantine = std::move(a.quarantine);
     out.push_back(std::move(r));
   }
   return out;

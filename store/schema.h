@@ -16,7 +16,7 @@ class Connection;
 
 // The schema version this code writes; older files are migrated on open
 // (Writer::open), newer ones refused.
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // The text of store/schema.sql (version 1), compiled in.
 extern const char* const kSchemaSql;
 // Bound of trial_logs.tail.

@@ -22,6 +22,9 @@
 --      indexes and references, whenever the list differs: so a state added
 --      to that table needs no hand-written migration of the CHECK).
 --      Readers select the stop_* columns only from version 4 on.
+--   5: agents.quarantine TEXT, why the scheduler sends the agent no work
+--      (docs/protocol.md, "Host faults and quarantine"); NULL when it may
+--      have work. Readers select it only from version 5 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
@@ -60,6 +63,8 @@
 --     running -> early_stopped      its sweep's early_terminate rule judged it
 --                                   and the scheduler stopped it (stop_* says
 --                                   why); its metrics stay
+--     running -> queued             its host could not start it (a host fault)
+--                                   or the agent drains: costs no retry
 --     queued | lost -> completed | failed
 --                                   given up while its agent was away, but the
 --                                   agent came back with its result: it stands
@@ -90,7 +95,10 @@
 -- trial_logs: a bounded tail (the last 64 KiB) of each trial's output.
 --
 -- agents, agent_gpus: the hosts that registered, their GPUs, and whether they
---   are alive. What each GPU runs is derived from running trials.
+--   are alive. What each GPU runs is derived from running trials. Trials and
+--   attempts name their agent as text (no foreign key), so the scheduler may
+--   delete an agent that went away long ago (and its GPUs) without touching
+--   any trial's history.
 --
 -- Times are Unix seconds (REAL). JSON columns hold UTF-8 JSON text.
 

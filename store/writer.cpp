@@ -237,6 +237,12 @@ Status Writer::migrate() {
     if (!s.ok()) return fail(s);
     version = 4;
   }
+  if (version < 5) {
+    // v5: why an agent is quarantined (host faults); NULL: it may have work.
+    s = conn_->exec("ALTER TABLE agents ADD COLUMN quarantine TEXT");
+    if (!s.ok()) return fail(s);
+    version = 5;
+  }
   // From v4 on: the state CHECK is common/states.h's table (rebuilt when not).
   s = sync_trial_state_check();
   if (!s.ok()) return fail(s);
@@ -704,6 +710,47 @@ Status Writer::set_agent_state(const std::string& name, AgentState state, double
   st.bind(3, name);
   SWEPT_RETURN_IF_ERROR(st.run());
   return Status::Ok();
+}
+
+Status Writer::set_agent_quarantine(const std::string& name, const std::optional<std::string>& reason) {
+  SWEPT_CACHED(st, "UPDATE agents SET quarantine=? WHERE name=?");
+  if (reason)
+    st.bind(1, *reason);
+  else
+    st.bind_null(1);
+  st.bind(2, name);
+  return st.run();
+}
+
+Result<std::map<std::string, std::string>> Writer::quarantined_agents() {
+  SWEPT_CACHED(st, "SELECT name, quarantine FROM agents WHERE quarantine IS NOT NULL");
+  std::map<std::string, std::string> out;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    out[st.text(0)] = st.text(1);
+  }
+  return out;
+}
+
+Result<int64_t> Writer::forget_agents(double gone_before) {
+  // Which: gone or lost before the cut-off, not quarantined (an operator
+  // should see those until released). Trials keep the name as text.
+  SWEPT_CACHED(count, "SELECT COUNT(*) FROM agents WHERE state <> 'alive' AND last_seen < ?1 AND quarantine IS NULL");
+  count.bind(1, gone_before);
+  SWEPT_ASSIGN_OR_RETURN(row, count.step());
+  const int64_t n = row ? count.int64(0) : 0;
+  count.reset();
+  if (n == 0) return n;
+  // Their GPUs first: agent_gpus references agents.
+  SWEPT_CACHED(gpus, "DELETE FROM agent_gpus WHERE agent IN (SELECT name FROM agents WHERE state <> 'alive' AND "
+                     "last_seen < ?1 AND quarantine IS NULL)");
+  gpus.bind(1, gone_before);
+  SWEPT_RETURN_IF_ERROR(gpus.run());
+  SWEPT_CACHED(del, "DELETE FROM agents WHERE state <> 'alive' AND last_seen < ?1 AND quarantine IS NULL");
+  del.bind(1, gone_before);
+  SWEPT_RETURN_IF_ERROR(del.run());
+  return n;
 }
 
 Status Writer::mark_all_agents(AgentState from_state, AgentState to_state) {

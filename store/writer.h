@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -199,6 +200,15 @@ class Writer {
                       const std::vector<protocol::GpuInfo>& gpus, double now);
   Status set_agent_state(const std::string& name, AgentState state, double now);
   Status mark_all_agents(AgentState from_state, AgentState to_state);
+  // Quarantine (docs/protocol.md, "Host faults and quarantine"): the reason,
+  // or nullopt to lift it. No-op for an unknown name.
+  Status set_agent_quarantine(const std::string& name, const std::optional<std::string>& reason);
+  // Agent name -> quarantine reason, for every quarantined agent.
+  Result<std::map<std::string, std::string>> quarantined_agents();
+  // Deletes the rows (agents, agent_gpus) of agents not alive and last seen
+  // before `gone_before` (Unix seconds), except quarantined ones; trials and
+  // attempts keep their agent's name. Returns how many agents went.
+  Result<int64_t> forget_agents(double gone_before);
 
   // The connection, for the read model (reader.h) on the scheduler's side:
   // reads through it see this writer's uncommitted work.

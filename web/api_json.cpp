@@ -124,7 +124,8 @@ json agent_json(const store::AgentInfo& a) {
           {"registered_at", a.registered_at},
           {"last_seen", a.last_seen},
           {"gpus", gpus},
-          {"cpu_trials", a.cpu_trials}};
+          {"cpu_trials", a.cpu_trials},
+          {"quarantine", a.quarantine ? json(*a.quarantine) : json(nullptr)}};
 }
 
 json points_json(const store::SweepPoints& p) {

@@ -684,6 +684,7 @@
         return el('section', { className: 'panel', 'data-agent': a.name },
           el('h2', null, a.name + ' ', el('span', { className: 'state ' + (a.state === 'alive' ? 'completed' : 'lost'), text: a.state })),
           el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state }),
+          a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state failed', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
           a.gpus.length ? gpus : el('div', { className: 'muted', text: 'no GPUs' }), cpu);
       }));
     }
