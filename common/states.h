@@ -95,6 +95,9 @@ enum class TrialEventKind : uint8_t {
   kFinish,    // its process ended; `outcome` says how (a process_outcome state)
   kCancel,    // the user cancelled it (or its sweep)
   kLose,      // its agent went away while it ran
+  kRequeue,   // the attempt ended for a reason that is not the trial's (its agent
+              // drained or shut down, a host fault): queued again WITHOUT
+              // spending a retry
   kReject,    // its command cannot be built from its parameters
   kRetry,     // `swept retry`
 };
@@ -108,7 +111,7 @@ struct TrialEvent {
 // The one transition function of a trial (the table in store/schema.sql's
 // essay; tested against a hand-written table in states_test.cpp).
 // `retries_left`: how many more attempts the trial may have (only kLose reads
-// it: a retry left requeues, none leaves it `lost`). nullopt: the event does
+// it: a retry left requeues, none leaves it `lost`; kRequeue ignores it). nullopt: the event does
 // not apply in that state (a stale or repeated message); the caller keeps the
 // state as it is.
 std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, int retries_left);

@@ -77,6 +77,13 @@ const std::vector<Row> kTable = {
     {S::kFailed, ev(K::kLose), kNone, kNone},
     {S::kStopped, ev(K::kLose), kNone, kNone},
     {S::kLost, ev(K::kLose), kNone, kNone},
+    // requeue: a running trial goes back to the queue, retries or not
+    {S::kRunning, ev(K::kRequeue), S::kQueued, S::kQueued},
+    {S::kQueued, ev(K::kRequeue), kNone, kNone},
+    {S::kCompleted, ev(K::kRequeue), kNone, kNone},
+    {S::kFailed, ev(K::kRequeue), kNone, kNone},
+    {S::kStopped, ev(K::kRequeue), kNone, kNone},
+    {S::kLost, ev(K::kRequeue), kNone, kNone},
     // reject: a queued trial whose command cannot be built fails
     {S::kQueued, ev(K::kReject), S::kFailed, S::kFailed},
     {S::kRunning, ev(K::kReject), kNone, kNone},
@@ -120,7 +127,7 @@ TEST_CASE("common: the trial transition function matches the hand-written table"
   std::set<std::pair<int, int>> seen;
   for (const Row& r : kTable) seen.insert({static_cast<int>(r.from), static_cast<int>(r.event.kind)});
   for (const auto& s : kTrialStates)
-    for (K k : {K::kDispatch, K::kAdopt, K::kFinish, K::kCancel, K::kLose, K::kRetry})
+    for (K k : {K::kDispatch, K::kAdopt, K::kFinish, K::kCancel, K::kLose, K::kRequeue, K::kRetry})
       CHECK_MESSAGE(seen.count({static_cast<int>(s.state), static_cast<int>(k)}) == 1,
                     "missing row: ", name(s.state), " event ", static_cast<int>(k));
 }

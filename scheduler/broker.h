@@ -227,8 +227,10 @@ class Broker {
   // A live trial ended with `state` (completed | failed | stopped): store, release, count.
   Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e,
                      const std::string& reason);
-  // A live trial's attempt is lost: requeue or fail per max_retries.
-  Status lose_live(int64_t trial_id, const std::string& reason);
+  // A live trial's attempt is lost: requeue or fail per max_retries. With
+  // costs_retry false (kRequeue: its agent drained), requeue whatever the
+  // retries, and record the attempt as `queued` so it is not counted.
+  Status lose_live(int64_t trial_id, const std::string& reason, bool costs_retry = true);
   Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
   Status cancel_trial(int64_t trial_id, const std::string& reason);
   Status check_timers();

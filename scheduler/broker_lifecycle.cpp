@@ -29,7 +29,10 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
     case ExitCause::kTimeout: why = "timed out"; break;
     case ExitCause::kLaunchFailed: why = "could not start"; break;
     case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
-    case ExitCause::kAgentShutdown: event = {TrialEventKind::kLose}; why = "its agent shut down"; break;
+    // The agent stopped it because the agent itself stops (drained before a
+    // Slurm time limit, or told to stop): not the trial's doing, so it goes
+    // back to the queue without spending a retry (docs/protocol.md).
+    case ExitCause::kAgentShutdown: event = {TrialEventKind::kRequeue}; why = "its agent shut down"; break;
     case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
   }
   *reason = e.reason.empty() ? why : e.reason;
@@ -41,11 +44,12 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
 Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
   std::string reason;
   TrialEvent event = event_for_exit(e, &reason);
-  const bool lost = event.kind == TrialEventKind::kLose;
+  const bool requeue = event.kind == TrialEventKind::kRequeue;
+  const bool lost = event.kind == TrialEventKind::kLose || requeue;
   auto it = live_.find(e.trial_id);
   if (it != live_.end() && it->second.agent == s.name && it->second.attempt == e.attempt) {
     if (lost)
-      SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
+      SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason, /*costs_retry=*/!requeue));
     else
       SWEPT_RETURN_IF_ERROR(finish_live(e.trial_id, event.outcome, &e, reason));
   } else if (it == live_.end() || it->second.attempt != e.attempt) {
@@ -113,18 +117,40 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
   return Status::Ok();
 }
 
-Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
+Status Broker::lose_live(int64_t trial_id, const std::string& reason, bool costs_retry) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   double now = clock_.wall_seconds();
+  if (!costs_retry) {
+    // kRequeue: back to the queue whatever the retries; the attempt's own
+    // state in the history is `queued`, which is how later losses know it
+    // spent nothing (count_attempts below).
+    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
+    std::string why = "requeued (costs no retry): " + reason;
+    SWEPT_RETURN_IF_ERROR(
+        store_.end_attempt(trial_id, lt.attempt, lt.cancelled ? TrialState::kStopped : next, std::nullopt, why, now));
+    if (lt.cancelled) {
+      runner_.trial_ended(lt.sweep_id);
+    } else {
+      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
+      runner_.requeue(lt.sweep_id, trial_id);
+      log::info("trial " + to_s(trial_id) + " " + why);
+    }
+    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+    dirty_ = true;
+    return Status::Ok();
+  }
   // An attempt the agent never confirmed did not run: say so in the history.
   std::string attempt_reason = lt.started ? reason : "never started: " + reason;
   SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+  // Retries spent: the attempts so far, less those requeued at no cost.
   // Never confirmed started: the attempt did not run, so it costs no retry.
-  const int retries_left = lt.started ? lt.max_retries - lt.attempt + 1 : 1;
+  auto free_attempts = store_.count_attempts(trial_id, TrialState::kQueued);
+  if (!free_attempts.ok()) return free_attempts.status();
+  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - *free_attempts) + 1 : 1;
   const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
   if (lt.cancelled) {
     runner_.trial_ended(lt.sweep_id);
