@@ -166,6 +166,9 @@ class Broker {
     int64_t last_sent_ms = 0;
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
     std::string key;           // the Z85 public key it connected with; empty without CURVE
+    // It reported a trial stopped by its own shutdown or drain
+    // (agent_shutdown): it is leaving, so nothing more is placed on it.
+    bool draining = false;
   };
   struct LiveTrial {
     int64_t trial_id = 0;

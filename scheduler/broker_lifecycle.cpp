@@ -42,6 +42,9 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
 }  // namespace
 
 Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
+  // Its agent is shutting down or draining: dispatch() stops placing trials
+  // there at once, so the trial requeued below does not go straight back to it.
+  if (e.cause == ExitCause::kAgentShutdown) s.draining = true;
   std::string reason;
   TrialEvent event = event_for_exit(e, &reason);
   const bool requeue = event.kind == TrialEventKind::kRequeue;

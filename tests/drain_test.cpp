@@ -20,7 +20,7 @@ std::string q(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-TEST_CASE("a drained agent (SIGUSR1) hands its trials back without spending a retry; they resume elsewhere") {
+TEST_CASE("a drained agent (SIGUSR1) hands its trials back without spending a retry - they resume elsewhere") {
   TempDir dir;
   const std::string shared = dir / "shared";  // the trials' checkpoints, as on a shared filesystem
   std::filesystem::create_directories(shared);
