@@ -151,7 +151,7 @@ TEST_CASE("tls: a client that does not trust the certificate is refused, and pla
   CHECK(again->status == 200);
 }
 
-TEST_CASE("tls: the token guards every request over HTTPS; its cookie is Secure") {
+TEST_CASE("tls: the token guards every request over HTTPS - its cookie is Secure") {
   swept::testing::TempDir dir;
   REQUIRE(!dir.path().empty());
   CertFiles files = make_self_signed(dir, "server");
