@@ -153,7 +153,9 @@ class Agent {
     log::info("trial containment: " + containment_->description());
     while (true) {
       int64_t now = clock_.now_ms();
-      if (stop.load() && !shutting_down_) begin_shutdown("agent shutting down", kExitOk);
+      const bool drain = options_.drain && options_.drain->load();
+      if ((stop.load() || drain) && !shutting_down_)
+        begin_shutdown(drain ? "agent " + name_ + " draining" : "agent shutting down", kExitOk);
       if (shutting_down_ && running_count() == 0) break;
 
       manage_link(now);

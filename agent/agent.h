@@ -69,6 +69,13 @@ struct AgentOptions {
   // to the scheduler's when both are in one process and the endpoint is
   // inproc:// (swept run). Null: the agent makes its own.
   zmq::context_t* zmq_context = nullptr;
+  // Drain (`swept agent` on SIGUSR1, which deploy/slurm asks Slurm to send
+  // before the job's time limit): when it becomes true the agent stops as
+  // on `stop` (no new trials; running ones get SIGTERM so they checkpoint,
+  // SIGKILL after stop_grace_ms; each reported agent_shutdown, which the
+  // scheduler requeues without spending a retry), says "draining" in its
+  // log and the trials' reasons, and run_agent returns kExitOk. Null: none.
+  const std::atomic<bool>* drain = nullptr;
   // Polled by the agent's loop: notify() it after setting the stop flag and
   // the agent stops at once instead of within 100 ms. Null: none.
   const Wakeup* wakeup = nullptr;
@@ -84,7 +91,8 @@ struct AgentOptions {
 // endpoint syntax, workdir creatable). InvalidArgument names the bad option.
 Status validate_options(const AgentOptions& options);
 
-// Runs the agent until `stop` becomes true (checked at least every 100 ms).
+// Runs the agent until `stop` (or options.drain) becomes true (checked at
+// least every 100 ms).
 // On stop it stops every running trial (SIGTERM, then SIGKILL after the
 // grace period), reports each to the scheduler (cause agent_shutdown), sends
 // DISCONNECT, and returns. Running trials are never abandoned: run_agent does

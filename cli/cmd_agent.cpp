@@ -1,9 +1,14 @@
 // `swept agent --scheduler tcp://HOST:5555 [--gpus ...] [--slots N] [--name NAME] [--workdir DIR]`:
 // runs this host's agent (agent/agent.h) until SIGTERM or SIGINT, which stop
 // its trials (SIGTERM, then SIGKILL after the grace period), tell the
-// scheduler, and exit 130. The scheduler address may also come from
+// scheduler, and exit 130; or until SIGUSR1, a drain (the signal
+// deploy/slurm/swept-agent.sbatch asks Slurm for before the time limit),
+// which does the same and exits 0. Either way the scheduler requeues the
+// stopped trials without spending a retry. The scheduler address may also come from
 // SWEPT_SCHEDULER. The flags after the first group exist for tests and for
 // tuning: heartbeat interval, liveness, reconnect backoff, grace period.
+
+#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -35,6 +40,13 @@ extern "C" void on_stop_signal(int) {
   g_stop_wakeup.notify();
 }
 
+std::atomic<bool> g_drain_requested{false};
+
+extern "C" void on_drain_signal(int) {
+  g_drain_requested.store(true);
+  g_stop_wakeup.notify();
+}
+
 int run_agent_command(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   agent::AgentOptions o;
@@ -42,7 +54,10 @@ int run_agent_command(const std::vector<std::string>& args) {
       "usage: swept agent --scheduler tcp://HOST:5555 [--gpus auto|none|fake:N[xMEMORY]] [--slots N]\n"
       "                   [--name NAME] [--workdir DIR] [--key FILE --scheduler-pub FILE]\n\n"
       "Runs the trials a swept scheduler sends to this host, each as a child process with its GPUs\n"
-      "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n\noptions");
+      "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n"
+      "Drains on SIGUSR1 (Slurm's --signal before a time limit): takes no new trials, stops the\n"
+      "running ones (SIGTERM so they checkpoint, SIGKILL after --stop-grace-ms), hands them back to\n"
+      "the scheduler, which requeues them without spending a retry, and exits 0.\n\noptions");
   visible.add_options()("help,h", "show this help")(
       "scheduler", po::value<std::string>(), "the scheduler's address (default: $SWEPT_SCHEDULER)")(
       "gpus", po::value<std::string>(&o.gpus)->default_value("auto"),
@@ -101,8 +116,13 @@ int run_agent_command(const std::vector<std::string>& args) {
   if (vm.count("verbose")) log::set_level(log::Level::kDebug);
 
   on_stop_signals(on_stop_signal, /*ignore_sigpipe=*/false);
+  struct sigaction drain {};
+  drain.sa_handler = on_drain_signal;
+  sigemptyset(&drain.sa_mask);
+  sigaction(SIGUSR1, &drain, nullptr);
 
   o.wakeup = &g_stop_wakeup;
+  o.drain = &g_drain_requested;
   int code = agent::run_agent(o, g_stop_requested);
   if (code == kExitOk && g_stop_requested.load()) return kExitInterrupted;
   return code;

@@ -88,6 +88,7 @@ int run_run(const std::vector<std::string>& args) {
   std::string file, db = "swept.db", dashboard = "127.0.0.1:8080", progress = "auto";
   bool verbose = false;
   std::string stats_file;
+  DashboardTls tls;
   agent::AgentOptions ao;
   ao.name = "local";
   ao.workdir = "swept-work";
@@ -101,6 +102,7 @@ int run_run(const std::vector<std::string>& args) {
       "slots", po::value(&ao.slots)->default_value(0), "CPU trials at once (0: one per CPU)")(
       "workdir", po::value(&ao.workdir)->default_value(ao.workdir), "where trials' directories and logs go")(
       "dashboard", po::value(&dashboard)->default_value(dashboard), "dashboard address HOST:PORT, or off")(
+      "tls-cert", po::value(&tls.cert), kTlsCertHelp)("tls-key", po::value(&tls.key), kTlsKeyHelp)(
       "progress", po::value(&progress)->default_value(progress), "auto (a bar on a terminal), lines, or off")(
       "stop-grace-ms", po::value(&ao.stop_grace_ms)->default_value(ao.stop_grace_ms),
       "on Ctrl-C, how long trials get between SIGTERM and SIGKILL")(
@@ -120,6 +122,15 @@ int run_run(const std::vector<std::string>& args) {
     std::cerr << "swept run: --progress must be auto, lines or off\n";
     return kExitUsage;
   }
+  if (tls.cert.empty() != tls.key.empty()) {
+    std::cerr << "swept run: " << (tls.cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+              << ": HTTPS needs both the certificate and its private key\n";
+    return kExitUsage;
+  }
+  if (!tls.cert.empty() && dashboard == "off") {
+    std::cerr << "swept run: --tls-cert/--tls-key are for the dashboard, which --dashboard off turns off\n";
+    return kExitUsage;
+  }
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
   std::optional<std::string> text = read_sweep_file(file);  // says why on failure
   if (!text) return kExitUsage;
@@ -136,6 +147,24 @@ int run_run(const std::vector<std::string>& args) {
   if (Status s = broker.bind(); !s.ok()) return report("run", s);
   (*lock)->set_address(broker.endpoint());
   if (Status s = broker.recover(); !s.ok()) return report("run", s);
+  // The dashboard reads the same database; its cancel button reaches this
+  // scheduler like `swept cancel` does. It starts before the sweep is
+  // submitted, so that bad input (a TLS file, a token) refuses the run with
+  // nothing recorded. A dashboard that cannot listen (the port is taken) is
+  // not a reason to refuse the sweep: say so and go on.
+  std::unique_ptr<web::Server> dashboard_server;
+  if (dashboard != "off") {
+    auto server = start_dashboard(dashboard, db, /*token=*/"", broker.endpoint(), /*insecure=*/false, {}, tls);
+    if (server.ok()) {
+      dashboard_server = std::move(*server);
+    } else if (server.status().code() == StatusCode::kInvalidArgument) {
+      std::cerr << "swept run: " << server.status().message() << "\n";
+      return kExitUsage;
+    } else {
+      std::cerr << "swept run: " << server.status().message()
+                << " (going on without it; --dashboard HOST:PORT picks another address)\n";
+    }
+  }
   auto submitted = broker.submit(*text);
   if (!submitted.ok()) {
     std::cerr << "swept run: " << file << " is not a valid sweep file:\n" << submitted.status().message() << "\n";
@@ -149,19 +178,6 @@ int run_run(const std::vector<std::string>& args) {
   Wakeup agent_wakeup;  // ends the agent's wait when it is told to stop
   ao.wakeup = &agent_wakeup;
 
-  // The dashboard reads the same database; its cancel button reaches this
-  // scheduler like `swept cancel` does. A dashboard that cannot start (the
-  // port is taken) is not a reason to refuse the sweep: say so and go on.
-  std::unique_ptr<web::Server> dashboard_server;
-  if (dashboard != "off") {
-    auto server = start_dashboard(dashboard, db, /*token=*/"", broker.endpoint());
-    if (server.ok()) {
-      dashboard_server = std::move(*server);
-    } else {
-      std::cerr << "swept run: " << server.status().message()
-                << " (going on without it; --dashboard HOST:PORT picks another address)\n";
-    }
-  }
 
   on_stop_signals(on_run_signal, /*ignore_sigpipe=*/true);
 

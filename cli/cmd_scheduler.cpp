@@ -85,6 +85,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   scheduler::BrokerOptions o;
   std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir, web_token;
   bool insecure = false;
+  DashboardTls web_tls;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
                      "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
@@ -107,6 +108,7 @@ int run_scheduler(const std::vector<std::string>& args) {
       "directory of allowed public keys: agents/*.pub may register, clients/*.pub may submit; SIGHUP re-reads it")(
       "token", po::value(&web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
                                       "non-loopback --web")(
+      "tls-cert", po::value(&web_tls.cert), kTlsCertHelp)("tls-key", po::value(&web_tls.key), kTlsKeyHelp)(
       "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key, and a non-loopback "
                                               "--web without --token (trusted networks only: anyone reaching the port "
                                               "can run commands on every agent)");
@@ -129,6 +131,17 @@ int run_scheduler(const std::vector<std::string>& args) {
   if (level != "debug" && level != "info" && level != "warn" && level != "error") {
     std::cerr << "swept scheduler: --log-level '" << level << "' is not a level: use debug, info, warn or error\n";
     return kExitUsage;
+  }
+  if (!web_tls.cert.empty() || !web_tls.key.empty()) {
+    if (web_tls.cert.empty() || web_tls.key.empty()) {
+      std::cerr << "swept scheduler: " << (web_tls.cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+                << ": HTTPS needs both the certificate and its private key\n";
+      return kExitUsage;
+    }
+    if (web == "off") {
+      std::cerr << "swept scheduler: --tls-cert/--tls-key are for the dashboard: add --web HOST:PORT\n";
+      return kExitUsage;
+    }
   }
   log::set_program("swept-scheduler");
   if (level == "debug") log::set_level(log::Level::kDebug);
@@ -202,7 +215,7 @@ int run_scheduler(const std::vector<std::string>& args) {
       dashboard_keys.own = *pair;
       dashboard_keys.server_public = o.server_key->public_key;
     }
-    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys);
+    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys, web_tls);
     if (!server.ok()) return report("scheduler", server.status());
     dashboard = std::move(*server);
     log::info("dashboard at " + dashboard->url());

@@ -1,9 +1,9 @@
 // `swept web`: the dashboard alone, over a database file, with no scheduler
 // (so no cancel button). Runs until SIGINT/SIGTERM, then stops cleanly.
 //
-//   swept web --db swept.db [--listen 127.0.0.1:8080] [--token T]
+//   swept web --db swept.db [--listen 127.0.0.1:8080] [--token T] [--tls-cert FILE --tls-key FILE]
 //
-// Prints "swept web: serving http://HOST:PORT/" on stdout once listening
+// Prints "swept web: serving http://HOST:PORT/" (https:// with TLS) on stdout once listening
 // (tests start it with port 0 and read the address back from that line).
 #include <signal.h>
 
@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/dashboard.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
 #include "web/server.h"
@@ -34,6 +35,8 @@ int run_web(const std::vector<std::string>& args) {
        "HOST:PORT to serve on (port 0 picks a free one)")
       ("token", po::value<std::string>(&options.token),
        "require this bearer token on every request (default: $SWEPT_WEB_TOKEN); needed on any non-loopback address")
+      ("tls-cert", po::value<std::string>(&options.tls_cert), swept::cli::kTlsCertHelp)
+      ("tls-key", po::value<std::string>(&options.tls_key), swept::cli::kTlsKeyHelp)
       ("insecure", po::bool_switch(&options.insecure),
        "serve a non-loopback address without a token (only on a network you trust)");
   po::variables_map vm;
@@ -46,7 +49,9 @@ int run_web(const std::vector<std::string>& args) {
   }
   if (vm.count("help")) {
     std::cout << desc << "\nOpen the printed URL in a browser. With a token, open it once as URL?token=TOKEN\n"
-              << "(a cookie keeps it) or send 'Authorization: Bearer TOKEN' to the API (docs/api.md).\n";
+              << "(a cookie keeps it) or send 'Authorization: Bearer TOKEN' to the API (docs/api.md).\n"
+              << "Off this machine, serve it with a token and over HTTPS (--tls-cert/--tls-key), or keep it on\n"
+              << "127.0.0.1 behind an SSH tunnel (docs/deploy.md). A bad certificate or key exits 2.\n";
     return swept::kExitOk;
   }
   if (!vm.count("token")) {

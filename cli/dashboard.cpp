@@ -11,8 +11,10 @@ namespace swept::cli {
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure,
-                                                     const curve::ClientKeys& keys) {
+                                                     const curve::ClientKeys& keys, const DashboardTls& tls) {
   web::ServerOptions options;
+  options.tls_cert = tls.cert;
+  options.tls_key = tls.key;
   options.insecure = insecure;
   options.listen = listen;
   options.db_path = db_path;

@@ -19,9 +19,20 @@ namespace swept::cli {
 // Starts the dashboard on `listen` (HOST:PORT) over the database `db_path`,
 // with a cancel action forwarded to the scheduler at `scheduler_endpoint`.
 // `token`: empty, or the bearer token every request must carry.
+// `tls`: empty, or the certificate and key files to serve HTTPS with
+// (web::ServerOptions::tls_cert/tls_key; a bad pair is InvalidArgument).
+struct DashboardTls {
+  std::string cert, key;
+};
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure = false,
-                                                     const curve::ClientKeys& keys = {});
+                                                     const curve::ClientKeys& keys = {},
+                                                     const DashboardTls& tls = {});
+
+// The help line of --tls-cert and --tls-key, shared by swept web, run and scheduler.
+inline constexpr const char* kTlsCertHelp =
+    "serve the dashboard over HTTPS with this PEM certificate (chain); needs --tls-key";
+inline constexpr const char* kTlsKeyHelp = "the PEM private key of --tls-cert (unencrypted; keep it mode 0600)";
 
 }  // namespace swept::cli

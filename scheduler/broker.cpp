@@ -822,6 +822,7 @@ Status Broker::dispatch() {
     if (found == sessions_.end()) continue;  // cannot happen: the two maps change together
     const Session& s = found->second;
     if (quarantined_.count(name)) continue;  // host faults: no new work
+    if (s.draining) continue;  // leaving: what it frees goes to the others
     AgentCapacity c;
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
@@ -932,7 +933,9 @@ Status Broker::queue_successors() {
     if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
     auto rid = routing_by_name_.find(lt.agent);
     auto session = rid == routing_by_name_.end() ? sessions_.end() : sessions_.find(rid->second);
-    if (session == sessions_.end() || !session->second.start_after || quarantined_.count(lt.agent)) continue;
+    if (session == sessions_.end() || !session->second.start_after || quarantined_.count(lt.agent) ||
+        session->second.draining)
+      continue;
     ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());

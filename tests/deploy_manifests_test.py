@@ -62,8 +62,8 @@ for kind in ["Deployment", "Service", "PersistentVolumeClaim", "DaemonSet", "Sec
     check(kind in kinds, f"deploy/kubernetes has no {kind}")
 
 sbatch = (src / "deploy/slurm/swept-agent.sbatch").read_text().replace("\\\n", " ")
-line = next((l for l in sbatch.splitlines() if "swept agent" in l and l.lstrip().startswith("srun")), None)
-check(line is not None, "deploy/slurm/swept-agent.sbatch runs no `srun ... swept agent`")
+line = next((l for l in sbatch.splitlines() if "swept agent" in l and l.lstrip().startswith(("srun", "exec"))), None)
+check(line is not None, "deploy/slurm/swept-agent.sbatch runs no `exec swept agent` (or `srun ... swept agent`)")
 if line:
     check_argv(["agent"] + line.split("swept agent", 1)[1].split(), "swept-agent.sbatch")
 

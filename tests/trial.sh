@@ -6,12 +6,18 @@
 #   bigline      print 3 MB without a newline, then one metric line, exit 0
 #   silent       sleep --secs, print nothing, exit 0
 #   ignore_term  ignore SIGTERM and sleep 30 s (the agent must SIGKILL it)
-mode=normal secs=0 steps=3
+#   checkpoint   a resumable trial: counts its runs in --dir/runs-$SWEPT_TRIAL_ID;
+#                run number --finish_on prints one metric line and exits 0;
+#                earlier runs write --dir/ready-ID-RUN, sleep --secs, and on
+#                SIGTERM write --dir/ckpt-ID (the run) and exit 143
+mode=normal secs=0 steps=3 dir=. finish_on=2
 for a in "$@"; do
   case $a in
     --mode=*) mode=${a#*=} ;;
     --secs=*) secs=${a#*=} ;;
     --steps=*) steps=${a#*=} ;;
+    --dir=*) dir=${a#*=} ;;
+    --finish_on=*) finish_on=${a#*=} ;;
   esac
 done
 case $mode in
@@ -31,6 +37,19 @@ case $mode in
     exit 0 ;;
   silent) sleep "$secs"; exit 0 ;;
   ignore_term) trap '' TERM; sleep 30; exit 0 ;;
+  checkpoint)
+    id=${SWEPT_TRIAL_ID:?}
+    run=$(( $(cat "$dir/runs-$id" 2>/dev/null || echo 0) + 1 ))
+    echo "$run" > "$dir/runs-$id"
+    if [ "$run" -ge "$finish_on" ]; then
+      printf '{"step": 1, "loss": 0.5, "run": %d}\n' "$run"
+      exit 0
+    fi
+    trap 'echo "$run" > "$dir/ckpt-$id"; exit 143' TERM
+    : > "$dir/ready-$id-$run"
+    sleep "$secs" &
+    wait $!
+    exit 0 ;;
 esac
 echo "unknown mode $mode" >&2
 exit 2

@@ -7,13 +7,18 @@
 #include "web/server.h"
 
 #include <httplib.h>
-
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cctype>
 #include <charconv>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <set>
 #include <thread>
@@ -114,11 +119,82 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const Status& s) { send_json(res, http_status_for(s), error_json(s)); }
 
+
+// The newest OpenSSL error on this thread, as text ("" when none), and the
+// queue cleared so that the next failure reports its own.
+std::string openssl_error() {
+  unsigned long code = ERR_peek_last_error();
+  std::string text;
+  if (code != 0) {
+    char buf[256];
+    ERR_error_string_n(code, buf, sizeof buf);
+    text = buf;
+  }
+  ERR_clear_error();
+  return text;
+}
+
+// A key file that asks for a passphrase must fail, not prompt on the
+// terminal of a daemon: this callback supplies none.
+extern "C" int no_passphrase(char*, int, int, void*) { return 0; }
+
+// Loads the certificate chain and its private key into `ctx`, and checks
+// that they belong together. InvalidArgument names the file and the fix.
+Status load_tls_files(SSL_CTX& ctx, const std::string& cert, const std::string& key) {
+  for (const auto& [flag, file] : {std::pair<const char*, const std::string&>{"--tls-cert", cert}, {"--tls-key", key}}) {
+    if (::access(file.c_str(), R_OK) != 0)
+      return Status::InvalidArgument(std::string("cannot read ") + flag + " " + file + ": " + std::strerror(errno) +
+                                     "; give a PEM file this user can read");
+  }
+  ERR_clear_error();
+  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
+  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
+  SSL_CTX_set_default_passwd_cb(&ctx, no_passphrase);
+  if (SSL_CTX_use_certificate_chain_file(&ctx, cert.c_str()) != 1)
+    return Status::InvalidArgument("--tls-cert " + cert + " is not a PEM certificate (chain) (OpenSSL: " +
+                                   openssl_error() + "); give the server's certificate in PEM form, e.g. the "
+                                   "fullchain.pem of your certificate authority");
+  if (SSL_CTX_use_PrivateKey_file(&ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    std::string why = openssl_error();
+    if (why.find("values mismatch") != std::string::npos)
+      return Status::InvalidArgument("--tls-key " + key + " is not the private key of --tls-cert " + cert +
+                                     "; give the key the certificate was issued for");
+    return Status::InvalidArgument("--tls-key " + key + " is not an unencrypted PEM private key (OpenSSL: " + why +
+                                   "); a key with a passphrase cannot be used: decrypt it with "
+                                   "'openssl pkey -in KEY -out PLAIN.key'");
+  }
+  if (SSL_CTX_check_private_key(&ctx) != 1)
+    return Status::InvalidArgument("--tls-key " + key + " is not the private key of --tls-cert " + cert +
+                                   " (OpenSSL: " + openssl_error() + "); give the key the certificate was issued for");
+  if (X509* x = SSL_CTX_get0_certificate(&ctx); x && X509_cmp_current_time(X509_get0_notAfter(x)) < 0)
+    log::warn("web: the TLS certificate " + cert + " has expired: browsers will refuse it; renew it");
+  return Status::Ok();
+}
+
+// The HTTP server: plain, or TLS with the options' certificate and key.
+Result<std::unique_ptr<httplib::Server>> make_http_server(const ServerOptions& options) {
+  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<httplib::Server>();
+  if (options.tls_cert.empty() || options.tls_key.empty())
+    return Status::InvalidArgument(std::string(options.tls_cert.empty() ? "--tls-key" : "--tls-cert") +
+                                   " was given without " + (options.tls_cert.empty() ? "--tls-cert" : "--tls-key") +
+                                   ": TLS needs both the certificate and its private key");
+  Status loaded = Status::Ok();
+  auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
+    loaded = load_tls_files(ctx, options.tls_cert, options.tls_key);
+    return loaded.ok();
+  });
+  if (!loaded.ok()) return loaded;
+  if (!server->is_valid()) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
+  return std::unique_ptr<httplib::Server>(std::move(server));
+}
+
 }  // namespace
 
 struct Server::Impl {
   ServerOptions options;
-  httplib::Server http;
+  std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer when TLS is on
+  httplib::Server& http;
+  bool tls;
   store::ConnectionPool pool;
   LiveFeed feed;
   store::ParamSortCache param_sort_cache;
@@ -128,8 +204,13 @@ struct Server::Impl {
   std::atomic<int> streams{0};
   std::atomic<bool> stopped{false};
 
-  explicit Impl(const ServerOptions& o)
-      : options(o), pool(o.db_path, 2000), feed(o.db_path, o.poll_interval_ms) {}
+  Impl(const ServerOptions& o, std::unique_ptr<httplib::Server> s, bool with_tls)
+      : options(o),
+        server(std::move(s)),
+        http(*server),
+        tls(with_tls),
+        pool(o.db_path, 2000),
+        feed(o.db_path, o.poll_interval_ms) {}
 
   // Runs a handler body; turns failures and exceptions into JSON errors.
   template <typename Fn>
@@ -230,7 +311,7 @@ void Server::Impl::install_routes() {
     // A page opened with ?token=: remember it in a cookie and drop it from the URL.
     if (!options.token.empty() && req.has_param("token") && req.method == "GET" && req.path.rfind("/api/", 0) != 0) {
       res.set_header("Set-Cookie", std::string(kTokenCookie) + "=" + options.token +
-                                       "; Path=/; HttpOnly; SameSite=Strict");
+                                       "; Path=/; HttpOnly; SameSite=Strict" + (tls ? "; Secure" : ""));
       res.set_redirect(local_redirect_target(req.path));
       return httplib::Server::HandlerResponse::Handled;
     }
@@ -550,7 +631,13 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
                                    " without a token: anyone who can reach it would see and cancel your sweeps. "
                                    "Pass --token TOKEN (or set SWEPT_WEB_TOKEN), listen on 127.0.0.1, or pass "
                                    "--insecure if this network is trusted");
-  auto impl = std::make_unique<Impl>(options);
+  if (!loopback && !options.token.empty() && options.tls_cert.empty())
+    log::warn("web: serving " + options.listen + " over plain HTTP: the token and every page cross the network "
+              "unencrypted; add --tls-cert FILE --tls-key FILE (docs/deploy.md)");
+  auto http = make_http_server(options);
+  if (!http.ok()) return http.status();
+  const bool tls = !options.tls_cert.empty();
+  auto impl = std::make_unique<Impl>(options, std::move(*http), tls);
   Impl* p = impl.get();
   int threads = std::max(4, options.worker_threads);
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
@@ -597,7 +684,7 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
 
 std::string Server::url() const {
   std::string host = impl_->host.find(':') != std::string::npos ? "[" + impl_->host + "]" : impl_->host;
-  return "http://" + host + ":" + std::to_string(impl_->port) + "/";
+  return std::string(impl_->tls ? "https://" : "http://") + host + ":" + std::to_string(impl_->port) + "/";
 }
 
 int Server::port() const { return impl_->port; }

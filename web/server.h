@@ -7,8 +7,8 @@
 //   opts.listen = "127.0.0.1:0";        // port 0: the system picks one
 //   opts.db_path = "swept.db";
 //   auto server = Server::start(opts);  // listening when it returns
-//   if (!server.ok()) ...               // InvalidArgument (bad address) or IoError (bind failed)
-//   std::cout << (*server)->url();      // "http://127.0.0.1:41234/"
+//   if (!server.ok()) ...               // InvalidArgument (bad address, token, TLS files) or IoError (bind failed)
+//   std::cout << (*server)->url();      // "http://127.0.0.1:41234/" ("https://" with TLS)
 //   (*server)->stop();                  // or destroy it
 //
 // The server reads the store read-only and never writes to it; the file need
@@ -43,6 +43,12 @@ struct ServerOptions {
   std::string token;                      // empty: no authentication (loopback addresses only)
   bool insecure = false;                  // allow a non-loopback listen address without a token
   CancelFn cancel;                        // empty: no cancel button or API
+  // TLS (HTTPS): the server's certificate chain and its private key, PEM
+  // files; both or neither. start() refuses (InvalidArgument, naming the
+  // file) one without the other, an unreadable or non-PEM file, a key with a
+  // passphrase, and a key that is not the certificate's.
+  std::string tls_cert;
+  std::string tls_key;
   int poll_interval_ms = 500;             // live-update polling of the store
   int max_event_streams = 32;             // concurrent SSE connections; more get 503
   int worker_threads = 160;               // HTTP worker threads (event streams and slow clients hold one each)
@@ -55,7 +61,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  // "http://HOST:PORT/" with the port actually bound.
+  // "http://HOST:PORT/" (or "https://" with TLS) with the port actually bound.
   std::string url() const;
   int port() const;
   void stop();

@@ -8,6 +8,9 @@
 // completed trial, by trial and by time) have drawn, a sweep whose metric no
 // trial reports shows the warning, hostile text shows as text and never runs,
 // and rows the test inserts while the page is open appear (live update).
+// Then the same over HTTPS: `swept web --tls-cert/--tls-key` with a throwaway
+// self-signed certificate (openssl CLI), chromium told to accept it, the page
+// loaded by its https:// address with the token, its cookie Secure.
 // Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
 // a deadline; exit 0 on success, 1 on any failure.
 import { spawn, execFileSync } from 'node:child_process';
@@ -81,22 +84,22 @@ async function until(what, fn, ms = 20000) {
   throw new Error(`timed out waiting for ${what} (last: ${last})`);
 }
 
-function startServer() {
+function startServer(extra = []) {
   return new Promise((resolve, reject) => {
-    const child = spawn(swept, ['web', '--db', db, '--listen', '127.0.0.1:0', '--token', TOKEN],
+    const child = spawn(swept, ['web', '--db', db, '--listen', '127.0.0.1:0', '--token', TOKEN, ...extra],
       { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error('swept web did not print its address within 15 s')), 15000);
     child.stdout.on('data', (d) => {
       out += d;
-      const m = out.match(/serving (http:\/\/\S+)/);
+      const m = out.match(/serving (https?:\/\/\S+)/);
       if (m) { clearTimeout(timer); resolve({ child, url: m[1] }); }
     });
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`swept web exited with ${code}`)); });
   });
 }
 
-let server, context, failed = false;
+let server, tlsServer, context, tlsContext, failed = false;
 try {
   sql(fixture());
   server = await startServer();
@@ -182,13 +185,38 @@ try {
   // Without the cookie, the API refuses.
   const anon = await fetch(`${server.url}api/sweeps`);
   if (anon.status !== 401) throw new Error(`the API answered ${anon.status} without the token`);
+
+  // The dashboard over HTTPS, in a browser that accepts the self-signed certificate.
+  const cert = path.join(scratch, 'web.crt'), key = path.join(scratch, 'web.key');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+    '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    { stdio: 'ignore' });
+  tlsServer = await startServer(['--tls-cert', cert, '--tls-key', key]);
+  if (!tlsServer.url.startsWith('https://')) throw new Error(`swept web with TLS printed ${tlsServer.url}`);
+  const tlsProfile = mkdtempSync(path.join(tmpdir(), 'swept-chromium-'));
+  tlsContext = await chromium.launchPersistentContext(tlsProfile, {
+    executablePath: '/usr/bin/chromium', headless: true, ignoreHTTPSErrors: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run'],
+  });
+  const tlsPage = tlsContext.pages()[0] || await tlsContext.newPage();
+  await tlsPage.goto(`${tlsServer.url}?token=${TOKEN}`);
+  await until('the sweeps list over HTTPS', () => tlsPage.locator('tr[data-sweep-id="1"]').count());
+  await tlsPage.goto(`${tlsServer.url}#/sweeps/1`);
+  await until('trial rows over HTTPS', () => tlsPage.locator('#trials tbody tr[data-trial-id]').count());
+  const cookie = (await tlsContext.cookies()).find((c) => c.name === 'swept_token');
+  if (!cookie || !cookie.secure) throw new Error(`the token cookie over HTTPS is not Secure: ${JSON.stringify(cookie)}`);
+  await tlsPage.screenshot({ path: path.join(shots, 'sweep-https-1280.png'), fullPage: true });
+  console.log(`browser test: the dashboard works over HTTPS (${tlsServer.url})`);
   console.log(`browser test: passed; screenshots in ${shots}`);
 } catch (e) {
   failed = true;
   console.error(`browser test FAILED: ${e.stack || e}`);
 } finally {
   if (context) await context.close().catch(() => {});
+  if (tlsContext) await tlsContext.close().catch(() => {});
   if (server) server.child.kill('SIGTERM');
+  if (tlsServer) tlsServer.child.kill('SIGTERM');
   rmSync(scratch, { recursive: true, force: true });
 }
 process.exit(failed ? 1 : 0);
