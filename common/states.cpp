@@ -49,9 +49,6 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
     case TrialEventKind::kLose:
       if (from != S::kRunning) return std::nullopt;
       return retries_left > 0 ? S::kQueued : S::kLost;
-    case TrialEventKind::kRequeue:
-      if (from != S::kRunning) return std::nullopt;
-      return S::kQueued;
     case TrialEventKind::kReject:
       if (from == S::kQueued) return S::kFailed;
       return std::nullopt;

@@ -110,9 +110,6 @@ enum class TrialEventKind : uint8_t {
   kFinish,    // its process ended; `outcome` says how (a process_outcome state)
   kCancel,    // the user cancelled it (or its sweep)
   kLose,      // its agent went away while it ran
-  kRequeue,   // the attempt ended for a reason that is not the trial's (its agent
-              // drained or shut down, a host fault): queued again WITHOUT
-              // spending a retry
   kReject,    // its command cannot be built from its parameters
   kRetry,     // `swept retry` (failed, lost)
   kRetryEarlyStopped,  // `swept retry --early-stopped`: early_stopped as well

@@ -78,13 +78,6 @@ const std::vector<Row> kTable = {
     {S::kFailed, ev(K::kLose), kNone, kNone},
     {S::kStopped, ev(K::kLose), kNone, kNone},
     {S::kLost, ev(K::kLose), kNone, kNone},
-    // requeue: a running trial goes back to the queue, retries or not
-    {S::kRunning, ev(K::kRequeue), S::kQueued, S::kQueued},
-    {S::kQueued, ev(K::kRequeue), kNone, kNone},
-    {S::kCompleted, ev(K::kRequeue), kNone, kNone},
-    {S::kFailed, ev(K::kRequeue), kNone, kNone},
-    {S::kStopped, ev(K::kRequeue), kNone, kNone},
-    {S::kLost, ev(K::kRequeue), kNone, kNone},
     // reject: a queued trial whose command cannot be built fails
     {S::kQueued, ev(K::kReject), S::kFailed, S::kFailed},
     {S::kRunning, ev(K::kReject), kNone, kNone},
