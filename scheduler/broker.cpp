@@ -27,7 +27,7 @@ constexpr int64_t kStartWriteDelayMs = 50;
 constexpr double kSuccessorBelowSeconds = 1.0;
 // How long a transaction may stay open to gather more changes when all it
 // would send is deferrable (Broker::turn).
-constexpr auto kGatherWindow = std::chrono::microseconds(2000);
+constexpr int64_t kGatherWindowUs = 2000;
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
@@ -91,7 +91,7 @@ BrokerStats Broker::stats() const {
 }
 
 std::vector<int64_t> Broker::unplaceable_sweeps() const {
-  std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+  MutexLock lock(unplaceable_mutex_);
   return std::vector<int64_t>(unplaceable_.begin(), unplaceable_.end());
 }
 
@@ -202,8 +202,8 @@ Status Broker::run(const std::atomic<bool>& stop) {
 Status Broker::turn(int max_wait_ms) {
   int wait = std::max(0, std::min(max_wait_ms, options_.heartbeat_ms));
   if (gathering_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(gather_until_ - std::chrono::steady_clock::now());
-    wait = static_cast<int>(std::clamp<int64_t>(left.count() + 1, 0, wait));
+    const int64_t left_ms = (gather_until_us_ - clock_.now_us()) / 1000;
+    wait = static_cast<int>(std::clamp<int64_t>(left_ms + 1, 0, wait));
   }
   for (int64_t id : pending_starts_) {  // wake when the oldest unwritten start is due
     auto it = live_.find(id);
@@ -220,11 +220,10 @@ Status Broker::turn(int max_wait_ms) {
   }
   // Bound each turn's work (by count and by real time) so that heartbeats
   // and acknowledgements still go out every interval under a flood of metrics.
-  const auto budget_end = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::max(5, options_.heartbeat_ms / 4));
+  const int64_t budget_end_us = clock_.now_us() + int64_t{1000} * std::max(5, options_.heartbeat_ms / 4);
   Status failure;
   for (int i = 0; i < kMaxMessagesPerTurn; ++i) {
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > budget_end) break;
+    if ((i & 63) == 63 && clock_.now_us() > budget_end_us) break;
     auto got = zmqio::receive(socket_, /*with_routing_id=*/true, /*dontwait=*/true);
     if (!got.ok()) {
       log::warn(got.status().message());
@@ -254,12 +253,12 @@ Status Broker::turn(int max_wait_ms) {
   // little, so that one commit and one wake-up of the agent serve several
   // trials. Anything else commits and goes out now.
   if (failure.ok() && options_.commit.gather_window && store_.in_transaction() && deferrable_outgoing()) {
-    auto now = std::chrono::steady_clock::now();
+    const int64_t now_us = clock_.now_us();
     if (!gathering_) {
       gathering_ = true;
-      gather_until_ = now + kGatherWindow;
+      gather_until_us_ = now_us + kGatherWindowUs;
     }
-    if (now < gather_until_) {
+    if (now_us < gather_until_us_) {
       stat_turns_++;
       return Status::Ok();
     }
@@ -282,7 +281,7 @@ Status Broker::turn(int max_wait_ms) {
     sweeps_ended_seen_ = runner_.ended_count();
     std::erase_if(mean_run_seconds_, [&](const auto& kv) { return !runner_.is_running(kv.first); });
     {
-      std::lock_guard<std::mutex> lock(change_mutex_);
+      MutexLock lock(change_mutex_);
       ++changes_;
     }
     change_cv_.notify_all();
@@ -303,8 +302,12 @@ bool Broker::deferrable_outgoing() const {
 }
 
 int64_t Broker::wait_for_change(int64_t seen, std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(change_mutex_);
-  change_cv_.wait_for(lock, timeout, [&] { return changes_ != seen; });
+  MutexLock lock(change_mutex_);
+  // Another thread's real-time wait on a condition variable: steady_clock,
+  // not clock_ (a FakeClock never advances while this thread sleeps).
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (changes_ == seen)
+    if (change_cv_.wait_until(lock, deadline) == std::cv_status::timeout) break;
   return changes_;
 }
 
@@ -652,9 +655,9 @@ Status Broker::on_metrics(Session& s, const Metrics& m) {
     auto sums = store::sweep_summaries(store_.connection(), sweep_id);
     if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
   }
-  auto t0 = std::chrono::steady_clock::now();
+  const int64_t t0_us = clock_.now_us();
   auto applied = store_.add_metrics(m, metric);
-  stat_ingest_ = stat_ingest_.load() + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stat_ingest_ = stat_ingest_.load() + static_cast<double>(clock_.now_us() - t0_us) / 1e6;
   if (!applied.ok()) return applied.status();
   if (*applied) {
     stat_rows_ += static_cast<int64_t>(m.records.size());
@@ -840,7 +843,7 @@ Status Broker::dispatch() {
     std::set<int64_t> unplaceable;
     for (const SweepQueue& q : queues)
       if (q.available > 0 && !could_ever_fit(caps, q.demand)) unplaceable.insert(q.sweep_id);
-    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    MutexLock lock(unplaceable_mutex_);
     for (int64_t id : unplaceable)
       if (!unplaceable_.count(id))
         log::warn("sweep " + to_s(id) + " asks for more per trial (" + std::to_string(runner_.demand(id).gpus) +
@@ -914,7 +917,7 @@ Status Broker::queue_successors() {
   int64_t available = 0;
   std::set<int64_t> unplaceable;
   {
-    std::lock_guard<std::mutex> lock(unplaceable_mutex_);
+    MutexLock lock(unplaceable_mutex_);
     unplaceable = unplaceable_;
   }
   for (const SweepQueue& q : runner_.queues()) {

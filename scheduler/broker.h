@@ -29,7 +29,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <optional>
 #include <string>
@@ -40,6 +39,7 @@
 #include "common/clock.h"
 #include "common/curve.h"
 #include "common/log.h"
+#include "common/mutex.h"
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
@@ -317,17 +317,17 @@ class Broker {
   std::vector<Outgoing> outgoing_;
   bool dirty_ = true;  // something changed that may allow a dispatch
   bool gathering_ = false;  // the open transaction waits for more (turn())
-  std::chrono::steady_clock::time_point gather_until_;
+  int64_t gather_until_us_ = 0;  // clock_.now_us() when the gather window closes
   int64_t last_heartbeat_round_ms_ = 0;
   std::atomic<bool> cancel_all_requested_{false};
-  mutable std::mutex unplaceable_mutex_;
-  std::set<int64_t> unplaceable_;  // guarded by unplaceable_mutex_
+  mutable Mutex unplaceable_mutex_;
+  std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
   std::atomic<size_t> live_count_{0};
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;
-  std::mutex change_mutex_;
-  std::condition_variable change_cv_;
-  int64_t changes_ = 0;  // guarded by change_mutex_
+  Mutex change_mutex_;
+  std::condition_variable_any change_cv_;
+  int64_t changes_ SWEPT_GUARDED_BY(change_mutex_) = 0;
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
       stat_successors_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0}, stat_host_requeues_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
