@@ -269,7 +269,7 @@ TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit
   CHECK(agent.join() == kExitOk);
 }
 
-TEST_CASE("agent: STOP_TRIAL stops the trial's group; unknown trials are answered not_running") {
+TEST_CASE("agent: STOP_TRIAL stops the trial's group, unknown trials are answered not_running") {
   FakeScheduler s;
   TempDir dir;
   AgentThread agent(test_options(s, dir));
@@ -328,7 +328,7 @@ TEST_CASE("agent: a missing command or a GPU it lacks is a launch failure, and t
   CHECK(e3->exit_code == 4);
 }
 
-TEST_CASE("agent: the scheduler dies; trials keep running; the agent reconnects and reports them") {
+TEST_CASE("agent: the scheduler dies, trials keep running, the agent reconnects and reports them") {
   FakeScheduler s;
   TempDir dir;
   AgentThread agent(test_options(s, dir));

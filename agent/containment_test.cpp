@@ -139,7 +139,7 @@ TEST_CASE("containment: subreaper fallback (forced): nothing a trial started sur
   run_all_endings(**containment);
 }
 
-TEST_CASE("containment: SWEPT_AGENT_CONTAINMENT overrides auto; an unknown mode is refused") {
+TEST_CASE("containment: SWEPT_AGENT_CONTAINMENT overrides auto, an unknown mode is refused") {
   ::setenv("SWEPT_AGENT_CONTAINMENT", "subreaper", 1);
   auto forced = Containment::create("auto");
   ::unsetenv("SWEPT_AGENT_CONTAINMENT");

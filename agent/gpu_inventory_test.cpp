@@ -101,7 +101,7 @@ std::vector<int> indices(const std::vector<Gpu>& gpus) {
 }
 }  // namespace
 
-TEST_CASE("agent gpu inventory: Slurm's step GPUs win over the job's and CUDA_VISIBLE_DEVICES; none set is no allocation") {
+TEST_CASE("agent gpu inventory: Slurm's step GPUs win over the job's and CUDA_VISIBLE_DEVICES, none set is no allocation") {
   CHECK(!gpu_allocation(env({})).has_value());
   CHECK(*gpu_allocation(env({{"CUDA_VISIBLE_DEVICES", "1,3"}})) == std::vector<std::string>{"1", "3"});
   CHECK(*gpu_allocation(env({{"SLURM_JOB_GPUS", "0,1,2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"}})) ==
@@ -111,7 +111,7 @@ TEST_CASE("agent gpu inventory: Slurm's step GPUs win over the job's and CUDA_VI
   CHECK(gpu_allocation(env({{"CUDA_VISIBLE_DEVICES", ""}}))->empty());  // allocated: no GPU
 }
 
-TEST_CASE("agent gpu inventory: the allocation intersected with what NVML sees; without NVML, GPUs of unknown memory") {
+TEST_CASE("agent gpu inventory: the allocation intersected with what NVML sees, without NVML, GPUs of unknown memory") {
   std::vector<Gpu> seen{{0, "GPU-aaa", "H100", 80ull << 30}, {1, "GPU-bbb", "H100", 80ull << 30},
                         {2, "GPU-ccc", "H100", 80ull << 30}, {3, "GPU-ddd", "H100", 80ull << 30}};
   CHECK(indices(*restrict_to_allocation(seen, {"1", "3"})) == std::vector<int>{1, 3});

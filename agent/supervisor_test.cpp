@@ -62,7 +62,7 @@ TrialLaunch shell(const std::string& script) {
 
 }  // namespace
 
-TEST_CASE("agent supervisor: metric lines become points with steps; other output is log and files") {
+TEST_CASE("agent supervisor: metric lines become points with steps, other output is log and files") {
   Trial t;
   TrialLaunch l = shell(
       "printf '%s\\n' '{\"loss\": 2.0}' 'epoch 1' '{\"step\": 5, \"loss\": 0.5, \"lr\": 0.1}' '{\"acc\": 0.9}' "
@@ -217,7 +217,7 @@ TEST_CASE("agent supervisor: a trial that never prints is stopped at its timeout
   CHECK(std::filesystem::is_directory(t.sup->working_dir() + "/checkpoints"));
 }
 
-TEST_CASE("agent supervisor: stop sends SIGTERM to the group; a trial that ignores it gets SIGKILL after the grace") {
+TEST_CASE("agent supervisor: stop sends SIGTERM to the group, a trial that ignores it gets SIGKILL after the grace") {
   Trial polite;
   polite.start(shell("trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
   REQUIRE(polite.run_until([&] { return polite.log.find("ready") != std::string::npos; }));

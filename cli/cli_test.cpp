@@ -276,7 +276,7 @@ TEST_CASE("cli: malformed YAML - tabs, quotes, scalars, garbage, nesting, alias 
   }
 }
 
-TEST_CASE("cli: warnings go to stderr with exit 0; --strict makes them problems; --explain shows each reading") {
+TEST_CASE("cli: warnings go to stderr with exit 0, --strict makes them problems, --explain shows each reading") {
   const std::string path = write_temp("lenient.yaml", R"(method: random
 metric: {name: loss, goal: minimise}
 paramters_extra: 1

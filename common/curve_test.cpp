@@ -24,7 +24,7 @@ struct TempDir {
 };
 }  // namespace
 
-TEST_CASE("keygen's files round-trip; the secret is 0600 and is never overwritten") {
+TEST_CASE("keygen's files round-trip, the secret is 0600 and is never overwritten") {
   TempDir dir;
   std::string prefix = (dir.path / "alice").string();
   auto keys = curve::generate();
@@ -67,7 +67,7 @@ TEST_CASE("a secret key readable by others, a non-key and a missing file are ref
   CHECK(!curve::read_public_key_file((dir.path / "missing.pub").string()).ok());
 }
 
-TEST_CASE("client keys: both flags or neither; one alone says which is missing") {
+TEST_CASE("client keys: both flags or neither, one alone says which is missing") {
   ::unsetenv("SWEPT_KEY");
   ::unsetenv("SWEPT_SCHEDULER_PUB");
   auto none = curve::client_keys("", "");

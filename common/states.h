@@ -113,8 +113,8 @@ enum class TrialEventKind : uint8_t {
   kReject,    // its command cannot be built from its parameters
   kRetry,     // `swept retry` (failed, lost)
   kRetryEarlyStopped,  // `swept retry --early-stopped`: early_stopped as well
-  // The attempt ended for a reason that is not the trial's (host fault, agent
-  // draining, its agent's lease expired): queued again WITHOUT spending a retry.
+  // The attempt ended for a reason that is not the trial's (a host fault, its
+  // agent draining or shutting down): queued again WITHOUT spending a retry.
   kRequeue,
 };
 

@@ -570,7 +570,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   }
   for (int64_t id : missing) {
     if (live_[id].lease_wait)  // its lease ran out on the agent: not the trial's fault
-      SWEPT_RETURN_IF_ERROR(requeue_live(id, "agent " + r.name + " came back without it after its lease ran out"));
+      SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it after its lease ran out"));
     else
       SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + r.name + " came back without it"));
   }
@@ -810,7 +810,7 @@ Status Broker::check_timers() {
   for (int64_t id : unconfirmed)
     SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " never confirmed it"));
   for (int64_t id : leased)
-    SWEPT_RETURN_IF_ERROR(requeue_live(id, "agent " + live_[id].agent + " lost and its lease (" +
+    SWEPT_RETURN_IF_ERROR(lose_live(id, "agent " + live_[id].agent + " lost and its lease (" +
                                                std::to_string(lease_ms()) + " ms) is over: it has stopped the trial"));
   return forget_old_agents();
 }

@@ -57,8 +57,12 @@ Status Broker::on_trial_exited(Session& s, const TrialExited& e, bool from_regis
       SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, "agent " + s.name + " could not start it: " + reason));
       SWEPT_RETURN_IF_ERROR(note_host_fault(s.name, reason));
       stat_host_requeues_++;
-    } else if (event.kind == TrialEventKind::kRequeue || (lost && it->second.lease_wait)) {
-      // not the trial's doing: its agent drains, or stopped it when its lease ran out
+    } else if (lost && it->second.lease_wait) {
+      // Its agent was lost and stopped it when its lease ran out: a loss like
+      // any lost agent's (it spends a retry, so max_retries still bounds a
+      // trial that keeps taking its hosts down).
+      SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));
+    } else if (event.kind == TrialEventKind::kRequeue) {  // not the trial's doing: its agent drains
       SWEPT_RETURN_IF_ERROR(requeue_live(e.trial_id, reason));
     } else if (lost)
       SWEPT_RETURN_IF_ERROR(lose_live(e.trial_id, reason));

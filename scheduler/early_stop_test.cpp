@@ -131,7 +131,7 @@ TEST_CASE("scheduler.early_stop: a step logged twice keeps its last value, as th
   CHECK(got == std::vector<std::pair<int64_t, double>>{{0, 3.0}, {1, 1.5}, {2, 1.0}, {4, 0.7}, {5, 0.5}});
 }
 
-TEST_CASE("scheduler.early_stop: only running trials are judged; ended ones are context") {
+TEST_CASE("scheduler.early_stop: only running trials are judged, ended ones are context") {
   EarlyStopper s(rule({{"type", "median"}, {"n_startup_trials", 1}}), "loss");
   s.set_state(1, 0, TrialState::kRunning);
   CHECK_FALSE(s.observe(1, 0, values(0, {1.0, 0.5, 0.2})));

@@ -63,10 +63,10 @@
 --     running -> early_stopped      its sweep's early_terminate rule judged it
 --                                   and the scheduler stopped it (stop_* says
 --                                   why); its metrics stay
---     running -> queued             its host could not start it (a host fault),
---                                   its agent drains, or its agent's lease ran
---                                   out: costs no retry (the attempt is kept
---                                   as `queued`, so later losses can tell)
+--     running -> queued             its host could not start it (a host fault)
+--                                   or its agent drains: costs no retry (the
+--                                   attempt is kept as `queued`, so later
+--                                   losses can tell)
 --     queued | lost -> completed | failed
 --                                   given up while its agent was away, but the
 --                                   agent came back with its result: it stands

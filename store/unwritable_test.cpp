@@ -91,7 +91,7 @@ TEST_CASE("store: the -shm file truncated under the writer ends it with a messag
   CHECK(r.stderr_text.find("start the scheduler again") != std::string::npos);
 }
 
-TEST_CASE("store: a WAL that cannot be checkpointed is reported once, with its size; and when it can again") {
+TEST_CASE("store: a WAL that cannot be checkpointed is reported once, with its size, and when it can again") {
   testing::TempDb db;
   ChildResult r = run_in_child([&] {
     WriterOptions options;

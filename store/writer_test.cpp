@@ -289,7 +289,7 @@ TEST_CASE("store: a commit that fails on disk rolls back the whole transaction a
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
 }
 
-TEST_CASE("store: v3: a trial's suggestion is stored; the search history is in completion order with pending trials") {
+TEST_CASE("store: v3: a trial's suggestion is stored, the search history is in completion order with pending trials") {
   TempDb t;
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());

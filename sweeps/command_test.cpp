@@ -99,7 +99,7 @@ TEST_CASE("sweeps.command: text that only looks like a macro stays as written") 
   CHECK(argv_of(spec, json{{"x", 1}}) == std::vector<std::string>{"bash", "-c", "echo ${HOME} ${args}", "x${args}", "${}"});
 }
 
-TEST_CASE("sweeps.command: an unknown macro expands to nothing (as W&B's agent); no program fails cleanly") {
+TEST_CASE("sweeps.command: an unknown macro expands to nothing (as W&B's agent), no program fails cleanly") {
   SweepSpec spec = spec_with("");
   spec.command = {"run", "${nope}", "${args_no_equals}"};
   auto r = build_command(spec, json{{"lr", 0.5}, {"fast", true}}, context_with());

@@ -343,7 +343,7 @@ TEST_CASE("sweeps.parse: problems are capped with a final line saying how many m
   CHECK(outcome.problems.back().ToString() == "... and 50 more problems; fix these first");
 }
 
-TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings; others carry none") {
+TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings, others carry none") {
   auto bayes = parse_sweep(R"({"method": "bayes", "metric": {"name": "l", "goal": "maximize"},
       "bayes": {"n_startup_trials": 4}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
   REQUIRE(bayes.spec);

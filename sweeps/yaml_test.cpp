@@ -97,7 +97,7 @@ TEST_CASE("sweeps.yaml: numbers - 1e-5 is a number, 1 and 1.0 differ, a string l
   }
 }
 
-TEST_CASE("sweeps.yaml: YAML 1.1 scalars read as W&B's client reads them; quoted ones stay strings") {
+TEST_CASE("sweeps.yaml: YAML 1.1 scalars read as W&B's client reads them, quoted ones stay strings") {
   const SweepSpec spec = parse_ok("yaml11.yaml");
   const auto trials = all_trials(spec);
   REQUIRE(trials.size() == 4);

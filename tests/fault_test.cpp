@@ -12,7 +12,7 @@
 
 using namespace swept::itest;
 
-TEST_CASE("a second scheduler on the same database is refused naming the holder; a SIGKILLed holder's lock does not block a restart") {
+TEST_CASE("a second scheduler on the same database is refused naming the holder, a SIGKILLed holder's lock does not block a restart") {
   TempDir dir;
   auto first = std::make_unique<Scheduler>(dir);
   const std::string db = first->db;

@@ -879,7 +879,7 @@ TEST_CASE("web: a non-loopback address without a token is refused unless insecur
   CHECK(Server::start(local).ok());
 }
 
-TEST_CASE("web: an early-stopped trial's series says where it was stopped; the states come from the one table") {
+TEST_CASE("web: an early-stopped trial's series says where it was stopped, the states come from the one table") {
   TestDb db;
   db.fill();
   {

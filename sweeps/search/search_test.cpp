@@ -94,7 +94,7 @@ TEST_CASE("sweeps.search: the startup trials are random search's trials for the 
   }
 }
 
-TEST_CASE("sweeps.search: the same history and seed give the same suggestion; another seed another") {
+TEST_CASE("sweeps.search: the same history and seed give the same suggestion, another seed another") {
   for (const char* method : {"bayes", "tpe"}) {
     CAPTURE(method);
     const SweepSpec a = spec_of(kMixed, 3);
