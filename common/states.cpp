@@ -66,4 +66,16 @@ std::optional<TrialState> next_trial_state(TrialState from, TrialEvent event, in
   return std::nullopt;
 }
 
+std::string sql_state_list(bool (*keep)(const TrialStateInfo&)) {
+  std::string list;
+  for (const auto& s : kTrialStates) {
+    if (!keep(s)) continue;
+    if (!list.empty()) list += ", ";
+    list += '\'';
+    list += s.name;
+    list += '\'';
+  }
+  return list;
+}
+
 }  // namespace swept

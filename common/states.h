@@ -87,6 +87,10 @@ inline constexpr std::array<std::string_view, kAgentStateCount> kAgentStateNames
 constexpr size_t index_of(TrialState s) { return static_cast<size_t>(s); }
 constexpr const TrialStateInfo& info(TrialState s) { return kTrialStates[index_of(s)]; }
 constexpr std::string_view name(TrialState s) { return info(s).name; }
+// The names of the trial states for which `keep` holds, quoted for SQL and
+// joined by ", " ('completed', 'failed'): for the CHECK on trials.state and
+// for queries over a class of states (those that count for best, say).
+std::string sql_state_list(bool (*keep)(const TrialStateInfo&));
 constexpr std::string_view name(SweepState s) { return kSweepStateNames[static_cast<size_t>(s)]; }
 constexpr std::string_view name(AgentState s) { return kAgentStateNames[static_cast<size_t>(s)]; }
 constexpr bool is_final(TrialState s) { return info(s).final; }

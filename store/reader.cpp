@@ -89,15 +89,7 @@ SweepSummary sweep_from_row(const Statement& s) {
 // The states whose trials may be "best" (common/states.h), as an SQL list:
 // 'completed'.
 std::string best_states_sql() {
-  std::string list;
-  for (const auto& s : kTrialStates) {
-    if (!s.counts_for_best) continue;
-    if (!list.empty()) list += ',';
-    list += '\'';
-    list += s.name;
-    list += '\'';
-  }
-  return list;
+  return sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; });
 }
 
 // The sweep's best trial: the one definition (reader.h, "Best"). Index:

@@ -7,23 +7,6 @@
 
 namespace swept::store {
 
-namespace {
-
-// The states whose trials may be "best" (common/states.h): 'completed'.
-std::string best_states_list() {
-  std::string list;
-  for (const auto& s : kTrialStates) {
-    if (!s.counts_for_best) continue;
-    if (!list.empty()) list += ',';
-    list += '\'';
-    list += s.name;
-    list += '\'';
-  }
-  return list;
-}
-
-}  // namespace
-
 Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_id, int64_t max_points) {
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
@@ -40,7 +23,7 @@ Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_i
   // Exactly the trials "best" ranks (reader.h): the best states, a value set.
   // Index: trials_by_sweep_state (sweep_id, state).
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT id, idx, metric_value, ended_at FROM trials WHERE sweep_id = ? AND "
-                                          "metric_value IS NOT NULL AND state IN (" + best_states_list() + ") ORDER BY idx"));
+                                          "metric_value IS NOT NULL AND state IN (" + sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; }) + ") ORDER BY idx"));
   stmt.bind(1, sweep_id);
   std::vector<HistoryPoint> all;
   while (true) {

@@ -51,14 +51,7 @@ TrialRecord read_trial_record(const Statement& st) {
 // The CHECK clause of trials.state, built from the one table of trial states
 // (common/states.h): "CHECK (state IN ('queued', 'running', ...))".
 std::string trial_state_check() {
-  std::string list;
-  for (const auto& s : kTrialStates) {
-    if (!list.empty()) list += ", ";
-    list += '\'';
-    list += s.name;
-    list += '\'';
-  }
-  return "CHECK (state IN (" + list + "))";
+  return "CHECK (state IN (" + sql_state_list([](const TrialStateInfo&) { return true; }) + "))";
 }
 
 // The stored CREATE TABLE of `trials` with its state CHECK replaced by

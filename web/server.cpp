@@ -86,6 +86,13 @@ Result<int64_t> parse_int(const std::string& text, const std::string& name, int6
   return v;
 }
 
+// The `limit` query parameter of the chart endpoints: points to return,
+// 2,000 unless asked, at most 20,000.
+Result<int64_t> limit_param(const httplib::Request& req) {
+  if (!req.has_param("limit")) return int64_t{2000};
+  return parse_int(req.get_param_value("limit"), "limit", 1, 20000);
+}
+
 // Rejects parameters the endpoint does not know and repeated ones it does not allow.
 Status check_params(const httplib::Request& req, const std::set<std::string>& allowed) {
   for (const auto& [key, value] : req.params) {
@@ -399,15 +406,11 @@ void Server::Impl::install_routes() {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
-      int64_t limit = 2000;
-      if (req.has_param("limit")) {
-        auto l = parse_int(req.get_param_value("limit"), "limit", 1, 20000);
-        if (!l.ok()) return l.status();
-        limit = *l;
-      }
+      auto limit = limit_param(req);
+      if (!limit.ok()) return limit.status();
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto points = store::sweep_points(**conn, *id, limit);
+      auto points = store::sweep_points(**conn, *id, *limit);
       if (!points.ok()) return points.status();
       return points_json(*points);
     });
@@ -418,15 +421,11 @@ void Server::Impl::install_routes() {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
-      int64_t limit = 2000;
-      if (req.has_param("limit")) {
-        auto l = parse_int(req.get_param_value("limit"), "limit", 1, 20000);
-        if (!l.ok()) return l.status();
-        limit = *l;
-      }
+      auto limit = limit_param(req);
+      if (!limit.ok()) return limit.status();
       auto conn = pool.acquire();
       if (!conn.ok()) return conn.status();
-      auto history = store::optimization_history(**conn, *id, limit);
+      auto history = store::optimization_history(**conn, *id, *limit);
       if (!history.ok()) return history.status();
       return history_json(*history);
     });
