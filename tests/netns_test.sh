@@ -23,6 +23,11 @@ made=()
 
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  # $! of `agent ... &` is a subshell, not the swept it runs: kill whatever
+  # still runs in the namespaces, or agents outlive the test.
+  for ns in "${made[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  done
   for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
