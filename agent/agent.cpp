@@ -675,6 +675,7 @@ class Agent {
     e.reason = r.reason;
     e.ended_at = r.ended_at;
     e.last_seq = t.next_seq - 1;
+    e.diverged = r.diverged;
     switch (r.end) {
       case TrialEnd::kExited: e.cause = pr::ExitCause::kExited; break;
       case TrialEnd::kSignaled: e.cause = pr::ExitCause::kSignaled; break;

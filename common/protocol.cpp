@@ -83,6 +83,7 @@ json exited_json(const TrialExited& m) {
             {"exit_code", opt(m.exit_code)}, {"signal", opt(m.signal)}, {"timed_out", m.timed_out},
             {"reason", m.reason},     {"ended_at", m.ended_at},     {"last_seq", m.last_seq}};
   if (m.host_fault) j["host_fault"] = true;
+  if (m.diverged) j["diverged"] = true;
   return j;
 }
 
@@ -350,6 +351,7 @@ TrialExited read_exited(const Reader& r) {
   m.ended_at = r.field("ended_at").f64();
   m.last_seq = opt_field_i64(r, "last_seq", 0);
   m.host_fault = r.has("host_fault") ? r.field("host_fault").boolean() : false;
+  m.diverged = r.has("diverged") ? r.field("diverged").boolean() : false;
   return m;
 }
 

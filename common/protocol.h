@@ -93,6 +93,11 @@ struct TrialExited {
   // scheduler requeues such a trial without spending a retry. Optional on
   // the wire ("host_fault": true), absent when false.
   bool host_fault = false;
+  // The trial reported `"diverged": true` (docs/metrics.md): its metric value
+  // is not a result, so a trial that still exited 0 never counts as best and
+  // a searcher counts it as the worst. Optional ("diverged": true), absent
+  // when false.
+  bool diverged = false;
   bool operator==(const TrialExited&) const = default;
 };
 

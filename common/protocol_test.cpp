@@ -44,7 +44,10 @@ std::vector<Message> every_message() {
   reg.health = "cannot write /srv/swept: No space left on device";
   all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
-  all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});  // with a lease (optional field)
+  all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});
+  TrialExited diverged = sample_exit();  // a trial that reported "diverged": true
+  diverged.diverged = true;
+  all.push_back(diverged);  // with a lease (optional field)
   all.push_back(RegisterReject{"duplicate_name", "agent gpu-node-3 is already connected", 5000});
   all.push_back(Heartbeat{});
   Heartbeat with_acks;

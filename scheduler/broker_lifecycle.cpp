@@ -133,6 +133,9 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
     const store::Writer::StartRecord* with = start ? &*start : nullptr;
     SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
+    // A diverged trial that still exited 0: its last finite value is no
+    // result, so it must not be best; with none it counts as the worst.
+    if (state == TrialState::kCompleted && e && e->diverged) SWEPT_RETURN_IF_ERROR(store_.clear_metric_value(trial_id));
   }
   stat_finished_++;
   runner_.trial_ended(lt.sweep_id);

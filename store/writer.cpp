@@ -575,6 +575,12 @@ Status Writer::end_attempt(int64_t trial_id, int attempt, TrialState attempt_sta
   return Status::Ok();
 }
 
+Status Writer::clear_metric_value(int64_t trial_id) {
+  SWEPT_CACHED(st, "UPDATE trials SET metric_value=NULL WHERE id=?");
+  st.bind(1, trial_id);
+  return st.run();
+}
+
 Status Writer::set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                               const std::optional<std::string>& reason, std::optional<double> ended_at,
                               const StartRecord* start) {

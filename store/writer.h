@@ -135,6 +135,8 @@ class Writer {
   Status end_attempt(int64_t trial_id, int attempt, TrialState attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at, const StartRecord* start = nullptr);
   // Sets the trial's own state (final or queued) with its exit code and reason.
+  // Forgets the trial's value of its sweep's metric (a diverged trial).
+  Status clear_metric_value(int64_t trial_id);
   Status set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at,
                          const StartRecord* start = nullptr);

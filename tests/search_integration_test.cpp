@@ -203,3 +203,29 @@ TEST_CASE("a metric no trial reports: a scheduler killed and restarted mid-sweep
   CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 6);
   CHECK(count_said() == 1);
 }
+
+TEST_CASE("a trial that reports diverged and still exits 0 is never best, and its value is not kept") {
+  TempDir dir;
+  const std::string db = dir / "d.db";
+  // lr 0.1 logs the best loss, then diverges (null, as JSON has no NaN) and exits 0.
+  write_file(dir / "t.sh",
+             "for a in \"$@\"; do case $a in --lr=*) lr=${a#--lr=};; esac; done\n"
+             "echo \"{\\\"step\\\": 1, \\\"loss\\\": $lr}\"\n"
+             "if [ \"$lr\" = 0.1 ]; then echo '{\"step\": 2, \"loss\": null, \"diverged\": true}'; fi\n"
+             "exit 0\n");
+  write_file(dir / "d.json", R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "command": ["/bin/sh", ")" +
+                                 std::string(dir / "t.sh") +
+                                 R"(", "${args}"], "parameters": {"lr": {"values": [0.1, 0.2, 0.3]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "d.json", "--db", db, "--slots", "2", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 3);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(params, '$.lr') = 0.1 AND metric_value IS NULL "
+                   "AND reason LIKE '%diverged%'") == 1);
+  // The best by the store's definition (completed, with a value) is lr 0.2.
+  CHECK(db_text(db, "SELECT json_extract(params, '$.lr') FROM trials WHERE state='completed' AND metric_value IS NOT "
+                    "NULL ORDER BY metric_value LIMIT 1") == "0.2");
+}
