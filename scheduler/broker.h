@@ -258,6 +258,12 @@ class Broker {
   Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e, std::string reason);
   // A live trial's attempt is lost: requeue or fail per max_retries.
   Status lose_live(int64_t trial_id, const std::string& reason);
+  // Whether its sweep's early_terminate rule stopped this live trial (this
+  // scheduler's decision, or one on record from before a restart), and the
+  // user did not cancel it first: it ends early_stopped, whatever ends it.
+  bool early_stop_decided(const LiveTrial& lt) const {
+    return (lt.early_stop || runner_.stop_decided(lt.sweep_id, lt.trial_id)) && !lt.cancelled;
+  }
   Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
   Status cancel_trial(int64_t trial_id, const std::string& reason);
   Status check_timers();

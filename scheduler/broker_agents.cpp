@@ -27,35 +27,6 @@ namespace {
 constexpr int64_t kForgetEveryMs = 60000;
 }  // namespace
 
-Status Broker::requeue_live(int64_t trial_id, const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
-  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled)
-    return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take_live(it);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  const double now = clock_.wall_seconds();
-  if (lt.cancelled) {  // already `stopped` in the store: the attempt ends so too
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
-    runner_.trial_ended(lt.sweep_id);
-  } else {
-    // The attempt ended not by the trial's doing. Its own state in the
-    // history is `queued`: that is how a later loss knows it spent no retry
-    // (lose_live counts them), after a restart too.
-    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
-    const std::string why = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, next, std::nullopt, why, now));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
-    runner_.requeue(lt.sweep_id, trial_id);
-    log::info("trial " + std::to_string(trial_id) + " requeued without spending a retry: " + reason);
-  }
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
-  dirty_ = true;
-  return Status::Ok();
-}
-
 Status Broker::note_host_fault(const std::string& agent, const std::string& reason) {
   const int streak = ++host_fault_streak_[agent];
   if (options_.quarantine_after <= 0 || streak < options_.quarantine_after || quarantined_.count(agent))

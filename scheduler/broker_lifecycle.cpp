@@ -103,8 +103,7 @@ Status Broker::finish_live(int64_t trial_id, TrialState state, const TrialExited
   // Stopped for its sweep's early_terminate rule (by this scheduler, or by
   // one before a restart: the decision is on record): early_stopped, not
   // stopped. A process that ended by itself first keeps its own outcome.
-  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled &&
-      state == TrialState::kStopped) {
+  if (early_stop_decided(it->second) && state == TrialState::kStopped) {
     state = next_trial_state(TrialState::kRunning, TrialEvent::finish(TrialState::kEarlyStopped), 0).value();
     reason = it->second.early_stop_reason.empty() ? "early-stopped: decided before a scheduler restart (see stop_reason)"
                                                   : it->second.early_stop_reason;
@@ -151,8 +150,7 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
   auto it = live_.find(trial_id);
   if (it == live_.end()) return Status::Ok();
   // Being stopped by its sweep's rule: the decision stands, it is not rerun.
-  if ((it->second.early_stop || runner_.stop_decided(it->second.sweep_id, trial_id)) && !it->second.cancelled)
-    return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
+  if (early_stop_decided(it->second)) return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
   SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take_live(it);
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -178,6 +176,34 @@ Status Broker::lose_live(int64_t trial_id, const std::string& reason) {
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, now));
     runner_.trial_ended(lt.sweep_id);
     log::info("trial " + to_s(trial_id) + " lost: " + why);
+  }
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  dirty_ = true;
+  return Status::Ok();
+}
+
+Status Broker::requeue_live(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
+  if (early_stop_decided(it->second)) return finish_live(trial_id, TrialState::kStopped, nullptr, reason);
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take_live(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  const double now = clock_.wall_seconds();
+  if (lt.cancelled) {  // already `stopped` in the store: the attempt ends so too
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
+    runner_.trial_ended(lt.sweep_id);
+  } else {
+    // The attempt ended not by the trial's doing. Its own state in the
+    // history is `queued`: that is how a later loss knows it spent no retry
+    // (lose_live counts them), after a restart too.
+    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
+    const std::string why = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, next, std::nullopt, why, now));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
+    runner_.requeue(lt.sweep_id, trial_id);
+    log::info("trial " + std::to_string(trial_id) + " requeued without spending a retry: " + reason);
   }
   SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
   dirty_ = true;

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <string_view>
 #include <unordered_map>
 
@@ -197,44 +198,32 @@ Status Writer::migrate() {
   if (version > kSchemaVersion)
     return fail(Status::Corruption("schema version " + std::to_string(version) + " is newer than this swept (" +
                                    std::to_string(kSchemaVersion) + "): use a newer swept"));
-  if (version < 1) {
-    s = conn_->exec(kSchemaSql);
+  // Step v-1 takes a database from version v-1 to v; each runs in this
+  // transaction, so a failed upgrade leaves the file as it was.
+  static const char* const kSteps[] = {
+      kSchemaSql,
+      // v2: the highest stored METRICS batch per attempt, so re-sent batches
+      // (at-least-once delivery, docs/protocol.md) are recognised after a
+      // scheduler restart.
+      "ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0",
+      // v3: the model state that produced a bayes/tpe trial (why it was chosen).
+      "ALTER TABLE trials ADD COLUMN suggestion TEXT",
+      // v4 (issue 16): the early-termination decision that stopped a trial
+      // (and early_stopped in trials.state's CHECK, synced below).
+      "ALTER TABLE trials ADD COLUMN stop_rule TEXT;"
+      "ALTER TABLE trials ADD COLUMN stop_at INTEGER;"
+      "ALTER TABLE trials ADD COLUMN stop_step INTEGER;"
+      "ALTER TABLE trials ADD COLUMN stop_value REAL;"
+      "ALTER TABLE trials ADD COLUMN stop_threshold REAL;"
+      "ALTER TABLE trials ADD COLUMN stop_reason TEXT;"
+      "ALTER TABLE trials ADD COLUMN stop_decided_at REAL;",
+      // v5: why an agent is quarantined (host faults); NULL: it may have work.
+      "ALTER TABLE agents ADD COLUMN quarantine TEXT",
+  };
+  static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
+  for (; version < kSchemaVersion; ++version) {
+    s = conn_->exec(kSteps[version]);
     if (!s.ok()) return fail(s);
-    version = 1;
-  }
-  if (version < 2) {
-    // v2: the highest stored METRICS batch per attempt, so re-sent batches
-    // (at-least-once delivery, docs/protocol.md) are recognised after a
-    // scheduler restart.
-    s = conn_->exec("ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0");
-    if (!s.ok()) return fail(s);
-    version = 2;
-  }
-  if (version < 3) {
-    // v3: the model state that produced a bayes/tpe trial (why it was chosen).
-    s = conn_->exec("ALTER TABLE trials ADD COLUMN suggestion TEXT");
-    if (!s.ok()) return fail(s);
-    version = 3;
-  }
-  if (version < 4) {
-    // v4 (issue 16): the early-termination decision that stopped a trial, and
-    // the state early_stopped in trials.state's CHECK (added below).
-    s = conn_->exec(
-        "ALTER TABLE trials ADD COLUMN stop_rule TEXT;"
-        "ALTER TABLE trials ADD COLUMN stop_at INTEGER;"
-        "ALTER TABLE trials ADD COLUMN stop_step INTEGER;"
-        "ALTER TABLE trials ADD COLUMN stop_value REAL;"
-        "ALTER TABLE trials ADD COLUMN stop_threshold REAL;"
-        "ALTER TABLE trials ADD COLUMN stop_reason TEXT;"
-        "ALTER TABLE trials ADD COLUMN stop_decided_at REAL;");
-    if (!s.ok()) return fail(s);
-    version = 4;
-  }
-  if (version < 5) {
-    // v5: why an agent is quarantined (host faults); NULL: it may have work.
-    s = conn_->exec("ALTER TABLE agents ADD COLUMN quarantine TEXT");
-    if (!s.ok()) return fail(s);
-    version = 5;
   }
   // From v4 on: the state CHECK is common/states.h's table (rebuilt when not).
   s = sync_trial_state_check();
