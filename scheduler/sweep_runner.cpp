@@ -295,11 +295,15 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
   const protocol::MetricMissing& m = *sweep->metric_missing;
   std::string names;
   for (const auto& n : m.reported) names += (names.empty() ? "" : ", ") + log_safe(n);
-  log::warn("sweep " + std::to_string(sweep_id) + ": its metric '" + log_safe(it->second.spec.metric->name) +
-            "' was reported by no trial, though " + std::to_string(m.completed) + " completed (latest: trial " +
-            std::to_string(trial_id) + "); " +
-            (names.empty() ? std::string("they reported no metrics at all") : "they reported: " + names) +
-            ". Check the sweep's metric.name against the trials' metric lines (docs/metrics.md); said once per sweep");
+  // Said once the completions it counts are stored: a scheduler killed
+  // before that commit says it after its restart instead, never twice.
+  std::string text = "sweep " + std::to_string(sweep_id) + ": its metric '" + log_safe(it->second.spec.metric->name) +
+                     "' was reported by no trial, though " + std::to_string(m.completed) +
+                     " completed (latest: trial " + std::to_string(trial_id) + "); " +
+                     (names.empty() ? std::string("they reported no metrics at all") : "they reported: " + names) +
+                     ". Check the sweep's metric.name against the trials' metric lines (docs/metrics.md); said "
+                     "once per sweep";
+  store_.after_commit([text = std::move(text)] { log::warn(text); });
   return Status::Ok();
 }
 

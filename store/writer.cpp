@@ -260,13 +260,24 @@ Status Writer::commit() {
     return s.WithContext("commit failed, nothing of this transaction was stored (rolled back)");
   }
   in_tx_ = false;
+  std::vector<std::function<void()>> after = std::move(after_commit_);
+  after_commit_.clear();
+  for (auto& what : after) what();
   return Status::Ok();
 }
 
 void Writer::rollback() {
+  after_commit_.clear();
   if (!in_tx_) return;
   (void)conn_->exec("ROLLBACK");
   in_tx_ = false;
+}
+
+void Writer::after_commit(std::function<void()> what) {
+  if (in_tx_)
+    after_commit_.push_back(std::move(what));
+  else
+    what();
 }
 
 // ---- sweeps ----

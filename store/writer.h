@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -98,6 +99,11 @@ class Writer {
   Status commit();
   void rollback();  // best effort; never fails
   bool in_transaction() const { return in_tx_; }
+  // Runs `what` once the open transaction has committed: for what may be
+  // said only of stored state (a log line that must not be said again
+  // after a crash, when a restarted scheduler would re-derive it). Outside a
+  // transaction it runs at once; a rollback drops it.
+  void after_commit(std::function<void()> what);
 
   int schema_version() const { return schema_version_; }
 
@@ -227,6 +233,7 @@ class Writer {
   std::unique_ptr<WalWatch> wal_watch_;  // the WAL hook's state (writer.cpp); outlives conn_
   std::unique_ptr<Connection> conn_;
   bool in_tx_ = false;
+  std::vector<std::function<void()>> after_commit_;  // run by commit(), dropped by rollback()
   int schema_version_ = 0;
 };
 

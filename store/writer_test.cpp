@@ -257,7 +257,7 @@ TEST_CASE("recovery reads unfinished trials and running sweeps back") {
   CHECK(s.trials_in_state(sid, swept::TrialState::kQueued)->size() == 1);
 }
 
-TEST_CASE("store: a commit that fails on disk rolls back the whole transaction and says so") {
+TEST_CASE("store: a commit that fails on disk rolls back the whole transaction and says so, and what waited for it is dropped") {
   auto& fault = swept::store::testing::FaultVfs::install();
   TempDb t;
   WriterOptions o;
@@ -270,8 +270,14 @@ TEST_CASE("store: a commit that fails on disk rolls back the whole transaction a
   REQUIRE(sid.ok());
   REQUIRE(s.commit().ok());
 
+  // What waits for a commit is done after one, never after a rollback.
+  int said = 0;
+  s.after_commit([&] { ++said; });
+  CHECK(said == 1);  // no transaction open: at once
   REQUIRE(s.begin().ok());
   REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  s.after_commit([&] { said += 10; });
+  CHECK(said == 1);
   fault.fail_wal_writes(1000000);
   swept::Status c = s.commit();
   fault.fail_wal_writes(0);
@@ -282,10 +288,15 @@ TEST_CASE("store: a commit that fails on disk rolls back the whole transaction a
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 0);
   CHECK(query_int(t.path, "SELECT next_index FROM sweeps") == 0);
 
+  CHECK(said == 1);  // dropped with the transaction
+
   // The writer carries on once the disk does.
   REQUIRE(s.begin().ok());
   REQUIRE(s.insert_trial(*sid, 0, "{}", "[]", 1).ok());
+  s.after_commit([&] { said += 100; });
+  CHECK(said == 1);
   REQUIRE(s.commit().ok());
+  CHECK(said == 101);
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials") == 1);
 }
 
