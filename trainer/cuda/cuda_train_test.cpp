@@ -3,6 +3,8 @@
 // one replica's trajectory with identical weights; swept-train end to end on a
 // GPU, including two trainers sharing it at 0.4 each, the memory-fraction cap
 // (exit 5) and a missing device index (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
+#include <cstdint>
+
 #include <doctest/doctest.h>
 
 #include "trainer/cuda/cuda_backend.h"
@@ -85,13 +87,21 @@ Trajectory train(const trainer::TrainConfig& config, const trainer::MnistData& d
   return t;
 }
 
-void check_tracks(const Trajectory& got, const Trajectory& want, double loss_tolerance) {
+// The loss of every step within `loss_tolerance` (relative) of the CPU run's;
+// from step `amplified_from` on, within `amplified_tolerance` instead.
+void check_tracks(const Trajectory& got, const Trajectory& want, double loss_tolerance, size_t amplified_from = SIZE_MAX,
+                  double amplified_tolerance = 0) {
   REQUIRE(got.losses.size() == want.losses.size());
-  double worst = 0;
-  for (size_t s = 0; s < got.losses.size(); ++s)
-    worst = std::max(worst, std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]));
-  INFO("worst per-step relative loss difference " << worst);
+  double worst = 0, worst_amplified = 0;
+  for (size_t s = 0; s < got.losses.size(); ++s) {
+    const double d = std::abs(got.losses[s] - want.losses[s]) / std::abs(want.losses[s]);
+    double& w = s < amplified_from ? worst : worst_amplified;
+    w = std::max(w, d);
+  }
+  INFO("worst per-step relative loss difference " << worst << " before step " << amplified_from << ", "
+                                                  << worst_amplified << " from it on");
   CHECK(worst < loss_tolerance);
+  CHECK(worst_amplified <= amplified_tolerance);
   CHECK(want.losses.back() < want.losses.front());  // it learned something
 }
 
@@ -121,8 +131,13 @@ TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
   Trajectory want = train(config, data, std::move(cpu), 8);
   Trajectory got = train(config, data, std::move(gpu), 8);
   // Adam divides by sqrt(v): parameters whose gradient is ~0 amplify FP32
-  // rounding, so the loss (not every weight) is what must agree.
-  check_tracks(got, want, 1e-3);
+  // rounding, so the loss (not every weight) is what must agree, and ever
+  // more loosely. The emulated cuBLAS/cuDNN sum with OpenBLAS's sgemm, the
+  // CPU backend with oneDNN's for the CPU's level: at AVX2 the two round
+  // alike (5e-8 over 8 steps), at AVX-512 they differ by 3e-6 after the
+  // first update and 1.5e-3 by step 7 (measured on a Sapphire Rapids VM). A
+  // wrong kernel shows in the first steps, which stay tight.
+  check_tracks(got, want, 1e-4, 3, 1e-2);
   // The step, cuDNN convolutions included, ran as one captured CUDA graph.
   CHECK(got.graphs_captured == std::vector<int>{1});
   CHECK(got.graph_fallbacks == std::vector<int>{0});
