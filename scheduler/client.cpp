@@ -32,6 +32,9 @@ Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int
   SWEPT_RETURN_IF_ERROR(c->watch_->start(c->context_.handle(), c->socket_.handle(), keys.enabled()));
   try {
     c->socket_.set(zmq::sockopt::linger, 0);
+    // A reply is at most a page (docs/protocol.md): whatever claims to be
+    // the scheduler cannot make the client hold more.
+    c->socket_.set(zmq::sockopt::maxmsgsize, protocol::kMaxMessageBytes);
     c->socket_.set(zmq::sockopt::routing_id, "cli#" + random_hex(16));
     c->socket_.connect(endpoint);
   } catch (const zmq::error_t& e) {
