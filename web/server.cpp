@@ -362,11 +362,22 @@ void Server::Impl::install_routes() {
       }
       // The trial states, in the order of common/states.h's one table: the
       // dashboard takes their names from here, not from literals of its own.
+      // Sweeps and agents likewise: `final` (a sweep that will not run
+      // again) and `live` (an agent that takes work) are what the pages act on.
       json states = json::array();
       for (const auto& s : kTrialStates)
         states.push_back({{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}});
+      json sweep_states = json::array();
+      for (size_t i = 0; i < kSweepStateCount; ++i)
+        sweep_states.push_back({{"name", kSweepStateNames[i]},
+                                {"final", static_cast<SweepState>(i) != SweepState::kRunning}});
+      json agent_states = json::array();
+      for (size_t i = 0; i < kAgentStateCount; ++i)
+        agent_states.push_back({{"name", kAgentStateNames[i]}, {"live", static_cast<AgentState>(i) == AgentState::kAlive}});
       return json{{"cancel", static_cast<bool>(options.cancel)},
                   {"trial_states", states},
+                  {"sweep_states", sweep_states},
+                  {"agent_states", agent_states},
                   {"poll_interval_ms", options.poll_interval_ms},
                   {"database", {{"exists", exists}, {"schema", schema}}}};
     });
