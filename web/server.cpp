@@ -25,6 +25,7 @@
 
 #include "common/log.h"
 #include "web/api_json.h"
+#include "web/gated_server.h"
 #include "store/reader.h"
 #include "web/importance.h"
 #include "web/live.h"
@@ -178,28 +179,32 @@ Status load_tls_files(SSL_CTX& ctx, const std::string& cert, const std::string& 
   return Status::Ok();
 }
 
-// The HTTP server: plain, or TLS with the options' certificate and key.
-Result<std::unique_ptr<httplib::Server>> make_http_server(const ServerOptions& options) {
-  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<httplib::Server>();
+// The HTTP server (web/gated_server.h): plain, or TLS with the options'
+// certificate and key.
+Result<std::unique_ptr<GatedServer>> make_http_server(const ServerOptions& options) {
+  GateOptions gate;
+  gate.max_unauthenticated = options.max_unauthenticated;
+  gate.unauthenticated_timeout = std::chrono::milliseconds(options.unauthenticated_timeout_ms);
+  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<GatedServer>(gate, nullptr);
   if (options.tls_cert.empty() || options.tls_key.empty())
     return Status::InvalidArgument(std::string(options.tls_cert.empty() ? "--tls-key" : "--tls-cert") +
                                    " was given without " + (options.tls_cert.empty() ? "--tls-cert" : "--tls-key") +
                                    ": TLS needs both the certificate and its private key");
-  Status loaded = Status::Ok();
-  auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-    loaded = load_tls_files(ctx, options.tls_cert, options.tls_key);
-    return loaded.ok();
-  });
-  if (!loaded.ok()) return loaded;
-  if (!server->is_valid()) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
-  return std::unique_ptr<httplib::Server>(std::move(server));
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (!ctx) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
+  Status loaded = load_tls_files(*ctx, options.tls_cert, options.tls_key);
+  if (!loaded.ok()) {
+    SSL_CTX_free(ctx);
+    return loaded;
+  }
+  return std::make_unique<GatedServer>(gate, ctx);
 }
 
 }  // namespace
 
 struct Server::Impl {
   ServerOptions options;
-  std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer when TLS is on
+  std::unique_ptr<GatedServer> server;  // serves TLS when the options name a certificate
   httplib::Server& http;
   bool tls;
   store::ConnectionPool pool;
@@ -211,7 +216,7 @@ struct Server::Impl {
   std::atomic<int> streams{0};
   std::atomic<bool> stopped{false};
 
-  Impl(const ServerOptions& o, std::unique_ptr<httplib::Server> s, bool with_tls)
+  Impl(const ServerOptions& o, std::unique_ptr<GatedServer> s, bool with_tls)
       : options(o),
         server(std::move(s)),
         http(*server),
@@ -306,6 +311,9 @@ void Server::Impl::install_routes() {
                                             "or open the page once as /?token=TOKEN"}}}});
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Past the token (and Host) checks: this connection no longer counts
+    // against the cap on unauthenticated ones (web/gated_server.h).
+    mark_connection_authenticated();
     // A POST without Content-Length (nor chunked encoding) would make httplib
     // read its body until the client closes or the read times out, and then
     // act on it after the client gave up: refuse it before reading.
@@ -631,6 +639,14 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
       return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  const int threads = std::max(4, options.worker_threads);
+  if (options.max_unauthenticated < 1 || options.max_unauthenticated >= threads)
+    return Status::InvalidArgument("--max-unauthenticated must be between 1 and " + std::to_string(threads - 1) +
+                                   " (below the " + std::to_string(threads) +
+                                   " worker threads, so that some are kept for authenticated users), got " +
+                                   std::to_string(options.max_unauthenticated));
+  if (options.unauthenticated_timeout_ms < 100)
+    return Status::InvalidArgument("unauthenticated_timeout_ms must be at least 100");
   // Without a token, only this machine may be served: a wildcard or outside
   // address would show every sweep (and cancel them) to anyone who can reach
   // it. --insecure is the operator saying the network is trusted.
@@ -649,7 +665,6 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   const bool tls = !options.tls_cert.empty();
   auto impl = std::make_unique<Impl>(options, std::move(*http), tls);
   Impl* p = impl.get();
-  int threads = std::max(4, options.worker_threads);
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let
   // a second server share a port in use instead of failing clearly.
@@ -660,10 +675,13 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
     *listen_fd = sock;
   });
   // Slow clients (issue 15, defect 9). Each connection holds a worker thread
-  // while httplib reads it, so: many workers (a thread blocked in recv costs
-  // little), a short read deadline (a request whose headers stall 3 s is
-  // dropped, where 10 s let 60 half-open requests stall every other one),
-  // and keep-alive sized for a dashboard polling every second.
+  // while it is served, so: many workers (a thread blocked in poll costs
+  // little), the gate of web/gated_server.h (at most max_unauthenticated
+  // connections before the token, each for at most unauthenticated_timeout_ms
+  // in all, so that the other workers stay free for authenticated users), a
+  // short read deadline once authenticated (3 s per read, where 10 s let 60
+  // half-open requests stall every other one), and keep-alive sized for a
+  // dashboard polling every second.
   p->http.set_keep_alive_timeout(5);
   p->http.set_keep_alive_max_count(1000);
   p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs
