@@ -29,6 +29,7 @@
 #include "store/reader.h"
 #include "web/importance.h"
 #include "web/live.h"
+#include "web/response_cache.h"
 #include "web/static_files.h"
 
 namespace swept::web {
@@ -127,6 +128,23 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const Status& s) { send_json(res, http_status_for(s), error_json(s)); }
 
+// What identifies a GET's answer in the response cache: its path and its
+// query parameters but the token, each length-prefixed (so no value can
+// pass for a separator), in the request's order.
+std::string cache_key(const httplib::Request& req) {
+  std::string key;
+  auto add = [&key](const std::string& part) {
+    key.append(std::to_string(part.size())).append(1, ':').append(part);
+  };
+  add(req.path);
+  for (const auto& [name, value] : req.params) {
+    if (name == "token") continue;
+    add(name);
+    add(value);
+  }
+  return key;
+}
+
 
 // The newest OpenSSL error on this thread, as text ("" when none), and the
 // queue cleared so that the next failure reports its own.
@@ -210,6 +228,7 @@ struct Server::Impl {
   store::ConnectionPool pool;
   LiveFeed feed;
   store::ParamSortCache param_sort_cache;
+  ResponseCache cache;
   std::thread listener;
   std::string host;
   int port = 0;
@@ -222,7 +241,8 @@ struct Server::Impl {
         http(*server),
         tls(with_tls),
         pool(o.db_path, 2000),
-        feed(o.db_path, o.poll_interval_ms) {}
+        feed(o.db_path, o.poll_interval_ms),
+        cache(o.db_path) {}
 
   // Runs a handler body; turns failures and exceptions into JSON errors.
   template <typename Fn>
@@ -233,6 +253,29 @@ struct Server::Impl {
         send_json(res, 200, *r);
       } else {
         send_error(res, r.status());
+      }
+    } catch (const std::exception& e) {
+      log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
+      send_error(res, Status::Internal(std::string("internal error: ") + e.what()));
+    }
+  }
+
+  // Like guarded, for an answer that depends on the database alone: served
+  // from the response cache while the database has not changed (see
+  // web/response_cache.h), computed by fn otherwise.
+  template <typename Fn>
+  void cached(const httplib::Request& req, httplib::Response& res, Fn&& fn) {
+    try {
+      Result<std::string> body = cache.get(cache_key(req), [&]() -> Result<std::string> {
+        Result<json> r = fn();
+        if (!r.ok()) return r.status();
+        return dump_json(*r);
+      });
+      if (body.ok()) {
+        res.status = 200;
+        res.set_content(*body, kJson);
+      } else {
+        send_error(res, body.status());
       }
     } catch (const std::exception& e) {
       log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
@@ -392,7 +435,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get("/api/sweeps", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       return json_list(
           "sweeps", [](auto& db) { return store::list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
@@ -400,7 +443,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -413,7 +456,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/trials)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
       return trials_page(req, *id);
@@ -421,7 +464,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/points)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -436,7 +479,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/history)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -451,7 +494,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/importance)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -464,7 +507,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/trials/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"points"}));
       auto id = parse_int(req.matches[1], "trial id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -483,7 +526,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"trials", "metric", "points"}));
       if (!req.has_param("trials"))
         return Status::InvalidArgument("trials is required: a comma-separated list of trial ids, e.g. trials=1,2,3");
