@@ -13,6 +13,10 @@
 #   PEER_SWEPT=PATH  another `swept` binary (say, main's) measured the same way
 #                    in the same run, on the same database: the table then
 #                    gives its p99 too and the ratio ours/peer
+#   WRITER=1         (default) a writer plays the scheduler: it commits a metric
+#                    row every 100 ms into the database, so every answer the
+#                    server may have kept goes stale 10 times a second;
+#                    WRITER=0 measures a database nobody writes
 #
 # Needs wrk (Debian package `wrk`: apt-get install wrk) and curl. The server
 # runs with a token, as on any shared host, and wrk sends it as a bearer
@@ -80,6 +84,21 @@ measure() {
     "$(awk '/Requests\/sec/ { printf "%.0f", $2 }' <<<"$out")" "$errors"
 }
 
+if [[ ${WRITER:-1} != 0 ]]; then
+  command -v sqlite3 >/dev/null || { echo "web_wrk: the writer needs the sqlite3 command (WRITER=0 to go without)" >&2; exit 2; }
+  writer_trial=$(sqlite3 "$db" "SELECT MAX(id) FROM trials WHERE sweep_id = 1")
+  (
+    step=0
+    while :; do
+      sqlite3 "$db" "PRAGMA busy_timeout = 1000; INSERT OR REPLACE INTO metrics VALUES ($writer_trial, 'bench_writer', $step, $step.5);" \
+        >/dev/null 2>&1 || true
+      step=$((step + 1))
+      sleep 0.1
+    done
+  ) &
+  pids+=($!)
+fi
+
 start_server "$swept"
 ours=$url
 # The trials the dashboard would chart: the first page's first five of sweep 1.
@@ -100,7 +119,8 @@ if [[ -n ${PEER_SWEPT:-} ]]; then
 fi
 
 echo "web_wrk: $(nproc) CPUs; load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "web_wrk: wrk -t2 -c50 -d$duration --latency per path; database $db ($(du -h "$db" | cut -f1))"
+echo "web_wrk: wrk -t2 -c50 -d$duration --latency per path; database $db ($(du -h "$db" | cut -f1));" \
+  "writer: $([[ ${WRITER:-1} != 0 ]] && echo "a commit every 100 ms" || echo none)"
 if [[ -n $peer ]]; then
   echo "| path | p50 ms | p99 ms | req/s | errors | peer p50 ms | peer p99 ms | peer req/s | p99 ours/peer |"
   echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
