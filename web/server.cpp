@@ -130,7 +130,7 @@ void send_error(httplib::Response& res, const Status& s) { send_json(res, http_s
 
 // What identifies a GET's answer in the response cache: its path and its
 // query parameters but the token, each length-prefixed (so no value can
-// pass for a separator), in the request's order.
+// pass for a separator), in httplib's order (by name, then as sent).
 std::string cache_key(const httplib::Request& req) {
   std::string key;
   auto add = [&key](const std::string& part) {
