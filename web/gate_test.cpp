@@ -141,7 +141,7 @@ TEST_CASE("web gate: a flood of half-open and trickling connections does not sta
 // read: a client trickling bytes well within the 3 s read timeout is still
 // closed once its budget (here 1 s) is spent. And an authenticated
 // connection is no longer under that budget.
-TEST_CASE("web gate: a trickling unauthenticated connection is closed at its deadline; an authenticated one is not") {
+TEST_CASE("web gate: a trickling unauthenticated connection is closed at its deadline, an authenticated one is not") {
   auto server = start(/*workers=*/8, /*max_unauthenticated=*/4, /*unauthenticated_timeout_ms=*/1000);
   Tricklers slow(server->port(), 1);
   CHECK_MESSAGE(closed_by_peer_within(slow.fds()[0], 30000),
