@@ -2,6 +2,7 @@
 // (so no cancel button). Runs until SIGINT/SIGTERM, then stops cleanly.
 //
 //   swept web --db swept.db [--listen 127.0.0.1:8080] [--token T] [--tls-cert FILE --tls-key FILE]
+//             [--max-unauthenticated N]
 //
 // Prints "swept web: serving http://HOST:PORT/" (https:// with TLS) on stdout once listening
 // (tests start it with port 0 and read the address back from that line).
@@ -38,7 +39,10 @@ int run_web(const std::vector<std::string>& args) {
       ("tls-cert", po::value<std::string>(&options.tls_cert), swept::cli::kTlsCertHelp)
       ("tls-key", po::value<std::string>(&options.tls_key), swept::cli::kTlsKeyHelp)
       ("insecure", po::bool_switch(&options.insecure),
-       "serve a non-loopback address without a token (only on a network you trust)");
+       "serve a non-loopback address without a token (only on a network you trust)")
+      ("max-unauthenticated", po::value<int>(&options.max_unauthenticated)->default_value(options.max_unauthenticated),
+       "connections that have not yet shown the token, at most (the oldest is closed when one more arrives); "
+       "below the 160 worker threads");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);

@@ -86,8 +86,8 @@ SweepSummary sweep_from_row(const Statement& s) {
   return sw;
 }
 
-// The states whose trials may be "best" (common/states.h), as an SQL list:
-// 'completed'.
+// The states whose trials may be "best" (common/states.h), as a quoted SQL
+// list built from the table's counts_for_best column.
 std::string best_states_sql() {
   return sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; });
 }
@@ -704,9 +704,9 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
   std::map<std::string, size_t> by_name;
   std::string sql = std::string("SELECT name, host, state, slots, registered_at, last_seen, ") +
                     (version >= 5 ? "quarantine" : "NULL") + " FROM agents" +
-                    (seen_since ? " WHERE state = 'alive' OR last_seen >= ?1" : "") + " ORDER BY name";
+                    (seen_since ? " WHERE state = ?2 OR last_seen >= ?1" : "") + " ORDER BY name";
   SWEPT_ASSIGN_OR_RETURN(agents, db.prepare(sql));
-  if (seen_since) agents.bind(1, *seen_since);
+  if (seen_since) agents.bind(1, *seen_since).bind(2, AgentState::kAlive);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, agents.step());
     if (!row) break;

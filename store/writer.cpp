@@ -50,7 +50,7 @@ TrialRecord read_trial_record(const Statement& st) {
 }
 
 // The CHECK clause of trials.state, built from the one table of trial states
-// (common/states.h): "CHECK (state IN ('queued', 'running', ...))".
+// (common/states.h): "CHECK (state IN (<every trial state's name, quoted>))".
 std::string trial_state_check() {
   return "CHECK (state IN (" + sql_state_list([](const TrialStateInfo&) { return true; }) + "))";
 }
@@ -292,9 +292,9 @@ Status Writer::set_trial_suggestion(int64_t trial_id, const std::string& model_j
 Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
   SearchHistoryRows out;
   // Index: trials_by_sweep_state (sweep_id, state).
-  SWEPT_CACHED(ended, "SELECT params, state, metric_value FROM trials WHERE sweep_id = ? AND state IN "
-                      "('completed', 'failed', 'lost') ORDER BY ended_at, id");
-  ended.bind(1, sweep_id);
+  SWEPT_CACHED(ended, "SELECT params, state, metric_value FROM trials WHERE sweep_id = ?1 AND state IN "
+                      "(?2, ?3, ?4) ORDER BY ended_at, id");
+  ended.bind(1, sweep_id).bind(2, TrialState::kCompleted).bind(3, TrialState::kFailed).bind(4, TrialState::kLost);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, ended.step());
     if (!row) break;
@@ -302,8 +302,8 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
     if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
     out.finished.emplace_back(ended.text(0), value);
   }
-  SWEPT_CACHED(running, "SELECT params FROM trials WHERE sweep_id = ? AND state = 'running' ORDER BY idx");
-  running.bind(1, sweep_id);
+  SWEPT_CACHED(running, "SELECT params FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
+  running.bind(1, sweep_id).bind(2, TrialState::kRunning);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
@@ -745,19 +745,20 @@ Result<std::map<std::string, std::string>> Writer::quarantined_agents() {
 Result<int64_t> Writer::forget_agents(double gone_before) {
   // Which: gone or lost before the cut-off, not quarantined (an operator
   // should see those until released). Trials keep the name as text.
-  SWEPT_CACHED(count, "SELECT COUNT(*) FROM agents WHERE state <> 'alive' AND last_seen < ?1 AND quarantine IS NULL");
-  count.bind(1, gone_before);
+  // (State names are bound from common/states.h, never spelled here.)
+  SWEPT_CACHED(count, "SELECT COUNT(*) FROM agents WHERE state <> ?2 AND last_seen < ?1 AND quarantine IS NULL");
+  count.bind(1, gone_before).bind(2, AgentState::kAlive);
   SWEPT_ASSIGN_OR_RETURN(row, count.step());
   const int64_t n = row ? count.int64(0) : 0;
   count.reset();
   if (n == 0) return n;
   // Their GPUs first: agent_gpus references agents.
-  SWEPT_CACHED(gpus, "DELETE FROM agent_gpus WHERE agent IN (SELECT name FROM agents WHERE state <> 'alive' AND "
+  SWEPT_CACHED(gpus, "DELETE FROM agent_gpus WHERE agent IN (SELECT name FROM agents WHERE state <> ?2 AND "
                      "last_seen < ?1 AND quarantine IS NULL)");
-  gpus.bind(1, gone_before);
+  gpus.bind(1, gone_before).bind(2, AgentState::kAlive);
   SWEPT_RETURN_IF_ERROR(gpus.run());
-  SWEPT_CACHED(del, "DELETE FROM agents WHERE state <> 'alive' AND last_seen < ?1 AND quarantine IS NULL");
-  del.bind(1, gone_before);
+  SWEPT_CACHED(del, "DELETE FROM agents WHERE state <> ?2 AND last_seen < ?1 AND quarantine IS NULL");
+  del.bind(1, gone_before).bind(2, AgentState::kAlive);
   SWEPT_RETURN_IF_ERROR(del.run());
   return n;
 }

@@ -912,6 +912,17 @@ TEST_CASE("web: an early-stopped trial's series says where it was stopped, the s
     CHECK(info["trial_states"][i]["final"] == swept::kTrialStates[i].final);
   }
   CHECK(info["trial_states"][swept::kTrialStateCount - 1]["label"] == "early-stopped");
+  // The dashboard's cancel buttons and agent badges act on these flags, not on literals of its own.
+  REQUIRE(info["sweep_states"].size() == swept::kSweepStateCount);
+  for (size_t i = 0; i < swept::kSweepStateCount; ++i) {
+    CHECK(info["sweep_states"][i]["name"] == std::string(swept::kSweepStateNames[i]));
+    CHECK(info["sweep_states"][i]["final"] == (static_cast<swept::SweepState>(i) != swept::SweepState::kRunning));
+  }
+  REQUIRE(info["agent_states"].size() == swept::kAgentStateCount);
+  for (size_t i = 0; i < swept::kAgentStateCount; ++i) {
+    CHECK(info["agent_states"][i]["name"] == std::string(swept::kAgentStateNames[i]));
+    CHECK(info["agent_states"][i]["live"] == (static_cast<swept::AgentState>(i) == swept::AgentState::kAlive));
+  }
   auto sweeps = get_json(*r.client, "/api/sweeps", 200);
   CHECK(sweeps["sweeps"][1]["id"] == 1);
   CHECK(sweeps["sweeps"][1]["counts"]["early_stopped"] == 1);

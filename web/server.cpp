@@ -25,9 +25,11 @@
 
 #include "common/log.h"
 #include "web/api_json.h"
+#include "web/gated_server.h"
 #include "store/reader.h"
 #include "web/importance.h"
 #include "web/live.h"
+#include "web/response_cache.h"
 #include "web/static_files.h"
 
 namespace swept::web {
@@ -126,6 +128,23 @@ void send_json(httplib::Response& res, int status, const json& body) {
 
 void send_error(httplib::Response& res, const Status& s) { send_json(res, http_status_for(s), error_json(s)); }
 
+// What identifies a GET's answer in the response cache: its path and its
+// query parameters but the token, each length-prefixed (so no value can
+// pass for a separator), in httplib's order (by name, then as sent).
+std::string cache_key(const httplib::Request& req) {
+  std::string key;
+  auto add = [&key](const std::string& part) {
+    key.append(std::to_string(part.size())).append(1, ':').append(part);
+  };
+  add(req.path);
+  for (const auto& [name, value] : req.params) {
+    if (name == "token") continue;
+    add(name);
+    add(value);
+  }
+  return key;
+}
+
 
 // The newest OpenSSL error on this thread, as text ("" when none), and the
 // queue cleared so that the next failure reports its own.
@@ -178,46 +197,52 @@ Status load_tls_files(SSL_CTX& ctx, const std::string& cert, const std::string& 
   return Status::Ok();
 }
 
-// The HTTP server: plain, or TLS with the options' certificate and key.
-Result<std::unique_ptr<httplib::Server>> make_http_server(const ServerOptions& options) {
-  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<httplib::Server>();
+// The HTTP server (web/gated_server.h): plain, or TLS with the options'
+// certificate and key.
+Result<std::unique_ptr<GatedServer>> make_http_server(const ServerOptions& options) {
+  GateOptions gate;
+  gate.max_unauthenticated = options.max_unauthenticated;
+  gate.unauthenticated_timeout = std::chrono::milliseconds(options.unauthenticated_timeout_ms);
+  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<GatedServer>(gate, nullptr);
   if (options.tls_cert.empty() || options.tls_key.empty())
     return Status::InvalidArgument(std::string(options.tls_cert.empty() ? "--tls-key" : "--tls-cert") +
                                    " was given without " + (options.tls_cert.empty() ? "--tls-cert" : "--tls-key") +
                                    ": TLS needs both the certificate and its private key");
-  Status loaded = Status::Ok();
-  auto server = std::make_unique<httplib::SSLServer>([&](SSL_CTX& ctx) {
-    loaded = load_tls_files(ctx, options.tls_cert, options.tls_key);
-    return loaded.ok();
-  });
-  if (!loaded.ok()) return loaded;
-  if (!server->is_valid()) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
-  return std::unique_ptr<httplib::Server>(std::move(server));
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (!ctx) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
+  Status loaded = load_tls_files(*ctx, options.tls_cert, options.tls_key);
+  if (!loaded.ok()) {
+    SSL_CTX_free(ctx);
+    return loaded;
+  }
+  return std::make_unique<GatedServer>(gate, ctx);
 }
 
 }  // namespace
 
 struct Server::Impl {
   ServerOptions options;
-  std::unique_ptr<httplib::Server> server;  // an httplib::SSLServer when TLS is on
+  std::unique_ptr<GatedServer> server;  // serves TLS when the options name a certificate
   httplib::Server& http;
   bool tls;
   store::ConnectionPool pool;
   LiveFeed feed;
   store::ParamSortCache param_sort_cache;
+  ResponseCache cache;
   std::thread listener;
   std::string host;
   int port = 0;
   std::atomic<int> streams{0};
   std::atomic<bool> stopped{false};
 
-  Impl(const ServerOptions& o, std::unique_ptr<httplib::Server> s, bool with_tls)
+  Impl(const ServerOptions& o, std::unique_ptr<GatedServer> s, bool with_tls)
       : options(o),
         server(std::move(s)),
         http(*server),
         tls(with_tls),
         pool(o.db_path, 2000),
-        feed(o.db_path, o.poll_interval_ms) {}
+        feed(o.db_path, o.poll_interval_ms),
+        cache(o.db_path) {}
 
   // Runs a handler body; turns failures and exceptions into JSON errors.
   template <typename Fn>
@@ -228,6 +253,29 @@ struct Server::Impl {
         send_json(res, 200, *r);
       } else {
         send_error(res, r.status());
+      }
+    } catch (const std::exception& e) {
+      log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
+      send_error(res, Status::Internal(std::string("internal error: ") + e.what()));
+    }
+  }
+
+  // Like guarded, for an answer that depends on the database alone: served
+  // from the response cache while the database has not changed (see
+  // web/response_cache.h), computed by fn otherwise.
+  template <typename Fn>
+  void cached(const httplib::Request& req, httplib::Response& res, Fn&& fn) {
+    try {
+      Result<std::string> body = cache.get(cache_key(req), [&]() -> Result<std::string> {
+        Result<json> r = fn();
+        if (!r.ok()) return r.status();
+        return dump_json(*r);
+      });
+      if (body.ok()) {
+        res.status = 200;
+        res.set_content(*body, kJson);
+      } else {
+        send_error(res, body.status());
       }
     } catch (const std::exception& e) {
       log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
@@ -306,6 +354,9 @@ void Server::Impl::install_routes() {
                                             "or open the page once as /?token=TOKEN"}}}});
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Past the token (and Host) checks: this connection no longer counts
+    // against the cap on unauthenticated ones (web/gated_server.h).
+    mark_connection_authenticated();
     // A POST without Content-Length (nor chunked encoding) would make httplib
     // read its body until the client closes or the read times out, and then
     // act on it after the client gave up: refuse it before reading.
@@ -362,18 +413,29 @@ void Server::Impl::install_routes() {
       }
       // The trial states, in the order of common/states.h's one table: the
       // dashboard takes their names from here, not from literals of its own.
+      // Sweeps and agents likewise: `final` (a sweep that will not run
+      // again) and `live` (an agent that takes work) are what the pages act on.
       json states = json::array();
       for (const auto& s : kTrialStates)
         states.push_back({{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}});
+      json sweep_states = json::array();
+      for (size_t i = 0; i < kSweepStateCount; ++i)
+        sweep_states.push_back({{"name", kSweepStateNames[i]},
+                                {"final", static_cast<SweepState>(i) != SweepState::kRunning}});
+      json agent_states = json::array();
+      for (size_t i = 0; i < kAgentStateCount; ++i)
+        agent_states.push_back({{"name", kAgentStateNames[i]}, {"live", static_cast<AgentState>(i) == AgentState::kAlive}});
       return json{{"cancel", static_cast<bool>(options.cancel)},
                   {"trial_states", states},
+                  {"sweep_states", sweep_states},
+                  {"agent_states", agent_states},
                   {"poll_interval_ms", options.poll_interval_ms},
                   {"database", {{"exists", exists}, {"schema", schema}}}};
     });
   });
 
   http.Get("/api/sweeps", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       return json_list(
           "sweeps", [](auto& db) { return store::list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
@@ -381,7 +443,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -394,7 +456,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/trials)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
       return trials_page(req, *id);
@@ -402,7 +464,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/points)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -417,7 +479,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/history)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -432,7 +494,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/sweeps/(\d+)/importance)", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {}));
       auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -445,7 +507,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get(R"(/api/trials/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"points"}));
       auto id = parse_int(req.matches[1], "trial id", 1, INT64_MAX);
       if (!id.ok()) return id.status();
@@ -464,7 +526,7 @@ void Server::Impl::install_routes() {
   });
 
   http.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
+    cached(req, res, [&]() -> Result<json> {
       SWEPT_RETURN_IF_ERROR(check_params(req, {"trials", "metric", "points"}));
       if (!req.has_param("trials"))
         return Status::InvalidArgument("trials is required: a comma-separated list of trial ids, e.g. trials=1,2,3");
@@ -620,6 +682,14 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
       return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  const int threads = std::max(4, options.worker_threads);
+  if (options.max_unauthenticated < 1 || options.max_unauthenticated >= threads)
+    return Status::InvalidArgument("--max-unauthenticated must be between 1 and " + std::to_string(threads - 1) +
+                                   " (below the " + std::to_string(threads) +
+                                   " worker threads, so that some are kept for authenticated users), got " +
+                                   std::to_string(options.max_unauthenticated));
+  if (options.unauthenticated_timeout_ms < 100)
+    return Status::InvalidArgument("unauthenticated_timeout_ms must be at least 100");
   // Without a token, only this machine may be served: a wildcard or outside
   // address would show every sweep (and cancel them) to anyone who can reach
   // it. --insecure is the operator saying the network is trusted.
@@ -638,7 +708,6 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   const bool tls = !options.tls_cert.empty();
   auto impl = std::make_unique<Impl>(options, std::move(*http), tls);
   Impl* p = impl.get();
-  int threads = std::max(4, options.worker_threads);
   p->http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let
   // a second server share a port in use instead of failing clearly.
@@ -649,10 +718,13 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
     *listen_fd = sock;
   });
   // Slow clients (issue 15, defect 9). Each connection holds a worker thread
-  // while httplib reads it, so: many workers (a thread blocked in recv costs
-  // little), a short read deadline (a request whose headers stall 3 s is
-  // dropped, where 10 s let 60 half-open requests stall every other one),
-  // and keep-alive sized for a dashboard polling every second.
+  // while it is served, so: many workers (a thread blocked in poll costs
+  // little), the gate of web/gated_server.h (at most max_unauthenticated
+  // connections before the token, each for at most unauthenticated_timeout_ms
+  // in all, so that the other workers stay free for authenticated users), a
+  // short read deadline once authenticated (3 s per read, where 10 s let 60
+  // half-open requests stall every other one), and keep-alive sized for a
+  // dashboard polling every second.
   p->http.set_keep_alive_timeout(5);
   p->http.set_keep_alive_max_count(1000);
   p->http.set_tcp_nodelay(true);  // small JSON answers must not wait for delayed ACKs

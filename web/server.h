@@ -52,6 +52,13 @@ struct ServerOptions {
   int poll_interval_ms = 500;             // live-update polling of the store
   int max_event_streams = 32;             // concurrent SSE connections; more get 503
   int worker_threads = 160;               // HTTP worker threads (event streams and slow clients hold one each)
+  // Connections that have not yet passed the token check (without a token:
+  // not yet sent a whole request): at most this many at once, each for at
+  // most unauthenticated_timeout_ms from accept; one more closes the oldest.
+  // Must be below worker_threads: the rest serve authenticated users however
+  // many clients stall (web/gated_server.h; docs/deploy.md).
+  int max_unauthenticated = 128;
+  int unauthenticated_timeout_ms = 5000;
 };
 
 class Server {

@@ -7,7 +7,10 @@
 // the trials, the charts (the optimisation history with one dot per
 // completed trial, by trial and by time) have drawn, a sweep whose metric no
 // trial reports shows the warning, hostile text shows as text and never runs,
-// and rows the test inserts while the page is open appear (live update).
+// rows the test inserts while the page is open appear (live update), and an
+// early-stopped trial shows as such in the trials table and gets its stop
+// mark on the learning curves (the database is brought to schema version 5,
+// the stop_* columns of version 4 included, by the migrations' own ALTERs).
 // Then the same over HTTPS: `swept web --tls-cert/--tls-key` with a throwaway
 // self-signed certificate (openssl CLI), chromium told to accept it, the page
 // loaded by its https:// address with the token, its cookie Secure.
@@ -23,6 +26,7 @@ const [swept, work, schemaPath] = process.argv.slice(2);
 const XSS = `<script>window.__xss=1</script>"'&<img src=x onerror="window.__xss=2">`;
 const TOKEN = 'browser-test-token';
 const TRIALS = 12;
+const STOP_REASON = 'hyperband: band 20, value 1.5 worse than threshold 0.9: stop';
 const shots = path.join(work, 'screenshots');
 mkdirSync(shots, { recursive: true });
 const scratch = mkdtempSync(path.join(tmpdir(), 'swept-browser-'));
@@ -55,6 +59,18 @@ function trialSql(i, state, steps) {
 
 function fixture() {
   let s = readFileSync(schemaPath, 'utf8') + '\nPRAGMA journal_mode=WAL;\nBEGIN;\n';
+  // Versions 2 to 5 (store/writer.cpp, Writer::migrate). The CHECK on
+  // trials.state is still version 1's list here (the writer rebuilds it from
+  // common/states.h), so the early_stopped row goes in with checks off.
+  s += `ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE trials ADD COLUMN suggestion TEXT;
+        ALTER TABLE trials ADD COLUMN stop_rule TEXT; ALTER TABLE trials ADD COLUMN stop_at INTEGER;
+        ALTER TABLE trials ADD COLUMN stop_step INTEGER; ALTER TABLE trials ADD COLUMN stop_value REAL;
+        ALTER TABLE trials ADD COLUMN stop_threshold REAL; ALTER TABLE trials ADD COLUMN stop_reason TEXT;
+        ALTER TABLE trials ADD COLUMN stop_decided_at REAL;
+        ALTER TABLE agents ADD COLUMN quarantine TEXT;
+        INSERT INTO meta (key, value) VALUES ('schema_version', '5');
+        PRAGMA ignore_check_constraints = ON;\n`;
   s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
         VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
   for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
@@ -64,7 +80,21 @@ function fixture() {
         INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, created_at, ended_at)
         VALUES (2000, 2, 0, '{}', '[]', 'completed', 1, 1700000000, 1700000050);
         INSERT INTO trial_latest VALUES (2000, 'loss', 3, 0.25);\n`;
-  s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100);\n`;
+  // Sweep 3: trial 3000 completed its 40 steps; hyperband stopped 3001 at step 20.
+  s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (3, 'halving', 'random', 'loss', 'minimize', 'spec', 'running', 2, 2, 1700000000);
+        INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at, ended_at)
+        VALUES (3000, 3, 0, '{"lr": 0.1}', '[]', 'completed', 1, 0.2, 1700000000, 1700000050);
+        INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at, ended_at,
+                            stop_rule, stop_at, stop_step, stop_value, stop_threshold, stop_reason, stop_decided_at)
+        VALUES (3001, 3, 1, '{"lr": 0.9}', '[]', 'early_stopped', 1, 1.5, 1700000000, 1700000030,
+                'hyperband', 20, 20, 1.5, 0.9, ${q(STOP_REASON)}, 1700000030);\n`;
+  for (let step = 0; step <= 40; step++) {
+    s += `INSERT INTO metrics VALUES (3000, 'loss', ${step}, ${0.2 + 1 / (step + 1)});\n`;
+    if (step <= 20) s += `INSERT INTO metrics VALUES (3001, 'loss', ${step}, ${1.5 + 1 / (step + 1)});\n`;
+  }
+  s += `INSERT INTO trial_latest VALUES (3000, 'loss', 40, 0.2); INSERT INTO trial_latest VALUES (3001, 'loss', 20, 1.5);\n`;
+  s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100, NULL);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
 }
@@ -165,6 +195,19 @@ try {
   await page.goto(`${server.url}#/sweeps/1`);
   await until('sweep 1 again', async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) > 0);
   if (await page.locator('#metric-warning').isVisible()) throw new Error('a sweep whose metric is reported shows the warning');
+
+  // An early-stopped trial: its badge in the table, and the stop mark where
+  // its learning curve ends (both trials are compared on first load).
+  await page.goto(`${server.url}#/sweeps/3`);
+  await until('the early-stopped trial\'s row', async () =>
+    (await page.locator('#trials tr[data-trial-id="3001"] .state.early_stopped').count()) === 1 &&
+    (await page.locator('#trials tr[data-trial-id="3001"] .state.early_stopped').textContent()) === 'early-stopped');
+  await until('the stop mark on the learning curves', () => page.locator('#curves svg path.stop-mark[data-trial="#3001"]').count());
+  if (await page.locator('#curves svg path.stop-mark').count() !== 1) throw new Error('a trial that ran to its end has a stop mark');
+  const stopTitle = await page.locator('#curves svg path.stop-mark title').textContent();
+  if (!stopTitle.includes('early-stopped at step 20') || !stopTitle.includes(STOP_REASON))
+    throw new Error(`the stop mark does not say where and why: ${stopTitle}`);
+  await page.screenshot({ path: path.join(shots, 'early-stopped-1920.png'), fullPage: true });
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());

@@ -13,10 +13,15 @@
 (function () {
   'use strict';
 
-  // The trial states (names and labels) come from the server's one table
-  // (GET /api/info, trial_states); their colours are app.css's `.state.NAME`.
-  var STATES = [];
-  var STATE_LABELS = {};
+  // The states of trials, sweeps and agents come from the server's tables
+  // (GET /api/info: trial_states, sweep_states, agent_states, built from
+  // common/states.h). This file spells no state's name: it acts on the
+  // tables' flags (`final`, `live`). Colours are app.css's `.state.NAME`.
+  var STATES = [];        // trial state names, in display order
+  var STATE_LABELS = {};  // trial state name -> label shown to people
+  var TRIAL_FINAL = {};   // trial state name -> true when it will not run again
+  var SWEEP_FINAL = {};   // sweep state name -> true when the sweep is over
+  var AGENT_LIVE = {};    // agent state name -> true when the agent takes work
   var PAGE_SIZE = 50;
   var info = { cancel: false };
   var current = null; // the active view: { onChange(event), dispose() }
@@ -68,7 +73,8 @@
   }
 
   function stateBadge(state) {
-    return el('span', { className: 'state ' + (STATES.indexOf(state) >= 0 || state === 'cancelled' ? state : ''),
+    var known = state in TRIAL_FINAL || state in SWEEP_FINAL;
+    return el('span', { className: 'state ' + (known ? state : ''),
       text: STATE_LABELS[state] || state });
   }
 
@@ -424,7 +430,7 @@
         el('span', null, 'metric ', el('b', { text: s.metric.name ? s.metric.name + ' (' + s.metric.goal + ')' : '—' })),
         el('span', null, progressBar(s.counts)), el('span', { className: 'muted', text: countsText(s.counts) }),
         el('span', null, 'best ', el('b', { text: s.best ? fmt(s.best.value) : '—' }), ' ', s.best ? trialLink(s.best.trial_id) : '')];
-      if (info.cancel && s.state === 'running') {
+      if (info.cancel && SWEEP_FINAL[s.state] === false) {
         items.push(el('button', { className: 'danger', text: 'Cancel sweep', onclick: function () {
           if (!window.confirm('Cancel sweep ' + s.id + ' and stop its running trials?')) return;
           post('/api/sweeps/' + Number(s.id) + '/cancel').then(loadAll).catch(function (e) { window.alert(e.message); });
@@ -627,7 +633,7 @@
       var charts = el('div', { className: 'scatters' });
       var header = el('h1', null, 'Trial ' + t.id + ' ', el('span', { className: 'muted', text: '(index ' + t.index + ' of ' + t.sweep_name + ')' }));
       var actions = null;
-      if (info.cancel && (t.state === 'running' || t.state === 'queued')) {
+      if (info.cancel && TRIAL_FINAL[t.state] === false) {
         actions = el('button', { className: 'danger', text: 'Cancel trial', onclick: function () {
           post('/api/trials/' + Number(t.id) + '/cancel').then(load).catch(function (e) { window.alert(e.message); });
         } });
@@ -682,9 +688,9 @@
         if (!a.cpu_trials.length) cpu.appendChild(document.createTextNode('none'));
         a.cpu_trials.forEach(function (id) { cpu.appendChild(trialLink(id)); cpu.appendChild(document.createTextNode(' ')); });
         return el('section', { className: 'panel', 'data-agent': a.name },
-          el('h2', null, a.name + ' ', el('span', { className: 'state ' + (a.state === 'alive' ? 'completed' : 'lost'), text: a.state })),
+          el('h2', null, a.name + ' ', el('span', { className: 'state ' + (AGENT_LIVE[a.state] ? 'up' : 'down'), text: a.state })),
           el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state }),
-          a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state failed', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
+          a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state down', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
           a.gpus.length ? gpus : el('div', { className: 'muted', text: 'no GPUs' }), cpu);
       }));
     }
@@ -728,7 +734,9 @@
   window.addEventListener('hashchange', route);
   api('/api/info').then(function (r) {
     info = r;
-    (r.trial_states || []).forEach(function (s) { STATES.push(s.name); STATE_LABELS[s.name] = s.label; });
+    (r.trial_states || []).forEach(function (s) { STATES.push(s.name); STATE_LABELS[s.name] = s.label; TRIAL_FINAL[s.name] = s.final; });
+    (r.sweep_states || []).forEach(function (s) { SWEEP_FINAL[s.name] = s.final; });
+    (r.agent_states || []).forEach(function (s) { AGENT_LIVE[s.name] = s.live; });
   }).catch(function () {}).then(function () {
     route();
     connectLive();
