@@ -17,7 +17,7 @@
 #      database (its stale lock must not block it);
 #   6. host-3's link is cut while it runs a long trial, until its lease has
 #      run out and that trial was requeued, then restored.
-# Long trials (6 s) outlast the lease (2 s); the others take 0.2-1 s.
+# Long trials (7 s) outlast the lease (3 s); the others take 0.2-1 s.
 #
 # Every execution of the trial program appends to one LEDGER (O_APPEND, one
 # line per write): `start`, a `tick` every 0.1 s, `term` on SIGTERM and `end`
@@ -56,6 +56,8 @@ ns_s=swch-s-$tag
 ns=("" "swch-1-$tag" "swch-2-$tag" "swch-3-$tag")
 tmp=$(mktemp -d /tmp/swept-chaos.XXXXXX)
 full=$tmp/full  # host-3's work directory's file system (a tmpfs)
+hb_ms=300
+long=70         # ticks of 0.1 s of a long trial
 pids=()         # every swept process the test started
 made=()         # namespaces made
 mounted=0
@@ -72,7 +74,7 @@ cleanup() {
   ((mounted == 0)) || umount -l "$full" 2>/dev/null || true
   if [ -n "${SWEPT_CHAOS_KEEP:-}" ]; then
     mkdir -p "$SWEPT_CHAOS_KEEP"
-    cp -a "$tmp"/*.log "$tmp"/ledger "$tmp"/swept.db* "$SWEPT_CHAOS_KEEP"/ 2>/dev/null || true
+    cp -a "$tmp"/*.log "$tmp"/ledger "$tmp"/faults "$tmp"/swept.db* "$SWEPT_CHAOS_KEEP"/ 2>/dev/null || true
   fi
   rm -rf "$tmp"
 }
@@ -96,6 +98,10 @@ wait_for() {
   done
 }
 sql() { sqlite3 -cmd ".timeout 5000" "$tmp/swept.db" "$1"; }
+now() { date +%s.%N; }
+# fault NAME T0: records that fault NAME lasted from T0 until now (for the
+# report of an overlap: which fault it came with).
+fault() { echo "$1 $2 $(now)" >>"$tmp/faults"; }
 skipped() { [[ $skip == *",$1,"* ]]; }
 alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 
@@ -129,11 +135,14 @@ cp a1.pub a2.pub a3.pub auth/agents/
 cp client.pub auth/clients/
 keyed() { echo --key "$tmp/$1.key" --scheduler-pub "$tmp/scheduler.pub"; }
 
-# The scheduler: heartbeat 200 ms, liveness 5, so an agent is lost after 1 s
-# of silence and its lease is 2 s (docs/protocol.md, "Leases").
+# Heartbeat 300 ms, liveness 5: an agent is lost after 1.5 s of silence, its
+# lease is 3 s and the scheduler requeues its trials 3.6 s after its last
+# message (docs/protocol.md, "Leases"). Shorter would be quicker, but on a
+# loaded machine a scheduler starved of CPU for a second or two declares
+# every agent lost: still correct, only slower.
 start_scheduler() {  # start_scheduler BIND
   rm -f "$tmp/ep"
-  ip netns exec "$ns_s" "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms 200 --liveness 5 \
+  ip netns exec "$ns_s" "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms $hb_ms --liveness 5 \
     --endpoint-file "$tmp/ep" --key scheduler.key --authorized auth >>"$tmp/scheduler.log" 2>&1 &
   spid=$!
   pids+=("$spid")
@@ -148,7 +157,7 @@ start_agent() {  # start_agent N
   # A simple command sent to the background is exec'd by its subshell, and
   # ip netns exec execs swept: $! is the agent itself.
   ip netns exec "${ns[$n]}" "$swept" agent --scheduler "tcp://10.78.$n.1:$port" --name "host-$n" --gpus none \
-    --slots 3 --workdir "${workdir[$n]}" --heartbeat-ms 200 --liveness 5 --reconnect-min-ms 100 \
+    --slots 3 --workdir "${workdir[$n]}" --heartbeat-ms $hb_ms --liveness 5 --reconnect-min-ms 100 \
     --reconnect-max-ms 400 --stop-grace-ms 300 $(keyed "a$n") >>"$tmp/agent-$n.log" 2>&1 &
   apid[n]=$!
   pids+=("${apid[$n]}")
@@ -159,8 +168,8 @@ for n in 1 2 3; do start_agent $n; done
 wait_for 30 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 3 ]' ||
   fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
 
-# The trial program. Trial i runs 60 ticks of 0.1 s when i % 10 == 5 (longer
-# than the lease), else 2 + i % 9; it prints 3 metric lines (steps 1, 2, 3:
+# The trial program. Trial i runs $long ticks of 0.1 s when i % 10 == 5
+# (longer than the lease), else 2 + i % 9; it prints 3 metric lines (steps 1, 2, 3:
 # loss = i + step / 10, and its attempt number). SWEPT_CHAOS_MARK marks
 # every process it starts, for the scan for leftovers.
 cat >"$tmp/chaos-trial.sh" <<EOF
@@ -171,7 +180,7 @@ i=-1
 for a in "\$@"; do case \$a in --i=*) i=\${a#--i=} ;; esac; done
 host=\${PWD#*/work-}
 host=\${host%%/*}
-if (( i % 10 == 5 )); then ticks=60; else ticks=\$(( 2 + i % 9 )); fi
+if (( i % 10 == 5 )); then ticks=$long; else ticks=\$(( 2 + i % 9 )); fi
 line() { printf '%s %s %s %s %s %s %s\n' "\$1" "\$SWEPT_TRIAL_ID" "\$SWEPT_ATTEMPT" "\$host" "\$\$" "\$EPOCHREALTIME" "\$ticks" >>"$tmp/ledger"; }
 metric() { printf '{"step": %d, "loss": %d.%d, "attempt": %d}\n' "\$1" "\$i" "\$1" "\$SWEPT_ATTEMPT"; }
 trap 'line term; exit 143' TERM
@@ -203,7 +212,7 @@ at_least() { [ "$(completed)" -ge "$1" ]; }
 fresh_long_on() {
   [ -f "$tmp/ledger" ] || return 0
   awk -v h="host-$1" -v now="$(date +%s.%N)" \
-    '$1 == "start" && $4 == h && $7 == 60 && now - $6 < 1 { t = $2 " " $3 } END { if (t != "") print t }' "$tmp/ledger"
+    -v long="$long" '$1 == "start" && $4 == h && $7 == long && now - $6 < 1 { t = $2 " " $3 } END { if (t != "") print t }' "$tmp/ledger"
 }
 # Whether the ledger shows trial $1 started again with an attempt above $2.
 restarted() { [ -f "$tmp/ledger" ] && awk -v t="$1" -v a="$2" '$1 == "start" && $2 == t && $3 > a { f = 1 } END { exit !f }' "$tmp/ledger"; }
@@ -217,7 +226,7 @@ if ! skipped second; then
   case $before in "pid $spid "*) ;; *) fail "the lock file does not name the scheduler (pid $spid): '$before'" ;; esac
   rc=0
   ip netns exec "$ns_s" timeout 30 "$swept" scheduler --bind 'tcp://0.0.0.0:*' --db "$tmp/swept.db" \
-    --heartbeat-ms 200 --liveness 5 --key scheduler.key --authorized auth >"$tmp/second.out" 2>&1 || rc=$?
+    --heartbeat-ms $hb_ms --liveness 5 --key scheduler.key --authorized auth >"$tmp/second.out" 2>&1 || rc=$?
   [ "$rc" = 1 ] || fail "a second scheduler on the same database exited $rc, not 1 (refused): $(cat "$tmp/second.out")"
   grep -q "in use by a scheduler: pid $spid " "$tmp/second.out" ||
     fail "the second scheduler's refusal does not name the holder (pid $spid): $(cat "$tmp/second.out")"
@@ -234,6 +243,7 @@ if ! skipped disk; then
   wait_for 120 'at_least $((trials / 10))' || fail "$((trials / 10)) trials did not complete"
   wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent='"'host-3'"' AND state='"'completed'"'")" -gt 0 ]' ||
     fail "host-3 completed no trial"
+  disk_t0=$(now)
   dd if=/dev/zero of="$full/filler" bs=64k 2>/dev/null || true
   dd if=/dev/zero of="$full/filler2" bs=4k 2>/dev/null || true
   say "host-3's work directory is full ($(df --output=avail -B1 "$full" | tail -1) bytes left)"
@@ -252,12 +262,14 @@ if ! skipped kill; then
   wait_for 120 'at_least $((trials / 4))' || fail "$((trials / 4)) trials did not complete"
   wait_for 60 '[ -n "$(fresh_long_on 1)" ]' || fail "host-1 started no long trial"
   read -r k_trial k_attempt <<<"$(fresh_long_on 1)"
+  t0=$(now)
   kill -9 "${apid[1]}"
   wait_for 10 '! alive "${apid[1]}"' || fail "host-1 did not die of SIGKILL"
   say "host-1 SIGKILLed while running trial $k_trial attempt $k_attempt"
   start_agent 1
   wait_for 60 '[ "$(attempt_state "$k_trial" "$k_attempt")" != running ]' ||
     fail "trial $k_trial attempt $k_attempt of the killed host-1 is still recorded running"
+  fault "SIGKILL-host-1" "$t0"
   say "host-1 restarted; trial $k_trial attempt $k_attempt: $(attempt_state "$k_trial" "$k_attempt")"
 fi
 
@@ -267,6 +279,7 @@ if ! skipped disk; then
   rm -f "$full/filler" "$full/filler2"
   wait_for 30 '[ -z "$(sql "SELECT quarantine FROM agents WHERE name='"'host-3'"'")" ]' ||
     fail "host-3's quarantine did not lift once its disk had space: $(sql "SELECT quarantine FROM agents WHERE name='host-3'")"
+  fault "full-disk-host-3" "$disk_t0"
   say "host-3's disk freed, quarantine lifted"
 fi
 
@@ -276,6 +289,7 @@ if ! skipped stop; then
   wait_for 120 'at_least $((trials * 2 / 5))' || fail "$((trials * 2 / 5)) trials did not complete"
   wait_for 60 '[ -n "$(fresh_long_on 2)" ]' || fail "host-2 started no long trial"
   read -r s_trial s_attempt <<<"$(fresh_long_on 2)"
+  t0=$(now)
   kill -STOP "${apid[2]}"
   say "host-2 SIGSTOPped while running trial $s_trial attempt $s_attempt"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = lost ]' || fail "host-2 was not declared lost"
@@ -285,6 +299,7 @@ if ! skipped stop; then
   wait_for 60 'restarted "$s_trial" "$s_attempt"' || fail "trial $s_trial did not start again while host-2 was stopped"
   kill -CONT "${apid[2]}"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = alive ]' || fail "host-2 did not come back"
+  fault "SIGSTOP-host-2" "$t0"  # until it is back: what it does on waking counts
   say "host-2 SIGCONTed; trial $s_trial attempt $s_attempt: $(attempt_state "$s_trial" "$s_attempt")"
 fi
 
@@ -296,12 +311,14 @@ if ! skipped scheduler; then
     fail "trials were not running on two agents"
   # shellcheck disable=SC2034  # read by wait_for
   old=$spid
+  t0=$(now)
   kill -9 "$spid"
   wait_for 10 '! alive "$old"' || fail "the scheduler did not die of SIGKILL"
   n0=$(completed)
   say "scheduler SIGKILLed at $n0 completed; restarting it on the same database and port"
   start_scheduler "tcp://0.0.0.0:$port"
   wait_for 60 'at_least $((n0 + 10))' || fail "no progress after the scheduler restart"
+  fault "SIGKILL-scheduler" "$t0"
   say "scheduler restarted (pid $spid)"
 fi
 
@@ -311,6 +328,7 @@ if ! skipped cut; then
   wait_for 120 'at_least $((trials * 7 / 10))' || fail "$((trials * 7 / 10)) trials did not complete"
   wait_for 90 '[ -n "$(fresh_long_on 3)" ]' || fail "host-3 started no long trial"
   read -r c_trial c_attempt <<<"$(fresh_long_on 3)"
+  t0=$(now)
   ip -n "${ns[3]}" link set eth0 down
   say "host-3's link cut while running trial $c_trial attempt $c_attempt"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = lost ]' || fail "host-3 was not declared lost"
@@ -319,6 +337,7 @@ if ! skipped cut; then
   wait_for 60 'restarted "$c_trial" "$c_attempt"' || fail "trial $c_trial did not start again while host-3 was cut off"
   ip -n "${ns[3]}" link set eth0 up
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = alive ]' || fail "host-3 did not come back"
+  fault "link-cut-host-3" "$t0"
   say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
 fi
 
@@ -356,10 +375,15 @@ for n in "${made[@]}"; do
 done
 
 phase="checks"
-python3 - "$tmp/swept.db" "$tmp/ledger" "$sweep" "$trials" <<'EOF' || fail "the records do not hold (above)"
+touch "$tmp/faults"
+python3 - "$tmp/swept.db" "$tmp/ledger" "$sweep" "$trials" "$tmp/faults" <<'EOF' || fail "the records do not hold (above)"
 import collections, json, sqlite3, sys
 
 db_path, ledger_path, sweep, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+faults = [(f[0], float(f[1]), float(f[2])) for f in (l.split() for l in open(sys.argv[5])) if len(f) == 3]
+def during(lo, hi):  # the faults whose window meets [lo, hi]
+    names = [n for n, a, b in faults if a <= hi and lo <= b]
+    return "during " + ", ".join(names) if names else "during no fault"
 db = sqlite3.connect("file:" + db_path + "?mode=ro", uri=True)
 problems = []
 def bad(msg):
@@ -455,7 +479,8 @@ for tid in trials:
             if ea[0] <= eb[1] and eb[0] <= ea[1]:
                 bad(f"trial {tid} ran twice at once: attempt {ka[1]} on {ka[2]} (pid {ka[3]}) from {ea[0]:.3f} to "
                     f"{ea[1]:.3f}{' (end)' if ea[2] else ''} and attempt {kb[1]} on {kb[2]} (pid {kb[3]}) from "
-                    f"{eb[0]:.3f} to {eb[1]:.3f}; store: {sorted(history[tid].items())}")
+                    f"{eb[0]:.3f} to {eb[1]:.3f} ({during(max(ea[0], eb[0]), min(ea[1], eb[1]))}); "
+                    f"store: {sorted(history[tid].items())}")
 for p in problems[:40]:
     print("  " + p)
 if problems:
