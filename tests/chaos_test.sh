@@ -11,12 +11,12 @@
 #      freed later and the quarantine must lift;
 #   3. host-1 is SIGKILLed while it runs a long trial, then restarted;
 #   4. host-2 is SIGSTOPped while it runs a long trial, until the scheduler
-#      has declared it lost and requeued that trial (past liveness and past
-#      the lease), then SIGCONTed;
-#   5. the scheduler is SIGKILLed while trials run, and restarted on the same
-#      database (its stale lock must not block it);
-#   6. host-3's link is cut while it runs a long trial, until its lease has
-#      run out and that trial was requeued, then restored.
+#      has declared it lost and that trial ran again elsewhere (past liveness
+#      and past the lease), then SIGCONTed;
+#   5. host-3's link is cut while it runs a long trial, until its lease has
+#      run out and that trial ran again elsewhere, then restored;
+#   6. the scheduler is SIGKILLed while trials run, and restarted on the same
+#      database (its stale lock must not block it).
 # Long trials (7 s) outlast the lease (3 s); the others take 0.2-1 s.
 #
 # Every execution of the trial program appends to one LEDGER (O_APPEND, one
@@ -30,12 +30,17 @@
 #     agent the store names; every execution is an attempt the store knows,
 #     on that attempt's agent; NO two executions of one trial overlap in time
 #     (an execution that was killed lasts until its last tick);
+#   - during the sweep: each agent back from a fault gets work again;
 #   - no process is left: no trial (its marker in /proc), no agent, no
 #     scheduler, nothing in the namespaces.
 # A trial that finished on a cut-off or frozen agent whose result came back
 # only after the scheduler had requeued it runs again (docs/protocol.md,
 # "Known weaknesses": work is duplicated, never the recorded completion):
 # such sequential re-runs are counted and printed, not failed.
+# An agent frozen by SIGSTOP cannot act on its lease (docs/protocol.md,
+# "Leases", known weakness): its trials run on while the scheduler restarts
+# them elsewhere, and phase 4 fails until something stops them in its stead.
+# SWEPT_CHAOS_SKIP=stop shows the rest holds meanwhile.
 #
 # usage: tests/chaos_test.sh SWEPT_BINARY
 # Environment: SWEPT_CHAOS_TRIALS (default 240), SWEPT_CHAOS_SKIP (a comma
@@ -214,6 +219,26 @@ fresh_long_on() {
   awk -v h="host-$1" -v now="$(date +%s.%N)" \
     -v long="$long" '$1 == "start" && $4 == h && $7 == long && now - $6 < 1 { t = $2 " " $3 } END { if (t != "") print t }' "$tmp/ledger"
 }
+# pick N: sets `picked` to "TRIAL ATTEMPT" of a trial running on host-N,
+# read once: a long one that started at most 1 s ago (it runs on well past
+# the lease); when none came within 40 s (the grid gave that host no long
+# trial), any trial running there (the scheduler requeues it at the lease's
+# end all the same, not knowing whether it ended meanwhile).
+picked=""
+pick() {
+  victim=$1 picked=""
+  wait_for 40 'picked=$(fresh_long_on "$victim"); [ -n "$picked" ]' && return 0
+  wait_for 60 'picked=$(sql "SELECT trial_id, attempt FROM attempts WHERE agent='"'host-$victim'"' AND state='"'running'"' LIMIT 1" | tr "|" " "); [ -n "$picked" ]'
+}
+# back_to_work N T: host-N must start a trial after time T (it came back
+# from a fault healthy, so it must get work again).
+started_after() { awk -v h="host-$1" -v t="$2" '$1 == "start" && $4 == h && $6 > t { f = 1 } END { exit !f }' "$tmp/ledger"; }
+back_to_work() {
+  # shellcheck disable=SC2034
+  local n=$1 t=$2  # read by the condition wait_for evaluates
+  wait_for 60 'started_after "$n" "$t"' ||
+    fail "host-$n started no trial within 60 s of coming back: $(sql "SELECT name, state, quarantine FROM agents WHERE name='host-$n'")"
+}
 # Whether the ledger shows trial $1 started again with an attempt above $2.
 restarted() { [ -f "$tmp/ledger" ] && awk -v t="$1" -v a="$2" '$1 == "start" && $2 == t && $3 > a { f = 1 } END { exit !f }' "$tmp/ledger"; }
 attempt_state() { sql "SELECT state FROM attempts WHERE trial_id=$1 AND attempt=$2"; }
@@ -259,9 +284,9 @@ fi
 # 3. host-1 SIGKILLed while a long trial runs there, then restarted.
 if ! skipped kill; then
   phase="agent SIGKILL"
-  wait_for 120 'at_least $((trials / 4))' || fail "$((trials / 4)) trials did not complete"
-  wait_for 60 '[ -n "$(fresh_long_on 1)" ]' || fail "host-1 started no long trial"
-  read -r k_trial k_attempt <<<"$(fresh_long_on 1)"
+  wait_for 120 'at_least $((trials / 5))' || fail "$((trials / 5)) trials did not complete"
+  pick 1 || fail "host-1 ran no trial"
+  read -r k_trial k_attempt <<<"$picked"
   t0=$(now)
   kill -9 "${apid[1]}"
   wait_for 10 '! alive "${apid[1]}"' || fail "host-1 did not die of SIGKILL"
@@ -270,6 +295,7 @@ if ! skipped kill; then
   wait_for 60 '[ "$(attempt_state "$k_trial" "$k_attempt")" != running ]' ||
     fail "trial $k_trial attempt $k_attempt of the killed host-1 is still recorded running"
   fault "SIGKILL-host-1" "$t0"
+  back_to_work 1 "$(now)"
   say "host-1 restarted; trial $k_trial attempt $k_attempt: $(attempt_state "$k_trial" "$k_attempt")"
 fi
 
@@ -280,15 +306,16 @@ if ! skipped disk; then
   wait_for 30 '[ -z "$(sql "SELECT quarantine FROM agents WHERE name='"'host-3'"'")" ]' ||
     fail "host-3's quarantine did not lift once its disk had space: $(sql "SELECT quarantine FROM agents WHERE name='host-3'")"
   fault "full-disk-host-3" "$disk_t0"
+  back_to_work 3 "$(now)"
   say "host-3's disk freed, quarantine lifted"
 fi
 
 # 4. host-2 SIGSTOPped while a long trial runs there, past liveness and lease.
 if ! skipped stop; then
   phase="agent SIGSTOP"
-  wait_for 120 'at_least $((trials * 2 / 5))' || fail "$((trials * 2 / 5)) trials did not complete"
-  wait_for 60 '[ -n "$(fresh_long_on 2)" ]' || fail "host-2 started no long trial"
-  read -r s_trial s_attempt <<<"$(fresh_long_on 2)"
+  wait_for 120 'at_least $((trials * 7 / 20))' || fail "$((trials * 7 / 20)) trials did not complete"
+  pick 2 || fail "host-2 ran no trial"
+  read -r s_trial s_attempt <<<"$picked"
   t0=$(now)
   kill -STOP "${apid[2]}"
   say "host-2 SIGSTOPped while running trial $s_trial attempt $s_attempt"
@@ -300,13 +327,34 @@ if ! skipped stop; then
   kill -CONT "${apid[2]}"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = alive ]' || fail "host-2 did not come back"
   fault "SIGSTOP-host-2" "$t0"  # until it is back: what it does on waking counts
+  back_to_work 2 "$(now)"
   say "host-2 SIGCONTed; trial $s_trial attempt $s_attempt: $(attempt_state "$s_trial" "$s_attempt")"
 fi
 
-# 5. The scheduler SIGKILLed while trials run, restarted on the same database.
+# 5. host-3's link cut while a long trial runs there, past its lease.
+if ! skipped cut; then
+  phase="link cut"
+  wait_for 120 'at_least $((trials / 2))' || fail "$((trials / 2)) trials did not complete"
+  pick 3 || fail "host-3 ran no trial"
+  read -r c_trial c_attempt <<<"$picked"
+  t0=$(now)
+  ip -n "${ns[3]}" link set eth0 down
+  say "host-3's link cut while running trial $c_trial attempt $c_attempt"
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = lost ]' || fail "host-3 was not declared lost"
+  wait_for 30 '[ "$(attempt_state "$c_trial" "$c_attempt")" != running ]' ||
+    fail "trial $c_trial attempt $c_attempt was not requeued once host-3's lease was over"
+  wait_for 60 'restarted "$c_trial" "$c_attempt"' || fail "trial $c_trial did not start again while host-3 was cut off"
+  ip -n "${ns[3]}" link set eth0 up
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = alive ]' || fail "host-3 did not come back"
+  fault "link-cut-host-3" "$t0"
+  back_to_work 3 "$(now)"
+  say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
+fi
+
+# 6. The scheduler SIGKILLed while trials run, restarted on the same database.
 if ! skipped scheduler; then
   phase="scheduler SIGKILL"
-  wait_for 120 'at_least $((trials * 11 / 20))' || fail "$((trials * 11 / 20)) trials did not complete"
+  wait_for 120 'at_least $((trials * 13 / 20))' || fail "$((trials * 13 / 20)) trials did not complete"
   wait_for 60 '[ "$(sql "SELECT COUNT(DISTINCT agent) FROM attempts WHERE state='"'running'"'")" -ge 2 ]' ||
     fail "trials were not running on two agents"
   # shellcheck disable=SC2034  # read by wait_for
@@ -319,26 +367,9 @@ if ! skipped scheduler; then
   start_scheduler "tcp://0.0.0.0:$port"
   wait_for 60 'at_least $((n0 + 10))' || fail "no progress after the scheduler restart"
   fault "SIGKILL-scheduler" "$t0"
+  t1=$(now)
+  for n in 1 2 3; do back_to_work $n "$t1"; done
   say "scheduler restarted (pid $spid)"
-fi
-
-# 6. host-3's link cut while a long trial runs there, past its lease.
-if ! skipped cut; then
-  phase="link cut"
-  wait_for 120 'at_least $((trials * 7 / 10))' || fail "$((trials * 7 / 10)) trials did not complete"
-  wait_for 90 '[ -n "$(fresh_long_on 3)" ]' || fail "host-3 started no long trial"
-  read -r c_trial c_attempt <<<"$(fresh_long_on 3)"
-  t0=$(now)
-  ip -n "${ns[3]}" link set eth0 down
-  say "host-3's link cut while running trial $c_trial attempt $c_attempt"
-  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = lost ]' || fail "host-3 was not declared lost"
-  wait_for 30 '[ "$(attempt_state "$c_trial" "$c_attempt")" != running ]' ||
-    fail "trial $c_trial attempt $c_attempt was not requeued once host-3's lease was over"
-  wait_for 60 'restarted "$c_trial" "$c_attempt"' || fail "trial $c_trial did not start again while host-3 was cut off"
-  ip -n "${ns[3]}" link set eth0 up
-  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = alive ]' || fail "host-3 did not come back"
-  fault "link-cut-host-3" "$t0"
-  say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
 fi
 
 phase="sweep end"
