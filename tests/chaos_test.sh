@@ -41,7 +41,7 @@
 # such sequential re-runs are counted and printed, not failed.
 # An agent frozen by SIGSTOP cannot act on its lease (docs/protocol.md,
 # "Leases", known weakness): its trials run on while the scheduler restarts
-# them elsewhere, and phase 4 fails until something stops them in its stead.
+# them elsewhere, and phase 5 fails until something stops them in its stead.
 # SWEPT_CHAOS_SKIP=stop shows the rest holds meanwhile.
 #
 # usage: tests/chaos_test.sh SWEPT_BINARY
