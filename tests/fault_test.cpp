@@ -1,5 +1,6 @@
 // Issue 15's faults with real processes: two schedulers on one database, a
-// stale lock left by a SIGKILLed scheduler, bad flags and bad database files.
+// stale lock left by a SIGKILLed scheduler, bad flags and bad database files,
+// an agent whose lease ran out while the scheduler was frozen.
 // Waits on conditions with deadlines, never on fixed sleeps.
 #include <sys/stat.h>
 
@@ -158,4 +159,34 @@ TEST_CASE("a flood of malformed messages is logged throttled, with the count of 
   // straddle two windows on a slow machine.
   CHECK(count(log, "refused a message from a client") <= 42);
   CHECK(count(log, "more like this") <= 2);
+}
+
+TEST_CASE("an agent whose lease ran out while the scheduler was frozen gets work again once it is back: a lease is no drain") {
+  // Issue 15's chaos test found it with a link cut: the trials an agent
+  // stops at the end of its lease end with cause agent_shutdown, which the
+  // scheduler took for the agent leaving, and it sent that healthy agent no
+  // more work for the rest of its session. Here the silence comes from the
+  // scheduler (SIGSTOP), so that it needs no network namespaces.
+  TempDir dir;
+  Scheduler sched(dir);
+  auto agent = start_agent(dir, sched.endpoint, "a", "none", 1);
+  // One slot: trial 0 (3 s) runs when the scheduler freezes; 1 and 2 wait.
+  int64_t sweep = submit(dir, sched.endpoint,
+                         R"({"method": "grid", "max_retries": 5, "command": [")" + kTestsDir + R"(/trial.sh", "${args}"],
+                             "parameters": {"mode": {"value": "normal"}, "steps": {"value": 1},
+                                            "secs": {"values": [3, 0.1, 0.2]}}})");
+  REQUIRE(eventually([&] {
+    return db_int(sched.db, "SELECT COUNT(*) FROM attempts WHERE agent='a' AND state='running'") == 1;
+  }));
+  sched.process->signal(SIGSTOP);
+  // The lease (2 x 100 ms x 5) runs out: the agent stops trial 0.
+  const bool stopped = eventually([&] { return agent->log().find("lease expired") != std::string::npos; }, 30);
+  sched.process->signal(SIGCONT);
+  REQUIRE_MESSAGE(stopped, agent->log());
+  // Back in touch, the same agent runs trial 0 again and the other two.
+  const bool done = eventually([&] { return sweep_done(sched.db, sweep); }, 60);
+  CHECK_MESSAGE(done, "the agent got no work once its lease had run out:\n" << sched.process->log());
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + std::to_string(sweep) +
+                             " AND state='completed'") == 3);
+  check_final_invariants(sched.db, sweep);
 }

@@ -1,0 +1,529 @@
+#!/usr/bin/env bash
+# The chaos test (issue 15, "Bar to hold"): a keyed scheduler in one network
+# namespace and three agents in three others (veth pairs, 10.78.N.0/24) run a
+# sweep of a few hundred short trials while the test does to them what an
+# operator's bad day does, each fault triggered by an event (a count read
+# from SQLite, a line of the ledger), never by a fixed sleep:
+#   1. a second scheduler is started on the same database: it must be refused,
+#      naming the holder, and leave the lock and the running one alone;
+#   2. the scheduler is SIGKILLed while trials run, and restarted on the same
+#      database (its stale lock must not block it);
+#   3. host-3's work directory (a small tmpfs) is filled up: its launches
+#      fail and it must be quarantined, no trial failing for it; the space is
+#      freed later and the quarantine must lift;
+#   4. host-1 is SIGKILLed while it runs a long trial, then restarted;
+#   5. host-2 is SIGSTOPped while it runs a long trial, until the scheduler
+#      has declared it lost and that trial ran again elsewhere (past liveness
+#      and past the lease), then SIGCONTed;
+#   6. host-3's link is cut while it runs a long trial, until its lease has
+#      run out and that trial ran again elsewhere, then restored.
+# Each starts at a share of the trials completed (5 % to 45 %), so that
+# work is left for the agents back from it.
+# Long trials (7 s) outlast the lease (3 s); the others take 0.2-1 s.
+#
+# Every execution of the trial program appends to one LEDGER (O_APPEND, one
+# line per write): `start`, a `tick` every 0.1 s, `term` on SIGTERM and `end`
+# when it finishes, each with trial id, attempt, host, pid and CLOCK_REALTIME.
+# After the sweep, agents and scheduler are stopped and the test checks:
+#   - SQLite: every trial completed, exactly one completed attempt each, no
+#     attempt left running, no trial ever failed; every trial has exactly its
+#     6 metric rows, all of them from the attempt recorded as completed;
+#   - the ledger: the completed attempt ran to `end` exactly once, on the
+#     agent the store names; every execution is an attempt the store knows,
+#     on that attempt's agent; NO two executions of one trial overlap in time
+#     (an execution that was killed lasts until its last tick);
+#   - during the sweep: each agent back from a fault gets work again;
+#   - no process is left: no trial (its marker in /proc), no agent, no
+#     scheduler, nothing in the namespaces.
+# A trial that finished on a cut-off or frozen agent whose result came back
+# only after the scheduler had requeued it runs again (docs/protocol.md,
+# "Known weaknesses": work is duplicated, never the recorded completion):
+# such sequential re-runs are counted and printed, not failed.
+# An agent frozen by SIGSTOP cannot act on its lease (docs/protocol.md,
+# "Leases", known weakness): its trials run on while the scheduler restarts
+# them elsewhere, and phase 5 fails until something stops them in its stead.
+# SWEPT_CHAOS_SKIP=stop shows the rest holds meanwhile.
+#
+# usage: tests/chaos_test.sh SWEPT_BINARY
+# Environment: SWEPT_CHAOS_TRIALS (default 240), SWEPT_CHAOS_SKIP (a comma
+# list of phases to leave out: second, disk, kill, stop, scheduler, cut),
+# SWEPT_CHAOS_KEEP (a directory to copy the logs, ledger and database to).
+# Needs root and iproute2 (CI runs as root). Exit 77 (CTest: skipped) with a
+# message only when namespaces cannot be created. Processes, namespaces, the
+# tmpfs and the temporary directory are removed on every exit, failures
+# included.
+# Conditions are strings wait_for evaluates; key flags split on purpose.
+# shellcheck disable=SC2016,SC2046
+set -euo pipefail
+swept=$1
+trials=${SWEPT_CHAOS_TRIALS:-240}
+skip=",${SWEPT_CHAOS_SKIP:-},"
+tag=$$
+ns_s=swch-s-$tag
+ns=("" "swch-1-$tag" "swch-2-$tag" "swch-3-$tag")
+tmp=$(mktemp -d /tmp/swept-chaos.XXXXXX)
+full=$tmp/full  # host-3's work directory's file system (a tmpfs)
+hb_ms=300
+long=70         # ticks of 0.1 s of a long trial
+pids=()         # every swept process the test started
+made=()         # namespaces made
+mounted=0
+apid=(0 0 0 0)
+spid=0
+
+cleanup() {
+  local p n
+  for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
+  for n in "${made[@]}"; do
+    for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  done
+  for n in "${made[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  ((mounted == 0)) || umount -l "$full" 2>/dev/null || true
+  if [ -n "${SWEPT_CHAOS_KEEP:-}" ]; then
+    mkdir -p "$SWEPT_CHAOS_KEEP"
+    cp -a "$tmp"/*.log "$tmp"/ledger "$tmp"/faults "$tmp"/swept.db* "$SWEPT_CHAOS_KEEP"/ 2>/dev/null || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+phase=setup
+fail() {
+  echo "FAIL ($phase): $*" >&2
+  local f
+  for f in "$tmp"/*.log; do [ -f "$f" ] && { echo "== $f (last 25 lines)" >&2; tail -25 "$f" >&2; }; done
+  exit 1
+}
+say() { echo "chaos [$SECONDS s, $(date -u +%T.%N | cut -c1-12)] $*"; }
+# wait_for SECONDS 'CONDITION': polls every 50 ms until the shell condition
+# holds; a deadline only bounds a hang (the test never sleeps for an event).
+wait_for() {
+  local deadline=$((SECONDS + $1))
+  until eval "$2"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.05
+  done
+}
+sql() { sqlite3 -cmd ".timeout 5000" "$tmp/swept.db" "$1"; }
+now() { date +%s.%N; }
+# fault NAME T0: records that fault NAME lasted from T0 until now (for the
+# report of an overlap: which fault it came with).
+fault() { echo "$1 $2 $(now)" >>"$tmp/faults"; }
+skipped() { [[ $skip == *",$1,"* ]]; }
+alive() { kill -0 "$1" 2>/dev/null && [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" != Z ]; }
+
+if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
+  echo "SKIP: this machine refuses to create network namespaces ($(cat "$tmp/netns.err" 2>/dev/null || echo 'no ip command'));" \
+       "run as root with iproute2 to run the chaos test" >&2
+  exit 77
+fi
+made+=("$ns_s")
+command -v sqlite3 >/dev/null || fail "the sqlite3 command is missing (scripts/install-deps.sh installs it)"
+ip -n "$ns_s" link set lo up
+for n in 1 2 3; do
+  ip netns add "${ns[$n]}"
+  made+=("${ns[$n]}")
+  ip link add "ch$n-$tag" netns "$ns_s" type veth peer name eth0 netns "${ns[$n]}"
+  ip -n "$ns_s" addr add "10.78.$n.1/24" dev "ch$n-$tag"
+  ip -n "$ns_s" link set "ch$n-$tag" up
+  ip -n "${ns[$n]}" addr add "10.78.$n.2/24" dev eth0
+  ip -n "${ns[$n]}" link set eth0 up
+  ip -n "${ns[$n]}" link set lo up
+done
+mkdir -p "$full"
+mount -t tmpfs -o size=80m swept-chaos "$full" || fail "cannot mount a tmpfs for host-3's work directory"
+mounted=1
+workdir=("" "$tmp/work-host-1" "$tmp/work-host-2" "$full/work-host-3")
+
+cd "$tmp"
+for k in scheduler a1 a2 a3 client; do "$swept" keygen --out "$tmp/$k" >/dev/null; done
+mkdir -p auth/agents auth/clients
+cp a1.pub a2.pub a3.pub auth/agents/
+cp client.pub auth/clients/
+keyed() { echo --key "$tmp/$1.key" --scheduler-pub "$tmp/scheduler.pub"; }
+
+# Heartbeat 300 ms, liveness 5: an agent is lost after 1.5 s of silence, its
+# lease is 3 s and the scheduler requeues its trials 3.6 s after its last
+# message (docs/protocol.md, "Leases"). Shorter would be quicker, but on a
+# loaded machine a scheduler starved of CPU for a second or two declares
+# every agent lost: still correct, only slower.
+start_scheduler() {  # start_scheduler BIND
+  rm -f "$tmp/ep"
+  ip netns exec "$ns_s" "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms $hb_ms --liveness 5 \
+    --endpoint-file "$tmp/ep" --key scheduler.key --authorized auth >>"$tmp/scheduler.log" 2>&1 &
+  spid=$!
+  pids+=("$spid")
+  wait_for 30 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
+}
+start_scheduler 'tcp://0.0.0.0:*'
+port=$(sed 's/.*://' "$tmp/ep")
+client() { ip netns exec "$ns_s" "$swept" "$@" --scheduler "tcp://127.0.0.1:$port" $(keyed client); }
+
+start_agent() {  # start_agent N
+  local n=$1
+  # A simple command sent to the background is exec'd by its subshell, and
+  # ip netns exec execs swept: $! is the agent itself.
+  ip netns exec "${ns[$n]}" "$swept" agent --scheduler "tcp://10.78.$n.1:$port" --name "host-$n" --gpus none \
+    --slots 3 --workdir "${workdir[$n]}" --heartbeat-ms $hb_ms --liveness 5 --reconnect-min-ms 100 \
+    --reconnect-max-ms 400 --stop-grace-ms 300 $(keyed "a$n") >>"$tmp/agent-$n.log" 2>&1 &
+  apid[n]=$!
+  pids+=("${apid[$n]}")
+  wait_for 10 '[ "$(readlink "/proc/${apid[$n]}/exe" 2>/dev/null)" = "$(readlink -f "$swept")" ]' ||
+    fail "host-$n: pid ${apid[$n]} is not the swept agent"
+}
+for n in 1 2 3; do start_agent $n; done
+wait_for 30 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 3 ]' ||
+  fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+
+# The trial program. Trial i runs $long ticks of 0.1 s when i % 10 == 5
+# (longer than the lease), else 2 + i % 9; it prints 3 metric lines (steps 1, 2, 3:
+# loss = i + step / 10, and its attempt number). SWEPT_CHAOS_MARK marks
+# every process it starts, for the scan for leftovers.
+cat >"$tmp/chaos-trial.sh" <<EOF
+#!/bin/bash
+LC_ALL=C
+export SWEPT_CHAOS_MARK=$tag
+i=-1
+for a in "\$@"; do case \$a in --i=*) i=\${a#--i=} ;; esac; done
+host=\${PWD#*/work-}
+host=\${host%%/*}
+if (( i % 10 == 5 )); then ticks=$long; else ticks=\$(( 2 + i % 9 )); fi
+line() { printf '%s %s %s %s %s %s %s\n' "\$1" "\$SWEPT_TRIAL_ID" "\$SWEPT_ATTEMPT" "\$host" "\$\$" "\$EPOCHREALTIME" "\$ticks" >>"$tmp/ledger"; }
+metric() { printf '{"step": %d, "loss": %d.%d, "attempt": %d}\n' "\$1" "\$i" "\$1" "\$SWEPT_ATTEMPT"; }
+trap 'line term; exit 143' TERM
+line start
+metric 1
+for (( t = 1; t <= ticks; t++ )); do
+  sleep 0.1
+  line tick
+  (( t == ticks / 2 )) && metric 2
+done
+metric 3
+line end
+exit 0
+EOF
+chmod +x "$tmp/chaos-trial.sh"
+values=$(seq -s, 0 $((trials - 1)))
+cat >"$tmp/sweep.json" <<EOF
+{"name": "chaos", "method": "grid", "max_retries": 100, "metric": {"name": "loss", "goal": "minimize"},
+ "command": ["$tmp/chaos-trial.sh", "\${args}"],
+ "parameters": {"i": {"values": [$values]}}}
+EOF
+sweep=$(client submit sweep.json) || fail "the sweep was not submitted"
+say "sweep $sweep: $trials trials on host-1, host-2, host-3 (scheduler pid $spid)"
+
+completed() { sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$sweep AND state='completed'"; }
+at_least() { [ "$(completed)" -ge "$1" ]; }
+# A long trial whose execution on host-N started at most 1 s ago, from the
+# ledger: prints "TRIAL ATTEMPT" of the newest, or nothing.
+fresh_long_on() {
+  [ -f "$tmp/ledger" ] || return 0
+  awk -v h="host-$1" -v now="$(date +%s.%N)" \
+    -v long="$long" '$1 == "start" && $4 == h && $7 == long && now - $6 < 1 { t = $2 " " $3 } END { if (t != "") print t }' "$tmp/ledger"
+}
+# pick N: sets `picked` to "TRIAL ATTEMPT" of a trial running on host-N,
+# read once: a long one that started at most 1 s ago (it runs on well past
+# the lease); when none came within 40 s (the grid gave that host no long
+# trial), any trial running there (the scheduler requeues it at the lease's
+# end all the same, not knowing whether it ended meanwhile).
+picked=""
+pick() {
+  victim=$1 picked=""
+  wait_for 40 'picked=$(fresh_long_on "$victim"); [ -n "$picked" ]' && return 0
+  wait_for 60 'picked=$(sql "SELECT trial_id, attempt FROM attempts WHERE agent='"'host-$victim'"' AND state='"'running'"' LIMIT 1" | tr "|" " "); [ -n "$picked" ]'
+}
+# back_to_work N T: host-N must start a trial after time T (it came back
+# from a fault healthy, so it must get work again).
+started_after() { awk -v h="host-$1" -v t="$2" '$1 == "start" && $4 == h && $6 > t { f = 1 } END { exit !f }' "$tmp/ledger"; }
+back_to_work() {
+  # shellcheck disable=SC2034
+  local n=$1 t=$2  # read by the condition wait_for evaluates
+  wait_for 60 'started_after "$n" "$t"' ||
+    fail "host-$n started no trial within 60 s of coming back: $(sql "SELECT name, state, quarantine FROM agents WHERE name='host-$n'")"
+}
+# Whether the ledger shows trial $1 started again with an attempt above $2.
+restarted() { [ -f "$tmp/ledger" ] && awk -v t="$1" -v a="$2" '$1 == "start" && $2 == t && $3 > a { f = 1 } END { exit !f }' "$tmp/ledger"; }
+attempt_state() { sql "SELECT state FROM attempts WHERE trial_id=$1 AND attempt=$2"; }
+
+# 1. A second scheduler on the same database: refused, naming the holder.
+if ! skipped second; then
+  phase="second scheduler"
+  wait_for 120 'at_least $((trials / 20))' || fail "$((trials / 20)) trials did not complete"
+  before=$(cat "$tmp/swept.db.lock")
+  case $before in "pid $spid "*) ;; *) fail "the lock file does not name the scheduler (pid $spid): '$before'" ;; esac
+  rc=0
+  ip netns exec "$ns_s" timeout 30 "$swept" scheduler --bind 'tcp://0.0.0.0:*' --db "$tmp/swept.db" \
+    --heartbeat-ms $hb_ms --liveness 5 --key scheduler.key --authorized auth >"$tmp/second.out" 2>&1 || rc=$?
+  [ "$rc" = 1 ] || fail "a second scheduler on the same database exited $rc, not 1 (refused): $(cat "$tmp/second.out")"
+  grep -q "in use by a scheduler: pid $spid " "$tmp/second.out" ||
+    fail "the second scheduler's refusal does not name the holder (pid $spid): $(cat "$tmp/second.out")"
+  [ "$(cat "$tmp/swept.db.lock")" = "$before" ] || fail "the refused scheduler changed the lock file"
+  alive "$spid" || fail "the first scheduler died when the second was refused"
+  n0=$(completed)
+  wait_for 60 'at_least $((n0 + 5))' || fail "no progress after the second scheduler was refused"
+  say "second scheduler refused: $(head -1 "$tmp/second.out")"
+fi
+
+# 2. The scheduler SIGKILLed while trials run, restarted on the same database.
+if ! skipped scheduler; then
+  phase="scheduler SIGKILL"
+  wait_for 120 'at_least $((trials / 10))' || fail "$((trials / 10)) trials did not complete"
+  wait_for 60 '[ "$(sql "SELECT COUNT(DISTINCT agent) FROM attempts WHERE state='"'running'"'")" -ge 2 ]' ||
+    fail "trials were not running on two agents"
+  # shellcheck disable=SC2034  # read by wait_for
+  old=$spid
+  t0=$(now)
+  kill -9 "$spid"
+  wait_for 10 '! alive "$old"' || fail "the scheduler did not die of SIGKILL"
+  n0=$(completed)
+  say "scheduler SIGKILLed at $n0 completed; restarting it on the same database and port"
+  start_scheduler "tcp://0.0.0.0:$port"
+  wait_for 60 'at_least $((n0 + 10))' || fail "no progress after the scheduler restart"
+  fault "SIGKILL-scheduler" "$t0"
+  t1=$(now)
+  for n in 1 2 3; do back_to_work $n "$t1"; done
+  say "scheduler restarted (pid $spid)"
+fi
+
+# 3. host-3's disk fills up once it has completed a trial: quarantined.
+if ! skipped disk; then
+  phase="full disk"
+  wait_for 120 'at_least $((trials * 3 / 20))' || fail "$((trials * 3 / 20)) trials did not complete"
+  wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM attempts WHERE agent='"'host-3'"' AND state='"'completed'"'")" -gt 0 ]' ||
+    fail "host-3 completed no trial"
+  disk_t0=$(now)
+  dd if=/dev/zero of="$full/filler" bs=64k 2>/dev/null || true
+  dd if=/dev/zero of="$full/filler2" bs=4k 2>/dev/null || true
+  say "host-3's work directory is full ($(df --output=avail -B1 "$full" | tail -1) bytes left)"
+  wait_for 30 '[ -n "$(sql "SELECT quarantine FROM agents WHERE name='"'host-3'"'")" ]' ||
+    fail "host-3 was not quarantined with a full disk: $(sql "SELECT name, state, quarantine FROM agents")"
+  say "host-3 quarantined: $(sql "SELECT quarantine FROM agents WHERE name='host-3'")"
+  n0=$(completed)
+  wait_for 60 'at_least $((n0 + 10))' || fail "no progress while host-3 was quarantined"
+  [ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$sweep AND state='failed'")" = 0 ] ||
+    fail "trials failed for host-3's full disk: $(sql "SELECT id, reason FROM trials WHERE state='failed' LIMIT 5")"
+fi
+
+# 4. host-1 SIGKILLed while a long trial runs there, then restarted.
+if ! skipped kill; then
+  phase="agent SIGKILL"
+  wait_for 120 'at_least $((trials / 4))' || fail "$((trials / 4)) trials did not complete"
+  pick 1 || fail "host-1 ran no trial"
+  read -r k_trial k_attempt <<<"$picked"
+  t0=$(now)
+  kill -9 "${apid[1]}"
+  wait_for 10 '! alive "${apid[1]}"' || fail "host-1 did not die of SIGKILL"
+  say "host-1 SIGKILLed while running trial $k_trial attempt $k_attempt"
+  start_agent 1
+  wait_for 60 '[ "$(attempt_state "$k_trial" "$k_attempt")" != running ]' ||
+    fail "trial $k_trial attempt $k_attempt of the killed host-1 is still recorded running"
+  fault "SIGKILL-host-1" "$t0"
+  back_to_work 1 "$(now)"
+  say "host-1 restarted; trial $k_trial attempt $k_attempt: $(attempt_state "$k_trial" "$k_attempt")"
+fi
+
+# host-3 gets its space back: the quarantine lifts.
+if ! skipped disk; then
+  phase="disk freed"
+  rm -f "$full/filler" "$full/filler2"
+  wait_for 30 '[ -z "$(sql "SELECT quarantine FROM agents WHERE name='"'host-3'"'")" ]' ||
+    fail "host-3's quarantine did not lift once its disk had space: $(sql "SELECT quarantine FROM agents WHERE name='host-3'")"
+  fault "full-disk-host-3" "$disk_t0"
+  back_to_work 3 "$(now)"
+  say "host-3's disk freed, quarantine lifted"
+fi
+
+# 5. host-2 SIGSTOPped while a long trial runs there, past liveness and lease.
+if ! skipped stop; then
+  phase="agent SIGSTOP"
+  wait_for 120 'at_least $((trials * 7 / 20))' || fail "$((trials * 7 / 20)) trials did not complete"
+  pick 2 || fail "host-2 ran no trial"
+  read -r s_trial s_attempt <<<"$picked"
+  t0=$(now)
+  kill -STOP "${apid[2]}"
+  say "host-2 SIGSTOPped while running trial $s_trial attempt $s_attempt"
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = lost ]' || fail "host-2 was not declared lost"
+  wait_for 30 '[ "$(attempt_state "$s_trial" "$s_attempt")" != running ]' ||
+    fail "trial $s_trial attempt $s_attempt was not requeued once host-2's lease was over"
+  # Resumed only once the trial runs again elsewhere: the case of two copies.
+  wait_for 60 'restarted "$s_trial" "$s_attempt"' || fail "trial $s_trial did not start again while host-2 was stopped"
+  kill -CONT "${apid[2]}"
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = alive ]' || fail "host-2 did not come back"
+  fault "SIGSTOP-host-2" "$t0"  # until it is back: what it does on waking counts
+  back_to_work 2 "$(now)"
+  say "host-2 SIGCONTed; trial $s_trial attempt $s_attempt: $(attempt_state "$s_trial" "$s_attempt")"
+fi
+
+# 6. host-3's link cut while a long trial runs there, past its lease.
+if ! skipped cut; then
+  phase="link cut"
+  wait_for 120 'at_least $((trials * 9 / 20))' || fail "$((trials * 9 / 20)) trials did not complete"
+  pick 3 || fail "host-3 ran no trial"
+  read -r c_trial c_attempt <<<"$picked"
+  t0=$(now)
+  ip -n "${ns[3]}" link set eth0 down
+  say "host-3's link cut while running trial $c_trial attempt $c_attempt"
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = lost ]' || fail "host-3 was not declared lost"
+  wait_for 30 '[ "$(attempt_state "$c_trial" "$c_attempt")" != running ]' ||
+    fail "trial $c_trial attempt $c_attempt was not requeued once host-3's lease was over"
+  wait_for 60 'restarted "$c_trial" "$c_attempt"' || fail "trial $c_trial did not start again while host-3 was cut off"
+  ip -n "${ns[3]}" link set eth0 up
+  wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = alive ]' || fail "host-3 did not come back"
+  fault "link-cut-host-3" "$t0"
+  back_to_work 3 "$(now)"
+  say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
+fi
+
+phase="sweep end"
+rc=0
+timeout 300 ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port" --poll-ms 200 \
+  $(keyed client) >"$tmp/wait.log" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "swept wait exited $rc: $(tail -5 "$tmp/wait.log")"
+say "sweep complete"
+
+# Stop everything the way an operator does; each must exit by itself.
+phase="shutdown"
+for n in 1 2 3; do kill -TERM "${apid[$n]}"; done
+for n in 1 2 3; do
+  wait_for 30 '! alive "${apid[$n]}"' || fail "host-$n did not exit on SIGTERM"
+done
+kill -TERM "$spid"
+wait_for 30 '! alive "$spid"' || fail "the scheduler did not exit on SIGTERM"
+left=""
+for p in "${pids[@]}"; do alive "$p" && left="$left $p"; done
+[ -z "$left" ] || fail "swept processes left alive:$left"
+# Nothing of any trial is left: no process carries the trial's marker or
+# runs its script, and the namespaces are empty.
+phase="leftovers"
+left=""
+for d in /proc/[0-9]*; do
+  if tr '\0' '\n' 2>/dev/null <"$d/environ" | grep -qx "SWEPT_CHAOS_MARK=$tag" ||
+     tr '\0' ' ' 2>/dev/null <"$d/cmdline" | grep -qF "$tmp/chaos-trial.sh"; then
+    left="$left ${d#/proc/}($(tr '\0' ' ' 2>/dev/null <"$d/cmdline"))"
+  fi
+done
+[ -z "$left" ] || fail "trial processes left alive:$left"
+for n in "${made[@]}"; do
+  [ -z "$(ip netns pids "$n")" ] || fail "processes left in namespace $n: $(ip netns pids "$n" | tr '\n' ' ')"
+done
+
+phase="checks"
+touch "$tmp/faults"
+python3 - "$tmp/swept.db" "$tmp/ledger" "$sweep" "$trials" "$tmp/faults" <<'EOF' || fail "the records do not hold (above)"
+import collections, json, sqlite3, sys
+
+db_path, ledger_path, sweep, total = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+faults = [(f[0], float(f[1]), float(f[2])) for f in (l.split() for l in open(sys.argv[5])) if len(f) == 3]
+def during(lo, hi):  # the faults whose window meets [lo, hi]
+    names = [n for n, a, b in faults if a <= hi and lo <= b]
+    return "during " + ", ".join(names) if names else "during no fault"
+db = sqlite3.connect("file:" + db_path + "?mode=ro", uri=True)
+problems = []
+def bad(msg):
+    problems.append(msg)
+
+# --- SQLite: every trial completed exactly once.
+trials = {}  # trial id -> (idx, i, state, attempts, agent)
+for tid, idx, params, state, attempts, agent in db.execute(
+        "SELECT id, idx, params, state, attempts, agent FROM trials WHERE sweep_id = ?", (sweep,)):
+    trials[tid] = (idx, json.loads(params)["i"], state, attempts, agent)
+idxs = sorted(t[0] for t in trials.values())
+if idxs != list(range(total)):
+    bad(f"trial indexes are not 0..{total - 1} once each: {len(idxs)} rows")
+for tid, (idx, i, state, attempts, agent) in sorted(trials.items()):
+    if state != "completed":
+        bad(f"trial {tid} (i={i}) ended {state}")
+history = collections.defaultdict(dict)  # trial id -> attempt -> (agent, state, reason)
+for tid, attempt, agent, state, reason in db.execute(
+        "SELECT a.trial_id, a.attempt, a.agent, a.state, a.reason FROM attempts a JOIN trials t ON t.id = a.trial_id "
+        "WHERE t.sweep_id = ?", (sweep,)):
+    history[tid][attempt] = (agent, state, reason or "")
+winner = {}  # trial id -> (attempt, agent) of its one completed attempt
+for tid, (idx, i, state, attempts, agent) in trials.items():
+    h = history[tid]
+    done = [a for a, (_, st, _) in h.items() if st == "completed"]
+    if len(done) != 1:
+        bad(f"trial {tid}: {len(done)} completed attempts in its history {sorted(h.items())}")
+        continue
+    winner[tid] = (done[0], h[done[0]][0])
+    if sorted(h) != list(range(1, max(h) + 1)) or max(h) != attempts:
+        bad(f"trial {tid}: attempts column {attempts}, history {sorted(h)}")
+    if agent != h[done[0]][0]:
+        bad(f"trial {tid}: trial row names agent {agent}, its completed attempt {h[done[0]][0]}")
+    for a, (ag, st, reason) in h.items():
+        if st in ("running", "failed"):
+            bad(f"trial {tid} attempt {a} on {ag}: {st} ({reason})")
+# --- SQLite: metric rows, none doubled, all from the completed attempt.
+rows = collections.defaultdict(list)
+for tid, name, step, value in db.execute(
+        "SELECT m.trial_id, m.name, m.step, m.value FROM metrics m JOIN trials t ON t.id = m.trial_id "
+        "WHERE t.sweep_id = ?", (sweep,)):
+    rows[tid].append((name, step, value))
+for tid, (idx, i, state, attempts, agent) in trials.items():
+    got = rows.get(tid, [])
+    keys = [(n, s) for n, s, _ in got]
+    if len(keys) != len(set(keys)):
+        bad(f"trial {tid}: a metric row doubled: {sorted(got)}")
+    if tid not in winner:
+        continue
+    want = sorted([("attempt", s, float(winner[tid][0])) for s in (1, 2, 3)] +
+                  [("loss", s, float(f"{i}.{s}")) for s in (1, 2, 3)])
+    if sorted(got) != want:
+        bad(f"trial {tid} (i={i}, completed attempt {winner[tid][0]}): metric rows {sorted(got)}, expected {want}")
+# --- The ledger.
+execs = {}  # (trial, attempt, host, pid) -> [first time, last time, ended, termed, ticks]
+for n, line in enumerate(open(ledger_path), 1):
+    f = line.split()
+    if len(f) != 7 or f[0] not in ("start", "tick", "term", "end"):
+        bad(f"ledger line {n} is garbled: {line!r}")
+        continue
+    key = (int(f[1]), int(f[2]), f[3], int(f[4]))
+    t = float(f[5])
+    e = execs.setdefault(key, [t, t, False, False, int(f[6])])
+    e[0], e[1] = min(e[0], t), max(e[1], t)
+    e[2] |= f[0] == "end"
+    e[3] |= f[0] == "term"
+by_trial = collections.defaultdict(list)
+for key, e in execs.items():
+    by_trial[key[0]].append((key, e))
+reruns = 0
+for tid in trials:
+    ex = by_trial.get(tid, [])
+    for (t, a, host, pid), e in ex:
+        known = history[tid].get(a)
+        if known is None or known[0] != host:
+            bad(f"trial {tid}: attempt {a} ran on {host} (pid {pid}) but the store has {known}")
+    if tid not in winner:
+        continue
+    wa, wh = winner[tid]
+    ended = [(k, e) for k, e in ex if e[2]]
+    won = [k for k, e in ended if k[1] == wa and k[2] == wh]
+    if len(won) != 1:
+        bad(f"trial {tid}: its completed attempt {wa} on {wh} reached its end {len(won)} times in the ledger")
+    for k, e in ended:
+        if k[1] != wa:
+            reruns += 1
+            if history[tid][k[1]][1] == "completed":
+                bad(f"trial {tid}: attempt {k[1]} also recorded completed")
+    ex.sort(key=lambda kv: kv[1][0])
+    for x in range(len(ex)):
+        for y in range(x + 1, len(ex)):
+            (ka, ea), (kb, eb) = ex[x], ex[y]
+            if ea[0] <= eb[1] and eb[0] <= ea[1]:
+                bad(f"trial {tid} ran twice at once: attempt {ka[1]} on {ka[2]} (pid {ka[3]}) from {ea[0]:.3f} to "
+                    f"{ea[1]:.3f}{' (end)' if ea[2] else ''} and attempt {kb[1]} on {kb[2]} (pid {kb[3]}) from "
+                    f"{eb[0]:.3f} to {eb[1]:.3f} ({during(max(ea[0], eb[0]), min(ea[1], eb[1]))}); "
+                    f"store: {sorted(history[tid].items())}")
+for p in problems[:40]:
+    print("  " + p)
+if problems:
+    print(f"{len(problems)} problems")
+    sys.exit(1)
+attempts_total = sum(len(h) for h in history.values())
+lost = sum(1 for h in history.values() for a in h.values() if a[1] == "lost")
+free = sum(1 for h in history.values() for a in h.values() if a[1] == "queued")
+print(f"records hold: {total} trials completed once, {attempts_total} attempts ({lost} lost, {free} requeued at "
+      f"no cost), {len(execs)} executions in the ledger, {reruns} finished again after being requeued "
+      f"(sequentially, never at once)")
+EOF
+say "PASS"
