@@ -91,6 +91,11 @@ std::vector<int64_t> Broker::unplaceable_sweeps() const {
   return std::vector<int64_t>(unplaceable_.begin(), unplaceable_.end());
 }
 
+std::string Broker::all_quarantined() const {
+  MutexLock lock(unplaceable_mutex_);
+  return all_quarantined_;
+}
+
 Status Broker::ensure_tx() {
   if (store_.in_transaction()) return Status::Ok();
   return store_.begin();

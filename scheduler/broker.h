@@ -171,6 +171,10 @@ class Broker {
   // Sweeps whose trials fit on no registered agent even when it is idle
   // (e.g. 4 GPUs per trial, agents with 2): they wait for a bigger agent.
   std::vector<int64_t> unplaceable_sweeps() const;
+  // While trials wait and every registered agent is quarantined: which, and
+  // why ("every registered agent is quarantined: a (3 host faults ...)");
+  // empty otherwise (swept run stops on it: its one agent cannot work).
+  std::string all_quarantined() const;
 
  private:
   struct Session {
@@ -277,6 +281,7 @@ class Broker {
   std::atomic<bool> cancel_all_requested_{false};
   mutable Mutex unplaceable_mutex_;
   std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
+  std::string all_quarantined_ SWEPT_GUARDED_BY(unplaceable_mutex_);  // see all_quarantined()
   std::atomic<size_t> live_count_{0};
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;

@@ -277,7 +277,6 @@ void Broker::warn_all_held(const std::vector<std::string>& held) {
   for (const std::string& n : held) names += (names.empty() ? "" : ", ") + n;
   if (names == held_warned_) return;  // said already (or nothing to say)
   held_warned_ = names;
-  if (held.empty()) return;
   // Not "asks for more than any agent has": the agents are there, they are
   // held back. Say which, why, and what lifts it.
   std::string quarantined, draining;
@@ -287,6 +286,13 @@ void Broker::warn_all_held(const std::vector<std::string>& held) {
     else
       draining += (draining.empty() ? "" : ", ") + n;
   }
+  {
+    MutexLock lock(unplaceable_mutex_);
+    all_quarantined_ = draining.empty() && !quarantined.empty()
+                           ? "every registered agent is quarantined: " + quarantined
+                           : std::string();
+  }
+  if (held.empty()) return;
   std::string msg = "trials wait: every registered agent is held back from new work";
   if (!quarantined.empty())
     msg += "; quarantined: " + quarantined +

@@ -932,11 +932,14 @@ TEST_CASE("every agent quarantined: the log says so and how to release, and no s
                     std::string::npos, text);
   CHECK_MESSAGE(text.find("swept agents --release NAME") != std::string::npos, text);
   CHECK_MESSAGE(text.find("than any registered agent has") == std::string::npos, text);
+  // What swept run stops on (its one agent cannot work), with the reason.
+  CHECK(f.broker->all_quarantined().rfind("every registered agent is quarantined: a (3 host faults in a row", 0) == 0);
   // Released: the trials run again, and the warning is not repeated meanwhile.
   Peer cli(f.broker->endpoint(), "cli#1");
   cli.send(ReleaseAgent{"r", "a"});
   expect<Done>(*f.broker, cli);
   expect<StartTrial>(*f.broker, a);
+  CHECK(f.broker->all_quarantined().empty());
   size_t said = 0;
   for (size_t at = log.text().find("held back from new work"); at != std::string::npos;
        at = log.text().find("held back from new work", at + 1))
