@@ -387,7 +387,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
 Status Broker::on_trial_exited(Session& s, const TrialExited& e) {
   auto outcome = lifecycle_.exited(s.name, e);
   if (!outcome.ok()) return outcome.status();
-  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome));
+  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome, /*live=*/true));
   send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
   return Status::Ok();
 }

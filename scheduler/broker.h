@@ -221,8 +221,9 @@ class Broker {
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
   Status on_trial_exited(Session& s, const protocol::TrialExited& e);
-  // What an agent's TRIAL_EXITED (live or reported on REGISTER) says of its host.
-  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
+  // What an agent's TRIAL_EXITED says of its host, and whether it is leaving
+  // (`live`: sent as such, not listed in a REGISTER's `finished`).
+  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);

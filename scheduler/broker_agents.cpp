@@ -156,6 +156,10 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   s.pid = r.pid;
   s.gpus = r.gpus;
   s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
+  // A REGISTER says the agent is here to work, whatever it reports stopped:
+  // trials its lease stopped are reported as agent_shutdown too, by an agent
+  // that is not leaving (a reconnect on the same connection keeps the session).
+  s.draining = false;
   if (options_.keys) s.key = current_key_;
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;
@@ -169,7 +173,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   auto rec = lifecycle_.reconcile(r.name, r.running, r.finished, now + liveness_ms);
   if (!rec.ok()) return rec.status();
   for (size_t i = 0; i < r.finished.size() && i < rec->finished.size(); ++i)
-    SWEPT_RETURN_IF_ERROR(note_exit(s, r.finished[i], rec->finished[i]));
+    SWEPT_RETURN_IF_ERROR(note_exit(s, r.finished[i], rec->finished[i], /*live=*/false));
   send_later(routing_id, RegisterAck{r.session, options_.heartbeat_ms, options_.liveness, std::move(rec->acked),
                                      lease_ms()});
   for (StopTrial& st : rec->stops) send_later(routing_id, std::move(st));  // after the ack: the agent knows us then
@@ -180,10 +184,11 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   return Status::Ok();
 }
 
-Status Broker::note_exit(Session& s, const TrialExited& e, TrialLifecycle::ExitOutcome outcome) {
+Status Broker::note_exit(Session& s, const TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live) {
   // Its agent is shutting down or draining: dispatch() stops placing trials
   // there at once, so a trial requeued for it does not go straight back.
-  if (e.cause == ExitCause::kAgentShutdown) s.draining = true;
+  // Not when it reports one on REGISTER: it is back for work then.
+  if (e.cause == ExitCause::kAgentShutdown && live) s.draining = true;
   if (outcome == TrialLifecycle::ExitOutcome::kHostFault) {
     stat_host_requeues_++;
     return note_host_fault(s.name, e.reason.empty() ? std::string("could not start") : e.reason);

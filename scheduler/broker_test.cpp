@@ -986,3 +986,27 @@ TEST_CASE("the gather window on a fake clock: held while more comes, committed b
   // The waiter sees the end without the fake clock moving.
   CHECK(f.broker->wait_for_change(0, std::chrono::hours(1)) >= 1);
 }
+
+TEST_CASE("an agent whose lease stopped its trials registers again and gets work: it is not draining") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+  // The scheduler stalled past the agent's lease: the agent stopped the
+  // trial (reported as agent_shutdown: not the trial's doing) and registers
+  // again, on the same connection, reporting it.
+  TrialExited e = exited(st.trial_id, 1, 0);
+  e.cause = ExitCause::kAgentShutdown;
+  e.exit_code.reset();
+  e.reason = "lease expired: no word from the scheduler for 5014 ms (lease 10000 ms)";
+  Register again = registration("a", 1);
+  again.finished = {e};
+  a.send(again);
+  expect<RegisterAck>(*f.broker, a);
+  // Requeued at no cost, and this agent, the only one, runs it again.
+  auto rerun = expect<StartTrial>(*f.broker, a);
+  CHECK(rerun.trial_id == st.trial_id);
+  CHECK(rerun.attempt == 2);
+}
