@@ -25,8 +25,8 @@
 // Time comes from a Clock, so liveness and recovery can be tested with a
 // FakeClock; the socket is real.
 // Thread safety: run()/turn() on one thread. request_cancel_all(), wake(),
-// wait_for_change(), live_trials(), stats() and unplaceable_sweeps() may be
-// called from any thread.
+// wait_for_change(), live_trials(), stats(), unplaceable_sweeps() and
+// all_quarantined() may be called from any thread.
 #pragma once
 
 #include <atomic>
