@@ -226,6 +226,7 @@ int run_run(const std::vector<std::string>& args) {
   auto last_line = started;
   bool interrupted = false;
   bool unfit_exit = false;  // the sweep can never be placed here
+  bool held_exit = false;   // the local agent is quarantined: nothing can run
   std::chrono::steady_clock::time_point stop_deadline{};
   std::optional<protocol::SweepSummary> last;
   int rc = kExitOk;
@@ -267,11 +268,21 @@ int run_run(const std::vector<std::string>& args) {
         stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
         continue;
       }
+      // Its one agent quarantined (its host failed to start trials, or its
+      // self-check failed): nothing will run here until that is fixed.
+      if (std::string why = broker.all_quarantined(); !why.empty()) {
+        std::cerr << "\nswept run: " << why << ": stopping (fix the host, then run again)\n";
+        interrupted = true;
+        held_exit = true;
+        broker.request_cancel_all();
+        stop_deadline = now + std::chrono::milliseconds(ao.stop_grace_ms + 10000);
+        continue;
+      }
     }
     if (interrupted) {
       bool ended = last && last->state != SweepState::kRunning && broker.live_trials() == 0;
       if (ended || signals > 1 || now > stop_deadline) {
-        rc = unfit_exit ? kExitUsage : kExitInterrupted;
+        rc = unfit_exit ? kExitUsage : held_exit ? kExitFailure : kExitInterrupted;
         break;
       }
       continue;

@@ -1,26 +1,32 @@
 // Broker: the scheduler's event loop (docs/protocol.md). One ROUTER socket,
-// one poll loop, one handler per kind of peer (agents, CLI clients).
+// one poll loop, one handler per kind of peer (agents, CLI clients): in
+// shape and size the ZeroMQ guide's Majordomo broker, with the trials kept
+// elsewhere.
 //
-// It owns the agent registry (sessions, liveness), the table of trials out on
-// agents, and decides what starts where by asking placement (pure) and the
-// sweep runner (queues); everything durable goes through the store's Writer. Each turn
-// of the loop receives what is waiting, handles it inside one store
-// transaction, checks timers, dispatches, commits, and only then sends: an
-// acknowledgement or a START_TRIAL never leaves before the state it implies
-// is on disk, which is what makes a SIGKILL at any moment recoverable. A turn
-// whose only output can wait (exit acknowledgements, successors whose
-// predecessor still runs) leaves its transaction open for up to 2 ms, so that
-// the next turns' changes share its commit and its messages one wake-up of
-// the agent; it still commits before it sends.
+// It owns the socket, decoding, the agent registry (sessions, keys,
+// heartbeats, liveness, quarantine), client requests and statistics, and
+// decides what starts where by asking placement (pure) and the sweep runner
+// (queues). What happens to a trial once it is out on an agent (start,
+// metrics, finish, loss, requeue, cancel, early stop, adoption,
+// reconciliation, successors) is the TrialLifecycle's (lifecycle.h): the
+// broker hands it what agents and clients say and sends what it decides.
+// Everything durable goes through the store's Writer.
 //
-// Short trials of a sweep that has the cluster to itself get successors:
-// the next trial is sent ahead to wait at the agent for a running one's
-// place (START_TRIAL `after`), so that no slot idles through a round trip.
+// Each turn of the loop receives what is waiting, handles it inside one
+// store transaction, checks timers, dispatches, commits, and only then
+// sends: an acknowledgement or a START_TRIAL never leaves before the state
+// it implies is on disk, which is what makes a SIGKILL at any moment
+// recoverable. The commit-batching tricks (CommitPolicy) only move when
+// things are written and sent: a turn whose only output can wait (exit
+// acknowledgements, successors whose predecessor still runs) leaves its
+// transaction open for up to 2 ms so that the next turns share its commit,
+// and still commits before it sends.
 //
 // Time comes from a Clock, so liveness and recovery can be tested with a
 // FakeClock; the socket is real.
-// Thread safety: run()/turn() on one thread. request_cancel_all() and
-// stats() may be called from any thread.
+// Thread safety: run()/turn() on one thread. request_cancel_all(), wake(),
+// wait_for_change(), live_trials(), stats(), unplaceable_sweeps() and
+// all_quarantined() may be called from any thread.
 #pragma once
 
 #include <atomic>
@@ -43,6 +49,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
+#include "scheduler/lifecycle.h"
 #include "scheduler/placement.h"
 #include "scheduler/zap.h"
 #include "store/reader.h"
@@ -164,6 +171,10 @@ class Broker {
   // Sweeps whose trials fit on no registered agent even when it is idle
   // (e.g. 4 GPUs per trial, agents with 2): they wait for a bigger agent.
   std::vector<int64_t> unplaceable_sweeps() const;
+  // While trials wait and every registered agent is quarantined: which, and
+  // why ("every registered agent is quarantined: a (3 host faults ...)");
+  // empty otherwise (swept run stops on it: its one agent cannot work).
+  std::string all_quarantined() const;
 
  private:
   struct Session {
@@ -187,47 +198,16 @@ class Broker {
     std::string reason;
     bool saw_unhealthy = false;  // its agent reported a failed self-check since: a pass lifts it
   };
-  struct LiveTrial {
-    int64_t trial_id = 0;
-    int64_t sweep_id = 0;
-    int attempt = 0;
-    std::string agent;
-    std::vector<int> gpus;
-    double gpu_fraction = 0;
-    int cpus = 0;
-    bool started = false;      // TRIAL_STARTED received (or adopted running)
-    bool cancelled = false;    // the user stopped it: already `stopped` in the store
-    bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
-    std::string early_stop_reason;
-    int64_t stored_seq = 0;    // highest METRICS batch stored
-    int64_t acked_seq = 0;     // highest acknowledged to the agent
-    int64_t await_deadline_ms = 0;  // > 0: recovered, waiting for its agent
-    bool lease_wait = false;  // its agent was lost: requeued (kRequeue) at await_deadline_ms, its lease over
-    int max_retries = 0;
-    // TRIAL_STARTED's record, not written yet (see write_starts()).
-    std::optional<std::string> start_env_json;
-    double start_started_at = 0;
-    int64_t start_received_ms = 0;
-    // A successor: sent to start in the place of `after` once that trial
-    // ends on the agent; until then it holds no resources of its own.
-    int64_t after = 0;      // the live trial it waits for; 0 once that one ended
-    int64_t successor = 0;  // the live trial waiting for this one's place
-  };
   struct Outgoing {
     std::string routing_id;
     protocol::Message message;
   };
 
   Status ensure_tx();
-  // Writes the TRIAL_STARTED records received so far: all of them, or only
-  // those older than kStartWriteDelayMs (a trial's start is already on
-  // record as running since its dispatch; its pid, environment and start
-  // time may wait for the next commit instead of costing one of their own).
-  // Opens the transaction when one is needed.
-  Status write_starts(bool all);
-  // Writes one trial's pending start (before its end is written).
-  Status write_start(LiveTrial& lt);
   void send_later(const std::string& routing_id, protocol::Message m);
+  // Queues what the lifecycle decided to send (to agents by name; an agent
+  // not connected now gets it again when it re-registers, see reconcile).
+  void post_mail();
   // Everything in outgoing_ may wait a little (see turn()).
   bool deferrable_outgoing() const;
   void flush();
@@ -240,10 +220,10 @@ class Broker {
   Status handle_agent(Session& s, const protocol::Message& m);
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
-  Status on_trial_started(Session& s, const protocol::TrialStarted& m);
-  Status on_metrics(Session& s, const protocol::Metrics& m);
-  Status judge_early_stop(Session& s, LiveTrial& lt, const protocol::Metrics& m);
-  Status on_trial_exited(Session& s, const protocol::TrialExited& e, bool from_register);
+  Status on_trial_exited(Session& s, const protocol::TrialExited& e);
+  // What an agent's TRIAL_EXITED says of its host, and whether it is leaving
+  // (`live`: sent as such, not listed in a REGISTER's `finished`).
+  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
@@ -252,26 +232,8 @@ class Broker {
   // (docs/protocol.md, "Leases").
   int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
   int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
-
-  // A live trial ended with `state` (completed | failed | stopped): store, release, count.
-  // A live trial its sweep's rule stopped ends early_stopped instead of stopped.
-  Status finish_live(int64_t trial_id, TrialState state, const protocol::TrialExited* e, std::string reason);
-  // A live trial's attempt is lost: requeue or fail per max_retries.
-  Status lose_live(int64_t trial_id, const std::string& reason);
-  // Whether its sweep's early_terminate rule stopped this live trial (this
-  // scheduler's decision, or one on record from before a restart), and the
-  // user did not cancel it first: it ends early_stopped, whatever ends it.
-  bool early_stop_decided(const LiveTrial& lt) const {
-    return (lt.early_stop || runner_.stop_decided(lt.sweep_id, lt.trial_id)) && !lt.cancelled;
-  }
-  Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
-  Status cancel_trial(int64_t trial_id, const std::string& reason);
   Status check_timers();
   // ---- host faults, quarantine, agent housekeeping (broker_agents.cpp) ----
-  // A live attempt that ended not by the trial's doing (its host could not
-  // start it, its agent's lease ran out, its agent drains): the trial is
-  // queued again without spending a retry (TrialEventKind::kRequeue).
-  Status requeue_live(int64_t trial_id, const std::string& reason);
   // One more launch failure of `agent`'s host; quarantines it at the limit.
   Status note_host_fault(const std::string& agent, const std::string& reason);
   // A trial that `agent` did start (or that ended for a reason of its own).
@@ -284,17 +246,10 @@ class Broker {
   Status on_release(const std::string& routing_id, const protocol::ReleaseAgent& r);
   // Deletes the rows of agents gone longer than forget_agents_after_s (once a minute).
   Status forget_old_agents();
+  // Work is waiting but every registered agent is quarantined or draining:
+  // says so (once per change), with how to release them.
+  void warn_all_held(const std::vector<std::string>& held);
   Status dispatch();
-  // Takes the sweep's next trial and sends it to `agent` with `placement`;
-  // with `before`, as that live trial's successor. *started false: the
-  // sweep had no trial to give.
-  Status start_next(int64_t sweep_id, const std::string& agent, const Placement& placement, LiveTrial* before,
-                    bool* started);
-  // Short trials of a sweep that has the cluster to itself: one more trial
-  // per running one waits at its agent to take its place at once.
-  Status queue_successors();
-  // Removes a live trial, unlinking it from its successor or predecessor.
-  LiveTrial take_live(std::unordered_map<int64_t, LiveTrial>::iterator it);
   void send_heartbeats();
   Session* session_by_routing(const std::string& routing_id);
 
@@ -304,22 +259,21 @@ class Broker {
   log::Throttle refused_log_{log::Level::kWarn, 20, 10000};
   BrokerOptions options_;
   SweepRunner runner_;
+  TrialLifecycle lifecycle_;  // the trials out on agents
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::string endpoint_;
-  std::set<int64_t> pending_starts_;  // live_ entries with a start_env_json
 
   std::unordered_map<std::string, Session> sessions_;    // by routing id
   std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id
   std::map<std::string, std::string> key_by_name_;        // agent name -> the key that holds it (CURVE only)
   std::string current_key_;  // the key of the message being handled (CURVE only)
-  std::unordered_map<int64_t, LiveTrial> live_;           // by trial id
-  std::map<int64_t, double> mean_run_seconds_;            // by sweep: how long its trials run
   std::map<std::string, Quarantine> quarantined_;         // by agent name (also in the store)
   std::map<std::string, int> host_fault_streak_;          // by agent name: host faults in a row
   // The agent name each connection registered: one connection, one agent.
   std::unordered_map<std::string, std::string> name_by_routing_;
   std::optional<int64_t> last_forget_ms_;  // the last forget_old_agents() pass
+  std::string held_warned_;  // the agents warn_all_held() last named ("": none held)
   std::vector<Outgoing> outgoing_;
   bool dirty_ = true;  // something changed that may allow a dispatch
   bool gathering_ = false;  // the open transaction waits for more (turn())
@@ -328,14 +282,15 @@ class Broker {
   std::atomic<bool> cancel_all_requested_{false};
   mutable Mutex unplaceable_mutex_;
   std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
+  std::string all_quarantined_ SWEPT_GUARDED_BY(unplaceable_mutex_);  // see all_quarantined()
   std::atomic<size_t> live_count_{0};
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;
   Mutex change_mutex_;
   std::condition_variable_any change_cv_;
   int64_t changes_ SWEPT_GUARDED_BY(change_mutex_) = 0;
-  mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_dispatched_{0}, stat_finished_{0},
-      stat_successors_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0}, stat_host_requeues_{0};
+  mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0},
+      stat_host_requeues_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 

@@ -336,3 +336,21 @@ TEST_CASE("a peer flooding big and oversized messages, reading no reply: a real 
   int64_t sweep = submit(dir, sched.endpoint, read_file(dir / "sweep.json"));
   CHECK(eventually([&] { return sweep_done(sched.db, sweep); }));
 }
+
+TEST_CASE("swept run whose one agent is quarantined stops and says why, not that the trials are too big") {
+  TempDir dir;
+  // The sweep's folder under the work directory is a file: the agent cannot
+  // make a trial's directory (a host fault), three times in a row.
+  fs::create_directories(dir / "w");
+  write_file(dir / "w/sweep-1", "");
+  write_file(dir / "sweep.json", R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2, 3]}}})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "sweep.json", "--db", dir / "swept.db", "--workdir", dir / "w",
+                        "--dashboard", "off", "--progress", "off"},
+                       dir / "run.log", &out, 60);
+  CHECK_MESSAGE(rc == 1, out);
+  CHECK_MESSAGE(out.find("swept run: every registered agent is quarantined: local (3 host faults in a row") !=
+                    std::string::npos, out);
+  CHECK_MESSAGE(out.find("need more than this machine offers") == std::string::npos, out);
+  CHECK(db_int(dir / "swept.db", "SELECT COUNT(*) FROM trials WHERE state IN ('queued', 'running')") == 0);
+}

@@ -1,0 +1,653 @@
+// TrialLifecycle: see lifecycle.h. The file follows a trial: recovery,
+// dispatch and successors, what its agent reports (start, metrics, exit,
+// re-registration), how it ends (finish, lose, requeue), agents going away
+// and deadlines, and cancellation. States move only as next_trial_state
+// (common/states.h) says.
+#include "scheduler/lifecycle.h"
+
+#include <algorithm>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+
+namespace swept::scheduler {
+
+using namespace swept::protocol;
+
+namespace {
+
+std::string to_s(int64_t v) { return std::to_string(v); }
+
+// What a TRIAL_EXITED means for the trial: the event (the process ended
+// with an outcome, or the agent lost it) and the reason shown.
+TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
+  TrialEvent event = TrialEvent::finish(TrialState::kFailed);
+  std::string why;
+  switch (e.cause) {
+    case ExitCause::kExited:
+      if (e.exit_code.value_or(1) == 0) event = TrialEvent::finish(TrialState::kCompleted);
+      why = "exit code " + std::to_string(e.exit_code.value_or(-1));
+      break;
+    case ExitCause::kSignaled: why = "killed by signal " + std::to_string(e.signal.value_or(0)); break;
+    case ExitCause::kTimeout: why = "timed out"; break;
+    case ExitCause::kLaunchFailed:
+      why = "could not start";
+      if (e.host_fault) event = {TrialEventKind::kRequeue};  // its host's fault, not the trial's
+      break;
+    case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
+    // The agent stopped it because the agent itself stops (drained before a
+    // Slurm time limit, or told to stop): not the trial's doing, so it goes
+    // back to the queue without spending a retry (docs/protocol.md).
+    case ExitCause::kAgentShutdown: event = {TrialEventKind::kRequeue}; why = "its agent shut down"; break;
+    case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
+  }
+  *reason = e.reason.empty() ? why : e.reason;
+  return event;
+}
+
+}  // namespace
+
+const LiveTrial* TrialLifecycle::find(int64_t trial_id) const {
+  auto it = live_.find(trial_id);
+  return it == live_.end() ? nullptr : &it->second;
+}
+
+Status TrialLifecycle::ensure_tx() {
+  if (store_.in_transaction()) return Status::Ok();
+  return store_.begin();
+}
+
+LiveTrial TrialLifecycle::make_live(const store::TrialRecord& t, int attempt, const std::string& agent) const {
+  LiveTrial lt;
+  lt.trial_id = t.id;
+  lt.sweep_id = t.sweep_id;
+  lt.attempt = attempt;
+  lt.agent = agent;
+  lt.gpus = t.gpus;
+  lt.gpu_fraction = t.gpu_fraction;
+  Demand d = runner_.demand(t.sweep_id);
+  lt.cpus = d.needs_gpu() ? 0 : d.cpus;
+  if (const auto* spec = runner_.spec(t.sweep_id)) lt.max_retries = spec->max_retries;
+  return lt;
+}
+
+// ---- after a restart ----
+
+Result<size_t> TrialLifecycle::recover(int64_t grace_ms) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto running = runner_.recover();
+  if (!running.ok()) return running.status();
+  const int64_t deadline = clock_.now_ms() + grace_ms;
+  for (const store::TrialRecord& t : *running) {
+    LiveTrial lt = make_live(t, t.attempts, t.agent);
+    lt.started = t.started;
+    auto seq = store_.metrics_seq(t.id, t.attempts);
+    if (!seq.ok()) return seq.status();
+    lt.stored_seq = *seq;
+    lt.await_deadline_ms = deadline;
+    live_[t.id] = std::move(lt);
+  }
+  changed_ = true;
+  return running->size();
+}
+
+// ---- dispatch ----
+
+Status TrialLifecycle::dispatch(int64_t sweep_id, const std::string& agent, const Placement& placement,
+                                int64_t before_id, bool* started) {
+  *started = false;
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto next = runner_.take_next(sweep_id);
+  if (!next.ok()) return next.status();
+  if (!next->has_value()) return runner_.maybe_complete(sweep_id);
+  TrialToStart& t = **next;
+  const int attempt = t.previous_attempts + 1;
+  SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
+                                             clock_.wall_seconds()));
+  const sweeps::SweepSpec* spec = runner_.spec(t.sweep_id);
+  LiveTrial lt;
+  lt.trial_id = t.trial_id;
+  lt.sweep_id = t.sweep_id;
+  lt.attempt = attempt;
+  lt.agent = agent;
+  lt.gpus = placement.gpus;
+  lt.gpu_fraction = placement.gpu_fraction;
+  lt.cpus = placement.cpus;
+  lt.max_retries = spec ? spec->max_retries : 0;
+
+  StartTrial st;
+  st.trial_id = t.trial_id;
+  st.attempt = attempt;
+  st.sweep_id = t.sweep_id;
+  st.argv = std::move(t.argv);
+  st.params = t.params;
+  // env stays empty: the agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID,
+  // SWEPT_ATTEMPT and SWEPT_PARAMS from the fields above.
+  st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
+  st.gpus = placement.gpus;
+  st.gpu_fraction = placement.gpu_fraction;
+  st.timeout_s = spec ? spec->timeout_s : 0;
+  if (auto b = live_.find(before_id); before_id && b != live_.end()) {
+    lt.after = before_id;
+    b->second.successor = t.trial_id;
+    st.after_trial_id = before_id;
+    st.after_attempt = b->second.attempt;
+    successors_++;
+  }
+  live_[t.trial_id] = std::move(lt);
+  mail_.push_back({agent, std::move(st)});
+  dispatched_++;
+  *started = true;
+  return Status::Ok();
+}
+
+Status TrialLifecycle::queue_successors(const std::set<std::string>& agents, const std::set<int64_t>& unplaceable) {
+  // Only while one sweep alone has trials waiting (a successor keeps its
+  // predecessor's place for the same sweep, so with several sweeps waiting
+  // the places go through placement and its fair order instead)...
+  int64_t sweep_id = 0;
+  int64_t available = 0;
+  for (const SweepQueue& q : runner_.queues()) {
+    if (q.available <= 0 || unplaceable.count(q.sweep_id)) continue;
+    if (sweep_id) return Status::Ok();
+    sweep_id = q.sweep_id;
+    available = q.available;
+  }
+  // ...and only for short trials, where the round trip to the scheduler is
+  // a visible part of each trial's time. A long trial's successor would
+  // only wait there, holding a trial another agent could start.
+  auto mean = mean_run_seconds_.find(sweep_id);
+  if (!sweep_id || mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return Status::Ok();
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_) {
+    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
+    if (agents.count(lt.agent)) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    if (available-- <= 0) break;
+    const LiveTrial& before = live_.at(id);
+    Placement place{0, before.gpus, before.gpu_fraction, before.cpus};
+    bool started = false;
+    SWEPT_RETURN_IF_ERROR(dispatch(sweep_id, before.agent, place, id, &started));
+    if (!started) break;
+  }
+  return Status::Ok();
+}
+
+bool TrialLifecycle::successor_waits(const StartTrial& st) const {
+  if (!st.after_trial_id) return false;
+  auto before = live_.find(st.after_trial_id);
+  return before != live_.end() && before->second.successor == st.trial_id;
+}
+
+// ---- what agents report ----
+
+bool TrialLifecycle::started(const std::string& agent, const TrialStarted& m) {
+  auto it = live_.find(m.trial_id);
+  if (it == live_.end() || it->second.agent != agent || it->second.attempt != m.attempt) return false;
+  LiveTrial& lt = it->second;
+  lt.await_deadline_ms = 0;
+  if (lt.started) return true;
+  lt.started = true;
+  lt.start_env_json = nlohmann::json(m.env).dump();
+  lt.start_started_at = m.started_at;
+  lt.start_received_ms = clock_.now_ms();
+  pending_starts_.insert(m.trial_id);
+  return true;
+}
+
+Status TrialLifecycle::write_start(LiveTrial& lt) {
+  if (!lt.start_env_json) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_RETURN_IF_ERROR(store_.confirm_started(lt.trial_id, lt.attempt, *lt.start_env_json, lt.start_started_at));
+  lt.start_env_json.reset();
+  pending_starts_.erase(lt.trial_id);
+  return Status::Ok();
+}
+
+Status TrialLifecycle::write_starts(bool all) {
+  const int64_t now = clock_.now_ms();
+  for (auto id = pending_starts_.begin(); id != pending_starts_.end();) {
+    auto it = live_.find(*id);
+    ++id;  // write_start erases the current element
+    if (it == live_.end()) continue;
+    if (all || now - it->second.start_received_ms >= kStartWriteDelayMs) SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  }
+  return Status::Ok();
+}
+
+std::optional<int64_t> TrialLifecycle::next_start_due_ms() const {
+  std::optional<int64_t> due;
+  for (int64_t id : pending_starts_) {
+    auto it = live_.find(id);
+    if (it == live_.end()) continue;
+    const int64_t at = it->second.start_received_ms + kStartWriteDelayMs;
+    if (!due || at < *due) due = at;
+  }
+  return due;
+}
+
+Result<TrialLifecycle::MetricsOutcome> TrialLifecycle::metrics(const std::string& agent, const Metrics& m) {
+  MetricsOutcome out;
+  auto it = live_.find(m.trial_id);
+  const bool current = it != live_.end() && it->second.agent == agent && it->second.attempt == m.attempt;
+  int64_t sweep_id = current ? it->second.sweep_id : 0;
+  if (!current) {
+    // A re-sent batch of an attempt that already ended (finished while the
+    // scheduler was away) is still that trial's data: keep it.
+    auto rec = store_.trial_record(m.trial_id);
+    if (!rec.ok() || rec->attempts != m.attempt || rec->agent != agent) {
+      log::debug("dropped metrics of trial " + to_s(m.trial_id) + " attempt " + std::to_string(m.attempt) +
+                 " from " + agent + ": not its current attempt");
+      return out;
+    }
+    sweep_id = rec->sweep_id;
+  }
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  std::optional<std::string> metric = runner_.metric_name(sweep_id);
+  if (!metric && !runner_.is_running(sweep_id)) {
+    auto sums = store::sweep_summaries(store_.connection(), sweep_id);
+    if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
+  }
+  const int64_t t0_us = clock_.now_us();
+  auto applied = store_.add_metrics(m, metric);
+  out.ingest_us = clock_.now_us() - t0_us;
+  if (!applied.ok()) return applied.status();
+  if (!*applied) return out;
+  out.rows = static_cast<int64_t>(m.records.size());
+  // Every stored value joins its sweep's curves (a restarted scheduler
+  // rebuilds them from the store, stopped trials' late values included); a
+  // late batch of an ended attempt is judged no more.
+  auto verdict = runner_.observe_metrics(sweep_id, m.trial_id, m.records);
+  if (!verdict.ok()) return verdict.status();
+  if (!current) return out;
+  LiveTrial& lt = it->second;
+  lt.stored_seq = m.seq;
+  // Early termination (issue 16): a trial judged to stop, or one whose
+  // decision a previous scheduler recorded before it could stop it, is sent
+  // STOP_TRIAL once; its TRIAL_EXITED (cause stopped) ends it early_stopped.
+  if (lt.early_stop || lt.cancelled) return out;
+  if (*verdict)
+    send_early_stop(lt, "early-stopped: " + (*verdict)->decision.reason);
+  else if (runner_.stop_decided(lt.sweep_id, lt.trial_id))
+    send_early_stop(lt, "early-stopped: decided before a scheduler restart");
+  return out;
+}
+
+void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
+  lt.early_stop = true;
+  lt.early_stop_reason = reason;
+  mail_.push_back({lt.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+}
+
+std::optional<StopTrial> TrialLifecycle::stop_owed(LiveTrial& lt) {
+  if (lt.cancelled) return StopTrial{lt.trial_id, lt.attempt, "cancelled by the user"};
+  if (!early_stop_decided(lt)) return std::nullopt;
+  if (!lt.early_stop) {  // decided before a restart, not sent by this scheduler yet
+    lt.early_stop = true;
+    lt.early_stop_reason = "early-stopped: decided before a scheduler restart";
+  }
+  return StopTrial{lt.trial_id, lt.attempt, lt.early_stop_reason};
+}
+
+Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& agent, const TrialExited& e) {
+  std::string reason;
+  TrialEvent event = event_for_exit(e, &reason);
+  const bool lost = event.kind == TrialEventKind::kLose || event.kind == TrialEventKind::kRequeue;
+  auto it = live_.find(e.trial_id);
+  if (it != live_.end() && it->second.agent == agent && it->second.attempt == e.attempt) {
+    if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
+      SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "agent " + agent + " could not start it: " + reason));
+      return ExitOutcome::kHostFault;
+    }
+    if (lost && it->second.lease_wait) {
+      // Its agent was lost and stopped it when its lease ran out: a loss like
+      // any lost agent's (it spends a retry, so max_retries still bounds a
+      // trial that keeps taking its hosts down).
+      SWEPT_RETURN_IF_ERROR(lose(e.trial_id, reason));
+    } else if (event.kind == TrialEventKind::kRequeue) {  // not the trial's doing: its agent drains
+      SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, reason));
+    } else if (lost) {
+      SWEPT_RETURN_IF_ERROR(lose(e.trial_id, reason));
+    } else {
+      SWEPT_RETURN_IF_ERROR(finish(e.trial_id, event.outcome, &e, reason));
+    }
+    return e.cause == ExitCause::kLaunchFailed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
+  if (it != live_.end() && it->second.attempt == e.attempt) return ExitOutcome::kNotCurrent;  // another agent's
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto rec = store_.trial_record(e.trial_id);
+  std::optional<TrialState> late;  // a given-up attempt's result (queued or lost -> outcome)
+  if (rec.ok() && rec->attempts == e.attempt && !lost && rec->state != TrialState::kRunning)
+    late = next_trial_state(rec->state, event, 0);
+  if (late && runner_.is_running(rec->sweep_id)) {
+    // Given up while its agent was away (requeued, or lost with no retries
+    // left), but it finished: its result stands.
+    runner_.forget_queued(rec->sweep_id, rec->id);
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, *late, e.exit_code, reason, e.ended_at));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, *late, e.exit_code, reason, e.ended_at));
+    finished_++;
+    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
+    changed_ = true;
+    log::info("trial " + to_s(e.trial_id) + " finished on " + agent + " while given up: recorded as " +
+              std::string(name(*late)));
+  } else if (rec.ok() && rec->attempts != e.attempt) {
+    // A superseded attempt: history only.
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, TrialState::kLost, e.exit_code,
+                                             "ended after it was superseded: " + reason, e.ended_at));
+  }
+  // else: the same attempt, already final (a repeated TRIAL_EXITED): nothing to do.
+  return ExitOutcome::kNotCurrent;
+}
+
+Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& agent,
+                                                             const std::vector<RunningTrial>& running,
+                                                             const std::vector<TrialExited>& finished,
+                                                             int64_t confirm_deadline_ms) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  Reconciled out;
+  std::set<int64_t> reported;
+  for (const RunningTrial& rt : running) {
+    reported.insert(rt.trial_id);
+    auto it = live_.find(rt.trial_id);
+    if (it != live_.end() && it->second.agent == agent && it->second.attempt == rt.attempt) {
+      LiveTrial& lt = it->second;
+      // A start the scheduler had not written when it stopped: its time at least.
+      if (!lt.started && rt.started_at > 0)
+        SWEPT_RETURN_IF_ERROR(store_.fill_started_at(rt.trial_id, rt.attempt, rt.started_at));
+      lt.started = true;
+      lt.await_deadline_ms = 0;
+      lt.lease_wait = false;  // back before its lease ran out: it goes on here
+      lt.acked_seq = lt.stored_seq;
+      out.acked.push_back({rt.trial_id, rt.attempt, lt.stored_seq});
+      // Stopped by the user or by its sweep's rule while the agent was away
+      // (or before it reconnected): the stop may never have reached it.
+      if (auto stop = stop_owed(lt)) out.stops.push_back(*stop);
+      continue;
+    }
+    auto rec = store_.trial_record(rt.trial_id);
+    if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
+        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && runner_.adopt_queued(rec->sweep_id, rec->id)) {
+      // Given up while its agent was away, not restarted yet: take it back.
+      LiveTrial lt = make_live(*rec, rt.attempt, agent);
+      lt.started = true;
+      SWEPT_RETURN_IF_ERROR(store_.reopen_attempt(rec->id, rt.attempt, agent));
+      auto seq = store_.metrics_seq(rec->id, rt.attempt);
+      if (!seq.ok()) return seq.status();
+      lt.stored_seq = lt.acked_seq = *seq;
+      out.acked.push_back({rec->id, rt.attempt, *seq});
+      auto [adopted, fresh] = live_.insert_or_assign(rec->id, std::move(lt));
+      if (auto stop = stop_owed(adopted->second)) out.stops.push_back(*stop);
+      log::info("trial " + to_s(rec->id) + " is still running on " + agent + ": adopted back");
+      continue;
+    }
+    auto seq = store_.metrics_seq(rt.trial_id, rt.attempt);
+    out.acked.push_back({rt.trial_id, rt.attempt, seq.ok() ? *seq : 0});
+    out.stops.push_back({rt.trial_id, rt.attempt, "stale attempt: the trial was restarted elsewhere or stopped"});
+    log::info("agent " + agent + " runs trial " + to_s(rt.trial_id) + " attempt " + std::to_string(rt.attempt) +
+              ", which is no longer current: stopping it");
+  }
+  for (const TrialExited& f : finished) {
+    reported.insert(f.trial_id);
+    auto outcome = exited(agent, f);
+    if (!outcome.ok()) return outcome.status();
+    out.finished.push_back(*outcome);
+    auto seq = store_.metrics_seq(f.trial_id, f.attempt);
+    if (!seq.ok()) return seq.status();
+    out.acked.push_back({f.trial_id, f.attempt, *seq});
+  }
+  std::vector<int64_t> missing;
+  for (auto& [id, lt] : live_) {
+    if (lt.agent != agent || reported.count(id)) continue;
+    if (!lt.started) {
+      // Never confirmed: its START_TRIAL may have crossed this REGISTER (sent
+      // on the agent's previous connection, read after). Wait a liveness
+      // period for the agent's TRIAL_STARTED before requeueing it.
+      lt.await_deadline_ms = confirm_deadline_ms;
+      continue;
+    }
+    missing.push_back(id);
+  }
+  for (int64_t id : missing) {
+    if (live_.at(id).lease_wait)  // its lease ran out on the agent: not the trial's fault
+      SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " came back without it after its lease ran out"));
+    else
+      SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " came back without it"));
+  }
+  changed_ = true;
+  return out;
+}
+
+// ---- how a live trial ends ----
+
+Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExited* e, std::string reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  // Stopped for its sweep's early_terminate rule (by this scheduler, or by
+  // one before a restart: the decision is on record): early_stopped, not
+  // stopped. A process that ended by itself first keeps its own outcome.
+  if (early_stop_decided(it->second) && state == TrialState::kStopped) {
+    state = next_trial_state(TrialState::kRunning, TrialEvent::finish(TrialState::kEarlyStopped), 0).value();
+    reason = it->second.early_stop_reason.empty() ? "early-stopped: decided before a scheduler restart (see stop_reason)"
+                                                  : it->second.early_stop_reason;
+  }
+  if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take(it);
+  if (e && e->cause == ExitCause::kExited && lt.start_started_at > 0 && e->ended_at >= lt.start_started_at) {
+    // How long this sweep's trials run (queue_successors()): a moving average.
+    double run = e->ended_at - lt.start_started_at;
+    auto [m, fresh] = mean_run_seconds_.try_emplace(lt.sweep_id, run);
+    if (!fresh) m->second += 0.2 * (run - m->second);
+  }
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
+  std::optional<int> code = e ? e->exit_code : std::nullopt;
+  if (lt.cancelled) {
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, code, reason, ended));
+  } else {
+    // A start not written yet goes in with the end (a short trial's
+    // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
+    std::optional<store::Writer::StartRecord> start;
+    if (lt.start_env_json) {
+      start = store::Writer::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
+      pending_starts_.erase(trial_id);
+    }
+    const store::Writer::StartRecord* with = start ? &*start : nullptr;
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
+    // A diverged trial that still exited 0: its last finite value is no
+    // result, so it must not be best; with none it counts as the worst.
+    if (state == TrialState::kCompleted && e && e->diverged) SWEPT_RETURN_IF_ERROR(store_.clear_metric_value(trial_id));
+  }
+  finished_++;
+  runner_.trial_ended(lt.sweep_id);
+  runner_.note_trial_state(lt.sweep_id, trial_id, lt.cancelled ? TrialState::kStopped : state);
+  if (state == TrialState::kCompleted && !lt.cancelled)
+    SWEPT_RETURN_IF_ERROR(runner_.check_metric_reported(lt.sweep_id, trial_id));
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  changed_ = true;
+  return Status::Ok();
+}
+
+Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
+  if (early_stop_decided(it->second)) return finish(trial_id, TrialState::kStopped, nullptr, reason);
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  const double now = clock_.wall_seconds();
+  // An attempt the agent never confirmed did not run: say so in the history.
+  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
+  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
+  // Retries spent: the attempts so far, less those requeued at no cost.
+  // Never confirmed started: the attempt did not run, so it costs no retry.
+  auto free_attempts = store_.count_attempts(trial_id, TrialState::kQueued);
+  if (!free_attempts.ok()) return free_attempts.status();
+  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - *free_attempts) + 1 : 1;
+  const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
+  if (lt.cancelled) {
+    runner_.trial_ended(lt.sweep_id);
+  } else if (next == TrialState::kQueued) {
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
+    runner_.requeue(lt.sweep_id, trial_id);
+    log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
+  } else {
+    // Final: `lost`, not `failed`: the trial did not fail, its host went away.
+    std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, now));
+    runner_.trial_ended(lt.sweep_id);
+    log::info("trial " + to_s(trial_id) + " lost: " + why);
+  }
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  changed_ = true;
+  return Status::Ok();
+}
+
+Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return Status::Ok();
+  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
+  if (early_stop_decided(it->second)) return finish(trial_id, TrialState::kStopped, nullptr, reason);
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  const double now = clock_.wall_seconds();
+  if (lt.cancelled) {  // already `stopped` in the store: the attempt ends so too
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
+    runner_.trial_ended(lt.sweep_id);
+  } else {
+    // The attempt ended not by the trial's doing. Its own state in the
+    // history is `queued`: that is how a later loss knows it spent no retry
+    // (lose counts them), after a restart too.
+    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
+    const std::string why = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
+    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, next, std::nullopt, why, now));
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
+    runner_.requeue(lt.sweep_id, trial_id);
+    log::info("trial " + to_s(trial_id) + " requeued without spending a retry: " + reason);
+  }
+  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  changed_ = true;
+  return Status::Ok();
+}
+
+LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {
+  LiveTrial lt = std::move(it->second);
+  live_.erase(it);
+  // Its successor now holds the place; a successor that ends first frees it.
+  if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
+  if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;
+  return lt;
+}
+
+// ---- agents going away, deadlines ----
+
+void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
+  for (auto& [id, lt] : live_) {
+    if (lt.agent != agent) continue;
+    lt.lease_wait = true;
+    lt.await_deadline_ms = until_ms;
+  }
+  changed_ = true;
+}
+
+Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& reason) {
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_)
+    if (lt.agent == agent) ids.push_back(id);
+  for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " lost: " + reason));
+  changed_ = true;
+  return Status::Ok();
+}
+
+Status TrialLifecycle::check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms) {
+  const int64_t now = clock_.now_ms();
+  std::vector<int64_t> orphans, unconfirmed, leased;
+  for (const auto& [id, lt] : live_) {
+    if (lt.await_deadline_ms <= 0 || now <= lt.await_deadline_ms) continue;
+    const bool here = connected(lt.agent);
+    if (lt.lease_wait && !here)
+      leased.push_back(id);
+    else if (!here)
+      orphans.push_back(id);
+    else if (!lt.started)
+      unconfirmed.push_back(id);
+  }
+  for (int64_t id : orphans)
+    SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " did not come back after the scheduler restarted"));
+  for (int64_t id : unconfirmed) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " never confirmed it"));
+  for (int64_t id : leased)
+    SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " lost and its lease (" + std::to_string(lease_ms) +
+                                       " ms) is over: it has stopped the trial"));
+  return Status::Ok();
+}
+
+// ---- clients ----
+
+Status TrialLifecycle::cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto r = runner_.cancel(sweep_id, reason);
+  if (!r.ok()) return r.status();
+  *count = *r;
+  std::vector<int64_t> ids;
+  for (const auto& [id, lt] : live_)
+    if (lt.sweep_id == sweep_id && !lt.cancelled) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (int64_t id : ids) {
+    SWEPT_RETURN_IF_ERROR(cancel_trial(id, reason));
+    ++*count;
+  }
+  changed_ = true;
+  return Status::Ok();
+}
+
+Status TrialLifecycle::cancel_trial(int64_t trial_id, const std::string& reason) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto it = live_.find(trial_id);
+  if (it != live_.end()) {
+    LiveTrial& lt = it->second;
+    if (lt.cancelled) return Status::Ok();
+    lt.cancelled = true;
+    const TrialState stopped = next_trial_state(TrialState::kRunning, {TrialEventKind::kCancel}, 0).value();
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, stopped, std::nullopt, reason, clock_.wall_seconds()));
+    mail_.push_back({lt.agent, StopTrial{trial_id, lt.attempt, reason}});
+    changed_ = true;
+    return Status::Ok();
+  }
+  auto rec = store_.trial_record(trial_id);
+  if (!rec.ok()) return rec.status();
+  // Not live: only a queued trial can still be cancelled (a running one is live).
+  auto stopped = rec->state == TrialState::kQueued ? next_trial_state(rec->state, {TrialEventKind::kCancel}, 0)
+                                                   : std::nullopt;
+  if (stopped) {
+    runner_.forget_queued(rec->sweep_id, trial_id);
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, *stopped, std::nullopt, reason, clock_.wall_seconds()));
+    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
+    changed_ = true;
+    return Status::Ok();
+  }
+  return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + std::string(name(rec->state)));
+}
+
+// ---- heartbeats, housekeeping ----
+
+std::map<std::string, std::vector<MetricsAck>> TrialLifecycle::take_metric_acks() {
+  std::map<std::string, std::vector<MetricsAck>> acks;
+  for (auto& [id, lt] : live_) {
+    if (lt.stored_seq <= lt.acked_seq) continue;
+    acks[lt.agent].push_back({id, lt.attempt, lt.stored_seq});
+    lt.acked_seq = lt.stored_seq;
+  }
+  return acks;
+}
+
+void TrialLifecycle::forget_ended_sweeps() {
+  std::erase_if(mean_run_seconds_, [&](const auto& kv) { return !runner_.is_running(kv.first); });
+}
+
+}  // namespace swept::scheduler

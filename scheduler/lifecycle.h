@@ -1,0 +1,259 @@
+// TrialLifecycle: the trials out on agents, from the START_TRIAL that sends
+// one to the state it ends in. Socket-free: the broker decodes what agents
+// and clients say and calls in here; what must go out (START_TRIAL,
+// STOP_TRIAL) comes back in an outbox addressed by agent name, and the
+// broker sends it after its commit. Time comes from the injected Clock only,
+// so every deadline here (recovery, lease, an unconfirmed start) is tested
+// by advancing a FakeClock.
+//
+// A live trial is one attempt of a trial on one agent: dispatched (running
+// in the store from then on) or adopted back when its agent reported it. It
+// leaves in exactly one of these ways, each a TrialEvent that
+// next_trial_state (common/states.h, the one transition table) turns into
+// the trial's next state:
+//  - finish: its process ended (completed, failed, stopped; early_stopped
+//    when its sweep's early_terminate rule had stopped it);
+//  - lose: its agent went away, or came back without it, or the scheduler
+//    restarted and its agent did not return in time. A retry left requeues
+//    it; none leaves it `lost` (its host failed, not the trial);
+//  - requeue: the attempt ended for a reason that is not the trial's (its
+//    host could not start it, its agent drains or shut down): queued again
+//    without spending a retry;
+//  - cancel: the user stopped it (stopped at once in the store; the agent is
+//    sent STOP_TRIAL and the attempt ends when it reports the exit).
+// A trial its sweep's rule stopped is never rerun: whatever ends it, it ends
+// early_stopped. A stop decided here (cancel, early stop) is sent again when
+// the trial's agent re-registers still running it, so a reconnect in
+// between never leaves a stopped trial running.
+//
+// Bookkeeping carried with each live trial: the TRIAL_STARTED record not yet
+// written (deferred, see write_starts), the highest METRICS batch stored and
+// acknowledged, the deadline it waits on, and its successor links: a
+// successor is a trial sent ahead to wait at the agent for a running one's
+// place (START_TRIAL `after`); it holds no resources until that one ends.
+//
+// Errors: Status from the store (the broker rolls its turn back and stops).
+// Every write opens the store's transaction when none is open; committing is
+// the broker's. Thread safety: one thread (the broker's loop), except the
+// counters (finished(), dispatched(), successors()), readable from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/protocol.h"
+#include "common/states.h"
+#include "common/status.h"
+#include "scheduler/placement.h"
+#include "scheduler/sweep_runner.h"
+#include "store/writer.h"
+
+namespace swept::scheduler {
+
+// One trial out on an agent (dispatched or adopted, not yet ended).
+struct LiveTrial {
+  // Which attempt, and where it runs.
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  int attempt = 0;
+  int max_retries = 0;
+  std::string agent;
+  std::vector<int> gpus;
+  double gpu_fraction = 0;
+  int cpus = 0;
+  // What the scheduler knows of it.
+  bool started = false;      // TRIAL_STARTED received (or adopted running)
+  bool cancelled = false;    // the user stopped it: already `stopped` in the store
+  bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
+  std::string early_stop_reason;
+  // METRICS batches: the highest stored, and the highest acknowledged.
+  int64_t stored_seq = 0;
+  int64_t acked_seq = 0;
+  // > 0: it waits for its agent until then (recovered after a restart, an
+  // unconfirmed start, or its agent lost: see lease_wait).
+  int64_t await_deadline_ms = 0;
+  bool lease_wait = false;  // its agent was lost: lost at await_deadline_ms, its lease over
+  // TRIAL_STARTED's record, not written yet (see write_starts()).
+  std::optional<std::string> start_env_json;
+  double start_started_at = 0;
+  int64_t start_received_ms = 0;
+  // A successor: sent to start in the place of `after` once that trial ends
+  // on the agent; until then it holds no resources of its own.
+  int64_t after = 0;      // the live trial it waits for; 0 once that one ended
+  int64_t successor = 0;  // the live trial waiting for this one's place
+};
+
+// A message for the agent NAME (sent only while that agent is connected).
+struct AgentMail {
+  std::string agent;
+  protocol::Message message;
+};
+
+class TrialLifecycle {
+ public:
+  // How long a TRIAL_STARTED record may wait for a commit that happens
+  // anyway before it is written on its own (write_starts).
+  static constexpr int64_t kStartWriteDelayMs = 50;
+  // A sweep whose trials run shorter than this on average gets successors.
+  static constexpr double kSuccessorBelowSeconds = 1.0;
+
+  // What a TRIAL_EXITED meant for the agent that sent it.
+  enum class ExitOutcome {
+    kNotCurrent,    // not its current attempt (late, repeated or superseded): history only
+    kRan,           // its process ran and ended: the agent's host works
+    kLaunchFailed,  // it could not start, not for its host's sake
+    kHostFault,     // it could not start for its host's sake: requeued at no cost
+  };
+  // What a re-registering agent is told of the trials it reported.
+  struct Reconciled {
+    std::vector<protocol::MetricsAck> acked;     // REGISTER_ACK.acked
+    std::vector<protocol::StopTrial> stops;      // sent after the ack
+    std::vector<ExitOutcome> finished;           // one per REGISTER.finished, in order
+  };
+  // What storing a METRICS batch did.
+  struct MetricsOutcome {
+    int64_t rows = 0;           // rows stored (0: a duplicate or a dropped batch)
+    int64_t ingest_us = 0;      // time the store spent on it
+  };
+
+  // `store`, `clock` and `runner` must outlive the lifecycle.
+  TrialLifecycle(store::Writer& store, const Clock& clock, SweepRunner& runner)
+      : store_(store), clock_(clock), runner_(runner) {}
+
+  // ---- what there is ----
+  const std::unordered_map<int64_t, LiveTrial>& live() const { return live_; }
+  const LiveTrial* find(int64_t trial_id) const;
+  size_t size() const { return live_.size(); }
+  // What must be sent, in the order decided; empties the outbox.
+  std::vector<AgentMail> take_mail() { return std::exchange(mail_, {}); }
+  // Whether a trial ended, was requeued or cancelled since the last call: a
+  // place or a trial may have come free for dispatch.
+  bool take_changed() { return std::exchange(changed_, false); }
+  int64_t finished() const { return finished_.load(); }
+  int64_t dispatched() const { return dispatched_.load(); }
+  int64_t successors() const { return successors_.load(); }
+
+  // ---- after a restart ----
+  // Recovers the sweeps (SweepRunner::recover) and takes the trials the store
+  // has as running as live: each waits `grace_ms` for its agent to
+  // re-register (reconcile) before it is lost. Returns how many.
+  Result<size_t> recover(int64_t grace_ms);
+
+  // ---- dispatch ----
+  // Takes the sweep's next trial and sends it to `agent` with `placement`;
+  // with `before` (a live trial id, not 0), as that trial's successor.
+  // *started false: the sweep had no trial to give (it may be complete now).
+  Status dispatch(int64_t sweep_id, const std::string& agent, const Placement& placement, int64_t before,
+                  bool* started);
+  // Short trials of a sweep that alone has trials waiting get one successor
+  // per running trial, on the agents in `agents` (those that implement
+  // `after` and take work). `unplaceable`: sweeps placement cannot serve.
+  Status queue_successors(const std::set<std::string>& agents, const std::set<int64_t>& unplaceable);
+  // Whether `st` is a successor whose predecessor still holds its place (so
+  // sending it may wait: the agent would only hold it).
+  bool successor_waits(const protocol::StartTrial& st) const;
+
+  // ---- what agents report ----
+  // TRIAL_STARTED from `agent`. False: not its current attempt (the caller
+  // tells the agent to stop it). The record is written later (write_starts).
+  bool started(const std::string& agent, const protocol::TrialStarted& m);
+  // Writes the TRIAL_STARTED records held: all, or those older than
+  // kStartWriteDelayMs (a trial is on record as running since its dispatch;
+  // its pid, environment and start time may ride on the next commit).
+  Status write_starts(bool all);
+  bool has_pending_starts() const { return !pending_starts_.empty(); }
+  // When the oldest held record is due (clock ms); nullopt: none held.
+  std::optional<int64_t> next_start_due_ms() const;
+  // A METRICS batch from `agent`: stored once (a repeated seq is dropped),
+  // judged by its sweep's early_terminate rule (a stop goes to the outbox).
+  // A late batch of an attempt that ended is still stored; another agent's
+  // or a superseded attempt's is dropped.
+  Result<MetricsOutcome> metrics(const std::string& agent, const protocol::Metrics& m);
+  // A TRIAL_EXITED from `agent`: the current attempt ends (finish, lose or
+  // requeue as its cause says); an attempt given up while its agent was
+  // away keeps a result it reports; a superseded one is history only.
+  Result<ExitOutcome> exited(const std::string& agent, const protocol::TrialExited& e);
+  // An agent (re-)registers reporting what it runs and what finished while
+  // it was away: its current attempts are kept (their deadlines cleared, a
+  // stop decided meanwhile sent again), an attempt given up but still
+  // queued is adopted back, a stale one is stopped; finished ones end as
+  // exited() says; live trials it did not report are lost, except
+  // unconfirmed ones, which wait until `confirm_deadline_ms` for their
+  // TRIAL_STARTED (their START_TRIAL may have crossed the REGISTER).
+  Result<Reconciled> reconcile(const std::string& agent, const std::vector<protocol::RunningTrial>& running,
+                               const std::vector<protocol::TrialExited>& finished, int64_t confirm_deadline_ms);
+
+  // ---- agents going away, deadlines ----
+  // `agent` went silent (lost, not gone): it may still run its trials, so
+  // they keep their places until `until_ms` (its lease and a margin), then
+  // are lost (check_deadlines). Back before that, it keeps them.
+  void agent_silent(const std::string& agent, int64_t until_ms);
+  // `agent` is gone (disconnected, key revoked): its trials are lost now.
+  Status agent_gone(const std::string& agent, const std::string& reason);
+  // Loses the trials whose deadline passed: recovered ones whose agent did
+  // not come back, unconfirmed starts, and lost agents' trials whose lease
+  // (`lease_ms`, for the reason) is over. `connected(agent)`: whether it is
+  // registered now.
+  Status check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms);
+
+  // ---- clients ----
+  // Cancels the sweep: its queued trials stopped, its live ones too (each
+  // sent STOP_TRIAL). *count: how many trials were stopped.
+  Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
+  // Cancels one trial, live or queued. FailedPrecondition when it has
+  // already ended ("trial 7 is already lost"); NotFound when unknown.
+  Status cancel_trial(int64_t trial_id, const std::string& reason);
+
+  // ---- heartbeats, housekeeping ----
+  // The batches stored since they were last acknowledged, by agent name.
+  std::map<std::string, std::vector<protocol::MetricsAck>> take_metric_acks();
+  // Drops what is kept of sweeps that are no longer running.
+  void forget_ended_sweeps();
+
+  // The ways a live trial ends, by trial id (no-ops for one not live).
+  // `state` completed | failed | stopped; `e` the exit when there is one.
+  Status finish(int64_t trial_id, TrialState state, const protocol::TrialExited* e, std::string reason);
+  Status lose(int64_t trial_id, const std::string& reason);
+  Status requeue(int64_t trial_id, const std::string& reason);
+
+ private:
+  Status ensure_tx();
+  // Writes one trial's held start (before its end is written).
+  Status write_start(LiveTrial& lt);
+  // Whether its sweep's early_terminate rule stopped this trial (this
+  // scheduler's decision, or one on record from before a restart), and the
+  // user did not cancel it first: it ends early_stopped, whatever ends it.
+  bool early_stop_decided(const LiveTrial& lt) const {
+    return (lt.early_stop || runner_.stop_decided(lt.sweep_id, lt.trial_id)) && !lt.cancelled;
+  }
+  // Marks `lt` stopped by its sweep's rule and sends the stop to its agent.
+  void send_early_stop(LiveTrial& lt, const std::string& reason);
+  // A live trial the user stopped or the rule stopped: the STOP_TRIAL that
+  // its agent must get again when it re-registers still running it.
+  std::optional<protocol::StopTrial> stop_owed(LiveTrial& lt);
+  // Removes a live trial, unlinking it from its successor or predecessor.
+  LiveTrial take(std::unordered_map<int64_t, LiveTrial>::iterator it);
+  // A live trial with the sweep's demand and retries, for recover and adopt.
+  LiveTrial make_live(const store::TrialRecord& t, int attempt, const std::string& agent) const;
+
+  store::Writer& store_;
+  const Clock& clock_;
+  SweepRunner& runner_;
+  std::unordered_map<int64_t, LiveTrial> live_;  // by trial id
+  std::set<int64_t> pending_starts_;             // live_ entries with a start_env_json
+  std::map<int64_t, double> mean_run_seconds_;   // by sweep: how long its trials run
+  std::vector<AgentMail> mail_;
+  bool changed_ = true;
+  std::atomic<int64_t> finished_{0}, dispatched_{0}, successors_{0};
+};
+
+}  // namespace swept::scheduler

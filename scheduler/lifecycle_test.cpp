@@ -1,0 +1,458 @@
+// Tests of the trial lifecycle alone: no sockets, a real SQLite file (the
+// Writer, as the scheduler uses it), a real SweepRunner, and a FakeClock
+// that only the test moves, so every deadline (recovery grace, lease, an
+// unconfirmed start) is crossed by advancing it. What the lifecycle would
+// send is read from its outbox; what it stored, from the file.
+#include "scheduler/lifecycle.h"
+
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/test_support.h"
+
+using namespace swept;
+using namespace swept::scheduler;
+using namespace swept::protocol;
+
+namespace {
+
+using store::testing::TempDb;
+
+// One lifecycle over a fresh database, with the runner it drives.
+struct Unit {
+  TempDb db;
+  FakeClock clock;
+  std::unique_ptr<store::Writer> store;
+  std::unique_ptr<SweepRunner> runner;
+  std::unique_ptr<TrialLifecycle> life;
+
+  Unit() { open(); }
+  void open() {
+    auto w = store::Writer::open(db.path);
+    REQUIRE(w.ok());
+    store = std::move(*w);
+    runner = std::make_unique<SweepRunner>(*store, clock);
+    life = std::make_unique<TrialLifecycle>(*store, clock, *runner);
+  }
+  // The scheduler dies with what it committed and starts again on the file:
+  // a new lifecycle recovers the running trials, each waiting `grace_ms`.
+  void restart(int64_t grace_ms) {
+    commit();
+    life.reset();
+    runner.reset();
+    store.reset();
+    open();
+    auto n = life->recover(grace_ms);
+    REQUIRE(n.ok());
+    commit();
+  }
+  void commit() {
+    if (store->in_transaction()) REQUIRE(store->commit().ok());
+  }
+  int64_t submit(const std::string& spec) {
+    REQUIRE(store->begin().ok());
+    auto r = runner->submit(spec);
+    REQUIRE(r.ok());
+    commit();
+    return r->sweep_id;
+  }
+  // Dispatches the sweep's next trial to `agent` (one CPU slot; as the
+  // successor of `before` when given): the START_TRIAL it sends.
+  StartTrial dispatch(int64_t sweep_id, const std::string& agent, int64_t before = 0) {
+    bool started = false;
+    REQUIRE(life->dispatch(sweep_id, agent, Placement{0, {}, 0.0, 1}, before, &started).ok());
+    REQUIRE(started);
+    auto mail = life->take_mail();
+    REQUIRE(mail.size() == 1);
+    CHECK(mail[0].agent == agent);
+    auto* st = std::get_if<StartTrial>(&mail[0].message);
+    REQUIRE(st != nullptr);
+    return *st;
+  }
+  // Dispatched and confirmed started (TRIAL_STARTED at wall time `t0`).
+  StartTrial run(int64_t sweep_id, const std::string& agent, double t0 = 1.0) {
+    StartTrial st = dispatch(sweep_id, agent);
+    REQUIRE(life->started(agent, TrialStarted{st.trial_id, st.attempt, 7, t0, "w", {}}));
+    return st;
+  }
+  TrialLifecycle::ExitOutcome exit(const std::string& agent, const StartTrial& st, ExitCause cause, int code = 0,
+                                   double ended_at = 2.0) {
+    TrialExited e;
+    e.trial_id = st.trial_id;
+    e.attempt = st.attempt;
+    e.cause = cause;
+    if (cause == ExitCause::kExited) e.exit_code = code;
+    e.ended_at = ended_at;
+    auto r = life->exited(agent, e);
+    REQUIRE(r.ok());
+    return *r;
+  }
+  void metrics(const std::string& agent, const StartTrial& st, int64_t seq, std::vector<MetricRecord> records) {
+    auto r = life->metrics(agent, Metrics{st.trial_id, st.attempt, seq, std::move(records), "", 0});
+    REQUIRE(r.ok());
+  }
+  // The single integer `sql` selects, after committing what is pending.
+  int64_t q(const std::string& sql) {
+    commit();
+    return store::testing::query_int(db.path, sql);
+  }
+  std::string trial(int64_t id) { return " FROM trials WHERE id=" + std::to_string(id); }
+};
+
+std::string one_trial(int max_retries) {
+  return R"({"method": "grid", "command": ["/bin/true"], "max_retries": )" + std::to_string(max_retries) +
+         R"(, "parameters": {"x": {"values": [1]}}})";
+}
+
+const std::function<bool(const std::string&)> kNobody = [](const std::string&) { return false; };
+
+}  // namespace
+
+TEST_CASE("lifecycle: a finished trial is stored once with its start, its sweep completes, nothing is sent") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+      "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})");
+  StartTrial st = u.run(sweep, "a");
+  CHECK(st.attempt == 1);
+  CHECK(u.life->size() == 1);
+  CHECK(u.life->has_pending_starts());  // the start waits for a commit
+  u.metrics("a", st, 1, {{0, "loss", 0.5}});
+  u.metrics("a", st, 1, {{0, "loss", 0.5}});  // a repeated batch: stored once
+  auto acks = u.life->take_metric_acks();
+  REQUIRE(acks["a"].size() == 1);
+  CHECK(acks["a"][0].seq == 1);
+  CHECK(u.life->take_metric_acks().empty());  // acknowledged once
+  CHECK(u.exit("a", st, ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->size() == 0);
+  CHECK_FALSE(u.life->has_pending_starts());  // written with the end
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.life->finished() == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed' AND started_at=1.0") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM metrics") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  // The same exit again: already final, nothing changes.
+  CHECK(u.exit("a", st, ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts") == 1);
+}
+
+TEST_CASE("lifecycle: a lost trial is requeued while it has a retry left, then lost for good") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  StartTrial st = u.run(sweep, "a");
+  REQUIRE(u.life->agent_gone("a", "it disconnected").ok());
+  CHECK(u.life->size() == 0);
+  CHECK(u.life->take_changed());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+  // The retry: attempt 2, lost too, and no retry is left: `lost`, not `failed`.
+  StartTrial again = u.run(sweep, "b");
+  CHECK(again.trial_id == st.trial_id);
+  CHECK(again.attempt == 2);
+  REQUIRE(u.life->agent_gone("b", "it disconnected").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='lost' AND reason LIKE '%no retries left%'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 2);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+}
+
+TEST_CASE("lifecycle: without retries a started trial is lost at once - one never started costs no retry") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"],
+      "parameters": {"x": {"values": [1, 2]}}})");
+  StartTrial started = u.run(sweep, "a");
+  StartTrial unconfirmed = u.dispatch(sweep, "a");
+  REQUIRE(u.life->agent_gone("a", "test").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(started.trial_id) + " AND state='lost'") == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(unconfirmed.trial_id) + " AND state='queued'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(unconfirmed.trial_id) +
+            " AND reason LIKE 'never started%'") == 1);
+}
+
+TEST_CASE("lifecycle: a requeue (agent shutting down, host fault) costs no retry") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  StartTrial st = u.run(sweep, "a");
+  // Its agent drains: the attempt ends `queued`, the trial goes back.
+  CHECK(u.exit("a", st, ExitCause::kAgentShutdown) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='queued' AND reason LIKE '%costs no retry%'") == 1);
+  // A host that cannot start it: requeued again, for free, and said to be the host's fault.
+  StartTrial second = u.dispatch(sweep, "b");
+  TrialExited failed;
+  failed.trial_id = second.trial_id;
+  failed.attempt = second.attempt;
+  failed.cause = ExitCause::kLaunchFailed;
+  failed.host_fault = true;
+  failed.reason = "disk full";
+  auto outcome = u.life->exited("b", failed);
+  REQUIRE(outcome.ok());
+  CHECK(*outcome == TrialLifecycle::ExitOutcome::kHostFault);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+  // Two attempts spent none of its one retry: lost on the third, it is still
+  // requeued (were the requeues counted, it would be lost for good).
+  StartTrial third = u.run(sweep, "c");
+  CHECK(third.attempt == 3);
+  REQUIRE(u.life->agent_gone("c", "test").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+  StartTrial fourth = u.run(sweep, "d");
+  REQUIRE(u.life->agent_gone("d", "test").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(fourth.trial_id) + " AND state='lost'") == 1);
+}
+
+TEST_CASE("lifecycle: cancel stops a running trial (STOP_TRIAL to its agent) and a queued one - an ended one refuses") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"],
+      "parameters": {"x": {"values": [1, 2, 3]}}})");
+  StartTrial running = u.run(sweep, "a");
+  StartTrial done = u.run(sweep, "a");
+  u.exit("a", done, ExitCause::kExited, 0);
+  REQUIRE(u.life->cancel_trial(running.trial_id, "cancelled by the user").ok());
+  auto mail = u.life->take_mail();
+  REQUIRE(mail.size() == 1);
+  CHECK(mail[0].agent == "a");
+  auto* stop = std::get_if<StopTrial>(&mail[0].message);
+  REQUIRE(stop != nullptr);
+  CHECK(stop->trial_id == running.trial_id);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(running.trial_id) + " AND state='stopped'") == 1);
+  // Cancelled twice: one stop.
+  REQUIRE(u.life->cancel_trial(running.trial_id, "again").ok());
+  CHECK(u.life->take_mail().empty());
+  // Its exit ends the attempt as stopped; the trial stays stopped.
+  u.exit("a", running, ExitCause::kStopped);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(running.trial_id) +
+            " AND state='stopped'") == 1);
+  Status refused = u.life->cancel_trial(done.trial_id, "late");
+  CHECK(refused.code() == StatusCode::kFailedPrecondition);
+  CHECK(refused.message() == "trial " + std::to_string(done.trial_id) + " is already completed");
+  // The sweep: its queued (not yet generated) trial stops with it.
+  int64_t n = 0;
+  REQUIRE(u.life->cancel_sweep(sweep, "cancelled by the user", &n).ok());
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM trials WHERE state IN ('queued', 'running')") == 0);
+}
+
+TEST_CASE("lifecycle: after a restart a running trial is adopted by its agent, a given-up one is taken back") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  StartTrial kept = u.run(sweep, "a");
+  u.metrics("a", kept, 1, {{0, "loss", 1.0}});
+  StartTrial other = u.run(sweep, "b");
+  u.restart(/*grace_ms=*/60000);
+  REQUIRE(u.life->size() == 2);
+  // Agent a comes back still running it: kept, its stored batch acknowledged, nothing stopped.
+  auto r = u.life->reconcile("a", {{kept.trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  REQUIRE(r->acked.size() == 1);
+  CHECK(r->acked[0].seq == 1);
+  CHECK(r->stops.empty());
+  REQUIRE(u.life->find(kept.trial_id) != nullptr);
+  CHECK(u.life->find(kept.trial_id)->await_deadline_ms == 0);
+  CHECK(u.q("SELECT attempts" + u.trial(kept.trial_id)) == 1);
+  // Agent b went away meanwhile (requeued), then comes back still running it: adopted back.
+  REQUIRE(u.life->agent_gone("b", "test").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(other.trial_id) + " AND state='queued'") == 1);
+  r = u.life->reconcile("b", {{other.trial_id, 1, 8, 1.0}}, {}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  CHECK(r->stops.empty());
+  REQUIRE(u.life->find(other.trial_id) != nullptr);
+  CHECK(u.life->find(other.trial_id)->agent == "b");
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(other.trial_id) + " AND state='running' AND agent='b'") == 1);
+  // Its result then counts as any other's.
+  u.exit("b", other, ExitCause::kExited, 0);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(other.trial_id) + " AND state='completed'") == 1);
+}
+
+TEST_CASE("lifecycle: a recovered trial whose agent does not return by the deadline is lost") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.run(sweep, "a");
+  REQUIRE(u.life->write_starts(/*all=*/true).ok());  // on record as started before the restart
+  u.restart(/*grace_ms=*/1000);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  CHECK(u.life->size() == 1);  // within its grace
+  u.clock.advance_ms(1000);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  CHECK(u.life->size() == 1);  // at the deadline: not yet past it
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) +
+            " AND state='lost' AND reason LIKE '%did not come back after the scheduler restarted%'") == 1);
+}
+
+TEST_CASE("lifecycle: a silent agent's trial keeps its place until its lease is over, then is lost") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  StartTrial st = u.run(sweep, "a");
+  u.life->agent_silent("a", u.clock.now_ms() + 800);
+  u.clock.advance_ms(800);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  CHECK(u.life->size() == 1);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(st.trial_id) +
+            " AND state='lost' AND reason LIKE '%lease (600 ms) is over%'") == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+}
+
+TEST_CASE("lifecycle: an unconfirmed start waits past a re-registration until its deadline") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.dispatch(sweep, "a");  // its TRIAL_STARTED never comes
+  auto r = u.life->reconcile("a", {}, {}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  auto here = [](const std::string& agent) { return agent == "a"; };
+  u.clock.advance_ms(300);
+  REQUIRE(u.life->check_deadlines(here, 600).ok());
+  CHECK(u.life->size() == 1);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(here, 600).ok());
+  CHECK(u.life->size() == 0);
+  // It never ran: requeued at no cost, even with no retries.
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+}
+
+TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when either ends") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
+      "parameters": {"x": {"min": 1, "max": 10}}})");
+  // Nothing is known of how long its trials run: no successors yet.
+  StartTrial first = u.run(sweep, "a", 100.0);
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  CHECK(u.life->take_mail().empty());
+  u.exit("a", first, ExitCause::kExited, 0, 100.01);  // 10 ms: short
+  StartTrial pred = u.run(sweep, "a", 101.0);
+  // Not for an agent that does not take them.
+  REQUIRE(u.life->queue_successors({"b"}, {}).ok());
+  CHECK(u.life->take_mail().empty());
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  auto mail = u.life->take_mail();
+  REQUIRE(mail.size() == 1);
+  auto succ = std::get<StartTrial>(mail[0].message);
+  CHECK(succ.after_trial_id == pred.trial_id);
+  CHECK(succ.after_attempt == 1);
+  CHECK(u.life->successors() == 1);
+  CHECK(u.life->find(pred.trial_id)->successor == succ.trial_id);
+  CHECK(u.life->find(succ.trial_id)->after == pred.trial_id);
+  CHECK(u.life->successor_waits(succ));
+  // One successor per running trial: a second pass adds none for pred.
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  for (const AgentMail& m : u.life->take_mail()) CHECK(std::get<StartTrial>(m.message).after_trial_id != pred.trial_id);
+  // The predecessor ends: its successor holds the place now.
+  u.exit("a", pred, ExitCause::kExited, 0, 101.01);
+  CHECK(u.life->find(succ.trial_id)->after == 0);
+  CHECK_FALSE(u.life->successor_waits(succ));
+
+  // The other way round: a successor that ends first frees its predecessor's link.
+  REQUIRE(u.life->started("a", TrialStarted{succ.trial_id, 1, 9, 102.0, "w", {}}));
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  StartTrial succ2;
+  for (const AgentMail& m : u.life->take_mail())
+    if (std::get<StartTrial>(m.message).after_trial_id == succ.trial_id) succ2 = std::get<StartTrial>(m.message);
+  REQUIRE(succ2.trial_id != 0);
+  REQUIRE(u.life->agent_gone("a", "test").ok());
+  CHECK(u.life->size() == 0);
+  // Never started, it went back to the queue at no cost; its predecessor was lost.
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(succ2.trial_id) + " AND state='queued'") == 1);
+}
+
+TEST_CASE("lifecycle: a successor lost before its predecessor unlinks itself") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
+      "parameters": {"x": {"min": 1, "max": 10}}})");
+  StartTrial first = u.run(sweep, "a", 100.0);
+  u.exit("a", first, ExitCause::kExited, 0, 100.01);
+  StartTrial pred = u.run(sweep, "a", 101.0);
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  auto succ = std::get<StartTrial>(u.life->take_mail().at(0).message);
+  REQUIRE(succ.after_trial_id == pred.trial_id);
+  // The agent says it is not running the successor (it never got it).
+  TrialExited gone;
+  gone.trial_id = succ.trial_id;
+  gone.attempt = succ.attempt;
+  gone.cause = ExitCause::kNotRunning;
+  REQUIRE(u.life->exited("a", gone).ok());
+  REQUIRE(u.life->find(pred.trial_id) != nullptr);
+  CHECK(u.life->find(pred.trial_id)->successor == 0);
+  // So the predecessor may get another.
+  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  auto again = std::get<StartTrial>(u.life->take_mail().at(0).message);
+  CHECK(again.after_trial_id == pred.trial_id);
+}
+
+namespace {
+
+// A median rule that judges from the first finished trial on: a trial whose
+// value at a step is worse than the finished ones' median there stops.
+const char* kMedianSweep = R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+  "early_terminate": {"type": "median", "n_startup_trials": 1, "n_warmup_steps": 0},
+  "command": ["/bin/true", "${args}"], "parameters": {"x": {"values": [1, 2, 3]}}})";
+
+// Runs the sweep's first trial to completion with a good curve, starts the
+// second and reports it clearly worse: the STOP_TRIAL the rule sends.
+StopTrial stopped_loser(Unit& u, int64_t sweep, StartTrial* loser) {
+  StartTrial good = u.run(sweep, "a");
+  u.metrics("a", good, 1, {{0, "loss", 0.1}, {1, "loss", 0.1}, {2, "loss", 0.1}});
+  u.exit("a", good, ExitCause::kExited, 0);
+  *loser = u.run(sweep, "a");
+  u.metrics("a", *loser, 1, {{0, "loss", 5.0}});
+  auto mail = u.life->take_mail();
+  REQUIRE(mail.size() == 1);
+  CHECK(mail[0].agent == "a");
+  auto* stop = std::get_if<StopTrial>(&mail[0].message);
+  REQUIRE(stop != nullptr);
+  return *stop;
+}
+
+}  // namespace
+
+TEST_CASE("lifecycle: early stop sends one STOP_TRIAL and the trial ends early_stopped, never rerun") {
+  Unit u;
+  const int64_t sweep = u.submit(kMedianSweep);
+  StartTrial loser;
+  StopTrial stop = stopped_loser(u, sweep, &loser);
+  CHECK(stop.trial_id == loser.trial_id);
+  CHECK(stop.reason.rfind("early-stopped: ", 0) == 0);
+  // More values: judged no more, not stopped twice.
+  u.metrics("a", loser, 2, {{1, "loss", 6.0}});
+  CHECK(u.life->take_mail().empty());
+  SUBCASE("its stopped exit") {
+    u.exit("a", loser, ExitCause::kStopped);
+    CHECK(u.q("SELECT COUNT(*)" + u.trial(loser.trial_id) + " AND state='early_stopped' AND reason LIKE 'early-stopped: %'") == 1);
+    CHECK(u.q("SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(loser.trial_id)) == 2);
+  }
+  SUBCASE("its agent lost before the exit: the decision stands") {
+    REQUIRE(u.life->agent_gone("a", "test").ok());
+    CHECK(u.q("SELECT COUNT(*)" + u.trial(loser.trial_id) + " AND state='early_stopped'") == 1);
+  }
+  CHECK(u.q("SELECT attempts" + u.trial(loser.trial_id)) == 1);
+}
+
+TEST_CASE("lifecycle: a stop decided by early termination is sent again when its agent re-registers (issue 16)") {
+  Unit u;
+  const int64_t sweep = u.submit(kMedianSweep);
+  StartTrial loser;
+  stopped_loser(u, sweep, &loser);
+  SUBCASE("the agent reconnects before the trial ended") {
+    auto r = u.life->reconcile("a", {{loser.trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 300);
+    REQUIRE(r.ok());
+    REQUIRE(r->stops.size() == 1);
+    CHECK(r->stops[0].trial_id == loser.trial_id);
+    CHECK(r->stops[0].reason.rfind("early-stopped: median", 0) == 0);
+  }
+  SUBCASE("the scheduler restarted before the agent reconnected") {
+    u.restart(/*grace_ms=*/60000);
+    auto r = u.life->reconcile("a", {{loser.trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 300);
+    REQUIRE(r.ok());
+    REQUIRE(r->stops.size() == 1);
+    CHECK(r->stops[0].trial_id == loser.trial_id);
+    // Sent once: its next batch does not send another.
+    u.metrics("a", loser, 2, {{1, "loss", 6.0}});
+    CHECK(u.life->take_mail().empty());
+  }
+  u.exit("a", loser, ExitCause::kStopped);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(loser.trial_id) + " AND state='early_stopped'") == 1);
+}
