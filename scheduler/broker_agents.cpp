@@ -187,8 +187,15 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
 Status Broker::note_exit(Session& s, const TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live) {
   // Its agent is shutting down or draining: dispatch() stops placing trials
   // there at once, so a trial requeued for it does not go straight back.
-  // Not when it reports one on REGISTER: it is back for work then.
-  if (e.cause == ExitCause::kAgentShutdown && live) s.draining = true;
+  // Not when it reports one on REGISTER: it is back for work then. Not for
+  // a report of an attempt already ended (an agent repeats an unacknowledged
+  // exit after it registers again), nor for a stop its lease made (reason
+  // "lease expired...", docs/protocol.md "Leases"): such an agent is not
+  // leaving, it lost touch and is back.
+  const bool lease_stop = e.reason.rfind("lease expired", 0) == 0;
+  if (e.cause == ExitCause::kAgentShutdown && live && !lease_stop &&
+      outcome != TrialLifecycle::ExitOutcome::kNotCurrent)
+    s.draining = true;
   if (outcome == TrialLifecycle::ExitOutcome::kHostFault) {
     stat_host_requeues_++;
     return note_host_fault(s.name, e.reason.empty() ? std::string("could not start") : e.reason);
