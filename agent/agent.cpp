@@ -731,8 +731,9 @@ class Agent {
 
   // The keeper acts this long after the agent would (at SIGTERM and at
   // SIGKILL), so that it only ever acts for an agent that could not, and
-  // still well within the scheduler's margin (2 heartbeats) after the lease.
-  int64_t keeper_slack_ms() const { return heartbeat_ms_ / 2; }
+  // still within the scheduler's margin (2 heartbeats after the agent's last
+  // message, which can be a heartbeat older than what it last heard).
+  int64_t keeper_slack_ms() const { return heartbeat_ms_ / 4; }
 
   // The lease keeper (agent/lease_keeper.h) stops the trials if this loop
   // cannot when the lease ends. Not with an injected clock (tests of the

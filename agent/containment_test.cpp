@@ -208,7 +208,7 @@ TEST_CASE("containment: SWEPT_AGENT_CONTAINMENT overrides auto, an unknown mode 
   CHECK(bad.status().message().find("auto, cgroup or subreaper") != std::string::npos);
 }
 
-TEST_CASE("containment: a trial is created in its cgroup (clone3) where the kernel can; the cgroup.procs way still works") {
+TEST_CASE("containment: a trial is created in its cgroup (clone3) where the kernel can, and the cgroup.procs way still works") {
   auto containment = Containment::create("cgroup");
   if (!containment.ok()) {
     MESSAGE("cgroup v2 containment NOT exercised on this machine: " << containment.status().message());
