@@ -41,6 +41,7 @@
 
 #include "agent/backoff.h"
 #include "agent/gpu_inventory.h"
+#include "agent/lease_keeper.h"
 #include "agent/scheduler_link.h"
 #include "agent/supervisor.h"
 #include "common/clock.h"
@@ -151,6 +152,7 @@ class Agent {
     log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
               " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
     log::info("trial containment: " + containment_->description());
+    start_keeper();
     while (true) {
       int64_t now = clock_.now_ms();
       const bool drain = options_.drain && options_.drain->load();
@@ -161,12 +163,14 @@ class Agent {
       manage_link(now);
       wait_for_events(now);
       now = clock_.now_ms();
+      check_keeper(now);  // before the trials it may have ended are serviced
       receive_messages(now);
       service_trials(now);
       check_lease(now);
       check_health_if_due(now);
       heartbeat_if_due(now);
       containment_pending_ = containment_->collect(live_leaders());
+      publish_lease();
     }
     finish_shutdown();
     return exit_code_;
@@ -294,6 +298,12 @@ class Agent {
   void check_health_if_due(int64_t now) {
     if (health_checked_ms_ >= 0 && now - health_checked_ms_ < kHealthCheckMs) return;
     health_checked_ms_ = now;
+    if (keeper_ && !keeper_->alive()) {
+      log::warn("the lease keeper (pid " + std::to_string(keeper_->pid()) + ") is gone: starting another");
+      keeper_.reset();
+      start_keeper();
+      publish_lease();
+    }
     std::string problem = workdir_problem(supervisor_options_.workdir_root);
     if (problem != health_problem_)
       problem.empty() ? log::info("the work directory is healthy again") : log::warn("self-check: " + problem);
@@ -715,16 +725,71 @@ class Agent {
     if (lease_ms_ <= 0 || lease_expired_ || shutting_down_ || now < lease_stop_at()) return;
     if (link_.is_open()) receive_messages(now);  // what arrived during a long turn counts
     if (lease_expired_ || now < lease_stop_at()) return;
+    expire_lease("lease expired: no word from the scheduler for " + std::to_string(now - last_heard_ms_) +
+                 " ms (lease " + std::to_string(lease_ms_) + " ms)", now);
+  }
+
+  // The keeper acts this long after the agent would (at SIGTERM and at
+  // SIGKILL), so that it only ever acts for an agent that could not, and
+  // still within the scheduler's margin (2 heartbeats after the agent's last
+  // message, which can be a heartbeat older than what it last heard).
+  int64_t keeper_slack_ms() const { return heartbeat_ms_ / 4; }
+
+  // The lease keeper (agent/lease_keeper.h) stops the trials if this loop
+  // cannot when the lease ends. Not with an injected clock (tests of the
+  // loop's timing): its deadlines are on the real monotonic clock.
+  void start_keeper() {
+    if (options_.clock) return;
+    auto keeper = LeaseKeeper::start(containment_->view());
+    if (!keeper.ok()) {
+      log::warn(keeper.status().message() + "; a frozen agent's trials will not be stopped at the end of its lease");
+      return;
+    }
+    keeper_ = std::move(*keeper);
+    keeper_seen_ = 0;
+    log::info("lease keeper: pid " + std::to_string(keeper_->pid()));
+  }
+
+  void publish_lease() {
+    if (!keeper_) return;
+    int64_t term_at = INT64_MAX, kill_at = INT64_MAX;
+    if (lease_ms_ > 0) {
+      kill_at = last_heard_ms_ + lease_ms_ + keeper_slack_ms();
+      // Once this loop has stopped the trials itself, the keeper only makes
+      // sure of the SIGKILL (the loop could be frozen during the grace).
+      if (!lease_expired_) term_at = lease_stop_at() + keeper_slack_ms();
+    }
+    keeper_->set_deadlines(term_at, kill_at);
+  }
+
+  // The keeper stopped trials while this loop could not act: they ended by
+  // their lease, and are reported so (cause agent_shutdown), as if this loop
+  // had stopped them.
+  void check_keeper(int64_t now) {
+    if (!keeper_) return;
+    uint32_t seen = keeper_->interventions();
+    if (seen == keeper_seen_) return;
+    keeper_seen_ = seen;
+    if (lease_expired_) return;  // this loop had stopped them already; the keeper made sure
+    // (What arrived while it was frozen may have been read already: the
+    // silence is not measured here.)
+    expire_lease("lease expired (lease " + std::to_string(lease_ms_) + " ms): stopped by the lease keeper while the "
+                 "agent could not act (stopped or frozen)", now);
+  }
+
+  // Stops every trial so that none runs on once the scheduler requeues it.
+  // The SIGKILL comes at the lease's end, however late this loop noticed
+  // (a busy host): the grace runs to that end, not from now.
+  void expire_lease(const std::string& reason, int64_t now) {
     lease_expired_ = true;
-    const std::string reason = "lease expired: no word from the scheduler for " + std::to_string(now - last_heard_ms_) +
-                               " ms (lease " + std::to_string(lease_ms_) + " ms)";
+    const int64_t grace = std::clamp<int64_t>(last_heard_ms_ + lease_ms_ - now, 0, lease_grace_ms());
     size_t n = running_count();
     if (n) log::warn(reason + ": stopping " + std::to_string(n) + " trials, so that none runs on two hosts once the "
                      "scheduler requeues them");
     for (auto& [key, t] : trials_) {
       if (!t.supervisor || t.supervisor->finished()) continue;
       t.stopping_for_shutdown = true;  // reported as agent_shutdown: not the trial's doing
-      t.supervisor->request_stop(reason, static_cast<int>(lease_grace_ms()));
+      t.supervisor->request_stop(reason, static_cast<int>(grace));
     }
     for (Waiting& w : std::exchange(waiting_, {})) {
       TrialKey key{w.start.trial_id, w.start.attempt};
@@ -792,6 +857,8 @@ class Agent {
   // Declared before trials_: their supervisors use it until destroyed.
   std::unique_ptr<Containment> containment_;
   bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
+  std::unique_ptr<LeaseKeeper> keeper_;  // null without one (an injected clock, or it could not start)
+  uint32_t keeper_seen_ = 0;             // its interventions already acted on
   std::map<TrialKey, TrialState> trials_;
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {

@@ -702,3 +702,148 @@ TEST_CASE("agent: past its lease without a word from the scheduler it stops its 
   CHECK(back->finished[0].reason.find("lease expired") != std::string::npos);
   CHECK(back->finished[0].reason.find("killed") != std::string::npos);  // SIGTERM was not enough
 }
+
+namespace {
+
+// The state letter of /proc/PID/stat ('T': stopped), or 0 if none.
+char process_state(pid_t pid) {
+  std::string stat = swept::agent::testing::read_file("/proc/" + std::to_string(pid) + "/stat");
+  size_t close_paren = stat.rfind(')');
+  return close_paren == std::string::npos || close_paren + 2 >= stat.size() ? 0 : stat[close_paren + 2];
+}
+
+// The lease keepers among this process's children (comm "swept-keeper").
+std::vector<pid_t> keepers_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string stat = swept::agent::testing::read_file(e.path().string() + "/stat");
+    size_t open_paren = stat.find('('), close_paren = stat.rfind(')');
+    if (open_paren == std::string::npos || close_paren == std::string::npos) continue;
+    if (stat.substr(open_paren + 1, close_paren - open_paren - 1) != "swept-keeper") continue;
+    if (std::atol(stat.c_str() + close_paren + 4) == parent) out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// A `swept agent` process (its log in DIR/agent.log) whose whole process
+// group is frozen with SIGSTOP past its lease: its lease keeper must stop the
+// trial, including what the trial started outside its group, while the
+// agent is still frozen; resumed, the agent reports the trial ended by the lease.
+void frozen_agent_case(const std::string& containment) {
+  CAPTURE(containment);
+  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
+  FakeScheduler s;
+  TempDir dir;
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {"/bin/sh", "-c", "exec \"$0\" agent --scheduler \"$1\" --gpus none --name frozen --workdir \"$2\" "
+                                "--heartbeat-ms 100 --stop-grace-ms 600 2>\"$2/agent.log\"",
+               swept, s.endpoint(), dir.path()};
+  spec.working_dir = dir.path();
+  spec.env_overrides = {{"SWEPT_AGENT_CONTAINMENT", containment}};
+  auto agent = launcher.launch(spec);
+  REQUIRE(agent.ok());
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  pr::RegisterAck ack = ack_for(*reg);
+  ack.lease_ms = 2000;
+  s.send(ack);
+  // The trial ignores SIGTERM, and leaves behind a process outside its group
+  // and session that ignores it too: only a SIGKILL to all of it ends it.
+  s.send(start_trial(9, "trap '' TERM; ( setsid sh -c 'trap \"\" TERM; echo $$ > e.tmp; mv e.tmp escaped.pid; "
+                        "exec sleep 1000' & ); while [ ! -s escaped.pid ]; do sleep 0.01; done; echo ready; "
+                        "while :; do sleep 0.05; done"));
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
+  const pid_t trial = static_cast<pid_t>(started->pid);
+  const pid_t escaped = static_cast<pid_t>(
+      std::stol(swept::agent::testing::read_file(started->workdir + "/escaped.pid")));
+  REQUIRE(alive(escaped));
+  REQUIRE(::getpgid(escaped) != trial);
+  std::vector<pid_t> keepers = keepers_of(agent->pid);
+  REQUIRE_MESSAGE(keepers.size() == 1, "the agent runs one lease keeper");
+
+  // Frozen, the whole group (the keeper is not in it); the scheduler goes on
+  // sending heartbeats that nobody reads.
+  const int64_t frozen_at = swept::agent::testing::steady_ms();
+  REQUIRE(::kill(-agent->pid, SIGSTOP) == 0);
+  REQUIRE(swept::agent::testing::wait_until([&] { return process_state(agent->pid) == 'T'; },
+                                            [&](int w) { s.wait_for<pr::Disconnect>(nullptr, std::min(w, 10)); }));
+  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial) && !alive(escaped); },
+                                                [&](int w) { s.wait_for<pr::Disconnect>(nullptr, std::min(w, 20)); });
+  const int64_t gone_after = swept::agent::testing::steady_ms() - frozen_at;
+  CHECK_MESSAGE(gone, "the frozen agent's trial outlived its lease");
+  CHECK_MESSAGE(process_state(agent->pid) == 'T', "the agent must still be frozen: the keeper did it");
+  MESSAGE(containment << ": trial gone " << gone_after << " ms after the freeze (lease 2000 ms)");
+  if (!gone) {
+    ::kill(escaped, SIGKILL);
+    ::kill(-trial, SIGKILL);
+  }
+
+  // Resumed, it reports the trial ended by the lease (on its connection, or
+  // in a new REGISTER's `finished`), not as a trial killed out of the blue.
+  ::kill(-agent->pid, SIGCONT);
+  std::optional<pr::TrialExited> ended;
+  swept::agent::testing::wait_until([&] { return ended.has_value(); }, [&](int w) {
+    if (auto e = s.wait_for<pr::TrialExited>([](const pr::TrialExited& x) { return x.trial_id == 9; }, w / 2)) {
+      ended = e;
+      return;
+    }
+    if (auto r = s.wait_for<pr::Register>(nullptr, w / 2)) {
+      for (const auto& f : r->finished)
+        if (f.trial_id == 9) ended = f;
+      s.send(ack_for(*r));
+    }
+  });
+  REQUIRE(ended);
+  CHECK(ended->cause == pr::ExitCause::kAgentShutdown);
+  CHECK_MESSAGE(ended->reason.find("lease expired") != std::string::npos, ended->reason);
+  CHECK_MESSAGE(ended->reason.find("lease keeper") != std::string::npos, ended->reason);
+  std::string log = swept::agent::testing::read_file(dir.path() + "/agent.log");
+  CHECK_MESSAGE(log.find("swept lease keeper") != std::string::npos, log);
+
+  ::kill(agent->pid, SIGTERM);
+  int status = 0;
+  ::waitpid(agent->pid, &status, 0);
+  // The keeper went with its agent.
+  CHECK(swept::agent::testing::wait_until([&] { return !alive(keepers[0]); },
+                                          [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }));
+  for (int fd : {agent->stdout_fd, agent->stderr_fd, agent->pidfd}) ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("agent: frozen with its group (SIGSTOP) past its lease, its lease keeper stops the trial and all it started") {
+  frozen_agent_case("auto");  // cgroup where this machine allows it
+  frozen_agent_case("subreaper");
+}
+
+TEST_CASE("agent: a healthy agent's trials are never touched by its lease keeper") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>();
+  REQUIRE(reg);
+  pr::RegisterAck ack = ack_for(*reg);
+  ack.lease_ms = 2000;
+  s.send(ack);
+  REQUIRE_MESSAGE(swept::agent::testing::wait_until([&] { return !keepers_of(::getpid()).empty(); },
+                                                    [&](int w) { s.wait_for<pr::Disconnect>(nullptr, w); }),
+                  "no lease keeper runs beside the agent");
+  // It runs 6 s, three leases, answering SIGTERM loudly.
+  s.send(start_trial(5, "trap 'echo got TERM; exit 7' TERM; i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i+1)); "
+                        "done; echo done"));
+  std::string log;
+  auto ended = s.wait_for<pr::TrialExited>(
+      [&](const pr::TrialExited& e) { return e.trial_id == 5; }, 30000);
+  while (auto m = s.wait_for<pr::Metrics>(nullptr, 0)) log += m->log;
+  REQUIRE(ended);
+  CHECK(ended->cause == pr::ExitCause::kExited);
+  CHECK(ended->exit_code == 0);
+  CHECK_MESSAGE(log.find("got TERM") == std::string::npos, log);
+  CHECK(log.find("done") != std::string::npos);
+}

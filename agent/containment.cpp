@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -163,13 +164,15 @@ std::vector<ProcEntry> scan_proc() {
   return out;
 }
 
-bool environ_has(pid_t pid, const std::string& entry) {
+// Whether the process's environment holds `entry` (as a whole variable, or
+// a variable starting with it when `prefix`).
+bool environ_has(pid_t pid, const std::string& entry, bool prefix = false) {
   std::string env;
   if (!read_small_file("/proc/" + std::to_string(pid) + "/environ", env, 4 << 20)) return false;
   size_t at = 0;
   while ((at = env.find(entry, at)) != std::string::npos) {
     bool starts = at == 0 || env[at - 1] == '\0';
-    bool ends = at + entry.size() == env.size() || env[at + entry.size()] == '\0';
+    bool ends = prefix || at + entry.size() == env.size() || env[at + entry.size()] == '\0';
     if (starts && ends) return true;
     at += entry.size();
   }
@@ -209,7 +212,77 @@ void clean_dead_agents(const std::string& base) {
   }
 }
 
+// kSubreaper: the live processes whose environment has a tag starting with
+// `tag_entry_prefix` ("SWEPT_TRIAL_TAG=PID-I-"), and all their descendants.
+std::vector<pid_t> find_all_tagged(const std::string& tag_entry_prefix) {
+  std::vector<ProcEntry> procs = scan_proc();
+  std::multimap<pid_t, pid_t> children;
+  for (const auto& p : procs) {
+    if (p.state != 'Z' && p.state != 'X') children.emplace(p.ppid, p.pid);
+  }
+  std::set<pid_t> found;
+  std::vector<pid_t> todo;
+  for (const auto& p : procs) {
+    if (p.state != 'Z' && p.state != 'X' && environ_has(p.pid, tag_entry_prefix, /*prefix=*/true)) todo.push_back(p.pid);
+  }
+  while (!todo.empty()) {
+    pid_t pid = todo.back();
+    todo.pop_back();
+    if (!found.insert(pid).second) continue;
+    auto range = children.equal_range(pid);
+    for (auto it = range.first; it != range.second; ++it) todo.push_back(it->second);
+  }
+  found.erase(::getpid());  // never the caller
+  return {found.begin(), found.end()};
+}
+
 }  // namespace
+
+int signal_every_trial(const TrialsView& view, int sig) {
+  int found = 0;
+  if (view.mode == ContainmentMode::kCgroup) {
+    if (view.cgroup_root.empty()) return 0;
+    DIR* d = ::opendir(view.cgroup_root.c_str());
+    if (!d) return 0;
+    std::vector<std::string> trials;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(view.cgroup_root + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& trial : trials) {
+      std::vector<pid_t> pids = read_procs(trial);
+      if (pids.empty()) continue;
+      ++found;
+      if (sig == SIGKILL) {
+        kill_cgroup(trial, view.has_cgroup_kill);
+      } else {
+        for (pid_t p : pids) ::kill(p, sig);
+      }
+    }
+    return found;
+  }
+  const std::string entry = std::string(Containment::tag_variable()) + "=" + view.tag_prefix;
+  if (sig != SIGKILL) {
+    std::vector<pid_t> pids = find_all_tagged(entry);
+    for (pid_t p : pids) ::kill(p, sig);
+    return static_cast<int>(pids.size());
+  }
+  // Stop, then kill, until a sweep finds nothing new (a fork between the
+  // listing and the SIGSTOP is found by the next sweep).
+  std::set<pid_t> killed;
+  for (int round = 0; round < 100; ++round) {
+    std::vector<pid_t> pids = find_all_tagged(entry);
+    bool fresh = false;
+    for (pid_t p : pids) fresh = fresh || !killed.count(p);
+    if (!fresh) break;
+    for (pid_t p : pids) ::kill(p, SIGSTOP);
+    for (pid_t p : pids) {
+      ::kill(p, SIGKILL);
+      killed.insert(p);
+    }
+  }
+  return static_cast<int>(killed.size());
+}
 
 const char* containment_mode_name(ContainmentMode mode) {
   return mode == ContainmentMode::kCgroup ? "cgroup" : "subreaper";
@@ -233,6 +306,8 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
     return Status::InvalidArgument("unknown trial containment '" + choice + "': use auto, cgroup or subreaper");
   }
   std::unique_ptr<Containment> c(new Containment());
+  static std::atomic<uint64_t> instances{0};
+  c->tag_prefix_ = std::to_string(::getpid()) + "-" + std::to_string(++instances) + "-";
   std::string why_not;
   if (choice != "subreaper") {
     auto base = own_cgroup_dir();
@@ -287,19 +362,36 @@ Containment::~Containment() {
 Result<TrialContainer> Containment::prepare(int64_t sweep_id, int64_t trial_id, int attempt) {
   TrialContainer c;
   uint64_t serial = ++next_serial_;
-  c.tag = std::to_string(::getpid()) + "-" + std::to_string(serial);
+  c.tag = tag_prefix_ + std::to_string(serial);
   if (mode_ == ContainmentMode::kCgroup) {
     c.cgroup_dir = agent_dir_ + "/trial-" + std::to_string(sweep_id) + "-" + std::to_string(trial_id) + "-" +
                    std::to_string(attempt) + "-" + std::to_string(serial);
     if (::mkdir(c.cgroup_dir.c_str(), 0755) != 0) {
       return Status::IoError("cannot create the trial's cgroup " + c.cgroup_dir + ": " + errno_text(errno));
     }
+    // For clone3's CLONE_INTO_CGROUP; without it the child enters through
+    // cgroup.procs, so a failure here costs only that.
+    c.cgroup_fd = ::open(c.cgroup_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   }
   return c;
 }
 
 std::string Containment::procs_file(const TrialContainer& c) {
   return c.cgroup_dir.empty() ? std::string() : c.cgroup_dir + "/cgroup.procs";
+}
+
+void Containment::launched(TrialContainer& c) {
+  if (c.cgroup_fd >= 0) ::close(c.cgroup_fd);
+  c.cgroup_fd = -1;
+}
+
+TrialsView Containment::view() const {
+  TrialsView v;
+  v.mode = mode_;
+  v.cgroup_root = agent_dir_;
+  v.has_cgroup_kill = has_cgroup_kill_;
+  v.tag_prefix = tag_prefix_;
+  return v;
 }
 
 std::vector<pid_t> Containment::find_tagged(const TrialContainer& c) const {
@@ -337,8 +429,16 @@ void Containment::signal_all(const TrialContainer& c, int sig) {
 }
 
 void Containment::kill_all_and_release(TrialContainer& c) {
+  launched(c);
   if (mode_ == ContainmentMode::kCgroup) {
     if (c.cgroup_dir.empty()) return;
+    // Most trials leave nothing behind: the kernel removes an empty cgroup at
+    // once and refuses (EBUSY) one with processes, so trying that first spares
+    // the kill (three system calls, and the cgroup lock) per trial.
+    if (::rmdir(c.cgroup_dir.c_str()) == 0 || errno == ENOENT) {
+      c.cgroup_dir.clear();
+      return;
+    }
     kill_cgroup(c.cgroup_dir, has_cgroup_kill_);
     if (::rmdir(c.cgroup_dir.c_str()) != 0 && errno == EBUSY) to_remove_.push_back(c.cgroup_dir);
     c.cgroup_dir.clear();

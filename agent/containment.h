@@ -9,9 +9,11 @@
 //
 //  - kCgroup: each trial runs in its own cgroup v2, a child of a directory
 //    the agent makes under its own cgroup (`<agent's cgroup>/swept-agent-PID/
-//    trial-S-T-A-N`). The trial's process enters it before it execs (it
-//    writes 0 to the cgroup's cgroup.procs), so nothing it starts can be
-//    outside it: no fork, setsid or double fork leaves a cgroup; only a
+//    trial-S-T-A-N`). The trial's process is created in it by the kernel
+//    (clone3 with CLONE_INTO_CGROUP, through a descriptor of the directory
+//    opened here), or where the kernel cannot, enters it before it execs (it
+//    writes 0 to the cgroup's cgroup.procs); either way nothing it starts can
+//    be outside it: no fork, setsid or double fork leaves a cgroup; only a
 //    process with the rights to write another cgroup's cgroup.procs can.
 //    SIGTERM goes to every process listed in cgroup.procs; the kill writes
 //    cgroup.kill (Linux 5.14), or else freezes the cgroup, SIGKILLs every pid
@@ -59,9 +61,36 @@ const char* containment_mode_name(ContainmentMode mode);
 // One trial's containment, made before its launch.
 struct TrialContainer {
   std::string cgroup_dir;  // kCgroup: the trial's cgroup directory; "" otherwise
+  // kCgroup: a descriptor of cgroup_dir (O_PATH) for LaunchSpec::cgroup_fd,
+  // owned here until Containment::launched() or kill_all_and_release()
+  // closes it; -1 when none (the trial then enters through cgroup.procs).
+  int cgroup_fd = -1;
   std::string tag;         // kSubreaper: the value of SWEPT_TRIAL_TAG; also set in kCgroup (harmless)
   pid_t leader = -1;       // the trial's main process once launched
 };
+
+// What another process needs to find every trial of one agent's containment
+// and signal them (the lease keeper, agent/lease_keeper.h): a copy, valid for
+// the Containment's life.
+struct TrialsView {
+  ContainmentMode mode = ContainmentMode::kSubreaper;
+  std::string cgroup_root;  // kCgroup: the directory holding every trial's cgroup
+  bool has_cgroup_kill = false;
+  // kSubreaper: every trial of this containment has SWEPT_TRIAL_TAG starting
+  // with this ("PID-INSTANCE-", the instance counting containments in one
+  // process, so that two agents in one process keep apart).
+  std::string tag_prefix;
+};
+
+// Sends `sig` to every process of every trial `view` covers: kCgroup, the
+// members of each trial cgroup (SIGKILL: cgroup.kill, or freeze and kill);
+// kSubreaper, each process whose environment has a tag with the prefix and
+// all its descendants (SIGKILL: stopped first, repeated until none is new).
+// Returns how many trials (kCgroup: non-empty cgroups) or processes
+// (kSubreaper) it found. Removes nothing. Callable from any process,
+// including a child forked from a multi-threaded agent (it takes no lock but
+// malloc's, which glibc keeps usable after fork); errors are skipped.
+int signal_every_trial(const TrialsView& view, int sig);
 
 class Containment {
  public:
@@ -84,8 +113,13 @@ class Containment {
 
   // A fresh container for one trial (kCgroup: its cgroup is made here).
   Result<TrialContainer> prepare(int64_t sweep_id, int64_t trial_id, int attempt);
-  // The file the trial's process writes 0 into before it execs ("" when none).
+  // The file the trial's process writes 0 into before it execs when it is
+  // not created in its cgroup ("" when none).
   static std::string procs_file(const TrialContainer& c);
+  // The trial was launched (or failed to be): closes c.cgroup_fd.
+  static void launched(TrialContainer& c);
+  // For the lease keeper: how to find this containment's trials.
+  TrialsView view() const;
   // The variable the trial gets (SWEPT_TRIAL_TAG=tag).
   static const char* tag_variable() { return "SWEPT_TRIAL_TAG"; }
 
@@ -108,6 +142,7 @@ class Containment {
   std::string description_;
   std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID
   bool has_cgroup_kill_ = false;
+  std::string tag_prefix_;  // "PID-INSTANCE-": every trial's tag starts so
   uint64_t next_serial_ = 0;
   std::vector<std::string> to_remove_;  // emptied cgroups not yet removable
   std::vector<pid_t> to_reap_;          // killed orphans (kSubreaper)

@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 
 #include <filesystem>
@@ -112,6 +113,63 @@ void run_case(Containment& containment, Ending ending) {
   }
 }
 
+// Whether this kernel and build create a child straight in a cgroup (clone3
+// with CLONE_INTO_CGROUP: Linux 5.7, implemented for x86-64): decided from
+// the kernel's version, independently of what the launcher reports.
+bool kernel_creates_in_cgroup() {
+#if defined(__x86_64__)
+  utsname u{};
+  if (::uname(&u) != 0) return false;
+  int major = 0, minor = 0;
+  if (std::sscanf(u.release, "%d.%d", &major, &minor) != 2) return false;
+  return major > 5 || (major == 5 && minor >= 7);
+#else
+  return false;
+#endif
+}
+
+// Launches `cat /proc/self/cgroup` into a fresh trial cgroup, its procs file
+// given as `procs` (the real one, or one that does not exist); returns the
+// launch's result and what the trial printed.
+struct CgroupLaunch {
+  swept::Result<SpawnedChild> child = swept::Status::Internal("not launched");
+  std::string out;
+  std::string cgroup_dir;
+  swept::Status exec = swept::Status::Internal("not launched");  // the exec's outcome
+};
+CgroupLaunch launch_reading_own_cgroup(Containment& containment, PosixLauncher& launcher, bool real_procs_file) {
+  CgroupLaunch r;
+  auto c = containment.prepare(1, 7, 1);
+  REQUIRE(c.ok());
+  r.cgroup_dir = c->cgroup_dir;
+  REQUIRE(c->cgroup_fd >= 0);
+  LaunchSpec spec;
+  spec.argv = {"/bin/cat", "/proc/self/cgroup"};
+  spec.cgroup_procs = real_procs_file ? Containment::procs_file(*c) : c->cgroup_dir + "/no-such-file";
+  spec.cgroup_fd = c->cgroup_fd;
+  r.child = launcher.launch(spec);
+  Containment::launched(*c);
+  CHECK(c->cgroup_fd == -1);
+  if (r.child.ok()) {
+    c->leader = r.child->pid;
+    std::string chunk;
+    swept::agent::testing::wait_until(
+        [&] {
+          char buf[4096];
+          ssize_t n = ::read(r.child->stdout_fd, buf, sizeof buf);
+          if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+          return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+        },
+        [&](int w) { swept::agent::testing::poll_readable({r.child->stdout_fd}, w); });
+    int status = 0;
+    ::waitpid(r.child->pid, &status, 0);
+    r.exec = r.child->exec->outcome();
+    for (int fd : {r.child->stdout_fd, r.child->stderr_fd, r.child->pidfd}) ::close(fd);
+  }
+  containment.kill_all_and_release(*c);
+  return r;
+}
+
 void run_all_endings(Containment& containment) {
   for (Ending e : {Ending::kExits, Ending::kStopped, Ending::kTimesOut}) run_case(containment, e);
 }
@@ -148,4 +206,54 @@ TEST_CASE("containment: SWEPT_AGENT_CONTAINMENT overrides auto, an unknown mode 
   auto bad = Containment::create("jail");
   REQUIRE_FALSE(bad.ok());
   CHECK(bad.status().message().find("auto, cgroup or subreaper") != std::string::npos);
+}
+
+TEST_CASE("containment: a trial is created in its cgroup (clone3) where the kernel can, and the cgroup.procs way still works") {
+  auto containment = Containment::create("cgroup");
+  if (!containment.ok()) {
+    MESSAGE("cgroup v2 containment NOT exercised on this machine: " << containment.status().message());
+    return;
+  }
+  const bool in_place = kernel_creates_in_cgroup();
+  MESSAGE("kernel creates children in a cgroup: " << std::string(in_place ? "yes" : "no (fallback path only)"));
+  auto own_line = [](const std::string& cgroup_dir) {
+    // /proc/self/cgroup names the v2 cgroup ("0::") relative to the
+    // hierarchy's root, which cgroup_dir ends with.
+    return "0::" + cgroup_dir.substr(cgroup_dir.find("/swept-agent-")) + "\n";
+  };
+  {
+    PosixLauncher launcher;
+    // The procs file does not exist: only a child created in its cgroup can
+    // run at all, and it is inside from its first instruction.
+    CgroupLaunch r = launch_reading_own_cgroup(**containment, launcher, /*real_procs_file=*/false);
+    if (in_place) {
+      REQUIRE_MESSAGE(r.child.ok(), r.child.status().ToString());
+      CHECK_MESSAGE(r.exec.ok(), r.exec.message());
+      CHECK(r.child->born_in_cgroup);
+      CHECK_MESSAGE(r.out.find(own_line(r.cgroup_dir)) != std::string::npos, r.out);
+    }
+    // Real procs file: the same either way.
+    CgroupLaunch ok = launch_reading_own_cgroup(**containment, launcher, /*real_procs_file=*/true);
+    REQUIRE_MESSAGE(ok.child.ok(), ok.child.status().ToString());
+    CHECK(ok.exec.ok());
+    CHECK(ok.child->born_in_cgroup == in_place);
+    CHECK_MESSAGE(ok.out.find(own_line(ok.cgroup_dir)) != std::string::npos, ok.out);
+  }
+  {
+    // The fallback, forced: the child moves itself through cgroup.procs.
+    ::setenv("SWEPT_AGENT_CLONE_INTO_CGROUP", "0", 1);
+    PosixLauncher launcher;
+    ::unsetenv("SWEPT_AGENT_CLONE_INTO_CGROUP");
+    CgroupLaunch ok = launch_reading_own_cgroup(**containment, launcher, /*real_procs_file=*/true);
+    REQUIRE_MESSAGE(ok.child.ok(), ok.child.status().ToString());
+    CHECK_FALSE(ok.child->born_in_cgroup);
+    CHECK_MESSAGE(ok.out.find(own_line(ok.cgroup_dir)) != std::string::npos, ok.out);
+    // It really goes through the file: without one, the launch fails, as a host fault naming the cgroup.
+    CgroupLaunch bad = launch_reading_own_cgroup(**containment, launcher, /*real_procs_file=*/false);
+    REQUIRE(bad.child.ok());  // launch() does not wait for the exec
+    CHECK_FALSE(bad.child->born_in_cgroup);
+    CHECK(bad.out.empty());
+    CHECK(bad.exec.code() == swept::StatusCode::kUnavailable);
+    CHECK_MESSAGE(bad.exec.message().find("cannot enter the trial's cgroup") != std::string::npos, bad.exec.message());
+  }
 }

@@ -16,11 +16,22 @@
 // handler of the agent's runs in the child before it resets them. An exec
 // failure (ENOENT, EACCES) comes back as an errno through a close-on-exec
 // pipe whose end of file means the exec happened.
+//
+// A trial with a cgroup is created in it by the kernel (clone3 with
+// CLONE_INTO_CGROUP). Moving a running process into a cgroup (writing
+// cgroup.procs) is a migration: it takes the kernel's cgroup threadgroup
+// lock for writing, which waits for an RCU grace period and holds off every
+// fork and exit on the host meanwhile, once per trial. A child created in
+// place takes that lock for reading only, like any fork. glibc 2.36 has no
+// clone3 wrapper, and a child on a new stack cannot return from a C call, so
+// the system call is made by a few instructions of our own (x86-64; other
+// CPUs use the cgroup.procs path).
 #include "agent/launcher.h"
 #include "common/mutex.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
+#include <linux/sched.h>
 #include <sched.h>
 #include <poll.h>
 #include <sys/mman.h>
@@ -31,11 +42,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <pthread.h>
 #include <cstring>
 #include <filesystem>
+
+#include "common/log.h"
 
 extern char** environ;
 
@@ -260,6 +274,52 @@ struct KernelSigaction {
 
 SWEPT_CHILD_CODE int child_entry(void* plan) { exec_child(*static_cast<const ChildPlan*>(plan)); }
 
+// clone3(args) whose child runs fn(arg) on the stack the arguments name and
+// never returns here. Returns the child's pid, or -errno (-ENOSYS where this
+// build has no implementation). Blocks no signal itself: the caller does.
+#if defined(__x86_64__) && defined(SYS_clone3)
+constexpr bool kHaveClone3 = true;
+SWEPT_CHILD_CODE long clone3_run(clone_args* args, int (*fn)(void*), void* arg) {
+  long ret;
+  // fn and arg ride in r12 and r13, which the system call leaves alone in
+  // both processes. The child starts on its new stack (rsp = stack +
+  // stack_size): it aligns it, calls fn, and exits with its result should fn
+  // ever return. The parent jumps past that with the pid in rax.
+  register long fn_reg asm("r12") = reinterpret_cast<long>(fn);
+  register long arg_reg asm("r13") = reinterpret_cast<long>(arg);
+  asm volatile(
+      "syscall\n\t"
+      "testq %%rax, %%rax\n\t"
+      "jnz 1f\n\t"
+      "xorl %%ebp, %%ebp\n\t"
+      "andq $-16, %%rsp\n\t"
+      "movq %%r13, %%rdi\n\t"
+      "callq *%%r12\n\t"
+      "movl %%eax, %%edi\n\t"
+      "movl %[exit_nr], %%eax\n\t"
+      "syscall\n\t"
+      "hlt\n"
+      "1:\n\t"
+      : "=a"(ret)
+      : "0"(SYS_clone3), "D"(args), "S"(sizeof(clone_args)), "r"(fn_reg), "r"(arg_reg),
+        [exit_nr] "i"(SYS_exit_group)
+      : "rcx", "r11", "memory");
+  return ret;
+}
+#else
+constexpr bool kHaveClone3 = false;
+long clone3_run(clone_args*, int (*)(void*), void*) { return -ENOSYS; }
+#endif
+
+// Set once the kernel has said it cannot create children in a cgroup
+// (ENOSYS: no clone3; EINVAL/E2BIG: no CLONE_INTO_CGROUP): later launches
+// go straight to the cgroup.procs path.
+std::atomic<bool> clone3_unsupported{!kHaveClone3};
+
+// Whether a clone3 failure means the host cannot make a process now (as a
+// failed clone() would) rather than that this way into the cgroup is closed.
+bool host_clone_errno(int err) { return err == EAGAIN || err == ENOMEM || err == ENOSPC; }
+
 constexpr size_t kChildStackBytes = 64 * 1024;
 
 // Children's stacks are kept for the next launch instead of unmapped: an
@@ -415,6 +475,11 @@ Status ExecWatch::outcome() {
   return *outcome_;
 }
 
+PosixLauncher::PosixLauncher() {
+  const char* env = std::getenv("SWEPT_AGENT_CLONE_INTO_CGROUP");
+  clone_into_cgroup_ = !(env && std::string_view(env) == "0");
+}
+
 Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   if (spec.argv.empty()) return Status::InvalidArgument("the trial's command is empty");
   const char* path_env = std::getenv("PATH");
@@ -456,7 +521,6 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   plan.argv = m.argv.data();
   plan.envp = m.envp.data();
   plan.working_dir = m.working_dir.empty() ? nullptr : m.working_dir.c_str();
-  plan.cgroup_procs = m.cgroup_procs.empty() ? nullptr : m.cgroup_procs.c_str();
   plan.make_dirs = m.make_dir_ptrs.data();
   plan.file_path = m.file_path.empty() ? nullptr : m.file_path.c_str();
   plan.file_content = m.file_content.data();
@@ -470,10 +534,41 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   sigset_t all, previous;
   sigfillset(&all);
   ::pthread_sigmask(SIG_SETMASK, &all, &previous);
-  pid_t pid = ::clone(child_entry, static_cast<char*>(m.stack) + kChildStackBytes, CLONE_VM | SIGCHLD, &plan);
-  int clone_errno = errno;
+  pid_t pid = -1;
+  int clone_errno = 0;
+  const char* failed_call = "clone3";
+  bool born_in_cgroup = false;
+  if (spec.cgroup_fd >= 0 && clone_into_cgroup_ && !clone3_unsupported.load(std::memory_order_relaxed)) {
+    plan.cgroup_procs = nullptr;  // the kernel puts it there
+    clone_args args{};
+    args.flags = CLONE_VM | CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.stack = reinterpret_cast<uint64_t>(m.stack);  // its lowest address; the kernel starts at the top
+    args.stack_size = kChildStackBytes;
+    args.cgroup = static_cast<uint64_t>(spec.cgroup_fd);
+    long rc = clone3_run(&args, child_entry, &plan);
+    if (rc >= 0) {
+      pid = static_cast<pid_t>(rc);
+      born_in_cgroup = true;
+    } else if (host_clone_errno(static_cast<int>(-rc))) {
+      clone_errno = static_cast<int>(-rc);
+    } else if (rc == -ENOSYS || rc == -EINVAL || rc == -E2BIG) {
+      if (!clone3_unsupported.exchange(true)) {
+        log::info(std::string("this kernel cannot create a process in a cgroup (clone3: ") + std::strerror(-rc) +
+                  "): trials enter their cgroup through cgroup.procs instead");
+      }
+    }
+    // Any other refusal (permissions on that cgroup, say) is left to the
+    // cgroup.procs path below, which names the file and the error if it fails too.
+  }
+  if (pid < 0 && clone_errno == 0) {
+    plan.cgroup_procs = m.cgroup_procs.empty() ? nullptr : m.cgroup_procs.c_str();
+    failed_call = "clone";
+    pid = ::clone(child_entry, static_cast<char*>(m.stack) + kChildStackBytes, CLONE_VM | SIGCHLD, &plan);
+    if (pid < 0) clone_errno = errno;
+  }
   ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (pid < 0) return host_status("clone", clone_errno);
+  if (pid < 0) return host_status(failed_call, clone_errno);
 
   ::setpgid(pid, pid);  // also here, so the group exists whichever runs first
   // The child holds its own copies of the write ends now; with ours closed,
@@ -490,6 +585,7 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   child.stdout_fd = out.read_end;
   child.stderr_fd = err.read_end;
   child.exec = std::move(watch);
+  child.born_in_cgroup = born_in_cgroup;
   out.read_end = -1;
   err.read_end = -1;
   return child;  // the write ends close with `out` and `err`: only the child holds them now

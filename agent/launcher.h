@@ -17,6 +17,8 @@
 //    before that exits at once. (A launching thread that ended, in a process
 //    that lives on, before its child armed it would leave that child
 //    running: the thread must outlive its children, as run_agent's does.)
+// A child with a cgroup is created inside it where the kernel can (clone3
+// with CLONE_INTO_CGROUP), else it moves itself there first thing.
 // The child shares the agent's memory until it execs, like posix_spawn's, and
 // makes only raw system calls in between (no libc state touched, not even
 // errno: safe in a multi-threaded process). Unlike posix_spawn, the agent
@@ -52,10 +54,18 @@ struct LaunchSpec {
   std::vector<std::string> make_dirs;
   std::string file_path;  // empty: none
   std::string file_content;
-  // A cgroup v2 `cgroup.procs` file the child writes "0" into before anything
-  // else, so that it and all it starts live in that cgroup (agent/
-  // containment.h); a failure there is a failed launch. Empty: none.
+  // The trial's cgroup v2 (agent/containment.h), two ways to enter it:
+  // `cgroup_fd`, a descriptor of its directory (borrowed: open until launch()
+  // returns), makes the kernel create the child in it (clone3 with
+  // CLONE_INTO_CGROUP, Linux 5.7+): it is inside from its first instruction
+  // and no migration takes place. Where the kernel refuses that (an older
+  // kernel, or no clone3 in this build for the CPU), or with
+  // SWEPT_AGENT_CLONE_INTO_CGROUP=0 in the agent's environment, the child
+  // writes "0" into `cgroup_procs` (the cgroup's `cgroup.procs` file) before
+  // anything else instead; a failure there is a failed launch. Empty / -1:
+  // no cgroup.
   std::string cgroup_procs;
+  int cgroup_fd = -1;
 };
 
 // Until a launched child has exec'd, it runs on memory of the agent's (its
@@ -99,6 +109,9 @@ struct SpawnedChild {
   // Whether the exec succeeded (see ExecWatch); null for fakes in tests,
   // which means it did.
   std::shared_ptr<ExecWatch> exec;
+  // True when the kernel created the child in LaunchSpec::cgroup_fd's cgroup
+  // (clone3); false when it entered through cgroup_procs, or had no cgroup.
+  bool born_in_cgroup = false;
 };
 
 class Launcher {
@@ -115,7 +128,14 @@ class Launcher {
 
 class PosixLauncher final : public Launcher {
  public:
+  // Reads SWEPT_AGENT_CLONE_INTO_CGROUP once: "0" makes every child enter its
+  // cgroup through cgroup.procs (the fallback path; tests and benchmarks
+  // compare the two with it).
+  PosixLauncher();
   Result<SpawnedChild> launch(const LaunchSpec& spec) override;
+
+ private:
+  bool clone_into_cgroup_ = true;
 };
 
 // Finds the executable for argv[0]:

@@ -198,9 +198,11 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
     if (!container.ok()) return fail_to_start(container.status());
     container_ = *container;
     spec.cgroup_procs = Containment::procs_file(container_);
+    spec.cgroup_fd = container_.cgroup_fd;
     spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
   }
   auto child = launcher.launch(spec);
+  Containment::launched(container_);  // the descriptor served its purpose
   if (!child.ok()) {
     release_container();
     return fail_to_start(child.status());
@@ -408,6 +410,9 @@ void TrialSupervisor::finish(std::optional<int> wait_status) {
     how = signal_description(*r.signal);
   }
   std::string forced = killed_ ? " (still running after SIGTERM and the grace period: killed)" : "";
+  // Killed while stopping, by someone else (the lease keeper, whose SIGKILL
+  // can come before ours): say so too.
+  if (!killed_ && stopping() && r.signal == SIGKILL) forced = " (" + how + ")";
   if (exec_failure_) {
     set_launch_failure(r, *exec_failure_);  // as if found before the clone
   } else if (timed_out_) {
