@@ -392,11 +392,26 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
   }
   for (const TrialExited& f : finished) {
     reported.insert(f.trial_id);
+    auto seq = store_.metrics_seq(f.trial_id, f.attempt);
+    if (!seq.ok()) return seq.status();
+    auto it = live_.find(f.trial_id);
+    if (f.last_seq > *seq && it != live_.end() && it->second.agent == agent && it->second.attempt == f.attempt) {
+      // Some of its METRICS batches are not stored (they were lost with the
+      // agent's old connection). The agent re-sends them after this ack and
+      // then its TRIAL_EXITED again (docs/protocol.md, "Reconciliation"):
+      // the attempt ends then, with all its rows. Ending it now would drop
+      // them, since batches of an ended attempt are not stored.
+      LiveTrial& lt = it->second;
+      lt.started = true;
+      lt.await_deadline_ms = 0;  // its agent is back; lease_wait still says how its end counts
+      lt.stored_seq = lt.acked_seq = *seq;
+      out.acked.push_back({f.trial_id, f.attempt, *seq});
+      out.finished.push_back(ExitOutcome::kAwaitingMetrics);
+      continue;
+    }
     auto outcome = exited(agent, f);
     if (!outcome.ok()) return outcome.status();
     out.finished.push_back(*outcome);
-    auto seq = store_.metrics_seq(f.trial_id, f.attempt);
-    if (!seq.ok()) return seq.status();
     out.acked.push_back({f.trial_id, f.attempt, *seq});
   }
   std::vector<int64_t> missing;

@@ -112,6 +112,10 @@ class TrialLifecycle {
     kRan,           // its process ran and ended: the agent's host works
     kLaunchFailed,  // it could not start, not for its host's sake
     kHostFault,     // it could not start for its host's sake: requeued at no cost
+    // Reported in REGISTER.finished before all its METRICS batches are
+    // stored (last_seq above the stored seq): still live; it ends when the
+    // agent's re-sent TRIAL_EXITED follows the re-sent batches.
+    kAwaitingMetrics,
   };
   // What a re-registering agent is told of the trials it reported.
   struct Reconciled {

@@ -456,3 +456,56 @@ TEST_CASE("lifecycle: a stop decided by early termination is sent again when its
   u.exit("a", loser, ExitCause::kStopped);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(loser.trial_id) + " AND state='early_stopped'") == 1);
 }
+
+TEST_CASE("lifecycle: a trial reported finished on re-registration with batches still unstored ends once they arrive") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.run(sweep, "a");
+  u.metrics("a", st, 1, {{0, "loss", 1.0}});
+  // Batches 2 and 3 were lost with the agent's old connection; the trial
+  // ended meanwhile (last_seq 3), and the agent registers again.
+  TrialExited e;
+  e.trial_id = st.trial_id;
+  e.attempt = st.attempt;
+  e.cause = ExitCause::kExited;
+  e.exit_code = 0;
+  e.ended_at = 2.0;
+  e.last_seq = 3;
+  auto r = u.life->reconcile("a", {}, {e}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  REQUIRE(r->finished.size() == 1);
+  CHECK(r->finished[0] == TrialLifecycle::ExitOutcome::kAwaitingMetrics);
+  REQUIRE(r->acked.size() == 1);
+  CHECK(r->acked[0].seq == 1);  // the agent re-sends from batch 2
+  REQUIRE(u.life->find(st.trial_id) != nullptr);  // still live: not ended, not lost
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='running'") == 1);
+  // The re-sent batches, then the re-sent exit: every row stored, then the end.
+  u.metrics("a", st, 2, {{1, "loss", 0.5}});
+  u.metrics("a", st, 3, {{2, "loss", 0.25}});
+  auto again = u.life->exited("a", e);
+  REQUIRE(again.ok());
+  CHECK(*again == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(st.trial_id)) == 3);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts") == 1);
+}
+
+TEST_CASE("lifecycle: a trial reported finished on re-registration with every batch stored ends at once") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.run(sweep, "a");
+  u.metrics("a", st, 1, {{0, "loss", 1.0}});
+  TrialExited e;
+  e.trial_id = st.trial_id;
+  e.attempt = st.attempt;
+  e.cause = ExitCause::kExited;
+  e.exit_code = 0;
+  e.ended_at = 2.0;
+  e.last_seq = 1;
+  auto r = u.life->reconcile("a", {}, {e}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  REQUIRE(r->finished.size() == 1);
+  CHECK(r->finished[0] == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->find(st.trial_id) == nullptr);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed'") == 1);
+}
