@@ -164,6 +164,7 @@ class Agent {
       wait_for_events(now);
       now = clock_.now_ms();
       check_keeper(now);  // before the trials it may have ended are serviced
+      check_frozen(now);  // before what waits on the socket is read
       receive_messages(now);
       service_trials(now);
       check_lease(now);
@@ -412,6 +413,14 @@ class Agent {
   void on(const pr::StartTrial& start, int64_t now) {
     TrialKey key{start.trial_id, start.attempt};
     auto it = trials_.find(key);
+    if (lease_expired_ && it == trials_.end()) {
+      // Sent before the lease ran out and read after: the scheduler may have
+      // given it to another host since. Reported as not started (no retry
+      // spent); the next REGISTER_ACK renews the lease.
+      finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown,
+                           "lease expired before this START_TRIAL was read: not started");
+      return;
+    }
     if (it != trials_.end()) {  // a repeated START_TRIAL changes nothing
       if (it->second.running()) {
         send_trial_started(key, it->second);
@@ -775,6 +784,23 @@ class Agent {
     // silence is not measured here.)
     expire_lease("lease expired (lease " + std::to_string(lease_ms_) + " ms): stopped by the lease keeper while the "
                  "agent could not act (stopped or frozen)", now);
+  }
+
+  // A loop that wakes past its lease's stop time by more than the keeper's
+  // slack could not act meanwhile (stopped, frozen in a debugger, starved):
+  // its wait is capped at that time (wait_for_events). What waits unread on
+  // the socket is then stale: heartbeats that would renew a lease already
+  // over, START_TRIALs the scheduler has since given up and requeued. The
+  // lease is over (as the keeper judged, if trials ran), and the agent
+  // registers again: only the new REGISTER_ACK renews it.
+  void check_frozen(int64_t now) {
+    if (lease_ms_ <= 0 || lease_expired_ || link_state_ != Link::kRegistered) return;
+    if (now <= lease_stop_at() + keeper_slack_ms()) return;
+    expire_lease("lease expired: this agent could not act for " + std::to_string(now - last_heard_ms_) +
+                     " ms (lease " + std::to_string(lease_ms_) + " ms; stopped, frozen or starved)",
+                 now);
+    log::warn("what the scheduler sent while this agent could not act is stale: registering again");
+    give_up_connection(now, /*failed_try=*/false);
   }
 
   // Stops every trial so that none runs on once the scheduler requeues it.

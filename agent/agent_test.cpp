@@ -784,21 +784,35 @@ void frozen_agent_case(const std::string& containment) {
     ::kill(-trial, SIGKILL);
   }
 
+  // A START_TRIAL sent while it is frozen, past its lease: the scheduler
+  // has given that agent up, and may give the trial to another host.
+  s.send(start_trial(10, "echo started > late.txt"));
+
   // Resumed, it reports the trial ended by the lease (on its connection, or
-  // in a new REGISTER's `finished`), not as a trial killed out of the blue.
+  // in a new REGISTER's `finished`), not as a trial killed out of the blue,
+  // and the late START_TRIAL as not started: it never runs.
   ::kill(-agent->pid, SIGCONT);
-  std::optional<pr::TrialExited> ended;
-  swept::agent::testing::wait_until([&] { return ended.has_value(); }, [&](int w) {
-    if (auto e = s.wait_for<pr::TrialExited>([](const pr::TrialExited& x) { return x.trial_id == 9; }, w / 2)) {
-      ended = e;
-      return;
-    }
-    if (auto r = s.wait_for<pr::Register>(nullptr, w / 2)) {
-      for (const auto& f : r->finished)
-        if (f.trial_id == 9) ended = f;
+  std::optional<pr::TrialExited> ended, late;
+  bool late_started = false;
+  auto note = [&](const pr::TrialExited& x) {
+    if (x.trial_id == 9) ended = x;
+    if (x.trial_id == 10) late = x;
+  };
+  swept::agent::testing::wait_until([&] { return ended.has_value() && late.has_value(); }, [&](int w) {
+    if (auto st = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 10; }, w / 3))
+      late_started = true;
+    if (auto e = s.wait_for<pr::TrialExited>(nullptr, w / 3)) note(*e);
+    if (auto r = s.wait_for<pr::Register>(nullptr, w / 3)) {
+      for (const auto& f : r->finished) note(f);
+      for (const auto& rt : r->running)
+        if (rt.trial_id == 10) late_started = true;
       s.send(ack_for(*r));
     }
   });
+  CHECK_FALSE_MESSAGE(late_started, "a START_TRIAL read after the lease ran out was started");
+  REQUIRE(late);
+  CHECK(late->cause == pr::ExitCause::kAgentShutdown);
+  CHECK_MESSAGE(late->reason.find("not started") != std::string::npos, late->reason);
   REQUIRE(ended);
   CHECK(ended->cause == pr::ExitCause::kAgentShutdown);
   CHECK_MESSAGE(ended->reason.find("lease expired") != std::string::npos, ended->reason);
@@ -817,7 +831,7 @@ void frozen_agent_case(const std::string& containment) {
 
 }  // namespace
 
-TEST_CASE("agent: frozen with its group (SIGSTOP) past its lease, its lease keeper stops the trial and all it started") {
+TEST_CASE("agent: frozen with its group (SIGSTOP) past its lease, its lease keeper stops the trial and all it started, and what was sent meanwhile never starts") {
   frozen_agent_case("auto");  // cgroup where this machine allows it
   frozen_agent_case("subreaper");
 }
