@@ -164,8 +164,7 @@ class Agent {
       wait_for_events(now);
       now = clock_.now_ms();
       check_keeper(now);  // before the trials it may have ended are serviced
-      check_frozen(now);  // before what waits on the socket is read
-      receive_messages(now);
+      receive_messages(now);  // judges first whether the loop was frozen (check_frozen)
       service_trials(now);
       check_lease(now);
       check_health_if_due(now);
@@ -356,12 +355,18 @@ class Agent {
   // ---- messages from the scheduler ---------------------------------------------
 
   void receive_messages(int64_t now) {
+    // The loop may have been frozen anywhere, even between two messages:
+    // each is judged fresh or stale by the clock when it is handled.
+    check_frozen(clock_.now_ms());
+    if (!link_.is_open()) return;
     auto received = link_.receive_all();
     if (!received.ok()) {
       log::warn("receiving from the scheduler: " + received.status().ToString());
       return;
     }
     for (const pr::Decoded& d : *received) {
+      check_frozen(clock_.now_ms());
+      if (!link_.is_open()) break;  // what is left was read before a freeze: stale
       if (!d.ok()) {
         // Not a heartbeat: only well-formed messages prove the scheduler alive.
         log::warn("dropped a message from the scheduler (" + d.kind + "): " + d.error);

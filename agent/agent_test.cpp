@@ -798,7 +798,8 @@ void frozen_agent_case(const std::string& containment) {
     if (x.trial_id == 9) ended = x;
     if (x.trial_id == 10) late = x;
   };
-  swept::agent::testing::wait_until([&] { return ended.has_value() && late.has_value(); }, [&](int w) {
+  // The agent's report of trial 9 comes after anything it did with trial 10.
+  swept::agent::testing::wait_until([&] { return ended.has_value(); }, [&](int w) {
     if (auto st = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 10; }, w / 3))
       late_started = true;
     if (auto e = s.wait_for<pr::TrialExited>(nullptr, w / 3)) note(*e);
@@ -810,9 +811,12 @@ void frozen_agent_case(const std::string& containment) {
     }
   });
   CHECK_FALSE_MESSAGE(late_started, "a START_TRIAL read after the lease ran out was started");
-  REQUIRE(late);
-  CHECK(late->cause == pr::ExitCause::kAgentShutdown);
-  CHECK_MESSAGE(late->reason.find("not started") != std::string::npos, late->reason);
+  // Dropped unread with the stale connection, or read and refused: then
+  // reported as not started.
+  if (late) {
+    CHECK(late->cause == pr::ExitCause::kAgentShutdown);
+    CHECK_MESSAGE(late->reason.find("not started") != std::string::npos, late->reason);
+  }
   REQUIRE(ended);
   CHECK(ended->cause == pr::ExitCause::kAgentShutdown);
   CHECK_MESSAGE(ended->reason.find("lease expired") != std::string::npos, ended->reason);
