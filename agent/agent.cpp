@@ -799,11 +799,14 @@ class Agent {
   // lease is over (as the keeper judged, if trials ran), and the agent
   // registers again: only the new REGISTER_ACK renews it.
   void check_frozen(int64_t now) {
-    if (lease_ms_ <= 0 || lease_expired_ || link_state_ != Link::kRegistered) return;
+    if (lease_ms_ <= 0 || link_state_ != Link::kRegistered) return;
     if (now <= lease_stop_at() + keeper_slack_ms()) return;
-    expire_lease("lease expired: this agent could not act for " + std::to_string(now - last_heard_ms_) +
-                     " ms (lease " + std::to_string(lease_ms_) + " ms; stopped, frozen or starved)",
-                 now);
+    check_keeper(now);  // what the keeper did meanwhile is reported as its doing
+    if (!lease_expired_) {
+      expire_lease("lease expired: this agent could not act for " + std::to_string(now - last_heard_ms_) +
+                       " ms (lease " + std::to_string(lease_ms_) + " ms; stopped, frozen or starved)",
+                   now);
+    }
     log::warn("what the scheduler sent while this agent could not act is stale: registering again");
     give_up_connection(now, /*failed_try=*/false);
   }
