@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -212,6 +213,25 @@ void clean_dead_agents(const std::string& base) {
   }
 }
 
+// kSubreaper: stops, then kills, what `find` lists, until a listing finds
+// nothing new (a process that forked between the listing and the SIGSTOP is
+// found by the next one; at most 100 rounds). Returns every pid killed.
+std::set<pid_t> stop_and_kill_until_none(const std::function<std::vector<pid_t>()>& find) {
+  std::set<pid_t> killed;
+  for (int round = 0; round < 100; ++round) {
+    std::vector<pid_t> pids = find();
+    bool fresh = false;
+    for (pid_t p : pids) fresh = fresh || !killed.count(p);
+    if (!fresh) break;
+    for (pid_t p : pids) ::kill(p, SIGSTOP);
+    for (pid_t p : pids) {
+      ::kill(p, SIGKILL);
+      killed.insert(p);
+    }
+  }
+  return killed;
+}
+
 // kSubreaper: the live processes whose environment has a tag starting with
 // `tag_entry_prefix` ("SWEPT_TRIAL_TAG=PID-I-"), and all their descendants.
 std::vector<pid_t> find_all_tagged(const std::string& tag_entry_prefix) {
@@ -267,21 +287,7 @@ int signal_every_trial(const TrialsView& view, int sig) {
     for (pid_t p : pids) ::kill(p, sig);
     return static_cast<int>(pids.size());
   }
-  // Stop, then kill, until a sweep finds nothing new (a fork between the
-  // listing and the SIGSTOP is found by the next sweep).
-  std::set<pid_t> killed;
-  for (int round = 0; round < 100; ++round) {
-    std::vector<pid_t> pids = find_all_tagged(entry);
-    bool fresh = false;
-    for (pid_t p : pids) fresh = fresh || !killed.count(p);
-    if (!fresh) break;
-    for (pid_t p : pids) ::kill(p, SIGSTOP);
-    for (pid_t p : pids) {
-      ::kill(p, SIGKILL);
-      killed.insert(p);
-    }
-  }
-  return static_cast<int>(killed.size());
+  return static_cast<int>(stop_and_kill_until_none([&] { return find_all_tagged(entry); }).size());
 }
 
 const char* containment_mode_name(ContainmentMode mode) {
@@ -444,21 +450,7 @@ void Containment::kill_all_and_release(TrialContainer& c) {
     c.cgroup_dir.clear();
     return;
   }
-  // Stop first, then kill, until a sweep finds nothing new: a process that
-  // forked between the listing and the SIGSTOP is found by the next sweep.
-  std::set<pid_t> killed;
-  for (int round = 0; round < 100; ++round) {
-    std::vector<pid_t> pids = find_tagged(c);
-    bool fresh = false;
-    for (pid_t p : pids) fresh = fresh || !killed.count(p);
-    if (!fresh) break;
-    for (pid_t p : pids) ::kill(p, SIGSTOP);
-    for (pid_t p : pids) {
-      ::kill(p, SIGKILL);
-      killed.insert(p);
-    }
-  }
-  for (pid_t p : killed) to_reap_.push_back(p);
+  for (pid_t p : stop_and_kill_until_none([&] { return find_tagged(c); })) to_reap_.push_back(p);
 }
 
 bool Containment::collect(const std::vector<pid_t>& live_leaders) {
