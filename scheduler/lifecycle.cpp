@@ -488,13 +488,10 @@ Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExi
 }
 
 Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
-  if (early_stop_decided(it->second)) return finish(trial_id, TrialState::kStopped, nullptr, reason);
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take(it);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto taken = take_for_rerun(trial_id, reason);
+  if (!taken.ok()) return taken.status();
+  if (!*taken) return Status::Ok();
+  LiveTrial lt = std::move(**taken);
   const double now = clock_.wall_seconds();
   // An attempt the agent never confirmed did not run: say so in the history.
   std::string attempt_reason = lt.started ? reason : "never started: " + reason;
@@ -524,13 +521,10 @@ Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
 }
 
 Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
-  auto it = live_.find(trial_id);
-  if (it == live_.end()) return Status::Ok();
-  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
-  if (early_stop_decided(it->second)) return finish(trial_id, TrialState::kStopped, nullptr, reason);
-  SWEPT_RETURN_IF_ERROR(write_start(it->second));
-  LiveTrial lt = take(it);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  auto taken = take_for_rerun(trial_id, reason);
+  if (!taken.ok()) return taken.status();
+  if (!*taken) return Status::Ok();
+  LiveTrial lt = std::move(**taken);
   const double now = clock_.wall_seconds();
   if (lt.cancelled) {  // already `stopped` in the store: the attempt ends so too
     SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
@@ -549,6 +543,20 @@ Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
   SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
   changed_ = true;
   return Status::Ok();
+}
+
+Result<std::optional<LiveTrial>> TrialLifecycle::take_for_rerun(int64_t trial_id, const std::string& reason) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return std::optional<LiveTrial>();
+  // Being stopped by its sweep's rule: the decision stands, it is not rerun.
+  if (early_stop_decided(it->second)) {
+    SWEPT_RETURN_IF_ERROR(finish(trial_id, TrialState::kStopped, nullptr, reason));
+    return std::optional<LiveTrial>();
+  }
+  SWEPT_RETURN_IF_ERROR(write_start(it->second));
+  LiveTrial lt = take(it);
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  return std::optional<LiveTrial>(std::move(lt));
 }
 
 LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {

@@ -246,6 +246,11 @@ class TrialLifecycle {
   std::optional<protocol::StopTrial> stop_owed(LiveTrial& lt);
   // Removes a live trial, unlinking it from its successor or predecessor.
   LiveTrial take(std::unordered_map<int64_t, LiveTrial>::iterator it);
+  // The opening of lose() and requeue(): a live attempt that ends without a
+  // result of its own. Writes its pending start, takes it out of the live
+  // trials and opens the transaction. Empty when it is not live, or when its
+  // sweep's rule had stopped it: then it ends here (early_stopped), never rerun.
+  Result<std::optional<LiveTrial>> take_for_rerun(int64_t trial_id, const std::string& reason);
   // A live trial with the sweep's demand and retries, for recover and adopt.
   LiveTrial make_live(const store::TrialRecord& t, int attempt, const std::string& agent) const;
 

@@ -78,15 +78,21 @@ struct Unit {
     REQUIRE(life->started(agent, TrialStarted{st.trial_id, st.attempt, 7, t0, "w", {}}));
     return st;
   }
-  TrialLifecycle::ExitOutcome exit(const std::string& agent, const StartTrial& st, ExitCause cause, int code = 0,
-                                   double ended_at = 2.0) {
+  // The TRIAL_EXITED an agent sends for `st`.
+  static TrialExited exit_record(const StartTrial& st, ExitCause cause, int code = 0, double ended_at = 2.0,
+                                 int64_t last_seq = 0) {
     TrialExited e;
     e.trial_id = st.trial_id;
     e.attempt = st.attempt;
     e.cause = cause;
     if (cause == ExitCause::kExited) e.exit_code = code;
     e.ended_at = ended_at;
-    auto r = life->exited(agent, e);
+    e.last_seq = last_seq;
+    return e;
+  }
+  TrialLifecycle::ExitOutcome exit(const std::string& agent, const StartTrial& st, ExitCause cause, int code = 0,
+                                   double ended_at = 2.0) {
+    auto r = life->exited(agent, exit_record(st, cause, code, ended_at));
     REQUIRE(r.ok());
     return *r;
   }
@@ -464,13 +470,7 @@ TEST_CASE("lifecycle: a trial reported finished on re-registration with batches 
   u.metrics("a", st, 1, {{0, "loss", 1.0}});
   // Batches 2 and 3 were lost with the agent's old connection; the trial
   // ended meanwhile (last_seq 3), and the agent registers again.
-  TrialExited e;
-  e.trial_id = st.trial_id;
-  e.attempt = st.attempt;
-  e.cause = ExitCause::kExited;
-  e.exit_code = 0;
-  e.ended_at = 2.0;
-  e.last_seq = 3;
+  const TrialExited e = Unit::exit_record(st, ExitCause::kExited, 0, 2.0, /*last_seq=*/3);
   auto r = u.life->reconcile("a", {}, {e}, u.clock.now_ms() + 300);
   REQUIRE(r.ok());
   REQUIRE(r->finished.size() == 1);
@@ -495,13 +495,7 @@ TEST_CASE("lifecycle: a trial reported finished on re-registration with every ba
   const int64_t sweep = u.submit(one_trial(0));
   StartTrial st = u.run(sweep, "a");
   u.metrics("a", st, 1, {{0, "loss", 1.0}});
-  TrialExited e;
-  e.trial_id = st.trial_id;
-  e.attempt = st.attempt;
-  e.cause = ExitCause::kExited;
-  e.exit_code = 0;
-  e.ended_at = 2.0;
-  e.last_seq = 1;
+  const TrialExited e = Unit::exit_record(st, ExitCause::kExited, 0, 2.0, /*last_seq=*/1);
   auto r = u.life->reconcile("a", {}, {e}, u.clock.now_ms() + 300);
   REQUIRE(r.ok());
   REQUIRE(r->finished.size() == 1);

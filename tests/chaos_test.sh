@@ -120,16 +120,8 @@ fi
 made+=("$ns_s")
 command -v sqlite3 >/dev/null || fail "the sqlite3 command is missing (scripts/install-deps.sh installs it)"
 ip -n "$ns_s" link set lo up
-for n in 1 2 3; do
-  ip netns add "${ns[$n]}"
-  made+=("${ns[$n]}")
-  ip link add "ch$n-$tag" netns "$ns_s" type veth peer name eth0 netns "${ns[$n]}"
-  ip -n "$ns_s" addr add "10.78.$n.1/24" dev "ch$n-$tag"
-  ip -n "$ns_s" link set "ch$n-$tag" up
-  ip -n "${ns[$n]}" addr add "10.78.$n.2/24" dev eth0
-  ip -n "${ns[$n]}" link set eth0 up
-  ip -n "${ns[$n]}" link set lo up
-done
+source "$(dirname "$0")/netns_lib.sh"
+for n in 1 2 3; do netns_join "$ns_s" "${ns[$n]}" "ch$n-$tag" "10.78.$n"; done
 mkdir -p "$full"
 mount -t tmpfs -o size=80m swept-chaos "$full" || fail "cannot mount a tmpfs for host-3's work directory"
 mounted=1

@@ -56,16 +56,10 @@ fi
 made+=("$ns_s")
 ip -n "$ns_s" link set lo up
 n=0
+source "$(dirname "$0")/netns_lib.sh"
 for ns in "$ns_a1" "$ns_a2" "$ns_r"; do
   n=$((n + 1))
-  ip netns add "$ns"
-  made+=("$ns")
-  ip link add "sw$n-$tag" netns "$ns_s" type veth peer name eth0 netns "$ns"
-  ip -n "$ns_s" addr add "10.77.$n.1/24" dev "sw$n-$tag"
-  ip -n "$ns_s" link set "sw$n-$tag" up
-  ip -n "$ns" addr add "10.77.$n.2/24" dev eth0
-  ip -n "$ns" link set eth0 up
-  ip -n "$ns" link set lo up
+  netns_join "$ns_s" "$ns" "sw$n-$tag" "10.77.$n"
 done
 
 cd "$tmp"

@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/testing/loopback.h"
 #include "common/testing/temp_dir.h"
 #include "store/reader.h"
 #include "store/writer.h"
@@ -792,19 +793,6 @@ TEST_CASE("web: a cancel POST without a body length is answered at once and canc
 
 namespace {
 
-int connect_loopback(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Whether the server has given up on `fd` already (an answer or EOF is readable).
 bool given_up_by_server(int fd) {
   pollfd p{fd, POLLIN, 0};
@@ -834,7 +822,7 @@ TEST_CASE("web: 100 half-open requests do not stall the others") {
   auto r = start(db.path());
   std::vector<int> half_open;
   for (int i = 0; i < 100; ++i) {
-    int fd = connect_loopback(r.server->port());
+    int fd = swept::testing::connect_loopback(r.server->port());
     REQUIRE(fd >= 0);
     const std::string partial = "GET /api/sweeps HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
     REQUIRE(::send(fd, partial.data(), partial.size(), 0) == static_cast<ssize_t>(partial.size()));

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "web/gated_server.h"
+#include "common/testing/loopback.h"
 #include "web/server.h"
 
 using swept::web::Server;
@@ -27,19 +28,6 @@ using swept::web::ServerOptions;
 namespace {
 
 const char* const kToken = "gate-test-token";
-
-int connect_to(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // Reads until the peer closes `fd` (true) or `ms` pass (false).
 bool closed_by_peer_within(int fd, int ms) {
@@ -61,7 +49,7 @@ class Tricklers {
  public:
   Tricklers(int port, int n) {
     for (int i = 0; i < n; ++i) {
-      int fd = connect_to(port);
+      int fd = swept::testing::connect_loopback(port);
       REQUIRE(fd >= 0);
       const std::string start = "GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
       REQUIRE(::send(fd, start.data(), start.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(start.size()));
@@ -111,7 +99,7 @@ TEST_CASE("web gate: a flood of half-open and trickling connections does not sta
   Tricklers slow(server->port(), 20);
   std::vector<int> half_open;
   for (int i = 0; i < 200; ++i) {
-    int fd = connect_to(server->port());
+    int fd = swept::testing::connect_loopback(server->port());
     REQUIRE(fd >= 0);
     half_open.push_back(fd);
   }
@@ -149,7 +137,7 @@ TEST_CASE("web gate: a trickling unauthenticated connection is closed at its dea
 
   // An authenticated keep-alive connection, idle for less than its keep-alive
   // timeout but past the unauthenticated budget, still serves its next request.
-  int fd = connect_to(server->port());
+  int fd = swept::testing::connect_loopback(server->port());
   REQUIRE(fd >= 0);
   const std::string req = std::string("GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ") + kToken +
                           "\r\n\r\n";
