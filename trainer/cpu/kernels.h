@@ -434,4 +434,11 @@ void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, 
 // dst[i] = src[i] / 255 for i < n (image bytes to [0, 1]).
 void unit_floats_from_bytes(const uint8_t* src, size_t n, float* dst);
 
+// The float max pooling: 2×2 windows with SSE2 on x86 (pool_simd.cpp: why,
+// and why the results are the templates' bit for bit); other windows, and
+// other architectures, run the templates.
+void maxpool_forward(int planes, int height, int width, int window, const float* x, float* y);
+void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
+                      const float* dy, float* dx);
+
 }  // namespace swept::trainer::cpu

@@ -472,12 +472,6 @@ class CpuOps {
     const size_t grad_size = w_size + s.out_channels;
     const int tasks = onednn_tasks(s.batch);
     ensure_scratch(tasks, 0, 0, grad_size);
-    // dy·act'(y) first, over all samples, so that a fallback sees the same dy.
-    pool_.parallel_for(tasks, [&](int t) {
-      const Range r = split_range(s.batch, tasks, t);
-      activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
-                          dy + r.begin * g.out_size);
-    });
     std::vector<char> ok(tasks, 1);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
@@ -485,6 +479,12 @@ class CpuOps {
       T* db_part = dw_part + w_size;
       std::fill(dw_part, dw_part + grad_size, T(0));
       if (r.end == r.begin) return;
+      // dy·act'(y) of this task's samples first, while they stay in cache for
+      // the bias sums and oneDNN's reorder (one pass over all samples before
+      // the convolutions cost a second trip to memory). Every task applies
+      // it whatever oneDNN then does, so a fallback sees dy·act'(y) for all.
+      activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
+                          dy + r.begin * g.out_size);
       for (int n = r.begin; n < r.end; ++n)
         for (int o = 0; o < s.out_channels; ++o)
           db_part[o] += sum_vectorizable(dy + n * g.out_size + static_cast<size_t>(o) * g.spatial, g.spatial);

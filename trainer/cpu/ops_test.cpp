@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <tuple>
@@ -192,6 +193,32 @@ TEST_CASE("trainer: maxpool routes a tie to the first maximum only") {
   ops.maxpool2d_forward(s, x.data(), y.data());
   ops.maxpool2d_backward(s, x.data(), y.data(), dy.data(), dx.data());
   CHECK(dx == std::vector<float>{0, 5, 0, 0});
+}
+
+TEST_CASE("trainer: the float 2x2 max pooling is the template's, bit for bit") {
+  // The SSE2 kernels (pool_simd.cpp) against the scalar templates on inputs
+  // full of ties (values from a set of five), signed zeros and NaN, at row
+  // widths with no, a partial and an overlapping last block of four windows.
+  std::mt19937_64 gen(23);
+  const float values[] = {-1.0f, -0.0f, 0.0f, 2.0f, std::nanf("")};
+  std::uniform_int_distribution<int> pick(0, 4), coin(0, 7);
+  for (int width : {2, 4, 6, 8, 10, 14, 16, 28}) {
+    const int planes = 3, height = 6;
+    const size_t in = static_cast<size_t>(planes) * height * width, out = in / 4;
+    std::vector<float> x(in), dy(out);
+    // Mostly ties among finite values; NaN in about one input in forty.
+    for (float& v : x) v = coin(gen) == 0 ? values[pick(gen)] : values[pick(gen) % 4];
+    for (float& v : dy) v = static_cast<float>(coin(gen)) - 3.5f;
+    std::vector<float> y_simd(out), y_ref(out);
+    maxpool_forward(planes, height, width, 2, x.data(), y_simd.data());
+    maxpool_forward<float>(planes, height, width, 2, x.data(), y_ref.data());
+    INFO("width " << width);
+    CHECK(std::memcmp(y_simd.data(), y_ref.data(), out * sizeof(float)) == 0);
+    std::vector<float> dx_simd(in, 99.0f), dx_ref(in, -99.0f);
+    maxpool_backward(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), dx_simd.data());
+    maxpool_backward<float>(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), dx_ref.data());
+    CHECK(std::memcmp(dx_simd.data(), dx_ref.data(), in * sizeof(float)) == 0);
+  }
 }
 
 TEST_CASE("trainer: softmax cross-entropy: loss, accuracy and gradient") {
