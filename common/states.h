@@ -6,9 +6,9 @@
 //
 // Adding a final trial state is one line in SWEPT_TRIAL_STATES: its
 // enumerator, name and properties; the counts, the JSON, "best", the
-// database's CHECK constraint on trials.state (built from this table by the
-// store's schema v4 migration, store/writer.cpp) and the dashboard's list
-// (served by /api/states) follow from the row. The transition function
+// database's CHECK constraints (every state column's list is built from
+// these tables when the writer opens a file: store/state_checks.h) and the
+// dashboard's list (served by /api/info) follow from the row. The transition function
 // needs its rules, and states_test.cpp its hand-written rows.
 //
 // Pure; no I/O; thread-safe.

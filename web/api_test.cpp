@@ -25,6 +25,7 @@
 #include "common/testing/loopback.h"
 #include "common/testing/temp_dir.h"
 #include "store/reader.h"
+#include "store/state_checks.h"
 #include "store/writer.h"
 #include "web/server.h"
 
@@ -49,12 +50,9 @@ class TestDb {
 
   void create_schema() {
     REQUIRE(sqlite3_open(path_.c_str(), &db_) == SQLITE_OK);
-    std::ifstream in(std::string(SWEPT_SOURCE_DIR) + "/store/schema.sql");
-    REQUIRE(in.good());
-    std::stringstream ss;
-    ss << in.rdbuf();
     exec("PRAGMA journal_mode=WAL");
-    exec(ss.str());
+    // store/schema.sql as the writer creates it: state CHECKs filled.
+    exec(swept::store::schema_sql());
   }
 
   void exec(const std::string& sql) {

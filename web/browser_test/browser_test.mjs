@@ -33,8 +33,12 @@ const scratch = mkdtempSync(path.join(tmpdir(), 'swept-browser-'));
 const db = path.join(scratch, 'swept.db');
 
 const q = (s) => `'${String(s).replaceAll("'", "''")}'`;
+// Runs `text` with the sqlite3 command. schema.sql writes its state CHECK
+// lists empty (swept's writer fills them in from its state tables when it
+// opens the file); this file is made without the writer, so rows go in with
+// CHECK constraints off.
 function sql(text) {
-  execFileSync('sqlite3', ['-bail', db], { input: text });
+  execFileSync('sqlite3', ['-bail', db], { input: 'PRAGMA ignore_check_constraints = ON;\n' + text });
 }
 
 function trialSql(i, state, steps) {
@@ -59,9 +63,7 @@ function trialSql(i, state, steps) {
 
 function fixture() {
   let s = readFileSync(schemaPath, 'utf8') + '\nPRAGMA journal_mode=WAL;\nBEGIN;\n';
-  // Versions 2 to 5 (store/writer.cpp, Writer::migrate). The CHECK on
-  // trials.state is still version 1's list here (the writer rebuilds it from
-  // common/states.h), so the early_stopped row goes in with checks off.
+  // Versions 2 to 5 (store/writer.cpp, Writer::migrate).
   s += `ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE trials ADD COLUMN suggestion TEXT;
         ALTER TABLE trials ADD COLUMN stop_rule TEXT; ALTER TABLE trials ADD COLUMN stop_at INTEGER;
@@ -69,8 +71,7 @@ function fixture() {
         ALTER TABLE trials ADD COLUMN stop_threshold REAL; ALTER TABLE trials ADD COLUMN stop_reason TEXT;
         ALTER TABLE trials ADD COLUMN stop_decided_at REAL;
         ALTER TABLE agents ADD COLUMN quarantine TEXT;
-        INSERT INTO meta (key, value) VALUES ('schema_version', '5');
-        PRAGMA ignore_check_constraints = ON;\n`;
+        INSERT INTO meta (key, value) VALUES ('schema_version', '5');\n`;
   s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
         VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
   for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
