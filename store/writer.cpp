@@ -1,11 +1,13 @@
 // Writer: the scheduler's side of the store. See writer.h for the contract
 // and schema.sql for the tables and their invariants.
 //
-// Migrations: version 1 is schema.sql exactly as written (compiled in); each
-// later version is one step in migrate() that moves a database from N-1 to N
-// in the same transaction that records the new version in
-// meta.schema_version. A database whose version is newer than kSchemaVersion
-// is refused rather than misread.
+// Migrations: version 1 is schema.sql (compiled in) with its state CHECK
+// lists filled from common/states.h (state_checks.h); each later version is
+// one step in migrate() that moves a database from N-1 to N in the same
+// transaction that records the new version in meta.schema_version. After
+// the steps, the same transaction brings every state CHECK to the tables of
+// common/states.h (a no-op when they match). A database whose version is
+// newer than kSchemaVersion is refused rather than misread.
 #include "store/writer.h"
 
 #include <sys/stat.h>
