@@ -40,8 +40,11 @@ void check_state_checks_follow_the_tables(const std::string& path) {
       {"sweeps", {swept::kSweepStateNames.begin(), swept::kSweepStateNames.end()}},
       {"agents", {swept::kAgentStateNames.begin(), swept::kAgentStateNames.end()}},
   };
-  for (const auto& [table, names] : tables) {
-    for (std::string_view n : names) {
+  for (const auto& entry : tables) {
+    // Named, not a structured binding: CAPTURE's lambda cannot capture one in
+    // C++17 (clang refuses; static.thread_safety parses with clang).
+    const std::string& table = entry.first;
+    for (std::string_view n : entry.second) {
       CAPTURE(table);
       CAPTURE(n);
       CHECK(state_probe_error(path, table, std::string(n)) == "");
