@@ -23,14 +23,25 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/states.h"
+#include "store/state_checks.h"
+
 namespace {
+
+using swept::AgentState;
+using swept::SweepState;
+using swept::TrialState;
+
+// A state's name as the database spells it (common/states.h).
+template <typename State>
+std::string sql_name(State s) {
+  return std::string(swept::name(s));
+}
 
 #define GEN_SQLITE_CHECK(db, call)                                                               \
   do {                                                                                           \
@@ -105,16 +116,11 @@ int main(int argc, char** argv) {
   struct stat st {};
   if (::stat(f.db.c_str(), &st) == 0) return usage(f.db + " exists; web_gen only creates new files");
 
-  std::ifstream schema_in(std::string(SWEPT_SOURCE_DIR) + "/store/schema.sql");
-  if (!schema_in) return usage("cannot read store/schema.sql under " SWEPT_SOURCE_DIR);
-  std::stringstream schema;
-  schema << schema_in.rdbuf();
-
   auto t0 = std::chrono::steady_clock::now();
   sqlite3* db = nullptr;
   GEN_SQLITE_CHECK(db, sqlite3_open(f.db.c_str(), &db));
   exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=OFF; PRAGMA cache_size=-262144;");
-  exec(db, schema.str());
+  exec(db, swept::store::schema_sql());  // store/schema.sql, its state CHECKs filled
 
   std::mt19937_64 rng(f.seed);
   std::uniform_real_distribution<double> unit(0, 1);
@@ -131,15 +137,15 @@ int main(int argc, char** argv) {
   sweep_size[0] += f.trials - [&] { long sum = 0; for (long x : sweep_size) sum += x; return sum; }();
   for (long s = 0; s < f.sweeps; ++s) {
     sweep.i(1, s + 1).t(2, "bench sweep " + std::to_string(s + 1)).t(3, s % 2 ? "grid" : "random")
-        .t(4, "method: random\nmetric: {name: loss, goal: minimize}\n").t(5, s == 0 ? "running" : "completed")
+        .t(4, "method: random\nmetric: {name: loss, goal: minimize}\n").t(5, sql_name(s == 0 ? SweepState::kRunning : SweepState::kCompleted))
         .i(6, sweep_size[s]).i(7, sweep_size[s]).d(8, now + s);
     sweep.run();
   }
-  Stmt agent(db, "INSERT INTO agents VALUES (?, ?, 'alive', 8, ?, ?)");
+  Stmt agent(db, "INSERT INTO agents VALUES (?, ?, ?, 8, ?, ?)");
   Stmt gpu(db, "INSERT INTO agent_gpus VALUES (?, ?, ?, 'NVIDIA H100 80GB HBM3', 85899345920)");
   for (int a = 0; a < kAgents; ++a) {
     std::string name = "node-" + std::to_string(a);
-    agent.t(1, name).t(2, name + ".cluster").d(3, now).d(4, now + 3600);
+    agent.t(1, name).t(2, name + ".cluster").t(3, sql_name(AgentState::kAlive)).d(4, now).d(5, now + 3600);
     agent.run();
     for (int g = 0; g < kGpusPerAgent; ++g) {
       gpu.t(1, name).i(2, g).t(3, "GPU-" + std::to_string(a) + "-" + std::to_string(g));
@@ -151,17 +157,20 @@ int main(int argc, char** argv) {
   // in sweep 1 (at most kAgents * kGpusPerAgent * 2, with half-GPU shares).
   const long running_target = kAgents * kGpusPerAgent * 2;
   long with_metrics = 0;
-  std::vector<std::string> states(f.trials);
+  std::vector<TrialState> states(f.trials);
   {
     long id = 0, running = 0;
     for (long s = 0; s < f.sweeps; ++s) {
       for (long k = 0; k < sweep_size[s]; ++k, ++id) {
         double u = unit(rng);
-        std::string state = u < 0.80 ? "completed" : u < 0.88 ? "failed" : u < 0.90 ? "stopped" : "queued";
-        if (s == 0 && state == "queued" && running < running_target) state = "running", ++running;
-        if (s != 0 && state == "queued") state = "completed";  // older sweeps are finished
+        TrialState state = u < 0.80   ? TrialState::kCompleted
+                           : u < 0.88 ? TrialState::kFailed
+                           : u < 0.90 ? TrialState::kStopped
+                                      : TrialState::kQueued;
+        if (s == 0 && state == TrialState::kQueued && running < running_target) state = TrialState::kRunning, ++running;
+        if (s != 0 && state == TrialState::kQueued) state = TrialState::kCompleted;  // older sweeps are finished
         states[id] = state;
-        if (state != "queued") ++with_metrics;
+        if (state != TrialState::kQueued) ++with_metrics;
       }
     }
   }
@@ -184,7 +193,8 @@ int main(int argc, char** argv) {
   for (long s = 0; s < f.sweeps; ++s) {
     for (long k = 0; k < sweep_size[s]; ++k, ++id) {
       const long trial_id = id + 1;
-      const std::string& state = states[id];
+      const TrialState state = states[id];
+      const bool completed = state == TrialState::kCompleted;
       double lr = std::pow(10.0, -5 + 4 * unit(rng));
       int batch = batch_sizes[rng() % 4];
       int hidden = 32 + static_cast<int>(rng() % 480);
@@ -196,13 +206,13 @@ int main(int argc, char** argv) {
                     batch, hidden, opt, dropout);
       // The "true" quality of this configuration: best near lr = 1e-3, adam.
       double quality = std::fabs(std::log10(lr) + 3) * 0.3 + (opt[0] == 's' ? 0.15 : 0) + dropout * 0.2 + 64.0 / hidden * 0.1;
-      bool has_metrics = state != "queued";
+      bool has_metrics = state != TrialState::kQueued;
       long steps = 0;
       if (has_metrics) steps = long_given < long_trials ? (++long_given, f.long_steps) : steps_per_trial;
       std::string agent_name, gpus;
       double fraction = 0;
-      if (state != "queued") {
-        long slot = state == "running" ? gpu_slot++ : static_cast<long>(rng() % (kAgents * kGpusPerAgent * 2));
+      if (state != TrialState::kQueued) {
+        long slot = state == TrialState::kRunning ? gpu_slot++ : static_cast<long>(rng() % (kAgents * kGpusPerAgent * 2));
         agent_name = "node-" + std::to_string((slot / 2 / kGpusPerAgent) % kAgents);
         gpus = "[" + std::to_string((slot / 2) % kGpusPerAgent) + "]";
         fraction = 0.5;
@@ -222,19 +232,19 @@ int main(int argc, char** argv) {
         latest.run();
       }
       trial.i(1, trial_id).i(2, s + 1).i(3, k).t(4, params)
-          .t(5, "[\"swept-train\",\"--lr\",\"" + std::to_string(lr) + "\"]").t(6, state).i(7, has_metrics ? 1 : 0);
+          .t(5, "[\"swept-train\",\"--lr\",\"" + std::to_string(lr) + "\"]").t(6, sql_name(state)).i(7, has_metrics ? 1 : 0);
       if (has_metrics) trial.t(8, agent_name).t(9, gpus).d(10, fraction); else trial.n(8).n(9).n(10);
       trial.t(11, "{\"SWEPT_TRIAL_ID\":\"" + std::to_string(trial_id) + "\",\"CUDA_VISIBLE_DEVICES\":\"0\"}");
-      bool ended = state != "queued" && state != "running";
-      if (ended) trial.i(12, state == "completed" ? 0 : 1).t(13, state == "completed" ? "exit code 0" : "exit code 1");
+      bool ended = state != TrialState::kQueued && state != TrialState::kRunning;
+      if (ended) trial.i(12, completed ? 0 : 1).t(13, completed ? "exit code 0" : "exit code 1");
       else trial.n(12).n(13);
       if (has_metrics) trial.d(14, loss); else trial.n(14);
       trial.d(15, now).d(16, now + 1);
       if (ended) trial.d(17, now + 100); else trial.n(17);
       trial.run();
       if (has_metrics) {
-        attempt.i(1, trial_id).t(2, agent_name).t(3, gpus).d(4, fraction).t(5, state);
-        if (ended) attempt.i(6, state == "completed" ? 0 : 1).t(7, "exit code"); else attempt.n(6).n(7);
+        attempt.i(1, trial_id).t(2, agent_name).t(3, gpus).d(4, fraction).t(5, sql_name(state));
+        if (ended) attempt.i(6, completed ? 0 : 1).t(7, "exit code"); else attempt.n(6).n(7);
         attempt.d(8, now + 1);
         if (ended) attempt.d(9, now + 100); else attempt.n(9);
         attempt.run();

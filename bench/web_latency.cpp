@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/states.h"
 #include "web/server.h"
 
 namespace {
@@ -134,7 +135,9 @@ int main(int argc, char** argv) {
   }
   long long big_sweep = ids(db, "SELECT sweep_id FROM trials GROUP BY sweep_id ORDER BY count(*) DESC LIMIT 1").at(0);
   long long sweep_trials = ids(db, ("SELECT count(*) FROM trials WHERE sweep_id = " + std::to_string(big_sweep)).c_str()).at(0);
-  std::vector<long long> running = ids(db, "SELECT id FROM trials WHERE state = 'running' ORDER BY id LIMIT 256");
+  const std::string running_sql = "SELECT id FROM trials WHERE state = '" +
+                                  std::string(swept::name(swept::TrialState::kRunning)) + "' ORDER BY id LIMIT 256";
+  std::vector<long long> running = ids(db, running_sql.c_str());
   std::vector<long long> longest = ids(db, "SELECT trial_id FROM trial_latest WHERE name = 'loss' ORDER BY step DESC LIMIT 10");
   long long total_rows = ids(db, "SELECT count(*) FROM metrics").at(0);
 

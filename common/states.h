@@ -6,10 +6,12 @@
 //
 // Adding a final trial state is one line in SWEPT_TRIAL_STATES: its
 // enumerator, name and properties; the counts, the JSON, "best", the
-// database's CHECK constraint on trials.state (built from this table by the
-// store's schema v4 migration, store/writer.cpp) and the dashboard's list
-// (served by /api/states) follow from the row. The transition function
-// needs its rules, and states_test.cpp its hand-written rows.
+// database's CHECK constraints (every state column's list is built from
+// these tables when the writer opens a file: store/state_checks.h) and the
+// dashboard's list (served by /api/info) follow from the row. Its tone (below)
+// is how the dashboard colours it: app.css styles tones and names no state.
+// The transition function needs its rules, and states_test.cpp its
+// hand-written rows.
 //
 // Pure; no I/O; thread-safe.
 #pragma once
@@ -23,43 +25,61 @@
 
 namespace swept {
 
-// X(enumerator, name, final, counts_for_best, retryable, process_outcome)
+// How a state is shown: a small closed set of presentation tones. The
+// dashboard (web/static/app.css) styles each tone, and takes each state's tone
+// from /api/info, so a new state picks a tone here and needs no CSS.
+// X(enumerator, name)
+#define SWEPT_TONES(X)      \
+  X(kNeutral, "neutral")    \
+  X(kActive, "active")      \
+  X(kGood, "good")          \
+  X(kBad, "bad")            \
+  X(kHalted, "halted")      \
+  X(kWarn, "warn")          \
+  X(kPartial, "partial")
+
+// X(enumerator, name, final, counts_for_best, retryable, process_outcome, tone)
 //   final:           the trial will not run again by itself
 //   counts_for_best: its metric value may be the sweep's best (store/reader.h)
 //   retryable:       `swept retry` queues it again
 //   process_outcome: what a trial's ended process can make of it (kFinish)
+//   tone:            how it is shown (Tone): waiting, at work, a result, a
+//                    failure, stopped by a person, lost, stopped early
 // early_stopped: the sweep's early_terminate rule stopped it (issue 16); its
 // metrics stay, it is never retried by itself and `swept retry` takes it back
 // only when asked (--early-stopped). Shown to users as "early-stopped"
 // (display_name).
-#define SWEPT_TRIAL_STATES(X)                               \
-  X(kQueued, "queued", false, false, false, false)          \
-  X(kRunning, "running", false, false, false, false)        \
-  X(kCompleted, "completed", true, true, false, true)       \
-  X(kFailed, "failed", true, false, true, true)             \
-  X(kStopped, "stopped", true, false, false, true)          \
-  X(kLost, "lost", true, false, true, false)                \
-  X(kEarlyStopped, "early_stopped", true, false, false, true)
+#define SWEPT_TRIAL_STATES(X)                                         \
+  X(kQueued, "queued", false, false, false, false, kNeutral)          \
+  X(kRunning, "running", false, false, false, false, kActive)         \
+  X(kCompleted, "completed", true, true, false, true, kGood)          \
+  X(kFailed, "failed", true, false, true, true, kBad)                 \
+  X(kStopped, "stopped", true, false, false, true, kHalted)           \
+  X(kLost, "lost", true, false, true, false, kWarn)                   \
+  X(kEarlyStopped, "early_stopped", true, false, false, true, kPartial)
 
-// X(enumerator, name)
-#define SWEPT_SWEEP_STATES(X) \
-  X(kRunning, "running")      \
-  X(kCompleted, "completed")  \
-  X(kCancelled, "cancelled")
+// X(enumerator, name, tone)
+#define SWEPT_SWEEP_STATES(X)          \
+  X(kRunning, "running", kActive)      \
+  X(kCompleted, "completed", kGood)    \
+  X(kCancelled, "cancelled", kHalted)
 
-// X(enumerator, name)
-#define SWEPT_AGENT_STATES(X) \
-  X(kAlive, "alive")          \
-  X(kLost, "lost")            \
-  X(kGone, "gone")
+// X(enumerator, name, tone): an agent that takes work (good), or one that
+// does not (warn).
+#define SWEPT_AGENT_STATES(X)   \
+  X(kAlive, "alive", kGood)     \
+  X(kLost, "lost", kWarn)       \
+  X(kGone, "gone", kWarn)
 
 #define SWEPT_STATE_ENUMERATOR(e, ...) e,
+enum class Tone : uint8_t { SWEPT_TONES(SWEPT_STATE_ENUMERATOR) };
 enum class TrialState : uint8_t { SWEPT_TRIAL_STATES(SWEPT_STATE_ENUMERATOR) };
 enum class SweepState : uint8_t { SWEPT_SWEEP_STATES(SWEPT_STATE_ENUMERATOR) };
 enum class AgentState : uint8_t { SWEPT_AGENT_STATES(SWEPT_STATE_ENUMERATOR) };
 #undef SWEPT_STATE_ENUMERATOR
 
 #define SWEPT_STATE_ONE(...) +1
+inline constexpr size_t kToneCount = 0 SWEPT_TONES(SWEPT_STATE_ONE);
 inline constexpr size_t kTrialStateCount = 0 SWEPT_TRIAL_STATES(SWEPT_STATE_ONE);
 inline constexpr size_t kSweepStateCount = 0 SWEPT_SWEEP_STATES(SWEPT_STATE_ONE);
 inline constexpr size_t kAgentStateCount = 0 SWEPT_AGENT_STATES(SWEPT_STATE_ONE);
@@ -69,20 +89,27 @@ struct TrialStateInfo {
   TrialState state;
   std::string_view name;
   bool final, counts_for_best, retryable, process_outcome;
+  Tone tone;
 };
 
-#define SWEPT_TRIAL_STATE_ROW(e, n, f, b, r, o) TrialStateInfo{TrialState::e, n, f, b, r, o},
+#define SWEPT_TRIAL_STATE_ROW(e, n, f, b, r, o, t) TrialStateInfo{TrialState::e, n, f, b, r, o, Tone::t},
 // Every trial state in declaration (display) order.
 inline constexpr std::array<TrialStateInfo, kTrialStateCount> kTrialStates = {
     SWEPT_TRIAL_STATES(SWEPT_TRIAL_STATE_ROW)};
 #undef SWEPT_TRIAL_STATE_ROW
 
 #define SWEPT_STATE_NAME(e, n, ...) std::string_view(n),
+inline constexpr std::array<std::string_view, kToneCount> kToneNames = {SWEPT_TONES(SWEPT_STATE_NAME)};
 inline constexpr std::array<std::string_view, kSweepStateCount> kSweepStateNames = {
     SWEPT_SWEEP_STATES(SWEPT_STATE_NAME)};
 inline constexpr std::array<std::string_view, kAgentStateCount> kAgentStateNames = {
     SWEPT_AGENT_STATES(SWEPT_STATE_NAME)};
 #undef SWEPT_STATE_NAME
+
+#define SWEPT_STATE_TONE(e, n, t) Tone::t,
+inline constexpr std::array<Tone, kSweepStateCount> kSweepStateTones = {SWEPT_SWEEP_STATES(SWEPT_STATE_TONE)};
+inline constexpr std::array<Tone, kAgentStateCount> kAgentStateTones = {SWEPT_AGENT_STATES(SWEPT_STATE_TONE)};
+#undef SWEPT_STATE_TONE
 
 constexpr size_t index_of(TrialState s) { return static_cast<size_t>(s); }
 constexpr const TrialStateInfo& info(TrialState s) { return kTrialStates[index_of(s)]; }
@@ -94,6 +121,12 @@ std::string sql_state_list(bool (*keep)(const TrialStateInfo&));
 constexpr std::string_view name(SweepState s) { return kSweepStateNames[static_cast<size_t>(s)]; }
 constexpr std::string_view name(AgentState s) { return kAgentStateNames[static_cast<size_t>(s)]; }
 constexpr bool is_final(TrialState s) { return info(s).final; }
+// A tone's name (the dashboard's CSS class is "tone-" + name), and each
+// state's tone.
+constexpr std::string_view name(Tone t) { return kToneNames[static_cast<size_t>(t)]; }
+constexpr Tone tone(TrialState s) { return info(s).tone; }
+constexpr Tone tone(SweepState s) { return kSweepStateTones[static_cast<size_t>(s)]; }
+constexpr Tone tone(AgentState s) { return kAgentStateTones[static_cast<size_t>(s)]; }
 // The name shown to people ("early-stopped"): the wire name with '_' as '-'.
 inline std::string display_name(TrialState s) {
   std::string out(name(s));

@@ -8,19 +8,52 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include <sqlite3.h>
 
+#include "common/states.h"
 #include "store/reader.h"
 #include "store/test_support.h"
 #include "store/writer.h"
 
 using namespace swept::store;
+using swept::store::testing::dump;
+using swept::store::testing::exec_error;
 using swept::store::testing::query_int;
+using swept::store::testing::state_probe_error;
 using swept::store::testing::TempDb;
 
 namespace {
+
+// Every state column of the file at `path` takes every name of its table in
+// common/states.h, and refuses a name that is none (nor a near miss).
+void check_state_checks_follow_the_tables(const std::string& path) {
+  const std::vector<std::pair<std::string, std::vector<std::string_view>>> tables = {
+      {"trials", [] {
+         std::vector<std::string_view> v;
+         for (const auto& s : swept::kTrialStates) v.push_back(s.name);
+         return v;
+       }()},
+      {"sweeps", {swept::kSweepStateNames.begin(), swept::kSweepStateNames.end()}},
+      {"agents", {swept::kAgentStateNames.begin(), swept::kAgentStateNames.end()}},
+  };
+  for (const auto& entry : tables) {
+    // Named, not a structured binding: CAPTURE's lambda cannot capture one in
+    // C++17 (clang refuses; static.thread_safety parses with clang).
+    const std::string& table = entry.first;
+    for (std::string_view n : entry.second) {
+      CAPTURE(table);
+      CAPTURE(n);
+      CHECK(state_probe_error(path, table, std::string(n)) == "");
+    }
+    CAPTURE(table);
+    CHECK(state_probe_error(path, table, "no-such-state").find("CHECK") != std::string::npos);
+    CHECK(state_probe_error(path, table, "early-stopped").find("CHECK") != std::string::npos);
+  }
+}
 
 const std::string kRelease010 = std::string(SWEPT_SOURCE_DIR) + "/store/testdata/swept-0.1.0.db";
 
@@ -56,6 +89,9 @@ TEST_CASE("store: a database written by swept 0.1.0 opens, is upgraded in place 
   CHECK(rows->size() == 14);
   CHECK(rows->front().latest.count("loss") == 1);
 
+  // Every state CHECK is common/states.h's table.
+  check_state_checks_follow_the_tables(t.path);
+
   // The upgraded file takes writes: a new sweep and trial.
   REQUIRE((*writer)->begin().ok());
   SweepRecord r;
@@ -82,45 +118,13 @@ namespace {
 
 const std::string kV3 = std::string(SWEPT_SOURCE_DIR) + "/store/testdata/swept-v3.db";
 
-// Every row of `sql`'s result as text, one line per row: for comparing a
-// table before and after an upgrade.
-std::string dump(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* st = nullptr;
-  REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK);
-  std::string out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    for (int c = 0; c < sqlite3_column_count(st); ++c) {
-      const unsigned char* v = sqlite3_column_text(st, c);
-      out += v ? reinterpret_cast<const char*>(v) : "NULL";
-      out += '|';
-    }
-    out += '\n';
-  }
-  sqlite3_finalize(st);
-  sqlite3_close(db);
-  return out;
-}
-
-std::string exec_error(const std::string& path, const std::string& sql) {
-  sqlite3* db = nullptr;
-  sqlite3_open(path.c_str(), &db);
-  char* err = nullptr;
-  sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
-  std::string out = err ? err : "";
-  sqlite3_free(err);
-  sqlite3_close(db);
-  return out;
-}
-
 }  // namespace
 
 // testdata/swept-v3.db: what the code of commit 137d382 (schema v3) wrote for
 // two `swept run`s: a grid sweep with early_terminate (2 completed, 2 failed
 // trials, its metrics and attempts) and a tpe sweep (3 completed, each with
 // its suggestion).
-TEST_CASE("store: a schema v3 database is upgraded to v4 in place, nothing lost, the state CHECK from common/states.h") {
+TEST_CASE("store: a schema v3 database is upgraded in place, nothing lost, every state CHECK from common/states.h") {
   TempDb t;
   std::filesystem::copy_file(kV3, t.path);
   REQUIRE(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == 3);
@@ -153,19 +157,23 @@ TEST_CASE("store: a schema v3 database is upgraded to v4 in place, nothing lost,
   CHECK(dump(t.path, "SELECT name FROM sqlite_master WHERE type='index' AND tbl_name='trials' AND sql IS NOT NULL "
                      "ORDER BY name") == "trials_by_state|\ntrials_by_sweep_metric|\ntrials_by_sweep_state|\n");
   CHECK(dump(t.path, "SELECT \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('trials')") == "sweeps|sweep_id|id|\n");
+  CHECK(dump(t.path, "SELECT \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('agent_gpus')") ==
+        "agents|agent|name|\n");
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM pragma_foreign_key_check") == 0);
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM pragma_integrity_check WHERE integrity_check <> 'ok'") == 0);
   // UNIQUE (sweep_id, idx) still holds.
   CHECK(exec_error(t.path, "INSERT INTO trials(sweep_id, idx, params, command, state, created_at) "
                            "VALUES(1, 0, '{}', '[]', 'queued', 1)")
             .find("UNIQUE") != std::string::npos);
-  // Every state of the one table is accepted, nothing else.
+  // Every state of the one table is accepted, nothing else; likewise for
+  // sweeps and agents.
   for (const auto& s : swept::kTrialStates) {
     CAPTURE(s.name);
     CHECK(exec_error(t.path, "UPDATE trials SET state='" + std::string(s.name) + "' WHERE id=1").empty());
   }
   CHECK(exec_error(t.path, "UPDATE trials SET state='early-stopped' WHERE id=1").find("CHECK") != std::string::npos);
   CHECK(exec_error(t.path, "UPDATE trials SET state='completed' WHERE id=1").empty());
+  check_state_checks_follow_the_tables(t.path);
 
   // The read model reads the upgraded file as before; reopening changes nothing.
   const std::string schema = dump(t.path, "SELECT sql FROM sqlite_master ORDER BY name");

@@ -1,6 +1,7 @@
--- The swept store: schema version 4.
+-- The swept store: schema version 5.
 --
--- This file is version 1, executed as is on a new database; later versions
+-- This file is version 1, executed on a new database with its state CHECK
+-- lists filled in (see "State CHECKs" below); later versions
 -- are migrations in store/writer.cpp (Writer::migrate), applied in order in
 -- one transaction, and meta.schema_version says which the file has:
 --   2: attempts.metrics_seq INTEGER NOT NULL DEFAULT 0, the highest METRICS
@@ -15,17 +16,22 @@
 --      hyperband | asha | median; where it judged: the band in iterations,
 --      the rung, or the step; the step of the value judged; that value; the
 --      threshold it had to beat, NULL when none; the one-line reason; when).
---      All NULL when no rule stopped it. And the state early_stopped: the
---      CHECK on trials.state is no longer the list written below but the
---      table of trial states in common/states.h, put there by the writer
---      (Writer::sync_trial_state_check rebuilds the table, keeping its rows,
---      indexes and references, whenever the list differs: so a state added
---      to that table needs no hand-written migration of the CHECK).
+--      All NULL when no rule stopped it. And the state early_stopped in
+--      trials.state's CHECK (see "State CHECKs" below).
 --      Readers select the stop_* columns only from version 4 on.
 --   5: agents.quarantine TEXT, why the scheduler sends the agent no work
 --      (docs/protocol.md, "Host faults and quarantine"); NULL when it may
 --      have work. Readers select it only from version 5 on.
 -- Readers (web/) must accept columns they do not know.
+--
+-- State CHECKs: trials.state, sweeps.state and agents.state hold the names of
+-- common/states.h's tables, and their CHECK lists are those tables: this file
+-- writes each list empty, `CHECK (state IN ())`, and store/state_checks.h
+-- fills it in. A new database is created with the lists filled; on every
+-- open the writer rebuilds a table whose stored list differs (a file of an
+-- older release, or one opened before a state was added to the table),
+-- keeping its rows, indexes and references, and leaves the others alone. No
+-- schema version is needed for that: the list always follows the table.
 --
 -- One SQLite file (WAL mode) holds everything the scheduler knows, so that a
 -- scheduler killed with SIGKILL and restarted on the same file carries on where
@@ -116,7 +122,7 @@ CREATE TABLE IF NOT EXISTS sweeps (
   metric_name   TEXT,                          -- NULL when the file names no metric
   metric_goal   TEXT CHECK (metric_goal IN ('minimize', 'maximize')),
   spec          TEXT NOT NULL,                 -- the sweep file as submitted
-  state         TEXT NOT NULL CHECK (state IN ('running', 'completed', 'cancelled')),
+  state         TEXT NOT NULL CHECK (state IN ()),  -- a sweep state (see State CHECKs)
   total_trials  INTEGER,                       -- NULL: unbounded
   next_index    INTEGER NOT NULL DEFAULT 0,
   created_at    REAL NOT NULL,
@@ -129,8 +135,7 @@ CREATE TABLE IF NOT EXISTS trials (
   idx           INTEGER NOT NULL,              -- 0-based position in the sweep
   params        TEXT NOT NULL,                 -- JSON object, nested as in the file
   command       TEXT NOT NULL,                 -- JSON array: the argv
-  state         TEXT NOT NULL CHECK (state IN  -- v1's list; from v4, common/states.h's
-                  ('queued', 'running', 'completed', 'failed', 'stopped', 'lost')),
+  state         TEXT NOT NULL CHECK (state IN ()),  -- a trial state (see State CHECKs)
   attempts      INTEGER NOT NULL DEFAULT 0,
   agent         TEXT,                          -- agent of the current or last attempt
   gpus          TEXT,                          -- JSON array of that agent's GPU indices
@@ -154,7 +159,7 @@ CREATE TABLE IF NOT EXISTS attempts (
   agent         TEXT NOT NULL,
   gpus          TEXT,
   gpu_fraction  REAL,
-  state         TEXT NOT NULL,                 -- final state of this attempt, or 'running'
+  state         TEXT NOT NULL,                 -- a trial state: this attempt's final one, or running
   exit_code     INTEGER,
   reason        TEXT,
   started_at    REAL NOT NULL,
@@ -187,7 +192,7 @@ CREATE TABLE IF NOT EXISTS trial_logs (
 CREATE TABLE IF NOT EXISTS agents (
   name          TEXT PRIMARY KEY,
   host          TEXT NOT NULL,
-  state         TEXT NOT NULL CHECK (state IN ('alive', 'lost', 'gone')),
+  state         TEXT NOT NULL CHECK (state IN ()),  -- an agent state (see State CHECKs)
   slots         INTEGER NOT NULL,              -- CPU slots
   registered_at REAL NOT NULL,
   last_seen     REAL NOT NULL

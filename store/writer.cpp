@@ -1,11 +1,13 @@
 // Writer: the scheduler's side of the store. See writer.h for the contract
 // and schema.sql for the tables and their invariants.
 //
-// Migrations: version 1 is schema.sql exactly as written (compiled in); each
-// later version is one step in migrate() that moves a database from N-1 to N
-// in the same transaction that records the new version in
-// meta.schema_version. A database whose version is newer than kSchemaVersion
-// is refused rather than misread.
+// Migrations: version 1 is schema.sql (compiled in) with its state CHECK
+// lists filled from common/states.h (state_checks.h); each later version is
+// one step in migrate() that moves a database from N-1 to N in the same
+// transaction that records the new version in meta.schema_version. After
+// the steps, the same transaction brings every state CHECK to the tables of
+// common/states.h (a no-op when they match). A database whose version is
+// newer than kSchemaVersion is refused rather than misread.
 #include "store/writer.h"
 
 #include <sys/stat.h>
@@ -19,6 +21,7 @@
 #include "common/log.h"
 #include "store/sigbus_guard.h"
 #include "store/sqlite.h"
+#include "store/state_checks.h"
 
 namespace swept::store {
 
@@ -49,73 +52,7 @@ TrialRecord read_trial_record(const Statement& st) {
   return t;
 }
 
-// The CHECK clause of trials.state, built from the one table of trial states
-// (common/states.h): "CHECK (state IN (<every trial state's name, quoted>))".
-std::string trial_state_check() {
-  return "CHECK (state IN (" + sql_state_list([](const TrialStateInfo&) { return true; }) + "))";
-}
-
-// The stored CREATE TABLE of `trials` with its state CHECK replaced by
-// `check`, named `new_name`; empty when the statement has no such CHECK
-// (then it is not one of ours).
-std::string trials_sql_with_check(const std::string& sql, const std::string& check, const std::string& new_name) {
-  const size_t open = sql.find("CHECK (state IN");
-  if (open == std::string::npos) return "";
-  int depth = 0;
-  size_t close = std::string::npos;
-  for (size_t i = open; i < sql.size(); ++i) {
-    if (sql[i] == '(') ++depth;
-    if (sql[i] == ')' && --depth == 0) {
-      close = i;
-      break;
-    }
-  }
-  if (close == std::string::npos) return "";
-  std::string out = sql.substr(0, open) + check + sql.substr(close + 1);
-  const size_t paren = out.find('(');
-  if (paren == std::string::npos) return "";
-  return "CREATE TABLE " + new_name + " " + out.substr(paren);
-}
-
 }  // namespace
-
-// Makes trials.state's CHECK list the one in common/states.h. SQLite cannot
-// alter a CHECK constraint, so the table is rebuilt as SQLite's ALTER TABLE
-// page describes (create the new table, copy, drop, rename, recreate the
-// indexes), inside the migration's transaction; foreign keys are not
-// enforced on this connection (no PRAGMA foreign_keys), and
-// foreign_key_check confirms afterwards that every reference still holds.
-// A no-op when the list is already current, so a state added to the table
-// later is taken into the CHECK the next time a writer opens the file.
-Status Writer::sync_trial_state_check() {
-  const std::string check = trial_state_check();
-  std::string table_sql;
-  std::vector<std::string> index_sql;
-  {
-    SWEPT_ASSIGN_OR_RETURN(st, conn_->prepare("SELECT type, sql FROM sqlite_master WHERE tbl_name = 'trials' AND sql IS NOT NULL"));
-    while (true) {
-      SWEPT_ASSIGN_OR_RETURN(row, st.step());
-      if (!row) break;
-      if (st.text(0) == "table") table_sql = st.text(1);
-      else if (st.text(0) == "index") index_sql.push_back(st.text(1));
-    }
-  }
-  if (table_sql.empty()) return Status::Corruption("no trials table: not a swept database?");
-  if (table_sql.find(check) != std::string::npos) return Status::Ok();
-  const std::string rebuilt = trials_sql_with_check(table_sql, check, "trials_rebuilt");
-  if (rebuilt.empty()) return Status::Corruption("the trials table has no state CHECK: not a swept database?");
-  SWEPT_RETURN_IF_ERROR(conn_->exec(rebuilt.c_str()));
-  SWEPT_RETURN_IF_ERROR(conn_->exec("INSERT INTO trials_rebuilt SELECT * FROM trials"));
-  SWEPT_RETURN_IF_ERROR(conn_->exec("DROP TABLE trials"));
-  SWEPT_RETURN_IF_ERROR(conn_->exec("ALTER TABLE trials_rebuilt RENAME TO trials"));
-  for (const std::string& sql : index_sql) SWEPT_RETURN_IF_ERROR(conn_->exec(sql.c_str()));
-  SWEPT_ASSIGN_OR_RETURN(fk, conn_->prepare("PRAGMA foreign_key_check"));
-  SWEPT_ASSIGN_OR_RETURN(violation, fk.step());
-  if (violation)
-    return Status::Corruption("rebuilding the trials table broke a reference from " + fk.text(0) +
-                              ": the upgrade was rolled back; report this with the database file");
-  return Status::Ok();
-}
 
 // What the WAL hook needs (see WriterOptions).
 struct WalWatch {
@@ -201,7 +138,8 @@ Status Writer::migrate() {
   // Step v-1 takes a database from version v-1 to v; each runs in this
   // transaction, so a failed upgrade leaves the file as it was.
   static const char* const kSteps[] = {
-      kSchemaSql,
+      // v1: schema.sql, its state CHECKs filled from common/states.h.
+      schema_sql().c_str(),
       // v2: the highest stored METRICS batch per attempt, so re-sent batches
       // (at-least-once delivery, docs/protocol.md) are recognised after a
       // scheduler restart.
@@ -225,9 +163,10 @@ Status Writer::migrate() {
     s = conn_->exec(kSteps[version]);
     if (!s.ok()) return fail(s);
   }
-  // From v4 on: the state CHECK is common/states.h's table (rebuilt when not).
-  s = sync_trial_state_check();
-  if (!s.ok()) return fail(s);
+  // Every state CHECK (trials, sweeps, agents) is common/states.h's table:
+  // a table whose list differs is rebuilt here (state_checks.h).
+  auto synced = sync_state_checks(*conn_, state_columns());
+  if (!synced.ok()) return fail(synced.status());
   std::string set = "INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(version) +
                     "') ON CONFLICT(key) DO UPDATE SET value=excluded.value";
   s = conn_->exec(set.c_str());

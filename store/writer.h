@@ -228,7 +228,6 @@ class Writer {
  private:
   explicit Writer(std::unique_ptr<Connection> conn);
   Status migrate();
-  Status sync_trial_state_check();
 
   std::unique_ptr<WalWatch> wal_watch_;  // the WAL hook's state (writer.cpp); outlives conn_
   std::unique_ptr<Connection> conn_;

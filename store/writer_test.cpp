@@ -4,6 +4,7 @@
 #include "store/fault_vfs.h"
 #include "store/reader.h"
 #include "store/sqlite.h"
+#include "store/state_checks.h"
 #include "store/test_support.h"
 #include "store/writer.h"
 
@@ -76,8 +77,9 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   {
     sqlite3* db = nullptr;
     sqlite3_open(t.path.c_str(), &db);
-    // What a version-1 scheduler wrote: schema.sql and its version.
-    REQUIRE(sqlite3_exec(db, swept::store::kSchemaSql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    // What a version-1 scheduler wrote: schema.sql (its state lists filled,
+    // as version 1 wrote them) and its version.
+    REQUIRE(sqlite3_exec(db, swept::store::schema_sql().c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
     REQUIRE(sqlite3_exec(db,
                          "INSERT INTO meta VALUES('schema_version','1');"
                          "INSERT INTO sweeps(id,name,method,spec,state,created_at) VALUES(1,'old','grid','{}','running',1);"

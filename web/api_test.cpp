@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -25,8 +26,10 @@
 #include "common/testing/loopback.h"
 #include "common/testing/temp_dir.h"
 #include "store/reader.h"
+#include "store/state_checks.h"
 #include "store/writer.h"
 #include "web/server.h"
+#include "web/static_files.h"
 
 using nlohmann::json;
 using swept::web::Server;
@@ -49,12 +52,9 @@ class TestDb {
 
   void create_schema() {
     REQUIRE(sqlite3_open(path_.c_str(), &db_) == SQLITE_OK);
-    std::ifstream in(std::string(SWEPT_SOURCE_DIR) + "/store/schema.sql");
-    REQUIRE(in.good());
-    std::stringstream ss;
-    ss << in.rdbuf();
     exec("PRAGMA journal_mode=WAL");
-    exec(ss.str());
+    // store/schema.sql as the writer creates it: state CHECKs filled.
+    exec(swept::store::schema_sql());
   }
 
   void exec(const std::string& sql) {
@@ -898,6 +898,7 @@ TEST_CASE("web: an early-stopped trial's series says where it was stopped, the s
   for (size_t i = 0; i < swept::kTrialStateCount; ++i) {
     CHECK(info["trial_states"][i]["name"] == std::string(swept::kTrialStates[i].name));
     CHECK(info["trial_states"][i]["final"] == swept::kTrialStates[i].final);
+    CHECK(info["trial_states"][i]["tone"] == std::string(swept::name(swept::kTrialStates[i].tone)));
   }
   CHECK(info["trial_states"][swept::kTrialStateCount - 1]["label"] == "early-stopped");
   // The dashboard's cancel buttons and agent badges act on these flags, not on literals of its own.
@@ -905,13 +906,44 @@ TEST_CASE("web: an early-stopped trial's series says where it was stopped, the s
   for (size_t i = 0; i < swept::kSweepStateCount; ++i) {
     CHECK(info["sweep_states"][i]["name"] == std::string(swept::kSweepStateNames[i]));
     CHECK(info["sweep_states"][i]["final"] == (static_cast<swept::SweepState>(i) != swept::SweepState::kRunning));
+    CHECK(info["sweep_states"][i]["tone"] == std::string(swept::name(swept::tone(static_cast<swept::SweepState>(i)))));
   }
   REQUIRE(info["agent_states"].size() == swept::kAgentStateCount);
   for (size_t i = 0; i < swept::kAgentStateCount; ++i) {
     CHECK(info["agent_states"][i]["name"] == std::string(swept::kAgentStateNames[i]));
     CHECK(info["agent_states"][i]["live"] == (static_cast<swept::AgentState>(i) == swept::AgentState::kAlive));
+    CHECK(info["agent_states"][i]["tone"] == std::string(swept::name(swept::tone(static_cast<swept::AgentState>(i)))));
   }
   auto sweeps = get_json(*r.client, "/api/sweeps", 200);
   CHECK(sweeps["sweeps"][1]["id"] == 1);
   CHECK(sweeps["sweeps"][1]["counts"]["early_stopped"] == 1);
+}
+
+TEST_CASE("web: the dashboard's CSS styles every tone a state can have, each in its own colour") {
+  std::string css;
+  for (const auto& f : swept::web::static_files())
+    if (f.url_path == "/app.css") css = std::string(f.body);
+  REQUIRE(!css.empty());
+  // Every tone: a colour of its own in :root and a badge rule that uses it.
+  std::set<std::string> colours;
+  for (std::string_view tone : swept::kToneNames) {
+    CAPTURE(tone);
+    const std::string var = "--tone-" + std::string(tone);
+    const size_t def = css.find(var + ":");
+    REQUIRE(def != std::string::npos);
+    const size_t end = css.find(';', def);
+    REQUIRE(end != std::string::npos);
+    const std::string colour = css.substr(def + var.size() + 1, end - def - var.size() - 1);
+    CHECK(colours.insert(colour).second);
+    CHECK(css.find(".state.tone-" + std::string(tone) + " { background: var(" + var + "); }") != std::string::npos);
+  }
+  // Every state of every table has one of those tones (what /api/info serves
+  // and app.js turns into the class), so every badge is coloured.
+  std::set<std::string> used;
+  for (const auto& s : swept::kTrialStates) used.insert(std::string(swept::name(s.tone)));
+  for (size_t i = 0; i < swept::kSweepStateCount; ++i)
+    used.insert(std::string(swept::name(swept::tone(static_cast<swept::SweepState>(i)))));
+  for (size_t i = 0; i < swept::kAgentStateCount; ++i)
+    used.insert(std::string(swept::name(swept::tone(static_cast<swept::AgentState>(i)))));
+  for (const std::string& tone : used) CHECK(css.find(".state.tone-" + tone + " ") != std::string::npos);
 }

@@ -414,17 +414,23 @@ void Server::Impl::install_routes() {
       // The trial states, in the order of common/states.h's one table: the
       // dashboard takes their names from here, not from literals of its own.
       // Sweeps and agents likewise: `final` (a sweep that will not run
-      // again) and `live` (an agent that takes work) are what the pages act on.
+      // again) and `live` (an agent that takes work) are what the pages act
+      // on, and `tone` is how each is coloured (app.css styles tones only).
       json states = json::array();
       for (const auto& s : kTrialStates)
-        states.push_back({{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}});
+        states.push_back(
+            {{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}, {"tone", name(s.tone)}});
       json sweep_states = json::array();
-      for (size_t i = 0; i < kSweepStateCount; ++i)
-        sweep_states.push_back({{"name", kSweepStateNames[i]},
-                                {"final", static_cast<SweepState>(i) != SweepState::kRunning}});
+      for (size_t i = 0; i < kSweepStateCount; ++i) {
+        const auto st = static_cast<SweepState>(i);
+        sweep_states.push_back(
+            {{"name", name(st)}, {"final", st != SweepState::kRunning}, {"tone", name(tone(st))}});
+      }
       json agent_states = json::array();
-      for (size_t i = 0; i < kAgentStateCount; ++i)
-        agent_states.push_back({{"name", kAgentStateNames[i]}, {"live", static_cast<AgentState>(i) == AgentState::kAlive}});
+      for (size_t i = 0; i < kAgentStateCount; ++i) {
+        const auto st = static_cast<AgentState>(i);
+        agent_states.push_back({{"name", name(st)}, {"live", st == AgentState::kAlive}, {"tone", name(tone(st))}});
+      }
       return json{{"cancel", static_cast<bool>(options.cancel)},
                   {"trial_states", states},
                   {"sweep_states", sweep_states},

@@ -7,7 +7,8 @@
 // the trials, the charts (the optimisation history with one dot per
 // completed trial, by trial and by time) have drawn, a sweep whose metric no
 // trial reports shows the warning, hostile text shows as text and never runs,
-// rows the test inserts while the page is open appear (live update), and an
+// rows the test inserts while the page is open appear (live update), every
+// state's badge has its tone's colour (app.css styles tones only), and an
 // early-stopped trial shows as such in the trials table and gets its stop
 // mark on the learning curves (the database is brought to schema version 5,
 // the stop_* columns of version 4 included, by the migrations' own ALTERs).
@@ -33,8 +34,12 @@ const scratch = mkdtempSync(path.join(tmpdir(), 'swept-browser-'));
 const db = path.join(scratch, 'swept.db');
 
 const q = (s) => `'${String(s).replaceAll("'", "''")}'`;
+// Runs `text` with the sqlite3 command. schema.sql writes its state CHECK
+// lists empty (swept's writer fills them in from its state tables when it
+// opens the file); this file is made without the writer, so rows go in with
+// CHECK constraints off.
 function sql(text) {
-  execFileSync('sqlite3', ['-bail', db], { input: text });
+  execFileSync('sqlite3', ['-bail', db], { input: 'PRAGMA ignore_check_constraints = ON;\n' + text });
 }
 
 function trialSql(i, state, steps) {
@@ -59,9 +64,7 @@ function trialSql(i, state, steps) {
 
 function fixture() {
   let s = readFileSync(schemaPath, 'utf8') + '\nPRAGMA journal_mode=WAL;\nBEGIN;\n';
-  // Versions 2 to 5 (store/writer.cpp, Writer::migrate). The CHECK on
-  // trials.state is still version 1's list here (the writer rebuilds it from
-  // common/states.h), so the early_stopped row goes in with checks off.
+  // Versions 2 to 5 (store/writer.cpp, Writer::migrate).
   s += `ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0;
         ALTER TABLE trials ADD COLUMN suggestion TEXT;
         ALTER TABLE trials ADD COLUMN stop_rule TEXT; ALTER TABLE trials ADD COLUMN stop_at INTEGER;
@@ -69,8 +72,7 @@ function fixture() {
         ALTER TABLE trials ADD COLUMN stop_threshold REAL; ALTER TABLE trials ADD COLUMN stop_reason TEXT;
         ALTER TABLE trials ADD COLUMN stop_decided_at REAL;
         ALTER TABLE agents ADD COLUMN quarantine TEXT;
-        INSERT INTO meta (key, value) VALUES ('schema_version', '5');
-        PRAGMA ignore_check_constraints = ON;\n`;
+        INSERT INTO meta (key, value) VALUES ('schema_version', '5');\n`;
   s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
         VALUES (1, ${q('mnist ' + XSS)}, 'grid', 'loss', 'minimize', 'spec', 'running', ${TRIALS + 1}, ${TRIALS}, 1700000000);\n`;
   for (let i = 0; i < TRIALS; i++) s += trialSql(i, i < TRIALS - 2 ? 'completed' : 'running', 60);
@@ -97,6 +99,41 @@ function fixture() {
   s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100, NULL);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
+}
+
+// Every state of every table (GET /api/info) is shown in its tone's colour:
+// a badge of each tone class the page can make has a background of its own
+// (app.css styles tones, not states), and the badge at `selector`, of state
+// `name` of table `kind`, has its tone's colour.
+async function checkTones(page, selector, kind, name) {
+  const result = await page.evaluate(async ([selector, kind, name]) => {
+    const info = await (await fetch('/api/info', { credentials: 'same-origin' })).json();
+    const colourOf = (cls) => {
+      const span = document.createElement('span');
+      span.className = cls;
+      document.body.appendChild(span);
+      const c = getComputedStyle(span).backgroundColor;
+      span.remove();
+      return c;
+    };
+    const bad = [], byTone = {};
+    for (const k of ['trial', 'sweep', 'agent']) {
+      for (const s of info[k + '_states'] || []) {
+        if (!s.tone) { bad.push(`${k} state ${s.name} has no tone`); continue; }
+        const c = colourOf('state tone-' + s.tone);
+        if (c === 'rgba(0, 0, 0, 0)' || c === 'transparent') bad.push(`${k} state ${s.name}: tone ${s.tone} has no colour`);
+        if (byTone[s.tone] && byTone[s.tone] !== c) bad.push(`tone ${s.tone} has two colours`);
+        byTone[s.tone] = c;
+      }
+    }
+    const colours = Object.values(byTone);
+    if (new Set(colours).size !== colours.length) bad.push(`two tones share a colour: ${JSON.stringify(byTone)}`);
+    const tone = (info[kind + '_states'] || []).find((s) => s.name === name)?.tone;
+    const shown = getComputedStyle(document.querySelector(selector)).backgroundColor;
+    if (!tone || shown !== byTone[tone]) bad.push(`the ${kind} ${name} badge is ${shown}, its tone ${tone} is ${byTone[tone]}`);
+    return bad;
+  }, [selector, kind, name]);
+  if (result.length) throw new Error(`state colours: ${result.join('; ')}`);
 }
 
 async function until(what, fn, ms = 20000) {
@@ -200,8 +237,9 @@ try {
   // its learning curve ends (both trials are compared on first load).
   await page.goto(`${server.url}#/sweeps/3`);
   await until('the early-stopped trial\'s row', async () =>
-    (await page.locator('#trials tr[data-trial-id="3001"] .state.early_stopped').count()) === 1 &&
-    (await page.locator('#trials tr[data-trial-id="3001"] .state.early_stopped').textContent()) === 'early-stopped');
+    (await page.locator('#trials tr[data-trial-id="3001"] .state').count()) === 1 &&
+    (await page.locator('#trials tr[data-trial-id="3001"] .state').textContent()) === 'early-stopped');
+  await checkTones(page, '#trials tr[data-trial-id="3001"] .state', 'trial', 'early_stopped');
   await until('the stop mark on the learning curves', () => page.locator('#curves svg path.stop-mark[data-trial="#3001"]').count());
   if (await page.locator('#curves svg path.stop-mark').count() !== 1) throw new Error('a trial that ran to its end has a stop mark');
   const stopTitle = await page.locator('#curves svg path.stop-mark title').textContent();
@@ -218,6 +256,7 @@ try {
 
   await page.goto(`${server.url}#/agents`);
   await until('the agent card', () => page.locator('[data-agent="host-a"] td').count());
+  await checkTones(page, '[data-agent="host-a"] h2 .state', 'agent', 'alive');
   await page.screenshot({ path: path.join(shots, 'agents-1920.png'), fullPage: true });
 
   const xss = await page.evaluate(() => window.__xss);

@@ -16,12 +16,15 @@
   // The states of trials, sweeps and agents come from the server's tables
   // (GET /api/info: trial_states, sweep_states, agent_states, built from
   // common/states.h). This file spells no state's name: it acts on the
-  // tables' flags (`final`, `live`). Colours are app.css's `.state.NAME`.
+  // tables' flags (`final`) and shows each state in its `tone`, the class
+  // `tone-NAME` that app.css styles (app.css names no state either).
   var STATES = [];        // trial state names, in display order
   var STATE_LABELS = {};  // trial state name -> label shown to people
   var TRIAL_FINAL = {};   // trial state name -> true when it will not run again
   var SWEEP_FINAL = {};   // sweep state name -> true when the sweep is over
-  var AGENT_LIVE = {};    // agent state name -> true when the agent takes work
+  // kind ('trial', 'sweep', 'agent') -> state name -> tone. By kind, since a
+  // name may be a state of two tables.
+  var TONES = { trial: {}, sweep: {}, agent: {} };
   var PAGE_SIZE = 50;
   var info = { cancel: false };
   var current = null; // the active view: { onChange(event), dispose() }
@@ -72,10 +75,16 @@
     return (b / Math.pow(1024, 3)).toFixed(1) + ' GiB';
   }
 
-  function stateBadge(state) {
-    var known = state in TRIAL_FINAL || state in SWEEP_FINAL;
-    return el('span', { className: 'state ' + (known ? state : ''),
-      text: STATE_LABELS[state] || state });
+  // The class of a `kind` state's badge: its tone's, or none for a state
+  // the server's tables do not know.
+  function toneClass(kind, state) {
+    var tone = TONES[kind][state];
+    return 'state' + (tone ? ' tone-' + tone : '');
+  }
+
+  function stateBadge(kind, state) {
+    return el('span', { className: toneClass(kind, state),
+      text: (kind === 'trial' && STATE_LABELS[state]) || state });
   }
 
   function trialLink(id) {
@@ -129,7 +138,7 @@
     var bar = el('div', { className: 'progress', title: STATES.map(function (s) { return STATE_LABELS[s] + ' ' + (counts[s] || 0); }).join(', ') });
     STATES.forEach(function (s) {
       if (!total || !counts[s]) return;
-      var span = el('span', { className: 'state ' + s });
+      var span = el('span', { className: toneClass('trial', s) });
       span.style.width = (100 * counts[s] / total) + '%';
       bar.appendChild(span);
     });
@@ -368,7 +377,7 @@
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: s.name })),
           el('td', { text: s.method }),
           el('td', { text: s.metric.name ? s.metric.name + ' (' + (s.metric.goal || '') + ')' : '—' }),
-          el('td', null, stateBadge(s.state)),
+          el('td', null, stateBadge('sweep', s.state)),
           el('td', null, progressBar(s.counts)),
           el('td', { className: 'muted counts', text: countsText(s.counts) + (s.total_trials !== null ? ' of ' + s.total_trials : '') }),
           el('td', null, best)));
@@ -426,7 +435,7 @@
     function renderSummary(s) {
       state.sweep = s;
       title.textContent = s.name + ' (sweep ' + s.id + ')';
-      var items = [el('span', null, stateBadge(s.state)), el('span', null, 'method ', el('b', { text: s.method })),
+      var items = [el('span', null, stateBadge('sweep', s.state)), el('span', null, 'method ', el('b', { text: s.method })),
         el('span', null, 'metric ', el('b', { text: s.metric.name ? s.metric.name + ' (' + s.metric.goal + ')' : '—' })),
         el('span', null, progressBar(s.counts)), el('span', { className: 'muted', text: countsText(s.counts) }),
         el('span', null, 'best ', el('b', { text: s.best ? fmt(s.best.value) : '—' }), ' ', s.best ? trialLink(s.best.trial_id) : '')];
@@ -501,7 +510,7 @@
         var gpus = t.gpus.length ? t.gpus.join(',') + (t.gpu_fraction !== null ? ' (' + fmt(t.gpu_fraction) + ')' : '') : '—';
         var tr = el('tr', { 'data-trial-id': t.id, className: t.id === page.best_trial_id ? 'best' : '' },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
-          el('td', null, stateBadge(t.state)), el('td', { text: t.agent || '—' }), el('td', { text: gpus }),
+          el('td', null, stateBadge('trial', t.state)), el('td', { text: t.agent || '—' }), el('td', { text: gpus }),
           el('td', { className: 'num', text: String(t.attempts) }));
         page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
         page.columns.metrics.forEach(function (m) { tr.appendChild(el('td', { className: 'num', text: fmt(t.metrics[m]) })); });
@@ -607,7 +616,7 @@
       var kv = el('dl', { className: 'kv' });
       function row(k, v) { kv.appendChild(el('dt', { text: k })); kv.appendChild(el('dd', null, v)); }
       row('sweep', el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: t.sweep_name }));
-      row('state', stateBadge(t.state));
+      row('state', stateBadge('trial', t.state));
       row('reason', t.reason || '—');
       row('exit code', t.exit_code === null ? '—' : String(t.exit_code));
       row('agent', t.agent || '—');
@@ -628,7 +637,7 @@
       attempts.appendChild(el('tr', null, el('th', { text: '#' }), el('th', { text: 'agent' }), el('th', { text: 'gpus' }), el('th', { text: 'state' }), el('th', { text: 'reason' }), el('th', { text: 'started' })));
       t.attempt_history.forEach(function (a) {
         attempts.appendChild(el('tr', null, el('td', { text: String(a.attempt) }), el('td', { text: a.agent }), el('td', { text: a.gpus.join(',') || '—' }),
-          el('td', null, stateBadge(a.state)), el('td', { text: a.reason || '—' }), el('td', { text: fmtTime(a.started_at) })));
+          el('td', null, stateBadge('trial', a.state)), el('td', { text: a.reason || '—' }), el('td', { text: fmtTime(a.started_at) })));
       });
       var charts = el('div', { className: 'scatters' });
       var header = el('h1', null, 'Trial ' + t.id + ' ', el('span', { className: 'muted', text: '(index ' + t.index + ' of ' + t.sweep_name + ')' }));
@@ -672,7 +681,7 @@
       if (!agents.length) return list.replaceChildren(el('div', { className: 'muted', text: 'No agents have registered yet.' }));
       list.replaceChildren.apply(list, agents.map(function (a) {
         var gpus = el('table');
-        gpus.appendChild(el('tr', null, el('th', { text: 'GPU' }), el('th', { text: 'name' }), el('th', { text: 'memory' }), el('th', { text: 'running' })));
+        gpus.appendChild(el('tr', null, el('th', { text: 'GPU' }), el('th', { text: 'name' }), el('th', { text: 'memory' }), el('th', { text: 'trials' })));
         a.gpus.forEach(function (g) {
           var holders = el('td');
           if (!g.trials.length) holders.appendChild(el('span', { className: 'muted', text: 'idle' }));
@@ -688,9 +697,9 @@
         if (!a.cpu_trials.length) cpu.appendChild(document.createTextNode('none'));
         a.cpu_trials.forEach(function (id) { cpu.appendChild(trialLink(id)); cpu.appendChild(document.createTextNode(' ')); });
         return el('section', { className: 'panel', 'data-agent': a.name },
-          el('h2', null, a.name + ' ', el('span', { className: 'state ' + (AGENT_LIVE[a.state] ? 'up' : 'down'), text: a.state })),
+          el('h2', null, a.name + ' ', stateBadge('agent', a.state)),
           el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state }),
-          a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state down', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
+          a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state tone-warn', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
           a.gpus.length ? gpus : el('div', { className: 'muted', text: 'no GPUs' }), cpu);
       }));
     }
@@ -734,9 +743,11 @@
   window.addEventListener('hashchange', route);
   api('/api/info').then(function (r) {
     info = r;
-    (r.trial_states || []).forEach(function (s) { STATES.push(s.name); STATE_LABELS[s.name] = s.label; TRIAL_FINAL[s.name] = s.final; });
-    (r.sweep_states || []).forEach(function (s) { SWEEP_FINAL[s.name] = s.final; });
-    (r.agent_states || []).forEach(function (s) { AGENT_LIVE[s.name] = s.live; });
+    (r.trial_states || []).forEach(function (s) {
+      STATES.push(s.name); STATE_LABELS[s.name] = s.label; TRIAL_FINAL[s.name] = s.final; TONES.trial[s.name] = s.tone;
+    });
+    (r.sweep_states || []).forEach(function (s) { SWEEP_FINAL[s.name] = s.final; TONES.sweep[s.name] = s.tone; });
+    (r.agent_states || []).forEach(function (s) { TONES.agent[s.name] = s.tone; });
   }).catch(function () {}).then(function () {
     route();
     connectLive();
