@@ -63,7 +63,7 @@ TEST_CASE("lease: the trials are stopped a grace before the lease ends, SIGKILL 
   CHECK_FALSE(lease.expired());
 }
 
-TEST_CASE("lease: a message read at the last moment renews it; no lease, or a shutdown, stops nothing") {
+TEST_CASE("lease: a message read at the last moment renews it, and without a lease or in a shutdown nothing is stopped") {
   FakeHost host;
   Lease lease(host, 1000);
   lease.renew(6000);
