@@ -22,6 +22,8 @@
 //    agent's shutdown ends it unstarted; a re-registration forgets it.
 //  - TRIAL_STARTED leaves kStartedReportDelayMs after the launch, or ahead
 //    of the trial's first METRICS or its TRIAL_EXITED if those come first.
+// The lease (agent/lease.h) decides when the trials must stop for want of
+// the scheduler, and owns the lease keeper; the loop is its LeaseHost.
 #include "agent/agent.h"
 
 #include <fcntl.h>
@@ -41,7 +43,7 @@
 
 #include "agent/backoff.h"
 #include "agent/gpu_inventory.h"
-#include "agent/lease_keeper.h"
+#include "agent/lease.h"
 #include "agent/scheduler_link.h"
 #include "agent/supervisor.h"
 #include "common/clock.h"
@@ -124,7 +126,7 @@ struct TrialState {
 
 enum class Link { kWaiting, kRegistering, kRegistered };
 
-class Agent {
+class Agent final : private LeaseHost {
  public:
   Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots,
         std::unique_ptr<Containment> containment)
@@ -138,7 +140,8 @@ class Agent {
         heartbeat_ms_(options.heartbeat_interval_ms),
         liveness_(options.liveness),
         backoff_(options.reconnect_initial_ms, options.reconnect_max_ms),
-        containment_(std::move(containment)) {
+        containment_(std::move(containment)),
+        lease_(*this, options.stop_grace_ms) {
     supervisor_options_.containment = containment_.get();
     supervisor_options_.workdir_root = std::move(workdir);
     supervisor_options_.stop_grace_ms = options.stop_grace_ms;
@@ -152,7 +155,7 @@ class Agent {
     log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
               " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
     log::info("trial containment: " + containment_->description());
-    start_keeper();
+    lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
     while (true) {
       int64_t now = clock_.now_ms();
       const bool drain = options_.drain && options_.drain->load();
@@ -163,14 +166,14 @@ class Agent {
       manage_link(now);
       wait_for_events(now);
       now = clock_.now_ms();
-      check_keeper(now);  // before the trials it may have ended are serviced
-      receive_messages(now);  // judges first whether the loop was frozen (check_frozen)
+      lease_.check_keeper(now);  // before the trials it may have ended are serviced
+      receive_messages(now);  // judges first whether the loop was frozen (Lease::check_frozen)
       service_trials(now);
-      check_lease(now);
+      lease_.check(now);
       check_health_if_due(now);
       heartbeat_if_due(now);
       containment_pending_ = containment_->collect(live_leaders());
-      publish_lease();
+      lease_.publish();
     }
     finish_shutdown();
     return exit_code_;
@@ -298,12 +301,7 @@ class Agent {
   void check_health_if_due(int64_t now) {
     if (health_checked_ms_ >= 0 && now - health_checked_ms_ < kHealthCheckMs) return;
     health_checked_ms_ = now;
-    if (keeper_ && !keeper_->alive()) {
-      log::warn("the lease keeper (pid " + std::to_string(keeper_->pid()) + ") is gone: starting another");
-      keeper_.reset();
-      start_keeper();
-      publish_lease();
-    }
+    lease_.restart_keeper_if_gone();
     std::string problem = workdir_problem(supervisor_options_.workdir_root);
     if (problem != health_problem_)
       problem.empty() ? log::info("the work directory is healthy again") : log::warn("self-check: " + problem);
@@ -341,7 +339,7 @@ class Agent {
         break;
     }
     if (containment_pending_) deadline = std::min(deadline, now + kContainmentRetryMs);
-    if (lease_ms_ > 0 && !lease_expired_ && running_count() > 0) deadline = std::min(deadline, lease_stop_at());
+    if (lease_.running() && running_count() > 0) deadline = std::min(deadline, lease_.stop_at());
     long timeout = static_cast<long>(std::max<int64_t>(0, deadline - now));
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout));
@@ -357,7 +355,7 @@ class Agent {
   void receive_messages(int64_t now) {
     // The loop may have been frozen anywhere, even between two messages:
     // each is judged fresh or stale by the clock when it is handled.
-    check_frozen(clock_.now_ms());
+    lease_.check_frozen(clock_.now_ms());
     if (!link_.is_open()) return;
     auto received = link_.receive_all();
     if (!received.ok()) {
@@ -365,7 +363,7 @@ class Agent {
       return;
     }
     for (const pr::Decoded& d : *received) {
-      check_frozen(clock_.now_ms());
+      lease_.check_frozen(clock_.now_ms());
       if (!link_.is_open()) break;  // what is left was read before a freeze: stale
       if (!d.ok()) {
         // Not a heartbeat: only well-formed messages prove the scheduler alive.
@@ -384,8 +382,7 @@ class Agent {
     backoff_.reset();
     if (ack.heartbeat_ms > 0) heartbeat_ms_ = ack.heartbeat_ms;
     if (ack.liveness > 0) liveness_ = ack.liveness;
-    lease_ms_ = ack.lease_ms;  // 0: an older scheduler, no lease
-    lease_expired_ = false;
+    lease_.renew(ack.lease_ms);  // 0: an older scheduler, no lease
     last_heard_ms_ = now;
     log::info("registered with " + options_.scheduler_endpoint + " as " + name_ + " (session " + link_.nonce() +
               ", " + std::to_string(running_count()) + " trials running)");
@@ -418,7 +415,7 @@ class Agent {
   void on(const pr::StartTrial& start, int64_t now) {
     TrialKey key{start.trial_id, start.attempt};
     auto it = trials_.find(key);
-    if (lease_expired_ && it == trials_.end()) {
+    if (lease_.expired() && it == trials_.end()) {
       // Sent before the lease ran out and read after: the scheduler may have
       // given it to another host since. Reported as not started (no retry
       // spent); the next REGISTER_ACK renews the lease.
@@ -728,102 +725,22 @@ class Agent {
     }));
   }
 
-  // ---- the lease (docs/protocol.md, "Leases") ------------------------------------
+  // ---- the lease (agent/lease.h): what it asks of this loop -----------------------
 
-  // The stop must be over (SIGKILL sent) when the lease ends: the scheduler
-  // requeues the trials a margin after that.
-  int64_t lease_grace_ms() const { return std::min<int64_t>(options_.stop_grace_ms, lease_ms_ / 2); }
-  int64_t lease_stop_at() const { return last_heard_ms_ + lease_ms_ - lease_grace_ms(); }
-
-  void check_lease(int64_t now) {
-    if (lease_ms_ <= 0 || lease_expired_ || shutting_down_ || now < lease_stop_at()) return;
-    if (link_.is_open()) receive_messages(now);  // what arrived during a long turn counts
-    if (lease_expired_ || now < lease_stop_at()) return;
-    expire_lease("lease expired: no word from the scheduler for " + std::to_string(now - last_heard_ms_) +
-                 " ms (lease " + std::to_string(lease_ms_) + " ms)", now);
+  int64_t last_heard_ms() const override { return last_heard_ms_; }
+  int heartbeat_ms() const override { return heartbeat_ms_; }
+  bool registered() const override { return link_state_ == Link::kRegistered; }
+  bool shutting_down() const override { return shutting_down_; }
+  size_t running_trials() const override { return running_count(); }
+  void read_messages(int64_t now) override {
+    if (link_.is_open()) receive_messages(now);
   }
-
-  // The keeper acts this long after the agent would (at SIGTERM and at
-  // SIGKILL), so that it only ever acts for an agent that could not, and
-  // still within the scheduler's margin (2 heartbeats after the agent's last
-  // message, which can be a heartbeat older than what it last heard).
-  int64_t keeper_slack_ms() const { return heartbeat_ms_ / 4; }
-
-  // The lease keeper (agent/lease_keeper.h) stops the trials if this loop
-  // cannot when the lease ends. Not with an injected clock (tests of the
-  // loop's timing): its deadlines are on the real monotonic clock.
-  void start_keeper() {
-    if (options_.clock) return;
-    auto keeper = LeaseKeeper::start(containment_->view());
-    if (!keeper.ok()) {
-      log::warn(keeper.status().message() + "; a frozen agent's trials will not be stopped at the end of its lease");
-      return;
-    }
-    keeper_ = std::move(*keeper);
-    keeper_seen_ = 0;
-    log::info("lease keeper: pid " + std::to_string(keeper_->pid()));
-  }
-
-  void publish_lease() {
-    if (!keeper_) return;
-    int64_t term_at = INT64_MAX, kill_at = INT64_MAX;
-    if (lease_ms_ > 0) {
-      kill_at = last_heard_ms_ + lease_ms_ + keeper_slack_ms();
-      // Once this loop has stopped the trials itself, the keeper only makes
-      // sure of the SIGKILL (the loop could be frozen during the grace).
-      if (!lease_expired_) term_at = lease_stop_at() + keeper_slack_ms();
-    }
-    keeper_->set_deadlines(term_at, kill_at);
-  }
-
-  // The keeper stopped trials while this loop could not act: they ended by
-  // their lease, and are reported so (cause agent_shutdown), as if this loop
-  // had stopped them.
-  void check_keeper(int64_t now) {
-    if (!keeper_) return;
-    uint32_t seen = keeper_->interventions();
-    if (seen == keeper_seen_) return;
-    keeper_seen_ = seen;
-    if (lease_expired_) return;  // this loop had stopped them already; the keeper made sure
-    // (What arrived while it was frozen may have been read already: the
-    // silence is not measured here.)
-    expire_lease("lease expired (lease " + std::to_string(lease_ms_) + " ms): stopped by the lease keeper while the "
-                 "agent could not act (stopped or frozen)", now);
-  }
-
-  // A loop that wakes past its lease's stop time by more than the keeper's
-  // slack could not act meanwhile (stopped, frozen in a debugger, starved):
-  // its wait is capped at that time (wait_for_events). What waits unread on
-  // the socket is then stale: heartbeats that would renew a lease already
-  // over, START_TRIALs the scheduler has since given up and requeued. The
-  // lease is over (as the keeper judged, if trials ran), and the agent
-  // registers again: only the new REGISTER_ACK renews it.
-  void check_frozen(int64_t now) {
-    if (lease_ms_ <= 0 || link_state_ != Link::kRegistered) return;
-    if (now <= lease_stop_at() + keeper_slack_ms()) return;
-    check_keeper(now);  // what the keeper did meanwhile is reported as its doing
-    if (!lease_expired_) {
-      expire_lease("lease expired: this agent could not act for " + std::to_string(now - last_heard_ms_) +
-                       " ms (lease " + std::to_string(lease_ms_) + " ms; stopped, frozen or starved)",
-                   now);
-    }
-    log::warn("what the scheduler sent while this agent could not act is stale: registering again");
-    give_up_connection(now, /*failed_try=*/false);
-  }
-
-  // Stops every trial so that none runs on once the scheduler requeues it.
-  // The SIGKILL comes at the lease's end, however late this loop noticed
-  // (a busy host): the grace runs to that end, not from now.
-  void expire_lease(const std::string& reason, int64_t now) {
-    lease_expired_ = true;
-    const int64_t grace = std::clamp<int64_t>(last_heard_ms_ + lease_ms_ - now, 0, lease_grace_ms());
-    size_t n = running_count();
-    if (n) log::warn(reason + ": stopping " + std::to_string(n) + " trials, so that none runs on two hosts once the "
-                     "scheduler requeues them");
+  void register_again(int64_t now) override { give_up_connection(now, /*failed_try=*/false); }
+  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) override {
     for (auto& [key, t] : trials_) {
       if (!t.supervisor || t.supervisor->finished()) continue;
       t.stopping_for_shutdown = true;  // reported as agent_shutdown: not the trial's doing
-      t.supervisor->request_stop(reason, static_cast<int>(grace));
+      t.supervisor->request_stop(reason, static_cast<int>(grace_ms));
     }
     for (Waiting& w : std::exchange(waiting_, {})) {
       TrialKey key{w.start.trial_id, w.start.attempt};
@@ -885,14 +802,11 @@ class Agent {
   int64_t last_sent_ms_ = 0;
   int heartbeat_ms_;
   int liveness_;
-  int64_t lease_ms_ = 0;        // from REGISTER_ACK; kept while reconnecting
-  bool lease_expired_ = false;  // its trials were stopped; until the next ACK
   Backoff backoff_;
   // Declared before trials_: their supervisors use it until destroyed.
   std::unique_ptr<Containment> containment_;
   bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
-  std::unique_ptr<LeaseKeeper> keeper_;  // null without one (an injected clock, or it could not start)
-  uint32_t keeper_seen_ = 0;             // its interventions already acted on
+  Lease lease_;  // and its keeper, which stops trials through containment_
   std::map<TrialKey, TrialState> trials_;
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {

@@ -18,8 +18,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "common/log.h"
@@ -180,6 +182,93 @@ bool environ_has(pid_t pid, const std::string& entry, bool prefix = false) {
   return false;
 }
 
+// Reads a cgroup control file through a descriptor kept open: kernfs makes
+// its text afresh for every read from offset 0. nullopt when it cannot.
+std::optional<std::string> read_control_fd(int fd) {
+  if (fd < 0) return std::nullopt;
+  char buf[1024];
+  ssize_t n;
+  do {
+    n = ::pread(fd, buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// The value of `key` in a flat keyed file ("key value" lines: cgroup.events,
+// cgroup.stat); nullopt when the key is absent.
+std::optional<long> keyed_value(const std::string& text, std::string_view key) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + at, end - at);
+    if (line.size() > key.size() && line.substr(0, key.size()) == key && line[key.size()] == ' ') {
+      return std::strtol(std::string(line.substr(key.size() + 1)).c_str(), nullptr, 10);
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The child cgroups of `dir` (a cgroup's subdirectories; its interface
+// files are regular files).
+std::vector<std::string> child_cgroups(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_type != DT_DIR || std::strcmp(e->d_name, ".") == 0 || std::strcmp(e->d_name, "..") == 0) continue;
+    out.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// Removes cgroup `dir` and the child cgroups a trial may have made in it,
+// deepest first. Returns the ones still emptying (EBUSY), children before
+// their parents, for a later try.
+std::vector<std::string> remove_cgroup_tree(const std::string& dir) {
+  if (::rmdir(dir.c_str()) == 0 || errno != EBUSY) return {};
+  // EBUSY: processes in it or below, or child cgroups (even empty ones).
+  std::vector<std::string> busy;
+  for (const std::string& child : child_cgroups(dir)) {
+    for (std::string& b : remove_cgroup_tree(child)) busy.push_back(std::move(b));
+  }
+  if (::rmdir(dir.c_str()) != 0 && errno == EBUSY) busy.push_back(dir);
+  return busy;
+}
+
+// Kills what the trials in an agent directory (one of a dead agent, or of
+// a dead agent whose pid this process now has) hold, and removes their
+// cgroups; a cgroup still emptying stays for the next start.
+void clear_agent_dir(const std::string& dir) {
+  DIR* t = ::opendir(dir.c_str());
+  if (!t) return;
+  std::vector<std::string> trials;
+  while (dirent* e = ::readdir(t)) {
+    if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(t);
+  for (const std::string& trial : trials) {
+    std::string events;
+    bool populated = read_small_file(trial + "/cgroup.events", events) &&
+                     keyed_value(events, "populated").value_or(1) != 0;
+    if (populated) {
+      log::warn("killing the processes a dead agent's trial left behind in " + trial);
+      kill_cgroup(trial, ::access((trial + "/cgroup.kill").c_str(), F_OK) == 0);
+      // The kill is asynchronous; this runs once, at start-up, so it may wait
+      // a little (bounded) for the cgroup to empty before removing it.
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (std::chrono::steady_clock::now() < until && read_small_file(trial + "/cgroup.events", events) &&
+             keyed_value(events, "populated").value_or(0) != 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    remove_cgroup_tree(trial);  // may still be emptying: then it stays for the next start
+  }
+}
+
 // Kills the trials of agents that died (SIGKILL) before removing their
 // cgroups: `<base>/swept-agent-PID` whose PID no longer runs.
 void clean_dead_agents(const std::string& base) {
@@ -195,20 +284,7 @@ void clean_dead_agents(const std::string& base) {
   }
   ::closedir(d);
   for (const std::string& dir : stale) {
-    DIR* t = ::opendir(dir.c_str());
-    if (!t) continue;
-    std::vector<std::string> trials;
-    while (dirent* e = ::readdir(t)) {
-      if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
-    }
-    ::closedir(t);
-    for (const std::string& trial : trials) {
-      if (!read_procs(trial).empty()) {
-        log::warn("killing the processes a dead agent's trial left behind in " + trial);
-        kill_cgroup(trial, ::access((trial + "/cgroup.kill").c_str(), F_OK) == 0);
-      }
-      ::rmdir(trial.c_str());  // may still be emptying: then it stays for the next start
-    }
+    clear_agent_dir(dir);
     ::rmdir(dir.c_str());
   }
 }
@@ -323,9 +399,12 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
     } else if (::access((*base + "/cgroup.procs").c_str(), W_OK) != 0) {
       why_not = "this process's cgroup " + *base + " is not writable (" + errno_text(errno) +
                 "): run the agent as root or in a delegated cgroup (systemd: Delegate=yes)";
-    } else if (::mkdir(agent_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      why_not = "cannot create " + agent_dir + " (" + errno_text(errno) + ")";
+    } else if (int made = ::mkdir(agent_dir.c_str(), 0755) == 0 ? 0 : errno; made != 0 && made != EEXIST) {
+      why_not = "cannot create " + agent_dir + " (" + errno_text(made) + ")";
     } else {
+      // It existed: a dead agent's that had this pid (a container's agent
+      // often has the same one each time). Its trials are not ours.
+      if (made == EEXIST) clear_agent_dir(agent_dir);
       std::string probe = agent_dir + "/probe";
       if (::mkdir(probe.c_str(), 0755) != 0 && errno != EEXIST) {
         why_not = "cannot create " + probe + " (" + errno_text(errno) + ")";
@@ -341,9 +420,13 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
         c->mode_ = ContainmentMode::kCgroup;
         c->agent_dir_ = agent_dir;
         c->has_cgroup_kill_ = ::access((agent_dir + "/cgroup.kill").c_str(), F_OK) == 0;
+        const char* reuse = std::getenv("SWEPT_AGENT_REUSE_CGROUPS");
+        c->reuse_cgroups_ = !(reuse && std::string_view(reuse) == "0");
+        c->subtree_control_fd_ = ::open((agent_dir + "/cgroup.subtree_control").c_str(), O_RDONLY | O_CLOEXEC);
         clean_dead_agents(*base);
         c->description_ = "cgroup v2, one cgroup per trial under " + agent_dir +
-                          (c->has_cgroup_kill_ ? " (killed with cgroup.kill)" : " (killed by freezing, no cgroup.kill)");
+                          (c->has_cgroup_kill_ ? " (killed with cgroup.kill" : " (killed by freezing, no cgroup.kill") +
+                          (c->reuse_cgroups_ ? "; emptied cgroups reused)" : "; no reuse)");
         return c;
       }
       ::rmdir(agent_dir.c_str());
@@ -360,26 +443,112 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
 }
 
 Containment::~Containment() {
-  // The agent is stopping: every trial has been reaped; remove what is left.
+  // The agent is stopping: every trial has been reaped; remove what is left,
+  // the pool's cgroups first (killing what one might hold: none should).
+  for (size_t slot = 0; slot < pool_.size(); ++slot) {
+    if (!pool_[slot].dir.empty()) retire(static_cast<int>(slot), !clean(pool_[slot], /*fully=*/false));
+  }
+  idle_.clear();
+  if (subtree_control_fd_ >= 0) ::close(subtree_control_fd_);
   for (int i = 0; i < 1000 && collect({}); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (mode_ == ContainmentMode::kCgroup) ::rmdir(agent_dir_.c_str());
 }
 
-Result<TrialContainer> Containment::prepare(int64_t sweep_id, int64_t trial_id, int attempt) {
+bool Containment::clean(const PooledCgroup& p, bool fully) const {
+  auto events = read_control_fd(p.events_fd);
+  if (!events || keyed_value(*events, "populated") != 0) return false;
+  if (keyed_value(*events, "frozen").value_or(0) != 0) return false;  // no "frozen" line: no v2 freezer
+  if (!fully) return true;
+  auto stat = read_control_fd(p.stat_fd);
+  if (!stat || keyed_value(*stat, "nr_descendants") != 0 ||
+      keyed_value(*stat, "nr_dying_descendants").value_or(0) != 0) {
+    return false;
+  }
+  auto controllers = read_control_fd(subtree_control_fd_);
+  return controllers && controllers->find_first_not_of(" \n") == std::string::npos;
+}
+
+void Containment::remove_cgroup(const std::string& dir) {
+  for (std::string& busy : remove_cgroup_tree(dir)) to_remove_.push_back(std::move(busy));
+}
+
+void Containment::retire(int slot, bool kill) {
+  PooledCgroup p = std::exchange(pool_[static_cast<size_t>(slot)], PooledCgroup{});
+  for (int fd : {p.dir_fd, p.events_fd, p.stat_fd}) {
+    if (fd >= 0) ::close(fd);
+  }
+  if (kill) kill_cgroup(p.dir, has_cgroup_kill_);
+  remove_cgroup(p.dir);
+}
+
+Result<TrialContainer> Containment::make_cgroup() {
   TrialContainer c;
-  uint64_t serial = ++next_serial_;
-  c.tag = tag_prefix_ + std::to_string(serial);
-  if (mode_ == ContainmentMode::kCgroup) {
-    c.cgroup_dir = agent_dir_ + "/trial-" + std::to_string(sweep_id) + "-" + std::to_string(trial_id) + "-" +
-                   std::to_string(attempt) + "-" + std::to_string(serial);
-    if (::mkdir(c.cgroup_dir.c_str(), 0755) != 0) {
+  // trial-N, N counting this agent's cgroups. A name taken already (left by
+  // a dead agent of this pid that could not be removed) is skipped.
+  for (int tries = 0;; ++tries) {
+    c.cgroup_dir = agent_dir_ + "/trial-" + std::to_string(++cgroups_made_);
+    if (::mkdir(c.cgroup_dir.c_str(), 0755) == 0) break;
+    if (errno != EEXIST || tries == 100) {
       return Status::IoError("cannot create the trial's cgroup " + c.cgroup_dir + ": " + errno_text(errno));
     }
-    // For clone3's CLONE_INTO_CGROUP; without it the child enters through
-    // cgroup.procs, so a failure here costs only that.
-    c.cgroup_fd = ::open(c.cgroup_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   }
+  // For clone3's CLONE_INTO_CGROUP; without it the child enters through
+  // cgroup.procs, so a failure here costs only that (and the reuse).
+  c.cgroup_fd = ::open(c.cgroup_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (!reuse_cgroups_ || c.cgroup_fd < 0) return c;
+  size_t slot = 0;
+  while (slot < pool_.size() && !pool_[slot].dir.empty()) ++slot;
+  if (slot == static_cast<size_t>(kMaxPooledCgroups)) return c;  // the pool is full: this one is the trial's alone
+  PooledCgroup p;
+  p.events_fd = ::open((c.cgroup_dir + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+  p.stat_fd = ::open((c.cgroup_dir + "/cgroup.stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (p.events_fd < 0 || p.stat_fd < 0) {  // cannot be checked: not reusable
+    for (int fd : {p.events_fd, p.stat_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+    return c;
+  }
+  p.dir = c.cgroup_dir;
+  p.dir_fd = c.cgroup_fd;
+  if (slot == pool_.size()) pool_.emplace_back();
+  pool_[slot] = std::move(p);
+  c.pool_slot = static_cast<int>(slot);
   return c;
+}
+
+Result<TrialContainer> Containment::prepare(int64_t sweep_id, int64_t trial_id, int attempt) {
+  uint64_t serial = ++next_serial_;
+  const std::string tag = tag_prefix_ + std::to_string(serial);
+  if (mode_ != ContainmentMode::kCgroup) {
+    TrialContainer c;
+    c.tag = tag;
+    return c;
+  }
+  // The most recently emptied cgroup first, checked again: nothing may have
+  // entered it since its trial ended.
+  while (!idle_.empty()) {
+    int slot = idle_.back();
+    idle_.pop_back();
+    const PooledCgroup& p = pool_[static_cast<size_t>(slot)];
+    if (!clean(p, /*fully=*/false)) {
+      log::warn("trial cgroup " + p.dir + " is no longer empty: killing what entered it and removing it");
+      retire(slot, /*kill=*/true);
+      continue;
+    }
+    TrialContainer c;
+    c.tag = tag;
+    c.cgroup_dir = p.dir;
+    c.cgroup_fd = p.dir_fd;
+    c.pool_slot = slot;
+    return c;
+  }
+  auto made = make_cgroup();
+  if (!made.ok()) {
+    return Status::IoError(made.status().message() + " (for trial " + std::to_string(trial_id) + " of sweep " +
+                           std::to_string(sweep_id) + ", attempt " + std::to_string(attempt) + ")");
+  }
+  made->tag = tag;
+  return made;
 }
 
 std::string Containment::procs_file(const TrialContainer& c) {
@@ -387,7 +556,7 @@ std::string Containment::procs_file(const TrialContainer& c) {
 }
 
 void Containment::launched(TrialContainer& c) {
-  if (c.cgroup_fd >= 0) ::close(c.cgroup_fd);
+  if (c.cgroup_fd >= 0 && c.pool_slot < 0) ::close(c.cgroup_fd);  // a pooled one's is the pool's
   c.cgroup_fd = -1;
 }
 
@@ -438,15 +607,28 @@ void Containment::kill_all_and_release(TrialContainer& c) {
   launched(c);
   if (mode_ == ContainmentMode::kCgroup) {
     if (c.cgroup_dir.empty()) return;
-    // Most trials leave nothing behind: the kernel removes an empty cgroup at
-    // once and refuses (EBUSY) one with processes, so trying that first spares
-    // the kill (three system calls, and the cgroup lock) per trial.
+    const int slot = std::exchange(c.pool_slot, -1);
+    if (slot >= 0) {
+      // Most trials leave nothing behind (the leader, a zombie now, no longer
+      // counts as populated): the cgroup goes back to the pool as it is. One
+      // that holds processes, or that its trial changed, is killed and removed.
+      if (clean(pool_[static_cast<size_t>(slot)], /*fully=*/true)) {
+        idle_.push_back(slot);
+      } else {
+        retire(slot, /*kill=*/true);
+      }
+      c.cgroup_dir.clear();
+      return;
+    }
+    // A cgroup of its own. The kernel removes an empty cgroup at once and
+    // refuses (EBUSY) one with processes, so trying that first spares the
+    // kill (three system calls, and the cgroup lock) per trial.
     if (::rmdir(c.cgroup_dir.c_str()) == 0 || errno == ENOENT) {
       c.cgroup_dir.clear();
       return;
     }
     kill_cgroup(c.cgroup_dir, has_cgroup_kill_);
-    if (::rmdir(c.cgroup_dir.c_str()) != 0 && errno == EBUSY) to_remove_.push_back(c.cgroup_dir);
+    remove_cgroup(c.cgroup_dir);
     c.cgroup_dir.clear();
     return;
   }
@@ -454,6 +636,7 @@ void Containment::kill_all_and_release(TrialContainer& c) {
 }
 
 bool Containment::collect(const std::vector<pid_t>& live_leaders) {
+  // In order: a trial's child cgroups were queued before the trial's.
   std::erase_if(to_remove_, [](const std::string& dir) { return ::rmdir(dir.c_str()) == 0 || errno != EBUSY; });
   std::erase_if(to_reap_, [](pid_t p) {
     int status = 0;

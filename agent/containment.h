@@ -7,9 +7,10 @@
 // agent contains trials in one of two modes, chosen once at start-up and
 // named in its start-up log (docs/deploy.md, "Trial containment"):
 //
-//  - kCgroup: each trial runs in its own cgroup v2, a child of a directory
-//    the agent makes under its own cgroup (`<agent's cgroup>/swept-agent-PID/
-//    trial-S-T-A-N`). The trial's process is created in it by the kernel
+//  - kCgroup: each trial runs in a cgroup v2 of its own while it runs, a
+//    child of a directory the agent makes under its own cgroup
+//    (`<agent's cgroup>/swept-agent-PID/trial-N`; see "Reuse" below for why
+//    N is not the trial's id). The trial's process is created in it by the kernel
 //    (clone3 with CLONE_INTO_CGROUP, through a descriptor of the directory
 //    opened here), or where the kernel cannot, enters it before it execs (it
 //    writes 0 to the cgroup's cgroup.procs); either way nothing it starts can
@@ -17,7 +18,31 @@
 //    process with the rights to write another cgroup's cgroup.procs can.
 //    SIGTERM goes to every process listed in cgroup.procs; the kill writes
 //    cgroup.kill (Linux 5.14), or else freezes the cgroup, SIGKILLs every pid
-//    listed and thaws it. The cgroup is removed once empty.
+//    listed and thaws it. A cgroup that held anything but the trial's main
+//    process when the trial ended is killed and removed once empty.
+//    Reuse: making and removing a cgroup costs the kernel about 35 us of the
+//    agent's thread per trial (kernfs nodes for every interface file, then
+//    their teardown), which is most of what containment adds to a short
+//    trial. So a trial cgroup found empty when its trial ends is kept (up to
+//    kMaxPooledCgroups, with descriptors of it and of its cgroup.events and
+//    cgroup.stat) and given to a later trial. It is reused only when it is
+//    truly clean: cgroup.events says "populated 0" (no process in it or below)
+//    and "frozen 0", cgroup.stat says it has no child cgroups (nor dying
+//    ones), and the agent's directory enables no controller for it
+//    (cgroup.subtree_control empty: the agent enables none, but someone else
+//    could). The emptiness is checked again just before the reuse. What a
+//    reused cgroup carries over, then: no limits and no controller counters
+//    (memory.peak, pids.max, memory.events and the like do not exist in it;
+//    where a controller is enabled nothing is reused and every trial gets a
+//    fresh cgroup, as before), but the core files' running totals do carry
+//    over: cpu.stat and the *.pressure totals count every trial the cgroup
+//    has held. swept reads none of them; a trial that reads its own cpu.stat
+//    must take differences. A trial that rewrites its own cgroup's core
+//    settings (cgroup.max.descendants, cgroup.max.depth, cgroup.type) is
+//    outside this guarantee, as it would be writing its parent's or another
+//    trial's: it runs as the agent's user. SWEPT_AGENT_REUSE_CGROUPS=0 turns
+//    reuse off (one fresh cgroup per trial; a diagnostic, and the benchmark's
+//    other side).
 //    Available when a cgroup v2 hierarchy is mounted and the agent may write
 //    its own cgroup (root, or a delegated subtree, e.g. systemd's
 //    Delegate=yes). The agent's own cgroup keeps the agent: the trials' cgroups
@@ -62,9 +87,14 @@ const char* containment_mode_name(ContainmentMode mode);
 struct TrialContainer {
   std::string cgroup_dir;  // kCgroup: the trial's cgroup directory; "" otherwise
   // kCgroup: a descriptor of cgroup_dir (O_PATH) for LaunchSpec::cgroup_fd,
-  // owned here until Containment::launched() or kill_all_and_release()
-  // closes it; -1 when none (the trial then enters through cgroup.procs).
+  // valid until Containment::launched() or kill_all_and_release(), which
+  // set it to -1 (closing it unless the Containment's pool owns it); -1 when
+  // none (the trial then enters through cgroup.procs).
   int cgroup_fd = -1;
+  // kCgroup: the slot of the Containment's pool of reusable cgroups that
+  // cgroup_dir belongs to (the pool owns cgroup_fd); -1 for a cgroup of this
+  // trial's alone (reuse off, or the pool full), removed when it ends.
+  int pool_slot = -1;
   std::string tag;         // kSubreaper: the value of SWEPT_TRIAL_TAG; also set in kCgroup (harmless)
   pid_t leader = -1;       // the trial's main process once launched
 };
@@ -111,7 +141,13 @@ class Containment {
   // kCgroup: the directory holding the trials' cgroups ("" otherwise).
   const std::string& cgroup_root() const { return agent_dir_; }
 
-  // A fresh container for one trial (kCgroup: its cgroup is made here).
+  // The most emptied trial cgroups kept for reuse (each holds three
+  // descriptors while kept or in use).
+  static constexpr int kMaxPooledCgroups = 64;
+
+  // A container for one trial (kCgroup: an empty cgroup of the pool, else one
+  // made here). The ids are for messages only. IoError when no cgroup can be
+  // made.
   Result<TrialContainer> prepare(int64_t sweep_id, int64_t trial_id, int attempt);
   // The file the trial's process writes 0 into before it execs when it is
   // not created in its cgroup ("" when none).
@@ -126,8 +162,9 @@ class Containment {
   // Sends `sig` to every process of the trial (the leader included).
   void signal_all(const TrialContainer& c, int sig);
   // Kills every process of the trial but the (zombie) leader, which its
-  // supervisor reaps, then removes the container (now or, for a cgroup still
-  // emptying, on a later collect()).
+  // supervisor reaps, then releases the container: a cgroup found empty goes
+  // back to the pool (or is removed), one that held processes is killed and
+  // removed (now or, while still emptying, on a later collect()).
   void kill_all_and_release(TrialContainer& c);
   // Retries the removal of emptied cgroups and reaps killed orphans; cheap
   // when there is nothing to do. Returns true while something is pending.
@@ -138,12 +175,36 @@ class Containment {
   // kSubreaper: the pids of the trial's processes now (leader excluded).
   std::vector<pid_t> find_tagged(const TrialContainer& c) const;
 
+  // A trial cgroup kept for reuse; `dir` empty: a free slot.
+  struct PooledCgroup {
+    std::string dir;
+    int dir_fd = -1;     // O_PATH, for clone3
+    int events_fd = -1;  // cgroup.events
+    int stat_fd = -1;    // cgroup.stat
+  };
+  // kCgroup: a new cgroup, in a pool slot when reuse is on and one is free.
+  Result<TrialContainer> make_cgroup();
+  // Whether the slot's cgroup is empty and not frozen; `fully`: also no
+  // child cgroups and no controller enabled for it (see "Reuse").
+  bool clean(const PooledCgroup& p, bool fully) const;
+  // Closes the slot's descriptors, removes its cgroup (killing what is in it
+  // first when `kill`) and frees the slot.
+  void retire(int slot, bool kill);
+  // Removes a trial cgroup and any child cgroups its trial made, deepest
+  // first; leaves what is still emptying in to_remove_.
+  void remove_cgroup(const std::string& dir);
+
   ContainmentMode mode_ = ContainmentMode::kSubreaper;
   std::string description_;
   std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID
   bool has_cgroup_kill_ = false;
   std::string tag_prefix_;  // "PID-INSTANCE-": every trial's tag starts so
   uint64_t next_serial_ = 0;
+  uint64_t cgroups_made_ = 0;  // names trial cgroups: trial-N
+  bool reuse_cgroups_ = true;            // SWEPT_AGENT_REUSE_CGROUPS != "0"
+  int subtree_control_fd_ = -1;          // agent_dir_/cgroup.subtree_control, for clean()
+  std::vector<PooledCgroup> pool_;       // at most kMaxPooledCgroups slots
+  std::vector<int> idle_;                // slots whose cgroup awaits its next trial
   std::vector<std::string> to_remove_;  // emptied cgroups not yet removable
   std::vector<pid_t> to_reap_;          // killed orphans (kSubreaper)
 };

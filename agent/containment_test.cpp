@@ -8,11 +8,15 @@
 
 #include <doctest/doctest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "agent/supervisor.h"
 #include "agent/test_util.h"
@@ -37,7 +41,32 @@ const char* ending_name(Ending e) {
   return e == Ending::kExits ? "exits" : e == Ending::kStopped ? "is stopped" : "times out";
 }
 
-void run_case(Containment& containment, Ending ending) {
+// Whether no process is left in any trial cgroup under the containment's
+// root (cgroup.events of each; an emptied cgroup may be kept for reuse).
+bool trial_cgroups_empty(const Containment& containment) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(containment.cgroup_root(), ec)) {
+    if (e.path().filename().string().rfind("trial-", 0) != 0) continue;
+    std::string events = swept::agent::testing::read_file(e.path().string() + "/cgroup.events");
+    if (events.find("populated 0") == std::string::npos) return false;
+  }
+  return true;
+}
+
+// The trial cgroups under the containment's root, by path.
+std::vector<std::string> trial_cgroups(const Containment& containment) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(containment.cgroup_root(), ec)) {
+    if (e.path().filename().string().rfind("trial-", 0) == 0) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// `in_cgroup`: the cgroup the trial must run in (a reused one), checked
+// while it runs; "" for any.
+void run_case(Containment& containment, Ending ending, const std::string& in_cgroup = "") {
   std::string mode = containment_mode_name(containment.mode());
   std::string how = ending_name(ending);
   CAPTURE(mode);
@@ -80,6 +109,11 @@ void run_case(Containment& containment, Ending ending) {
   REQUIRE(escaped > 0);
   CHECK(process_alive(escaped));
   CHECK(::getsid(escaped) != ::getsid(sup->pid()));  // it really left the trial's session
+  if (!in_cgroup.empty()) {
+    std::string procs = swept::agent::testing::read_file(in_cgroup + "/cgroup.procs");
+    CHECK_MESSAGE(("\n" + procs).find("\n" + std::to_string(escaped) + "\n") != std::string::npos,
+                  "the trial did not run in the reused cgroup " << in_cgroup << ": its procs are " << procs);
+  }
 
   if (ending == Ending::kStopped) sup->request_stop("stopped by the test");
   if (ending == Ending::kExits) std::ofstream(sup->working_dir() + "/go").put('\n');
@@ -94,16 +128,10 @@ void run_case(Containment& containment, Ending ending) {
   CHECK_MESSAGE(gone, "pid ", escaped, " outlived its trial");
   if (!gone) ::kill(escaped, SIGKILL);
 
-  // Nothing is left behind: the cgroup removed, or the orphan reaped.
+  // Nothing is left behind: no process in any trial cgroup (an emptied one
+  // may be kept for the next trial), or the orphan reaped.
   if (containment.mode() == ContainmentMode::kCgroup) {
-    auto no_trial_cgroups = [&] {
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator(containment.cgroup_root(), ec)) {
-        if (e.path().filename().string().rfind("trial-", 0) == 0) return false;
-      }
-      return true;
-    };
-    CHECK(swept::agent::testing::wait_until(no_trial_cgroups, step, 10000));
+    CHECK(swept::agent::testing::wait_until([&] { return trial_cgroups_empty(containment); }, step, 10000));
   } else {
     auto reaped = [&] {
       int status = 0;
@@ -256,4 +284,240 @@ TEST_CASE("containment: a trial is created in its cgroup (clone3) where the kern
     CHECK(bad.exec.code() == swept::StatusCode::kUnavailable);
     CHECK_MESSAGE(bad.exec.message().find("cannot enter the trial's cgroup") != std::string::npos, bad.exec.message());
   }
+}
+
+namespace {
+
+// Runs `argv` to its end in container `c` (not released) and returns what it
+// printed and its wait status.
+struct Ran {
+  std::string out;
+  int status = -1;
+};
+Ran run_in(TrialContainer& c, PosixLauncher& launcher, const std::vector<std::string>& argv) {
+  Ran r;
+  LaunchSpec spec;
+  spec.argv = argv;
+  spec.cgroup_procs = Containment::procs_file(c);
+  spec.cgroup_fd = c.cgroup_fd;
+  auto child = launcher.launch(spec);
+  Containment::launched(c);
+  REQUIRE_MESSAGE(child.ok(), child.status().ToString());
+  c.leader = child->pid;
+  swept::agent::testing::wait_until(
+      [&] {
+        char buf[4096];
+        ssize_t n = ::read(child->stdout_fd, buf, sizeof buf);
+        if (n > 0) r.out.append(buf, static_cast<size_t>(n));
+        return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
+      },
+      [&](int w) { swept::agent::testing::poll_readable({child->stdout_fd}, w); });
+  ::waitpid(child->pid, &r.status, 0);
+  CHECK(child->exec->outcome().ok());
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+  return r;
+}
+
+bool exists(const std::string& path) { return std::filesystem::exists(path); }
+
+// Waits (with a deadline) until `path` is gone, collecting as the agent does.
+bool removed(Containment& containment, const std::string& path) {
+  return swept::agent::testing::wait_until(
+      [&] { return !exists(path); },
+      [&](int w) {
+        containment.collect({});
+        swept::agent::testing::poll_readable({}, std::min(w, 5));
+      },
+      10000);
+}
+
+}  // namespace
+
+TEST_CASE("containment: an emptied trial cgroup is reused only while clean, and its trial is still killed as a whole") {
+  auto made = Containment::create("cgroup");
+  if (!made.ok()) {
+    MESSAGE("cgroup v2 containment NOT exercised on this machine: " << made.status().message());
+    return;
+  }
+  Containment& k = **made;
+  PosixLauncher launcher;
+
+  // A trial that leaves nothing behind: its cgroup is kept, empty, and is the
+  // next trial's.
+  auto a = k.prepare(1, 1, 1);
+  REQUIRE(a.ok());
+  const std::string dir = a->cgroup_dir;
+  run_in(*a, launcher, {"/bin/true"});
+  k.kill_all_and_release(*a);
+  CHECK(trial_cgroups(k) == std::vector<std::string>{dir});
+  auto b = k.prepare(1, 2, 1);
+  REQUIRE(b.ok());
+  CHECK(b->cgroup_dir == dir);
+  CHECK(b->cgroup_fd >= 0);
+  CHECK(swept::agent::testing::read_file(dir + "/cgroup.procs").empty());  // truly empty when given out
+  Ran in_it = run_in(*b, launcher, {"/bin/cat", "/proc/self/cgroup"});
+  CHECK_MESSAGE(in_it.out.find("0::" + dir.substr(dir.find("/swept-agent-")) + "\n") != std::string::npos, in_it.out);
+  k.kill_all_and_release(*b);
+
+  // A trial in the reused cgroup whose escaped process outlives it: killed
+  // with it, and that cgroup is not reused but removed.
+  run_case(k, Ending::kExits, /*in_cgroup=*/dir);
+  CHECK(removed(k, dir));
+
+  // Something that entered an idle cgroup (a process moved in by hand): the
+  // cgroup is not given out; what is in it is killed and it is removed.
+  auto c = k.prepare(1, 3, 1);
+  REQUIRE(c.ok());
+  const std::string idle = c->cgroup_dir;
+  run_in(*c, launcher, {"/bin/true"});
+  k.kill_all_and_release(*c);
+  pid_t intruder = ::fork();
+  if (intruder == 0) {
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(intruder > 0);
+  std::ofstream(idle + "/cgroup.procs") << intruder << "\n";
+  auto d = k.prepare(1, 4, 1);
+  REQUIRE(d.ok());
+  CHECK(d->cgroup_dir != idle);
+  int status = 0;
+  bool reaped = swept::agent::testing::wait_until([&] { return ::waitpid(intruder, &status, WNOHANG) == intruder; },
+                                                  [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); },
+                                                  10000);
+  CHECK_MESSAGE(reaped, "the process moved into an idle trial cgroup was not killed");
+  if (!reaped) ::kill(intruder, SIGKILL);
+  CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
+  CHECK(removed(k, idle));
+  run_in(*d, launcher, {"/bin/true"});
+  k.kill_all_and_release(*d);
+
+  // A cgroup its trial made a child cgroup in (a trial may: it runs as the
+  // agent's user) is not reused: it is removed, child first.
+  auto e = k.prepare(1, 5, 1);
+  REQUIRE(e.ok());
+  const std::string nested = e->cgroup_dir;
+  run_in(*e, launcher, {"/bin/true"});
+  REQUIRE(::mkdir((nested + "/sub").c_str(), 0755) == 0);
+  k.kill_all_and_release(*e);
+  CHECK(removed(k, nested));
+}
+
+TEST_CASE("containment: no trial cgroup leaks: after many trials at most one per concurrent trial, none after the agent") {
+  auto made = Containment::create("cgroup");
+  if (!made.ok()) {
+    MESSAGE("cgroup v2 containment NOT exercised on this machine: " << made.status().message());
+    return;
+  }
+  std::unique_ptr<Containment> k = std::move(*made);
+  const std::string root = k->cgroup_root();
+  PosixLauncher launcher;
+  for (int round = 0; round < 10; ++round) {
+    std::vector<TrialContainer> running;
+    for (int i = 0; i < 4; ++i) {
+      auto c = k->prepare(1, round * 4 + i, 1);
+      REQUIRE(c.ok());
+      running.push_back(*c);
+    }
+    for (TrialContainer& c : running) run_in(c, launcher, {"/bin/true"});
+    for (TrialContainer& c : running) k->kill_all_and_release(c);
+  }
+  CHECK(trial_cgroups(*k).size() == 4);
+  k.reset();  // the agent stops: its directory goes, pooled cgroups and all
+  CHECK_FALSE(exists(root));
+
+  // With reuse turned off, every trial's cgroup is its own and removed at its end.
+  ::setenv("SWEPT_AGENT_REUSE_CGROUPS", "0", 1);
+  auto fresh = Containment::create("cgroup");
+  ::unsetenv("SWEPT_AGENT_REUSE_CGROUPS");
+  REQUIRE(fresh.ok());
+  auto c1 = (*fresh)->prepare(1, 1, 1);
+  REQUIRE(c1.ok());
+  const std::string first = c1->cgroup_dir;
+  CHECK(c1->pool_slot == -1);
+  run_in(*c1, launcher, {"/bin/true"});
+  (*fresh)->kill_all_and_release(*c1);
+  CHECK(trial_cgroups(**fresh).empty());
+  auto c2 = (*fresh)->prepare(1, 2, 1);
+  REQUIRE(c2.ok());
+  CHECK(c2->cgroup_dir != first);
+  run_in(*c2, launcher, {"/bin/true"});
+  (*fresh)->kill_all_and_release(*c2);
+}
+
+TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are killed and removed at the next start") {
+  {
+    auto probe = Containment::create("cgroup");
+    if (!probe.ok()) {
+      MESSAGE("cgroup v2 containment NOT exercised on this machine: " << probe.status().message());
+      return;
+    }
+  }
+  int report[2];
+  REQUIRE(::pipe(report) == 0);
+  pid_t agent = ::fork();
+  REQUIRE(agent >= 0);
+  if (agent == 0) {
+    // The agent that dies: one trial whose setsid'd process outlives it (the
+    // trial's own process gets SIGKILL with the agent, PR_SET_PDEATHSIG).
+    ::close(report[0]);
+    auto k = Containment::create("cgroup");
+    if (!k.ok()) ::_exit(1);
+    auto c = (*k)->prepare(1, 1, 1);
+    if (!c.ok()) ::_exit(2);
+    PosixLauncher launcher;
+    LaunchSpec spec;
+    spec.argv = {"/bin/sh", "-c", "setsid sleep 1000 & wait"};
+    spec.cgroup_procs = Containment::procs_file(*c);
+    spec.cgroup_fd = c->cgroup_fd;
+    auto child = launcher.launch(spec);
+    if (!child.ok()) ::_exit(3);
+    std::string line = c->cgroup_dir + "\n" + std::to_string(child->pid) + "\n";
+    if (::write(report[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) ::_exit(4);
+    for (;;) ::pause();
+  }
+  ::close(report[1]);
+  std::string got;
+  swept::agent::testing::wait_until(
+      [&] {
+        char buf[512];
+        ssize_t n = ::read(report[0], buf, sizeof buf);
+        if (n > 0) got.append(buf, static_cast<size_t>(n));
+        return n <= 0 || std::count(got.begin(), got.end(), '\n') == 2;
+      },
+      [&](int w) { swept::agent::testing::poll_readable({report[0]}, w); });
+  ::close(report[0]);
+  std::istringstream fields(got);
+  std::string cgroup;
+  long leader = 0;
+  fields >> cgroup >> leader;
+  REQUIRE_MESSAGE(leader > 0, "the agent reported: " << got);
+  const std::string agent_dir = cgroup.substr(0, cgroup.rfind('/'));
+  // The escaped process: the one in the trial's cgroup that is not its leader.
+  pid_t escaped = -1;
+  swept::agent::testing::wait_until(
+      [&] {
+        std::istringstream procs(swept::agent::testing::read_file(cgroup + "/cgroup.procs"));
+        for (long p; procs >> p;) {
+          if (p != leader) escaped = static_cast<pid_t>(p);
+        }
+        return escaped > 0;
+      },
+      [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); });
+  ::kill(agent, SIGKILL);
+  int status = 0;
+  ::waitpid(agent, &status, 0);
+  REQUIRE(escaped > 0);
+  CHECK(process_alive(escaped));
+  CHECK(exists(cgroup));
+
+  auto next = Containment::create("cgroup");  // the next agent, in the same cgroup
+  REQUIRE(next.ok());
+  CHECK_FALSE(exists(agent_dir));
+  bool gone = swept::agent::testing::wait_until([&] { return !process_alive(escaped); },
+                                                [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); },
+                                                10000);
+  CHECK_MESSAGE(gone, "pid ", escaped, " left by the dead agent's trial still runs");
+  if (!gone) ::kill(escaped, SIGKILL);
+  ::waitpid(escaped, &status, WNOHANG);  // ours to reap if this process is a subreaper
 }
