@@ -83,6 +83,8 @@ BrokerStats Broker::stats() const {
   s.loop_cpu_seconds = stat_cpu_.load();
   s.ingest_seconds = stat_ingest_.load();
   s.turns = stat_turns_.load();
+  s.stalls = stat_stalls_.load();
+  s.stalled_ms = stat_stalled_ms_.load();
   return s;
 }
 
@@ -488,6 +490,11 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
 Status Broker::check_timers() {
   const int64_t now = clock_.now_ms();
   const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
+  // A turn never waits longer than a heartbeat for input (turn()), so a
+  // longer gap since the previous check is the loop's own absence.
+  if (last_timers_ms_ && now - *last_timers_ms_ > options_.heartbeat_ms)
+    excuse_stall(now, now - *last_timers_ms_ - options_.heartbeat_ms);
+  last_timers_ms_ = now;
   std::vector<std::string> silent;
   for (const auto& [rid, s] : sessions_)
     if (now - s.last_heard_ms > liveness_ms) silent.push_back(rid);
@@ -499,6 +506,26 @@ Status Broker::check_timers() {
   SWEPT_RETURN_IF_ERROR(lifecycle_.check_deadlines(
       [&](const std::string& agent) { return routing_by_name_.count(agent) != 0; }, lease_ms()));
   return forget_old_agents();
+}
+
+void Broker::excuse_stall(int64_t now_ms, int64_t stall_ms) {
+  // What an agent sent while this loop was away may be waiting unread (in
+  // ZeroMQ's queues or the kernel's, or not even received: the I/O thread
+  // may have starved too), so its silence is counted from its last message
+  // plus the stall, never past now (one read this turn stays heard now).
+  // An agent that is really gone is still declared lost, a liveness after
+  // the loop came back. Deadlines move the same way: a lost agent's lease
+  // (later is safe: it has stopped its trials by then), an unconfirmed
+  // start, a restart's grace.
+  for (auto& [rid, s] : sessions_) s.last_heard_ms = std::min(now_ms, s.last_heard_ms + stall_ms);
+  lifecycle_.postpone_deadlines(stall_ms);
+  stat_stalls_++;
+  stat_stalled_ms_ += stall_ms;
+  // A loop a little late under load is common; one away for a heartbeat or
+  // more is worth saying, with what it was not blamed on.
+  if (stall_ms >= options_.heartbeat_ms)
+    log::warn("the scheduler's loop came back " + std::to_string(stall_ms) + " ms late (starved of CPU, stopped, "
+              "or a slow disk): agents' silence and trial deadlines are counted without that time");
 }
 
 Status Broker::dispatch() {

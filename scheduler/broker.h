@@ -122,6 +122,11 @@ struct BrokerStats {
   double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
   double ingest_seconds = 0;      // wall time spent storing METRICS batches
   int64_t turns = 0;
+  // Times the loop itself came back more than a heartbeat late (starved of
+  // CPU, stopped, a slow disk), and how long it was away in all: time no
+  // agent is blamed for (see Broker::excuse_stall).
+  int64_t stalls = 0;
+  int64_t stalled_ms = 0;
 };
 
 class Broker {
@@ -233,6 +238,12 @@ class Broker {
   int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
   int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
   Status check_timers();
+  // The loop was away `stall_ms` longer than it ever waits (a heartbeat):
+  // the agents' messages of that time may still be unread, so their silence
+  // and every deadline of the lifecycle are counted without it. Without this
+  // a scheduler starved of CPU past liveness declared every agent lost at
+  // once, blaming them for its own stall (docs/protocol.md, "Heartbeats").
+  void excuse_stall(int64_t now_ms, int64_t stall_ms);
   // ---- host faults, quarantine, agent housekeeping (broker_agents.cpp) ----
   // One more launch failure of `agent`'s host; quarantines it at the limit.
   Status note_host_fault(const std::string& agent, const std::string& reason);
@@ -279,6 +290,7 @@ class Broker {
   bool gathering_ = false;  // the open transaction waits for more (turn())
   int64_t gather_until_us_ = 0;  // clock_.now_us() when the gather window closes
   int64_t last_heartbeat_round_ms_ = 0;
+  std::optional<int64_t> last_timers_ms_;  // clock_.now_ms() at the previous check_timers()
   std::atomic<bool> cancel_all_requested_{false};
   mutable Mutex unplaceable_mutex_;
   std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
@@ -290,7 +302,7 @@ class Broker {
   std::condition_variable_any change_cv_;
   int64_t changes_ SWEPT_GUARDED_BY(change_mutex_) = 0;
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0},
-      stat_host_requeues_{0};
+      stat_host_requeues_{0}, stat_stalls_{0}, stat_stalled_ms_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 

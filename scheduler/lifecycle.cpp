@@ -610,6 +610,11 @@ Status TrialLifecycle::check_deadlines(const std::function<bool(const std::strin
   return Status::Ok();
 }
 
+void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
+  for (auto& [id, lt] : live_)
+    if (lt.await_deadline_ms > 0) lt.await_deadline_ms += stall_ms;
+}
+
 // ---- clients ----
 
 Status TrialLifecycle::cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count) {

@@ -321,6 +321,35 @@ TEST_CASE("lifecycle: an unconfirmed start waits past a re-registration until it
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
 }
 
+TEST_CASE("lifecycle: a stall of the scheduler's loop moves every deadline by its length") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  StartTrial leased = u.run(sweep, "a");            // its agent went silent: it waits for the lease
+  u.life->agent_silent("a", u.clock.now_ms() + 800);
+  StartTrial unconfirmed = u.dispatch(sweep, "b");  // b re-registered without it: it waits for TRIAL_STARTED
+  REQUIRE(u.life->reconcile("b", {}, {}, u.clock.now_ms() + 300).ok());
+  auto only_b = [](const std::string& agent) { return agent == "b"; };
+  // The loop was away 1000 ms: the clock passed both deadlines with no turn.
+  u.clock.advance_ms(1000);
+  u.life->postpone_deadlines(1000);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->size() == 2);  // neither is given up at once
+  u.clock.advance_ms(300);     // 300 ms of the loop's own time: the start is overdue
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->find(leased.trial_id) != nullptr);
+  CHECK(u.life->find(unconfirmed.trial_id) != nullptr);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->find(unconfirmed.trial_id) == nullptr);
+  CHECK(u.life->find(leased.trial_id) != nullptr);  // its lease still runs
+  u.clock.advance_ms(500);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(leased.trial_id) +
+            " AND state='lost' AND reason LIKE '%lease (600 ms) is over%'") == 1);
+}
+
 TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when either ends") {
   Unit u;
   const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
