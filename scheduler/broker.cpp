@@ -103,8 +103,8 @@ Status Broker::ensure_tx() {
   return store_.begin();
 }
 
-void Broker::send_later(const std::string& routing_id, Message m) {
-  outgoing_.push_back({routing_id, std::move(m)});
+void Broker::send_later(const std::string& routing_id, Message m, std::string_view protocol_id) {
+  outgoing_.push_back({routing_id, std::move(m), protocol_id});
 }
 
 void Broker::post_mail() {
@@ -115,7 +115,7 @@ void Broker::post_mail() {
 void Broker::flush() {
   int64_t now = clock_.now_ms();
   for (auto& o : outgoing_) {
-    Status s = zmqio::send(socket_, o.routing_id, encode(o.message));
+    Status s = zmqio::send(socket_, o.routing_id, encode(o.message, o.protocol_id));
     if (!s.ok()) log::debug("dropped " + std::string(kind_name(o.message)) + ": " + s.message());
     if (auto it = sessions_.find(o.routing_id); it != sessions_.end()) it->second.last_sent_ms = now;
   }
@@ -311,12 +311,17 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
       case DecodeFailure::kNotSwept:
         log::debug("dropped a message that is not swept's from " + routing_id + ": " + d.error);
         return Status::Ok();
-      case DecodeFailure::kVersion:
+      case DecodeFailure::kVersion: {
+        // A peer of the version before gets the refusal in its own framing
+        // (those bodies did not change), so that it can say why it stops;
+        // any other version gets ours.
+        const std::string_view id = frames[0] == kPreviousProtocolId ? kPreviousProtocolId : kProtocolId;
         if (d.kind == "REGISTER")
-          send_later(routing_id, RegisterReject{"bad_request", d.error, 0});
+          send_later(routing_id, RegisterReject{"version", d.error, 0}, id);
         else
-          send_later(routing_id, Error{d.request_id, "version", d.error});
+          send_later(routing_id, Error{d.request_id, "version", d.error}, id);
         break;
+      }
       default:
         send_later(routing_id, Error{d.request_id, "malformed", d.error});
         break;
@@ -362,7 +367,10 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
 // ---- agents (registration and authorization: broker_agents.cpp) ----
 
 Status Broker::handle_agent(Session& s, const Message& m) {
-  if (auto* hb = std::get_if<Heartbeat>(&m)) return note_health(s, hb->healthy, hb->health);
+  if (auto* hb = std::get_if<Heartbeat>(&m)) {
+    note_draining(s, hb->draining);
+    return note_health(s, hb->healthy, hb->health);
+  }
   if (auto* st = std::get_if<TrialStarted>(&m)) {
     if (!lifecycle_.started(s.name, *st)) {
       log::info("agent " + s.name + " started trial " + to_s(st->trial_id) + " attempt " +
@@ -389,7 +397,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
 Status Broker::on_trial_exited(Session& s, const TrialExited& e) {
   auto outcome = lifecycle_.exited(s.name, e);
   if (!outcome.ok()) return outcome.status();
-  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome, /*live=*/true));
+  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome));
   send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
   return Status::Ok();
 }

@@ -38,6 +38,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
@@ -195,8 +196,8 @@ class Broker {
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
     std::string key;           // the Z85 public key it connected with; empty without CURVE
     std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
-    // It reported a trial stopped by its own shutdown or drain
-    // (agent_shutdown): it is leaving, so nothing more is placed on it.
+    // It says it drains or shuts down (REGISTER / HEARTBEAT `draining`): it
+    // is leaving, so nothing more is placed on it.
     bool draining = false;
   };
   struct Quarantine {
@@ -206,10 +207,14 @@ class Broker {
   struct Outgoing {
     std::string routing_id;
     protocol::Message message;
+    // Frame 0: ours, or kPreviousProtocolId to refuse a peer of that version
+    // in words it can read.
+    std::string_view protocol_id = protocol::kProtocolId;
   };
 
   Status ensure_tx();
-  void send_later(const std::string& routing_id, protocol::Message m);
+  void send_later(const std::string& routing_id, protocol::Message m,
+                  std::string_view protocol_id = protocol::kProtocolId);
   // Queues what the lifecycle decided to send (to agents by name; an agent
   // not connected now gets it again when it re-registers, see reconcile).
   void post_mail();
@@ -226,9 +231,10 @@ class Broker {
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
   Status on_trial_exited(Session& s, const protocol::TrialExited& e);
-  // What an agent's TRIAL_EXITED says of its host, and whether it is leaving
-  // (`live`: sent as such, not listed in a REGISTER's `finished`).
-  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live);
+  // What an agent's TRIAL_EXITED says of its host.
+  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
+  // What an agent says of its leaving (REGISTER / HEARTBEAT `draining`).
+  void note_draining(Session& s, bool draining);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);

@@ -243,3 +243,70 @@ TEST_CASE("a stall of the scheduler's own loop past liveness declares no agent l
   CHECK(query_int(f.db.path, "SELECT attempts FROM trials WHERE id=" + std::to_string(by_agent["a"].trial_id) +
                                  " AND state='running'") == 1);
 }
+
+TEST_CASE("an agent that says it drains gets no more work; an agent_shutdown exit alone says nothing of its agent") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1, 2, 3]}}})").ok());
+  auto first = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{first.trial_id, 1, 5, 1.0, "w", {}});
+  // Its trial ends agent_shutdown, the agent saying nothing of a drain (its
+  // lease stopped it, say, whatever the reason's words): requeued at no
+  // cost, and the agent, still taking work, gets the next one.
+  TrialExited stopped = exited(first.trial_id, 1, 0);
+  stopped.cause = ExitCause::kAgentShutdown;
+  stopped.exit_code.reset();
+  stopped.reason = "agent a draining";
+  a.send(stopped);
+  expect<ExitAck>(*f.broker, a);
+  auto second = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{second.trial_id, second.attempt, 6, 2.0, "w", {}});
+
+  // Now it says it drains (before it reports what it stops, as agents do):
+  // its freed place gets nothing.
+  Heartbeat leaving;
+  leaving.draining = true;
+  a.send(leaving);
+  TrialExited again = exited(second.trial_id, second.attempt, 0);
+  again.cause = ExitCause::kAgentShutdown;
+  again.exit_code.reset();
+  again.reason = "agent a draining";
+  a.send(again);
+  expect<ExitAck>(*f.broker, a);
+  CHECK(starts(*f.broker, a, 0).empty());
+  CHECK(second.trial_id == first.trial_id);  // the requeued trial went first
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='queued' AND id=" +
+                                 std::to_string(first.trial_id)) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='queued' AND reason LIKE "
+                             "'requeued (costs no retry)%'") == 2);
+  // Another agent takes the work.
+  Peer& b = f.agent("b", 1);
+  expect<StartTrial>(*f.broker, b);
+}
+
+TEST_CASE("a peer of protocol version 1 is refused in words it can read") {
+  Fixture f;
+  f.start();
+  Peer old(f.broker->endpoint(), "old#1");
+  Register reg = registration("old", 1);
+  Frames v1 = encode(reg, kPreviousProtocolId);
+  REQUIRE(v1[0] == "swept/1");
+  old.send_raw(v1);
+  Frames reply;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (reply.empty()) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    REQUIRE(f.broker->turn(5).ok());
+    auto got = zmqio::receive(old.sock, false, true);
+    REQUIRE(got.ok());
+    if (got->has_value()) reply = (*got)->frames;
+  }
+  REQUIRE(reply.size() == 3);
+  CHECK(reply[0] == "swept/1");  // its own framing: an old agent reads this and stops
+  CHECK(reply[1] == "REGISTER_REJECT");
+  CHECK(reply[2].find("\"version\"") != std::string::npos);
+  CHECK(reply[2].find("this peer speaks swept/2") != std::string::npos);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM agents") == 0);
+}

@@ -38,8 +38,10 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
       break;
     case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
     // The agent stopped it because the agent itself stops (drained before a
-    // Slurm time limit, or told to stop): not the trial's doing, so it goes
-    // back to the queue without spending a retry (docs/protocol.md).
+    // Slurm time limit, or told to stop) or its lease ran out: not the
+    // trial's doing, so it goes back to the queue without spending a retry
+    // (a lease stop of a lost agent's trial is a loss: exited() says so;
+    // docs/protocol.md).
     case ExitCause::kAgentShutdown: event = {TrialEventKind::kRequeue}; why = "its agent shut down"; break;
     case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
   }

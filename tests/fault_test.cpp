@@ -139,7 +139,7 @@ TEST_CASE("a flood of malformed messages is logged throttled, with the count of 
   rogue.connect(sched.endpoint);
   const int kFlood = 500;
   for (int i = 0; i < kFlood; ++i)
-    REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "METRICS", "{\"trial_id\": \"x\"}"}).ok());
+    REQUIRE(swept::zmqio::send(rogue, "", {std::string(swept::protocol::kProtocolId), "METRICS", "{\"trial_id\": \"x\"}"}).ok());
   // Every one is still answered.
   for (int i = 0; i < kFlood; ++i) {
     auto got = swept::zmqio::receive(rogue, false, false);
