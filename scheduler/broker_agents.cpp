@@ -159,7 +159,6 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   // Whether it is leaving is what this REGISTER says (a reconnect on the
   // same connection keeps the session), not what it reports stopped: trials
   // its lease stopped end agent_shutdown too, by an agent that stays.
-  s.draining = false;
   note_draining(s, r.draining);
   if (options_.keys) s.key = current_key_;
   s.last_heard_ms = now;
