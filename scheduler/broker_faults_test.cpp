@@ -205,7 +205,7 @@ TEST_CASE("an agent whose lease stopped its trials registers again and gets work
   CHECK(rerun.attempt == 2);
 }
 
-TEST_CASE("a stall of the scheduler's own loop past liveness declares no agent lost; one still silent a liveness later is") {
+TEST_CASE("a stall of the scheduler's own loop past liveness declares no agent lost - one still silent a liveness later is") {
   Fixture f;
   f.start();
   Peer& a = f.agent("a", 1);
@@ -244,7 +244,7 @@ TEST_CASE("a stall of the scheduler's own loop past liveness declares no agent l
                                  " AND state='running'") == 1);
 }
 
-TEST_CASE("an agent that says it drains gets no more work; an agent_shutdown exit alone says nothing of its agent") {
+TEST_CASE("an agent that says it drains gets no more work - an agent_shutdown exit alone says nothing of its agent") {
   Fixture f;
   f.start();
   Peer& a = f.agent("a", 1);

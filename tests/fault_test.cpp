@@ -176,8 +176,11 @@ TEST_CASE("an agent whose lease ran out while the scheduler was frozen gets work
                          R"({"method": "grid", "max_retries": 5, "command": [")" + kTestsDir + R"(/trial.sh", "${args}"],
                              "parameters": {"mode": {"value": "normal"}, "steps": {"value": 1},
                                             "secs": {"values": [3, 0.1, 0.2]}}})");
+  // Running there, as the agent confirmed (TRIAL_STARTED): so the agent has
+  // its lease. Under load its first REGISTER_ACK can come after it gave up
+  // that connection, while the scheduler already placed the trial there.
   REQUIRE(eventually([&] {
-    return db_int(sched.db, "SELECT COUNT(*) FROM attempts WHERE agent='a' AND state='running'") == 1;
+    return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE agent='a' AND state='running' AND started_at IS NOT NULL") == 1;
   }));
   sched.process->signal(SIGSTOP);
   // The lease (2 x 100 ms x 5) runs out: the agent stops trial 0.
@@ -213,7 +216,9 @@ TEST_CASE("a scheduler stopped past liveness (SIGSTOP) declares no agent lost on
   int64_t sweep = submit(dir, endpoint,
                          R"({"method": "grid", "max_retries": 0, "command": [")" + kTestsDir + R"(/trial.sh", "${args}"],
                              "parameters": {"mode": {"value": "normal"}, "steps": {"value": 1}, "secs": {"value": 4}}})");
-  REQUIRE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM attempts WHERE agent='a' AND state='running'") == 1; }));
+  REQUIRE(eventually([&] {
+    return db_int(db, "SELECT COUNT(*) FROM trials WHERE agent='a' AND state='running' AND started_at IS NOT NULL") == 1;
+  }));  // confirmed by the agent: registered, with its lease
   sched.signal(SIGSTOP);
   // Stopped until the agent itself has found it silent past liveness.
   const bool noticed = eventually([&] { return agent.log().find("scheduler silent for") != std::string::npos; }, 30);
