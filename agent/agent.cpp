@@ -255,6 +255,7 @@ class Agent final : private LeaseHost {
     check_health_if_due(now);
     reg.healthy = health_problem_.empty();
     reg.health = health_problem_;
+    reg.draining = shutting_down_;
     // Trials waiting for a place are not running: a new session forgets
     // them (docs/protocol.md, Reconciliation), and the scheduler requeues them.
     if (!waiting_.empty()) {
@@ -288,10 +289,18 @@ class Agent final : private LeaseHost {
   }
 
   void heartbeat_if_due(int64_t now) {
-    if (link_state_ != Link::kRegistered || now - last_sent_ms_ < heartbeat_ms_) return;
+    if (now - last_sent_ms_ < heartbeat_ms_) return;
+    send_heartbeat();
+  }
+
+  // Carries the self-check and whether this agent is leaving (`draining`:
+  // the scheduler places nothing more here).
+  void send_heartbeat() {
+    if (link_state_ != Link::kRegistered) return;
     pr::Heartbeat hb;
     hb.healthy = health_problem_.empty();
     hb.health = health_problem_;
+    hb.draining = shutting_down_;
     send(hb);
   }
 
@@ -368,6 +377,15 @@ class Agent final : private LeaseHost {
       if (!d.ok()) {
         // Not a heartbeat: only well-formed messages prove the scheduler alive.
         log::warn("dropped a message from the scheduler (" + d.kind + "): " + d.error);
+        if (d.failure == pr::DecodeFailure::kVersion && d.kind == "REGISTER_REJECT" && !shutting_down_) {
+          // A scheduler of another swept version refused us: retrying cannot help.
+          log::error("the scheduler at " + options_.scheduler_endpoint + " speaks another protocol version and " +
+                     "refused this agent: run the same swept version on both sides");
+          link_.close(0);
+          link_state_ = Link::kWaiting;
+          begin_shutdown("agent rejected by the scheduler", kExitFailure);
+          break;
+        }
         continue;
       }
       last_heard_ms_ = now;
@@ -762,6 +780,9 @@ class Agent final : private LeaseHost {
   void begin_shutdown(const std::string& reason, int exit_code) {
     shutting_down_ = true;
     exit_code_ = exit_code;
+    // Said before any trial it stops is reported: the scheduler sends no
+    // more work here (HEARTBEAT `draining`, docs/protocol.md "Draining").
+    send_heartbeat();
     size_t n = running_count();
     if (n) log::info(reason + ": stopping " + std::to_string(n) + " trials");
     for (auto& [key, t] : trials_) {

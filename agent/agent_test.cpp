@@ -81,6 +81,8 @@ class FakeScheduler {
     return out;
   }
   void clear_backlog() { backlog_.clear(); }
+  // The messages received so far and not consumed, in order.
+  std::vector<pr::Message> backlog() const { return {backlog_.begin(), backlog_.end()}; }
 
   bool heartbeats = true;  // send HEARTBEAT every 100 ms to the current peer
 
@@ -318,8 +320,8 @@ TEST_CASE("agent: a missing command or a GPU it lacks is a launch failure, and t
   CHECK(e2->reason.find("GPU 7 is not on agent test-agent") == 0);
 
   // Garbage from the "scheduler" is dropped; the session goes on.
-  s.send_raw({"swept/1", "START_TRIAL", "{not json"});
-  s.send_raw({"swept/1", "NO_SUCH_KIND", "{}"});
+  s.send_raw({std::string(pr::kProtocolId), "START_TRIAL", "{not json"});
+  s.send_raw({std::string(pr::kProtocolId), "NO_SUCH_KIND", "{}"});
   s.send_raw({"other", "x"});
   s.send(start_trial(3, "exit 4"));
   auto e3 = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 3; });
@@ -411,11 +413,21 @@ TEST_CASE("agent: stopping the agent stops its trials, reports agent_shutdown, t
   REQUIRE(s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.log.find("ready") != std::string::npos; }));
   CHECK(agent.join() == kExitOk);
   CHECK_FALSE(alive(static_cast<pid_t>(started->pid)));
+  REQUIRE(s.wait_for<pr::Disconnect>());
+  // It said it leaves (HEARTBEAT `draining`, protocol 2) before it reported
+  // the trial it stopped, so the scheduler sent nothing more its way.
+  int said_at = -1, exited_at = -1, i = 0;
+  for (const pr::Message& m : s.backlog()) {
+    if (const auto* hb = std::get_if<pr::Heartbeat>(&m); hb && hb->draining && said_at < 0) said_at = i;
+    if (std::holds_alternative<pr::TrialExited>(m) && exited_at < 0) exited_at = i;
+    ++i;
+  }
+  CHECK(said_at >= 0);
+  CHECK(said_at < exited_at);
   auto exited = s.wait_for<pr::TrialExited>();
   REQUIRE(exited);
   CHECK(exited->cause == pr::ExitCause::kAgentShutdown);
   CHECK(exited->signal == SIGKILL);
-  CHECK(s.wait_for<pr::Disconnect>());
 }
 
 TEST_CASE("agent: bad options are refused before anything starts") {

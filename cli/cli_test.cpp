@@ -11,6 +11,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -379,6 +381,38 @@ TEST_CASE("cli: swept web and swept scheduler --web refuse a non-loopback addres
   r = swept("scheduler --bind tcp://127.0.0.1:* --web 0.0.0.0:0 --db " + quote(dir + "/s.db"));
   CHECK(r.exit_code == 2);
   CHECK_MESSAGE(r.err.find("--insecure") != std::string::npos, r.err);
+}
+
+TEST_CASE("cli: swept run and swept scheduler take --max-unauthenticated as swept web does, and refuse bad values") {
+  const std::string dir = scratch_dir() + "/max-unauthenticated";
+  std::filesystem::create_directories(dir);
+  for (const std::string command : {"web", "run", "scheduler"}) {
+    INFO(command);
+    const Run help = swept(command + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("--max-unauthenticated arg (=128)") != std::string::npos);  // the same default
+  }
+  const std::string sweep = write_temp("one.json", R"({"method": "grid", "command": ["true"], "parameters": {"x": {"value": 1}}})");
+  const std::string db = dir + "/s.db";
+  const std::vector<std::string> refusals = {
+      "run " + quote(sweep) + " --dashboard 127.0.0.1:0 --progress off --db " + quote(db) + " --max-unauthenticated ",
+      "scheduler --bind tcp://127.0.0.1:* --web 127.0.0.1:0 --db " + quote(db) + " --max-unauthenticated "};
+  for (const std::string& base : refusals) {
+    for (const std::string bad : {"0", "-3", "160", "100000"}) {
+      const Run r = swept(base + bad);
+      CHECK_MESSAGE(r.exit_code == swept::kExitUsage, base, bad, r.err);
+      CHECK_MESSAGE(r.err.find("--max-unauthenticated must be between 1 and 159") != std::string::npos, r.err);
+      CHECK_MESSAGE(r.err.find("got " + bad) != std::string::npos, r.err);
+    }
+    const Run r = swept(base + "many");
+    CHECK_MESSAGE(r.exit_code == swept::kExitUsage, r.err);
+    CHECK_MESSAGE(r.err.find("max-unauthenticated") != std::string::npos, r.err);
+  }
+  CHECK_FALSE(std::filesystem::exists(db));  // refused before anything was opened
+  // A good value is taken: the sweep runs with its dashboard up.
+  const Run ok = swept("run " + quote(sweep) + " --dashboard 127.0.0.1:0 --progress off --db " + quote(db) +
+                       " --workdir " + quote(dir + "/work") + " --max-unauthenticated 4");
+  CHECK_MESSAGE(ok.exit_code == 0, ok.err);
 }
 
 }  // namespace

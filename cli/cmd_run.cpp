@@ -89,6 +89,7 @@ int run_run(const std::vector<std::string>& args) {
   bool verbose = false;
   std::string stats_file;
   DashboardTls tls;
+  int max_unauthenticated = web::ServerOptions{}.max_unauthenticated;
   agent::AgentOptions ao;
   ao.name = "local";
   ao.workdir = "swept-work";
@@ -103,6 +104,8 @@ int run_run(const std::vector<std::string>& args) {
       "workdir", po::value(&ao.workdir)->default_value(ao.workdir), "where trials' directories and logs go")(
       "dashboard", po::value(&dashboard)->default_value(dashboard), "dashboard address HOST:PORT, or off")(
       "tls-cert", po::value(&tls.cert), kTlsCertHelp)("tls-key", po::value(&tls.key), kTlsKeyHelp)(
+      "max-unauthenticated", po::value(&max_unauthenticated)->default_value(max_unauthenticated),
+      kMaxUnauthenticatedHelp)(
       "progress", po::value(&progress)->default_value(progress), "auto (a bar on a terminal), lines, or off")(
       "stop-grace-ms", po::value(&ao.stop_grace_ms)->default_value(ao.stop_grace_ms),
       "on Ctrl-C, how long trials get between SIGTERM and SIGKILL")(
@@ -131,6 +134,10 @@ int run_run(const std::vector<std::string>& args) {
     std::cerr << "swept run: --tls-cert/--tls-key are for the dashboard, which --dashboard off turns off\n";
     return kExitUsage;
   }
+  if (Status s = web::check_max_unauthenticated(max_unauthenticated); !s.ok()) {
+    std::cerr << "swept run: " << s.message() << "\n";
+    return kExitUsage;
+  }
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
   std::optional<std::string> text = read_sweep_file(file);  // says why on failure
   if (!text) return kExitUsage;
@@ -154,7 +161,8 @@ int run_run(const std::vector<std::string>& args) {
   // not a reason to refuse the sweep: say so and go on.
   std::unique_ptr<web::Server> dashboard_server;
   if (dashboard != "off") {
-    auto server = start_dashboard(dashboard, db, /*token=*/"", broker.endpoint(), /*insecure=*/false, {}, tls);
+    auto server = start_dashboard(dashboard, db, /*token=*/"", broker.endpoint(), /*insecure=*/false, {}, tls,
+                                  max_unauthenticated);
     if (server.ok()) {
       dashboard_server = std::move(*server);
     } else if (server.status().code() == StatusCode::kInvalidArgument) {

@@ -86,6 +86,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir, web_token;
   bool insecure = false;
   DashboardTls web_tls;
+  int max_unauthenticated = web::ServerOptions{}.max_unauthenticated;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
                      "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
@@ -109,6 +110,8 @@ int run_scheduler(const std::vector<std::string>& args) {
       "token", po::value(&web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
                                       "non-loopback --web")(
       "tls-cert", po::value(&web_tls.cert), kTlsCertHelp)("tls-key", po::value(&web_tls.key), kTlsKeyHelp)(
+      "max-unauthenticated", po::value(&max_unauthenticated)->default_value(max_unauthenticated),
+      kMaxUnauthenticatedHelp)(
       "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key, and a non-loopback "
                                               "--web without --token (trusted networks only: anyone reaching the port "
                                               "can run commands on every agent)");
@@ -142,6 +145,10 @@ int run_scheduler(const std::vector<std::string>& args) {
       std::cerr << "swept scheduler: --tls-cert/--tls-key are for the dashboard: add --web HOST:PORT\n";
       return kExitUsage;
     }
+  }
+  if (Status s = web::check_max_unauthenticated(max_unauthenticated); !s.ok()) {
+    std::cerr << "swept scheduler: " << s.message() << "\n";
+    return kExitUsage;
   }
   log::set_program("swept-scheduler");
   if (level == "debug") log::set_level(log::Level::kDebug);
@@ -215,7 +222,8 @@ int run_scheduler(const std::vector<std::string>& args) {
       dashboard_keys.own = *pair;
       dashboard_keys.server_public = o.server_key->public_key;
     }
-    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys, web_tls);
+    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys, web_tls,
+                                  max_unauthenticated);
     if (!server.ok()) return report("scheduler", server.status());
     dashboard = std::move(*server);
     log::info("dashboard at " + dashboard->url());

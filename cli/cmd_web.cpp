@@ -41,8 +41,7 @@ int run_web(const std::vector<std::string>& args) {
       ("insecure", po::bool_switch(&options.insecure),
        "serve a non-loopback address without a token (only on a network you trust)")
       ("max-unauthenticated", po::value<int>(&options.max_unauthenticated)->default_value(options.max_unauthenticated),
-       "connections that have not yet shown the token, at most (the oldest is closed when one more arrives); "
-       "below the 160 worker threads");
+       swept::cli::kMaxUnauthenticatedHelp);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);

@@ -11,8 +11,10 @@ namespace swept::cli {
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure,
-                                                     const curve::ClientKeys& keys, const DashboardTls& tls) {
+                                                     const curve::ClientKeys& keys, const DashboardTls& tls,
+                                                     int max_unauthenticated) {
   web::ServerOptions options;
+  options.max_unauthenticated = max_unauthenticated;
   options.tls_cert = tls.cert;
   options.tls_key = tls.key;
   options.insecure = insecure;

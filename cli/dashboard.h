@@ -21,6 +21,8 @@ namespace swept::cli {
 // `token`: empty, or the bearer token every request must carry.
 // `tls`: empty, or the certificate and key files to serve HTTPS with
 // (web::ServerOptions::tls_cert/tls_key; a bad pair is InvalidArgument).
+// `max_unauthenticated`: web::ServerOptions::max_unauthenticated (out of
+// range: InvalidArgument, see web::check_max_unauthenticated).
 struct DashboardTls {
   std::string cert, key;
 };
@@ -28,7 +30,13 @@ Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, 
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure = false,
                                                      const curve::ClientKeys& keys = {},
-                                                     const DashboardTls& tls = {});
+                                                     const DashboardTls& tls = {},
+                                                     int max_unauthenticated = web::ServerOptions{}.max_unauthenticated);
+
+// The help line of --max-unauthenticated, shared by swept web, run and scheduler.
+inline constexpr const char* kMaxUnauthenticatedHelp =
+    "dashboard connections that have not yet shown the token, at most (the oldest is closed when one more "
+    "arrives); 1 to 159, below the 160 worker threads";
 
 // The help line of --tls-cert and --tls-key, shared by swept web, run and scheduler.
 inline constexpr const char* kTlsCertHelp =

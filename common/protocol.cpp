@@ -103,6 +103,7 @@ json body(const Register& m) {
             {"slots", m.slots}, {"gpus", gpus}, {"running", running}, {"finished", finished}};
   if (!m.features.empty()) j["features"] = m.features;
   put_health(j, m.healthy, m.health);
+  if (m.draining) j["draining"] = true;
   return j;
 }
 json body(const RegisterAck& m) {
@@ -117,6 +118,7 @@ json body(const Heartbeat& m) {
   json j = json::object();
   if (!m.acked.empty()) j["acked"] = acks_json(m.acked);
   put_health(j, m.healthy, m.health);
+  if (m.draining) j["draining"] = true;
   return j;
 }
 json body(const StartTrial& m) {
@@ -472,6 +474,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     for (size_t i = 0, n = finished.size(); i < n; ++i) m.finished.push_back(read_exited(finished.at(i)));
     if (r.has("features")) m.features = r.field("features").strings();
     read_health(r, m);
+    m.draining = r.has("draining") ? r.field("draining").boolean() : false;
     return m;
   }
   if (kind == "REGISTER_ACK") {
@@ -490,6 +493,7 @@ Message read_body(const std::string& kind, const Reader& r) {
     if (!r.raw().is_object()) r.fail("an object");
     if (r.has("acked")) m.acked = read_acks(r.field("acked"));
     read_health(r, m);
+    m.draining = r.has("draining") ? r.field("draining").boolean() : false;
     return m;
   }
   if (kind == "START_TRIAL") {
@@ -641,10 +645,10 @@ const char* kind_name(const Message& message) {
   return std::visit([](const auto& m) { return KindOf<std::decay_t<decltype(m)>>::kName; }, message);
 }
 
-Frames encode(const Message& message) {
+Frames encode(const Message& message, std::string_view protocol_id) {
   Frames frames;
   frames.reserve(3);
-  frames.emplace_back(kProtocolId);
+  frames.emplace_back(protocol_id);
   frames.emplace_back(kind_name(message));
   // Replace invalid UTF-8 (a trial's log may hold any bytes) instead of throwing.
   frames.push_back(std::visit([](const auto& m) { return body(m); }, message)

@@ -2,7 +2,7 @@
 // scheduler, its agents and the CLI, and their codec to and from ZeroMQ
 // multipart frames.
 //
-// Every message is three frames: "swept/1", the kind ("REGISTER"), and a JSON
+// Every message is three frames: "swept/2", the kind ("REGISTER"), and a JSON
 // object body. The codec works on plain strings (one per frame) so that it
 // needs no socket library; scheduler/ and agent/ move the frames through
 // cppzmq. JSON is parsed here, once, into the structs below; the rest of swept
@@ -29,8 +29,13 @@
 
 namespace swept::protocol {
 
-// Frame 0 of every message. Bump the digit for an incompatible change.
-inline constexpr std::string_view kProtocolId = "swept/1";
+// Frame 0 of every message. Bump the digit for an incompatible change
+// (docs/protocol.md, "Versions"). 2: an agent says it drains (REGISTER and
+// HEARTBEAT `draining`); an agent_shutdown exit no longer implies it.
+inline constexpr std::string_view kProtocolId = "swept/2";
+// The version before: its peers are refused, answered in their own framing
+// (the REGISTER_REJECT and ERROR bodies did not change) so they can say why.
+inline constexpr std::string_view kPreviousProtocolId = "swept/1";
 // The largest message the scheduler and agents accept (ZMQ_MAXMSGSIZE;
 // docs/protocol.md, "Sockets and roles"): a peer that sends more is
 // disconnected before the message is held in memory.
@@ -117,6 +122,9 @@ struct Register {
   // above a floor): nullopt when it reports none (optional on the wire).
   std::optional<bool> healthy;
   std::string health;  // what is wrong when !*healthy
+  // The agent is draining or shutting down: it starts no new trial and
+  // leaves once its trials have stopped. Optional on the wire (absent: false).
+  bool draining = false;
   bool operator==(const Register&) const = default;
 };
 
@@ -201,6 +209,7 @@ struct Heartbeat {
   // agent -> scheduler only, optional: as in REGISTER.
   std::optional<bool> healthy;
   std::string health;
+  bool draining = false;
   bool operator==(const Heartbeat&) const = default;
 };
 
@@ -432,8 +441,9 @@ const char* kind_name(const Message& message);
 
 using Frames = std::vector<std::string>;
 
-// Three frames: kProtocolId, kind_name(message), the JSON body. Never fails.
-Frames encode(const Message& message);
+// Three frames: `protocol_id` (kProtocolId; kPreviousProtocolId only to
+// refuse such a peer), kind_name(message), the JSON body. Never fails.
+Frames encode(const Message& message, std::string_view protocol_id = kProtocolId);
 
 enum class DecodeFailure {
   kNone,

@@ -43,6 +43,8 @@ std::vector<Message> every_message() {
   reg.healthy = false;  // the optional self-check (issue 15)
   reg.health = "cannot write /srv/swept: No space left on device";
   all.push_back(reg);
+  reg.draining = true;  // an agent that drains and registers again (version 2)
+  all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});
   TrialExited diverged = sample_exit();  // a trial that reported "diverged": true
@@ -54,6 +56,7 @@ std::vector<Message> every_message() {
   with_acks.acked = {{5, 1, 99}};
   all.push_back(with_acks);
   all.push_back(Heartbeat{{}, true, ""});
+  all.push_back(Heartbeat{{}, true, "", /*draining=*/true});
   StartTrial st;
   st.trial_id = 17;
   st.attempt = 2;
@@ -191,7 +194,7 @@ TEST_CASE("every message kind survives encode then decode") {
   for (const Message& original : every_message()) {
     Frames frames = encode(original);
     REQUIRE(frames.size() == 3);
-    CHECK(frames[0] == "swept/1");
+    CHECK(frames[0] == "swept/2");
     CHECK(frames[1] == kind_name(original));
     Decoded d = decode(frames);
     INFO(frames[1] << " " << frames[2] << " -> " << d.error);
@@ -217,7 +220,7 @@ TEST_CASE("malformed messages name the field") {
     std::string error;
   };
   const Case cases[] = {
-      {{"swept/1", "HEARTBEAT"}, DecodeFailure::kMalformed, "expected 3 frames (protocol, kind, body), got 2"},
+      {{"swept/2", "HEARTBEAT"}, DecodeFailure::kMalformed, "expected 3 frames (protocol, kind, body), got 2"},
       {frames_of("HEARTBEAT", "not json"), DecodeFailure::kMalformed, "HEARTBEAT: the body is not a JSON object"},
       {frames_of("HEARTBEAT", "[1,2]"), DecodeFailure::kMalformed, "HEARTBEAT: the body is not a JSON object"},
       {frames_of("METRICS", R"({"trial_id":1,"attempt":1,"records":[]})"), DecodeFailure::kMalformed,
@@ -249,8 +252,10 @@ TEST_CASE("malformed messages name the field") {
       {frames_of("CANCEL", R"({"request_id":"r"})"), DecodeFailure::kMalformed,
        "CANCEL: exactly one of sweep_id and trial_id must be given"},
       {frames_of("ATTACK", "{}"), DecodeFailure::kUnknownKind, "unknown message kind \"ATTACK\""},
-      {{"swept/2", "HEARTBEAT", "{}"}, DecodeFailure::kVersion,
-       "protocol version \"swept/2\" is not supported; this peer speaks swept/1: use the same swept version on both sides"},
+      {{"swept/1", "HEARTBEAT", "{}"}, DecodeFailure::kVersion,
+       "protocol version \"swept/1\" is not supported; this peer speaks swept/2: use the same swept version on both sides"},
+      {frames_of("HEARTBEAT", R"({"draining": "yes"})"), DecodeFailure::kMalformed,
+       "HEARTBEAT.draining: expected true or false, found a string"},
       {{"GET / HTTP/1.1"}, DecodeFailure::kNotSwept, "not a swept message (frame 0 is \"GET / HTTP/1.1\")"},
       {{}, DecodeFailure::kNotSwept, "empty message"},
   };

@@ -83,6 +83,8 @@ BrokerStats Broker::stats() const {
   s.loop_cpu_seconds = stat_cpu_.load();
   s.ingest_seconds = stat_ingest_.load();
   s.turns = stat_turns_.load();
+  s.stalls = stat_stalls_.load();
+  s.stalled_ms = stat_stalled_ms_.load();
   return s;
 }
 
@@ -101,8 +103,8 @@ Status Broker::ensure_tx() {
   return store_.begin();
 }
 
-void Broker::send_later(const std::string& routing_id, Message m) {
-  outgoing_.push_back({routing_id, std::move(m)});
+void Broker::send_later(const std::string& routing_id, Message m, std::string_view protocol_id) {
+  outgoing_.push_back({routing_id, std::move(m), protocol_id});
 }
 
 void Broker::post_mail() {
@@ -113,7 +115,7 @@ void Broker::post_mail() {
 void Broker::flush() {
   int64_t now = clock_.now_ms();
   for (auto& o : outgoing_) {
-    Status s = zmqio::send(socket_, o.routing_id, encode(o.message));
+    Status s = zmqio::send(socket_, o.routing_id, encode(o.message, o.protocol_id));
     if (!s.ok()) log::debug("dropped " + std::string(kind_name(o.message)) + ": " + s.message());
     if (auto it = sessions_.find(o.routing_id); it != sessions_.end()) it->second.last_sent_ms = now;
   }
@@ -309,12 +311,17 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
       case DecodeFailure::kNotSwept:
         log::debug("dropped a message that is not swept's from " + routing_id + ": " + d.error);
         return Status::Ok();
-      case DecodeFailure::kVersion:
+      case DecodeFailure::kVersion: {
+        // A peer of the version before gets the refusal in its own framing
+        // (those bodies did not change), so that it can say why it stops;
+        // any other version gets ours.
+        const std::string_view id = frames[0] == kPreviousProtocolId ? kPreviousProtocolId : kProtocolId;
         if (d.kind == "REGISTER")
-          send_later(routing_id, RegisterReject{"bad_request", d.error, 0});
+          send_later(routing_id, RegisterReject{"version", d.error, 0}, id);
         else
-          send_later(routing_id, Error{d.request_id, "version", d.error});
+          send_later(routing_id, Error{d.request_id, "version", d.error}, id);
         break;
+      }
       default:
         send_later(routing_id, Error{d.request_id, "malformed", d.error});
         break;
@@ -360,7 +367,10 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
 // ---- agents (registration and authorization: broker_agents.cpp) ----
 
 Status Broker::handle_agent(Session& s, const Message& m) {
-  if (auto* hb = std::get_if<Heartbeat>(&m)) return note_health(s, hb->healthy, hb->health);
+  if (auto* hb = std::get_if<Heartbeat>(&m)) {
+    note_draining(s, hb->draining);
+    return note_health(s, hb->healthy, hb->health);
+  }
   if (auto* st = std::get_if<TrialStarted>(&m)) {
     if (!lifecycle_.started(s.name, *st)) {
       log::info("agent " + s.name + " started trial " + to_s(st->trial_id) + " attempt " +
@@ -387,7 +397,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
 Status Broker::on_trial_exited(Session& s, const TrialExited& e) {
   auto outcome = lifecycle_.exited(s.name, e);
   if (!outcome.ok()) return outcome.status();
-  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome, /*live=*/true));
+  SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome));
   send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
   return Status::Ok();
 }
@@ -488,6 +498,11 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
 Status Broker::check_timers() {
   const int64_t now = clock_.now_ms();
   const int64_t liveness_ms = int64_t{options_.heartbeat_ms} * options_.liveness;
+  // A turn never waits longer than a heartbeat for input (turn()), so a
+  // longer gap since the previous check is the loop's own absence.
+  if (last_timers_ms_ && now - *last_timers_ms_ > options_.heartbeat_ms)
+    excuse_stall(now, now - *last_timers_ms_ - options_.heartbeat_ms);
+  last_timers_ms_ = now;
   std::vector<std::string> silent;
   for (const auto& [rid, s] : sessions_)
     if (now - s.last_heard_ms > liveness_ms) silent.push_back(rid);
@@ -499,6 +514,26 @@ Status Broker::check_timers() {
   SWEPT_RETURN_IF_ERROR(lifecycle_.check_deadlines(
       [&](const std::string& agent) { return routing_by_name_.count(agent) != 0; }, lease_ms()));
   return forget_old_agents();
+}
+
+void Broker::excuse_stall(int64_t now_ms, int64_t stall_ms) {
+  // What an agent sent while this loop was away may be waiting unread (in
+  // ZeroMQ's queues or the kernel's, or not even received: the I/O thread
+  // may have starved too), so its silence is counted from its last message
+  // plus the stall, never past now (one read this turn stays heard now).
+  // An agent that is really gone is still declared lost, a liveness after
+  // the loop came back. Deadlines move the same way: a lost agent's lease
+  // (later is safe: it has stopped its trials by then), an unconfirmed
+  // start, a restart's grace.
+  for (auto& [rid, s] : sessions_) s.last_heard_ms = std::min(now_ms, s.last_heard_ms + stall_ms);
+  lifecycle_.postpone_deadlines(stall_ms);
+  stat_stalls_++;
+  stat_stalled_ms_ += stall_ms;
+  // A loop a little late under load is common; one away for a heartbeat or
+  // more is worth saying, with what it was not blamed on.
+  if (stall_ms >= options_.heartbeat_ms)
+    log::warn("the scheduler's loop came back " + std::to_string(stall_ms) + " ms late (starved of CPU, stopped, "
+              "or a slow disk): agents' silence and trial deadlines are counted without that time");
 }
 
 Status Broker::dispatch() {

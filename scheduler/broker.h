@@ -38,6 +38,7 @@
 #include <set>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
@@ -122,6 +123,11 @@ struct BrokerStats {
   double loop_cpu_seconds = 0;    // CPU time of the thread running run() (all of the broker's work)
   double ingest_seconds = 0;      // wall time spent storing METRICS batches
   int64_t turns = 0;
+  // Times the loop itself came back more than a heartbeat late (starved of
+  // CPU, stopped, a slow disk), and how long it was away in all: time no
+  // agent is blamed for (see Broker::excuse_stall).
+  int64_t stalls = 0;
+  int64_t stalled_ms = 0;
 };
 
 class Broker {
@@ -190,8 +196,8 @@ class Broker {
     bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
     std::string key;           // the Z85 public key it connected with; empty without CURVE
     std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
-    // It reported a trial stopped by its own shutdown or drain
-    // (agent_shutdown): it is leaving, so nothing more is placed on it.
+    // It says it drains or shuts down (REGISTER / HEARTBEAT `draining`): it
+    // is leaving, so nothing more is placed on it.
     bool draining = false;
   };
   struct Quarantine {
@@ -201,10 +207,14 @@ class Broker {
   struct Outgoing {
     std::string routing_id;
     protocol::Message message;
+    // Frame 0: ours, or kPreviousProtocolId to refuse a peer of that version
+    // in words it can read.
+    std::string_view protocol_id = protocol::kProtocolId;
   };
 
   Status ensure_tx();
-  void send_later(const std::string& routing_id, protocol::Message m);
+  void send_later(const std::string& routing_id, protocol::Message m,
+                  std::string_view protocol_id = protocol::kProtocolId);
   // Queues what the lifecycle decided to send (to agents by name; an agent
   // not connected now gets it again when it re-registers, see reconcile).
   void post_mail();
@@ -221,9 +231,10 @@ class Broker {
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
   Status on_trial_exited(Session& s, const protocol::TrialExited& e);
-  // What an agent's TRIAL_EXITED says of its host, and whether it is leaving
-  // (`live`: sent as such, not listed in a REGISTER's `finished`).
-  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live);
+  // What an agent's TRIAL_EXITED says of its host.
+  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
+  // What an agent says of its leaving (REGISTER / HEARTBEAT `draining`).
+  void note_draining(Session& s, bool draining);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
@@ -233,6 +244,12 @@ class Broker {
   int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
   int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
   Status check_timers();
+  // The loop was away `stall_ms` longer than it ever waits (a heartbeat):
+  // the agents' messages of that time may still be unread, so their silence
+  // and every deadline of the lifecycle are counted without it. Without this
+  // a scheduler starved of CPU past liveness declared every agent lost at
+  // once, blaming them for its own stall (docs/protocol.md, "Heartbeats").
+  void excuse_stall(int64_t now_ms, int64_t stall_ms);
   // ---- host faults, quarantine, agent housekeeping (broker_agents.cpp) ----
   // One more launch failure of `agent`'s host; quarantines it at the limit.
   Status note_host_fault(const std::string& agent, const std::string& reason);
@@ -279,6 +296,7 @@ class Broker {
   bool gathering_ = false;  // the open transaction waits for more (turn())
   int64_t gather_until_us_ = 0;  // clock_.now_us() when the gather window closes
   int64_t last_heartbeat_round_ms_ = 0;
+  std::optional<int64_t> last_timers_ms_;  // clock_.now_ms() at the previous check_timers()
   std::atomic<bool> cancel_all_requested_{false};
   mutable Mutex unplaceable_mutex_;
   std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
@@ -290,7 +308,7 @@ class Broker {
   std::condition_variable_any change_cv_;
   int64_t changes_ SWEPT_GUARDED_BY(change_mutex_) = 0;
   mutable std::atomic<int64_t> stat_in_{0}, stat_dropped_{0}, stat_rows_{0}, stat_turns_{0}, stat_registers_{0},
-      stat_host_requeues_{0};
+      stat_host_requeues_{0}, stat_stalls_{0}, stat_stalled_ms_{0};
   std::atomic<double> stat_cpu_{0}, stat_ingest_{0};
 };
 

@@ -156,10 +156,10 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   s.pid = r.pid;
   s.gpus = r.gpus;
   s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
-  // A REGISTER says the agent is here to work, whatever it reports stopped:
-  // trials its lease stopped are reported as agent_shutdown too, by an agent
-  // that is not leaving (a reconnect on the same connection keeps the session).
-  s.draining = false;
+  // Whether it is leaving is what this REGISTER says (a reconnect on the
+  // same connection keeps the session), not what it reports stopped: trials
+  // its lease stopped end agent_shutdown too, by an agent that stays.
+  note_draining(s, r.draining);
   if (options_.keys) s.key = current_key_;
   s.last_heard_ms = now;
   routing_by_name_[r.name] = routing_id;
@@ -173,7 +173,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   auto rec = lifecycle_.reconcile(r.name, r.running, r.finished, now + liveness_ms);
   if (!rec.ok()) return rec.status();
   for (size_t i = 0; i < r.finished.size() && i < rec->finished.size(); ++i)
-    SWEPT_RETURN_IF_ERROR(note_exit(s, r.finished[i], rec->finished[i], /*live=*/false));
+    SWEPT_RETURN_IF_ERROR(note_exit(s, r.finished[i], rec->finished[i]));
   send_later(routing_id, RegisterAck{r.session, options_.heartbeat_ms, options_.liveness, std::move(rec->acked),
                                      lease_ms()});
   for (StopTrial& st : rec->stops) send_later(routing_id, std::move(st));  // after the ack: the agent knows us then
@@ -184,18 +184,18 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   return Status::Ok();
 }
 
-Status Broker::note_exit(Session& s, const TrialExited& e, TrialLifecycle::ExitOutcome outcome, bool live) {
-  // Its agent is shutting down or draining: dispatch() stops placing trials
-  // there at once, so a trial requeued for it does not go straight back.
-  // Not when it reports one on REGISTER: it is back for work then. Not for
-  // a report of an attempt already ended (an agent repeats an unacknowledged
-  // exit after it registers again), nor for a stop its lease made (reason
-  // "lease expired...", docs/protocol.md "Leases"): such an agent is not
-  // leaving, it lost touch and is back.
-  const bool lease_stop = e.reason.rfind("lease expired", 0) == 0;
-  if (e.cause == ExitCause::kAgentShutdown && live && !lease_stop &&
-      outcome != TrialLifecycle::ExitOutcome::kNotCurrent)
-    s.draining = true;
+void Broker::note_draining(Session& s, bool draining) {
+  // A draining agent says so before it reports any trial it stops (its
+  // HEARTBEAT comes first on the connection), so dispatch() stops placing
+  // trials there at once and a trial requeued from it does not go straight
+  // back. An agent_shutdown exit alone says nothing of the agent: its lease
+  // ends trials so too, and that agent stays (protocol version 2).
+  if (draining && !s.draining)
+    log::info("agent " + s.name + " drains: it gets no more work; its trials come back as it stops them");
+  s.draining = draining;
+}
+
+Status Broker::note_exit(Session& s, const TrialExited& e, TrialLifecycle::ExitOutcome outcome) {
   if (outcome == TrialLifecycle::ExitOutcome::kHostFault) {
     stat_host_requeues_++;
     return note_host_fault(s.name, e.reason.empty() ? std::string("could not start") : e.reason);

@@ -1,8 +1,9 @@
 // Broker tests of what issues 16 and 17 left to fix, each failing without
 // its fix: a stop decided by early termination sent again to an agent that
 // reconnects, the log and swept run's view when every agent is quarantined,
-// the gather window on a clock that does not move, and an agent that comes
-// back after its lease stopped its trials. The same real socket, SQLite
+// the gather window on a clock that does not move, an agent that comes
+// back after its lease stopped its trials, and the scheduler's own stall
+// (not blamed on its agents). The same real socket, SQLite
 // file and FakeClock as broker_test.cpp (helpers: broker_test_support.h).
 #include <doctest/doctest.h>
 
@@ -202,4 +203,115 @@ TEST_CASE("an agent whose lease stopped its trials registers again and gets work
   auto rerun = expect<StartTrial>(*f.broker, a);
   CHECK(rerun.trial_id == st.trial_id);
   CHECK(rerun.attempt == 2);
+}
+
+TEST_CASE("a stall of the scheduler's own loop past liveness declares no agent lost - one still silent a liveness later is") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  Peer& b = f.agent("b", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1, 2]}}})").ok());
+  std::map<std::string, StartTrial> by_agent;
+  by_agent["a"] = expect<StartTrial>(*f.broker, a);
+  by_agent["b"] = expect<StartTrial>(*f.broker, b);
+  a.send(TrialStarted{by_agent["a"].trial_id, 1, 5, 1.0, "w", {}});
+  b.send(TrialStarted{by_agent["b"].trial_id, 1, 6, 1.0, "w", {}});
+  wait_start_written(*f.broker, f.clock, f.db.path, 2);
+  const std::string lost_agents = "SELECT COUNT(*) FROM agents WHERE state='lost'";
+  // Both heard at the same moment, and the loop's last turn then too.
+  int64_t seen = f.broker->stats().messages_in;
+  a.send(Heartbeat{});
+  b.send(Heartbeat{});
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in >= seen + 2; });
+
+  // The loop does not turn for 400 ms of the clock (starved of CPU, or
+  // SIGSTOPped), past the liveness of 3 x 100 ms. What the agents sent
+  // meanwhile is not read yet: both look silent for 400 ms.
+  f.clock.advance_ms(400);
+  REQUIRE(f.broker->turn(0).ok());
+  CHECK(query_int(f.db.path, lost_agents) == 0);
+  CHECK(f.broker->stats().stalls == 1);
+  CHECK(f.broker->stats().stalled_ms == 300);  // the gap less the heartbeat a turn may wait
+
+  // Time passes as usual; a heartbeats, b stays silent: b is lost a
+  // liveness after the loop came back, a never is.
+  int64_t heard = f.broker->stats().messages_in;
+  pass_time(*f.broker, f.clock, 150, [&] { a.send(Heartbeat{}); });
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in >= heard + 3; });
+  CHECK(query_int(f.db.path, lost_agents) == 0);
+  pass_time(*f.broker, f.clock, 200, [&] { a.send(Heartbeat{}); });
+  turn_until(*f.broker, [&] { return query_int(f.db.path, lost_agents) == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='b' AND state='lost'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='alive'") == 1);
+  // a's trial still runs its first attempt: nothing was rerun.
+  CHECK(query_int(f.db.path, "SELECT attempts FROM trials WHERE id=" + std::to_string(by_agent["a"].trial_id) +
+                                 " AND state='running'") == 1);
+}
+
+TEST_CASE("an agent that says it drains gets no more work - an agent_shutdown exit alone says nothing of its agent") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1, 2, 3]}}})").ok());
+  auto first = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{first.trial_id, 1, 5, 1.0, "w", {}});
+  // Its trial ends agent_shutdown, the agent saying nothing of a drain (its
+  // lease stopped it, say, whatever the reason's words): requeued at no
+  // cost, and the agent, still taking work, gets the next one.
+  TrialExited stopped = exited(first.trial_id, 1, 0);
+  stopped.cause = ExitCause::kAgentShutdown;
+  stopped.exit_code.reset();
+  stopped.reason = "agent a draining";
+  a.send(stopped);
+  expect<ExitAck>(*f.broker, a);
+  auto second = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{second.trial_id, second.attempt, 6, 2.0, "w", {}});
+
+  // Now it says it drains (before it reports what it stops, as agents do):
+  // its freed place gets nothing.
+  Heartbeat leaving;
+  leaving.draining = true;
+  a.send(leaving);
+  TrialExited again = exited(second.trial_id, second.attempt, 0);
+  again.cause = ExitCause::kAgentShutdown;
+  again.exit_code.reset();
+  again.reason = "agent a draining";
+  a.send(again);
+  expect<ExitAck>(*f.broker, a);
+  CHECK(starts(*f.broker, a, 0).empty());
+  CHECK(second.trial_id == first.trial_id);  // the requeued trial went first
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='queued' AND id=" +
+                                 std::to_string(first.trial_id)) == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='queued' AND reason LIKE "
+                             "'requeued (costs no retry)%'") == 2);
+  // Another agent takes the work.
+  Peer& b = f.agent("b", 1);
+  expect<StartTrial>(*f.broker, b);
+}
+
+TEST_CASE("a peer of protocol version 1 is refused in words it can read") {
+  Fixture f;
+  f.start();
+  Peer old(f.broker->endpoint(), "old#1");
+  Register reg = registration("old", 1);
+  Frames v1 = encode(reg, kPreviousProtocolId);
+  REQUIRE(v1[0] == "swept/1");
+  old.send_raw(v1);
+  Frames reply;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (reply.empty()) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    REQUIRE(f.broker->turn(5).ok());
+    auto got = zmqio::receive(old.sock, false, true);
+    REQUIRE(got.ok());
+    if (got->has_value()) reply = (*got)->frames;
+  }
+  REQUIRE(reply.size() == 3);
+  CHECK(reply[0] == "swept/1");  // its own framing: an old agent reads this and stops
+  CHECK(reply[1] == "REGISTER_REJECT");
+  CHECK(reply[2].find("\"version\"") != std::string::npos);
+  CHECK(reply[2].find("this peer speaks swept/2") != std::string::npos);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM agents") == 0);
 }

@@ -79,7 +79,7 @@ TEST_CASE("an agent silent past liveness loses its trials, requeued once its lea
   wait_start_written(*f.broker, f.clock, f.db.path, 1);
 
   // Agent a goes silent (SIGSTOP). 3 x 100 ms of fake time later it is lost.
-  f.clock.advance_ms(301);
+  pass_time(*f.broker, f.clock, 301);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; });
   // But its trial is not requeued while a may still run it: a's lease
   // (2 x 100 ms x 3) and the margin (2 x 100 ms) are not over.
@@ -146,17 +146,17 @@ TEST_CASE("malformed, unknown and foreign messages are answered, never fatal") {
   Fixture f;
   f.start();
   Peer p(f.broker->endpoint(), "x#1");
-  p.send_raw({"swept/1", "METRICS", "{not json"});
+  p.send_raw({std::string(kProtocolId), "METRICS", "{not json"});
   auto e1 = expect<Error>(*f.broker, p);
   CHECK(e1.code == "malformed");
-  p.send_raw({"swept/1", "LAUNCH_MISSILES", "{}"});
+  p.send_raw({std::string(kProtocolId), "LAUNCH_MISSILES", "{}"});
   auto e2 = expect<Error>(*f.broker, p);
   CHECK(e2.message.find("LAUNCH_MISSILES") != std::string::npos);
   p.send_raw({"swept/9", "QUERY_AGENTS", R"({"request_id":"q"})"});
   auto e3 = expect<Error>(*f.broker, p);
   CHECK(e3.code == "version");
   CHECK(e3.request_id == "q");
-  p.send_raw({"swept/1", "START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w"})"});
+  p.send_raw({std::string(kProtocolId), "START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w"})"});
   auto e4 = expect<Error>(*f.broker, p);
   CHECK(e4.message.find("sent by the scheduler") != std::string::npos);
   p.send_raw({"garbage"});
@@ -182,10 +182,10 @@ TEST_CASE("a second agent with a live name is refused - a silent predecessor or 
   CHECK(rej.code == "duplicate_name");
   CHECK(rej.retry_after_ms == 300);
   // The first goes silent; after its liveness the second gets in.
-  f.clock.advance_ms(200);
+  pass_time(*f.broker, f.clock, 200);
   dup.send(other);
   expect<RegisterReject>(*f.broker, dup);
-  f.clock.advance_ms(150);
+  pass_time(*f.broker, f.clock, 150);
   dup.send(other);
   expect<RegisterAck>(*f.broker, dup);
   // The same process (host and pid) on a fresh connection takes over at once.
@@ -318,7 +318,7 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
   f.start(/*grace_ms=*/1000);
   REQUIRE(f.broker->turn(0).ok());
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
-  f.clock.advance_ms(1001);
+  pass_time(*f.broker, f.clock, 1001);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='lost'") == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
 
@@ -403,11 +403,11 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
   wait_start_written(*f.broker, f.clock, f.db.path, 1);
   // t2 is never confirmed: after a liveness period it is requeued, costing no retry.
   // (The agent keeps heartbeating meanwhile, so it stays alive.)
-  f.clock.advance_ms(200);
+  pass_time(*f.broker, f.clock, 200);
   int64_t seen = f.broker->stats().messages_in;
   a.send(Heartbeat{});
   turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; }, {&a});
-  f.clock.advance_ms(150);
+  pass_time(*f.broker, f.clock, 150);
   auto again = expect<StartTrial>(*f.broker, a);
   CHECK(again.trial_id == t2);
   CHECK(again.attempt == 2);
@@ -467,9 +467,9 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
 
   // A waiting successor that its agent never started is requeued without
   // costing a retry when the agent is lost.
-  f.clock.advance_ms(301);
+  pass_time(*f.broker, f.clock, 301);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='lost'") == 1; });
-  f.clock.advance_ms(600);  // its lease and the margin are over
+  pass_time(*f.broker, f.clock, 600);  // its lease and the margin are over
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 2);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(later[0].trial_id) +

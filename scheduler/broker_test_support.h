@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -81,6 +82,21 @@ inline void wait_start_written(Broker& broker, FakeClock& clock, const std::stri
     clock.advance_ms(10);
     return query_int(db, "SELECT COUNT(*) FROM trials WHERE started_at IS NOT NULL") == n;
   });
+}
+
+// Fake time passes as it does for a live scheduler: in steps of `step_ms`
+// (at most the fixture's heartbeat, 100 ms), with a turn after each, so the
+// broker never takes the time for a stall of its own loop (Broker::excuse_stall).
+// `each` runs before every turn (an agent that keeps heartbeating).
+inline void pass_time(Broker& broker, FakeClock& clock, int64_t ms, const std::function<void()>& each = {},
+                      int64_t step_ms = 50) {
+  for (int64_t passed = 0; passed < ms;) {
+    const int64_t step = std::min(step_ms, ms - passed);
+    clock.advance_ms(step);
+    passed += step;
+    if (each) each();
+    REQUIRE(broker.turn(0).ok());
+  }
 }
 
 inline Register registration(const std::string& name, int slots) {

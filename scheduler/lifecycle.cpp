@@ -38,8 +38,10 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
       break;
     case ExitCause::kStopped: event = TrialEvent::finish(TrialState::kStopped); why = name(TrialState::kStopped); break;
     // The agent stopped it because the agent itself stops (drained before a
-    // Slurm time limit, or told to stop): not the trial's doing, so it goes
-    // back to the queue without spending a retry (docs/protocol.md).
+    // Slurm time limit, or told to stop) or its lease ran out: not the
+    // trial's doing, so it goes back to the queue without spending a retry
+    // (a lease stop of a lost agent's trial is a loss: exited() says so;
+    // docs/protocol.md).
     case ExitCause::kAgentShutdown: event = {TrialEventKind::kRequeue}; why = "its agent shut down"; break;
     case ExitCause::kNotRunning: event = {TrialEventKind::kLose}; why = "its agent was not running it"; break;
   }
@@ -608,6 +610,11 @@ Status TrialLifecycle::check_deadlines(const std::function<bool(const std::strin
     SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " lost and its lease (" + std::to_string(lease_ms) +
                                        " ms) is over: it has stopped the trial"));
   return Status::Ok();
+}
+
+void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
+  for (auto& [id, lt] : live_)
+    if (lt.await_deadline_ms > 0) lt.await_deadline_ms += stall_ms;
 }
 
 // ---- clients ----

@@ -208,6 +208,10 @@ class TrialLifecycle {
   // (`lease_ms`, for the reason) is over. `connected(agent)`: whether it is
   // registered now.
   Status check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms);
+  // The scheduler's own loop stalled for `stall_ms` (Broker::excuse_stall):
+  // every deadline above moves that much later, so that nothing an agent
+  // said during the stall and the scheduler has not read yet counts against it.
+  void postpone_deadlines(int64_t stall_ms);
 
   // ---- clients ----
   // Cancels the sweep: its queued trials stopped, its live ones too (each

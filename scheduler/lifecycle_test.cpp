@@ -321,6 +321,35 @@ TEST_CASE("lifecycle: an unconfirmed start waits past a re-registration until it
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
 }
 
+TEST_CASE("lifecycle: a stall of the scheduler's loop moves every deadline by its length") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  StartTrial leased = u.run(sweep, "a");            // its agent went silent: it waits for the lease
+  u.life->agent_silent("a", u.clock.now_ms() + 800);
+  StartTrial unconfirmed = u.dispatch(sweep, "b");  // b re-registered without it: it waits for TRIAL_STARTED
+  REQUIRE(u.life->reconcile("b", {}, {}, u.clock.now_ms() + 300).ok());
+  auto only_b = [](const std::string& agent) { return agent == "b"; };
+  // The loop was away 1000 ms: the clock passed both deadlines with no turn.
+  u.clock.advance_ms(1000);
+  u.life->postpone_deadlines(1000);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->size() == 2);  // neither is given up at once
+  u.clock.advance_ms(300);     // 300 ms of the loop's own time: the start is overdue
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->find(leased.trial_id) != nullptr);
+  CHECK(u.life->find(unconfirmed.trial_id) != nullptr);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->find(unconfirmed.trial_id) == nullptr);
+  CHECK(u.life->find(leased.trial_id) != nullptr);  // its lease still runs
+  u.clock.advance_ms(500);
+  REQUIRE(u.life->check_deadlines(only_b, 600).ok());
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(leased.trial_id) +
+            " AND state='lost' AND reason LIKE '%lease (600 ms) is over%'") == 1);
+}
+
 TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when either ends") {
   Unit u;
   const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true", "${args}"],
@@ -502,4 +531,36 @@ TEST_CASE("lifecycle: a trial reported finished on re-registration with every ba
   CHECK(r->finished[0] == TrialLifecycle::ExitOutcome::kRan);
   CHECK(u.life->find(st.trial_id) == nullptr);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed'") == 1);
+}
+
+// The last session's note feared this case loses the re-sent batches (as
+// the one above did before kAwaitingMetrics). It does not: a batch of the
+// trial's recorded attempt from its recorded agent is stored even once the
+// attempt has ended. This test keeps it so.
+TEST_CASE("lifecycle: a trial given up while its agent was away, reported finished with batches unstored, keeps them all") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  StartTrial st = u.run(sweep, "a");
+  u.metrics("a", st, 1, {{0, "loss", 1.0}});
+  // Its agent went silent past its lease: the trial is lost and requeued
+  // (one retry left), not restarted yet.
+  u.life->agent_silent("a", u.clock.now_ms() + 100);
+  u.clock.advance_ms(101);
+  REQUIRE(u.life->check_deadlines(kNobody, 600).ok());
+  REQUIRE(u.life->find(st.trial_id) == nullptr);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='queued'") == 1);
+  // The agent comes back: the trial had finished while it was away, and
+  // batches 2 and 3 were lost with its old connection.
+  const TrialExited e = Unit::exit_record(st, ExitCause::kExited, 0, 2.0, /*last_seq=*/3);
+  auto r = u.life->reconcile("a", {}, {e}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  REQUIRE(r->acked.size() == 1);
+  CHECK(r->acked[0].seq == 1);  // the agent re-sends from batch 2
+  u.metrics("a", st, 2, {{1, "loss", 0.5}});
+  u.metrics("a", st, 3, {{2, "loss", 0.25}});
+  auto again = u.life->exited("a", e);
+  REQUIRE(again.ok());
+  // Its late result counts, with every row the trial printed.
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(st.trial_id)) == 3);
 }

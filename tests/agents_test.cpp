@@ -263,7 +263,7 @@ TEST_CASE("QUERY_TRIALS is paged: a reply holds at most a page, swept trials pag
   client.set(zmq::sockopt::linger, 0);
   client.set(zmq::sockopt::rcvtimeo, 10000);
   client.connect(sched.endpoint);
-  REQUIRE(swept::zmqio::send(client, "", {"swept/1", "QUERY_TRIALS", R"({"request_id": "q", "sweep_id": 1})"}).ok());
+  REQUIRE(swept::zmqio::send(client, "", {std::string(swept::protocol::kProtocolId), "QUERY_TRIALS", R"({"request_id": "q", "sweep_id": 1})"}).ok());
   pr::Message reply = next_message(client);
   auto* page = std::get_if<pr::Trials>(&reply);
   REQUIRE(page);
@@ -309,10 +309,10 @@ TEST_CASE("a peer flooding big and oversized messages, reading no reply: a real 
   const std::string big = R"({"request_id": "r", "spec": ")" + std::string(4 << 20, 'x') + R"("})";
   const std::string huge = R"({"request_id": "h", "spec": ")" + std::string(40 << 20, 'y') + R"("})";
   for (int i = 0; i < 20; ++i) {
-    if (i < 10) REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "SUBMIT", big}).ok());
-    REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "SUBMIT", huge}).ok());
+    if (i < 10) REQUIRE(swept::zmqio::send(rogue, "", {std::string(swept::protocol::kProtocolId), "SUBMIT", big}).ok());
+    REQUIRE(swept::zmqio::send(rogue, "", {std::string(swept::protocol::kProtocolId), "SUBMIT", huge}).ok());
   }
-  REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "QUERY_SWEEPS", R"({"request_id": "last"})"}).ok());
+  REQUIRE(swept::zmqio::send(rogue, "", {std::string(swept::protocol::kProtocolId), "QUERY_SWEEPS", R"({"request_id": "last"})"}).ok());
   // Until the query is answered (the flood is behind it), the scheduler's
   // memory is sampled: it never holds the flood.
   int64_t rss_max = 0;

@@ -1,6 +1,7 @@
 // Issue 15's faults with real processes: two schedulers on one database, a
 // stale lock left by a SIGKILLed scheduler, bad flags and bad database files,
-// an agent whose lease ran out while the scheduler was frozen.
+// an agent whose lease ran out while the scheduler was frozen, a scheduler
+// stopped past liveness that must not blame its agents.
 // Waits on conditions with deadlines, never on fixed sleeps.
 #include <sys/stat.h>
 
@@ -139,7 +140,7 @@ TEST_CASE("a flood of malformed messages is logged throttled, with the count of 
   rogue.connect(sched.endpoint);
   const int kFlood = 500;
   for (int i = 0; i < kFlood; ++i)
-    REQUIRE(swept::zmqio::send(rogue, "", {"swept/1", "METRICS", "{\"trial_id\": \"x\"}"}).ok());
+    REQUIRE(swept::zmqio::send(rogue, "", {std::string(swept::protocol::kProtocolId), "METRICS", "{\"trial_id\": \"x\"}"}).ok());
   // Every one is still answered.
   for (int i = 0; i < kFlood; ++i) {
     auto got = swept::zmqio::receive(rogue, false, false);
@@ -175,8 +176,11 @@ TEST_CASE("an agent whose lease ran out while the scheduler was frozen gets work
                          R"({"method": "grid", "max_retries": 5, "command": [")" + kTestsDir + R"(/trial.sh", "${args}"],
                              "parameters": {"mode": {"value": "normal"}, "steps": {"value": 1},
                                             "secs": {"values": [3, 0.1, 0.2]}}})");
+  // Running there, as the agent confirmed (TRIAL_STARTED): so the agent has
+  // its lease. Under load its first REGISTER_ACK can come after it gave up
+  // that connection, while the scheduler already placed the trial there.
   REQUIRE(eventually([&] {
-    return db_int(sched.db, "SELECT COUNT(*) FROM attempts WHERE agent='a' AND state='running'") == 1;
+    return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE agent='a' AND state='running' AND started_at IS NOT NULL") == 1;
   }));
   sched.process->signal(SIGSTOP);
   // The lease (2 x 100 ms x 5) runs out: the agent stops trial 0.
@@ -189,4 +193,43 @@ TEST_CASE("an agent whose lease ran out while the scheduler was frozen gets work
   CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + std::to_string(sweep) +
                              " AND state='completed'") == 3);
   check_final_invariants(sched.db, sweep);
+}
+
+TEST_CASE("a scheduler stopped past liveness (SIGSTOP) declares no agent lost on its return, and reruns nothing") {
+  // A scheduler starved of CPU, or stopped, must not blame its agents for
+  // its own silence (docs/protocol.md, "Heartbeats"). Heartbeats of 300 ms
+  // and a liveness of 3: the agent gives up the connection after 900 ms of
+  // silence and reconnects at once; its lease (1.8 s, SIGTERM 100 ms before)
+  // leaves room between the two for the test to wake the scheduler.
+  TempDir dir;
+  const std::string db = dir / "swept.db", endpoint_file = dir / "endpoint";
+  Process sched({kSwept, "scheduler", "--bind", "tcp://127.0.0.1:*", "--db", db, "--heartbeat-ms", "300",
+                 "--liveness", "3", "--endpoint-file", endpoint_file},
+                dir / "scheduler.log");
+  REQUIRE_MESSAGE(eventually([&] { return std::filesystem::exists(endpoint_file); }, 20), sched.log());
+  std::string endpoint = read_file(endpoint_file);
+  while (!endpoint.empty() && endpoint.back() == '\n') endpoint.pop_back();
+  Process agent({kSwept, "agent", "--scheduler", endpoint, "--name", "a", "--gpus", "none", "--slots", "1",
+                 "--workdir", dir / "work", "--heartbeat-ms", "300", "--liveness", "3", "--reconnect-min-ms", "50",
+                 "--reconnect-max-ms", "400", "--stop-grace-ms", "100"},
+                dir / "agent.log");
+  int64_t sweep = submit(dir, endpoint,
+                         R"({"method": "grid", "max_retries": 0, "command": [")" + kTestsDir + R"(/trial.sh", "${args}"],
+                             "parameters": {"mode": {"value": "normal"}, "steps": {"value": 1}, "secs": {"value": 4}}})");
+  REQUIRE(eventually([&] {
+    return db_int(db, "SELECT COUNT(*) FROM trials WHERE agent='a' AND state='running' AND started_at IS NOT NULL") == 1;
+  }));  // confirmed by the agent: registered, with its lease
+  sched.signal(SIGSTOP);
+  // Stopped until the agent itself has found it silent past liveness.
+  const bool noticed = eventually([&] { return agent.log().find("scheduler silent for") != std::string::npos; }, 30);
+  sched.signal(SIGCONT);
+  REQUIRE_MESSAGE(noticed, agent.log());
+  REQUIRE_MESSAGE(eventually([&] { return sweep_done(db, sweep); }, 60), sched.log());
+  const std::string log = sched.log();
+  CHECK_MESSAGE(log.find("declared lost") == std::string::npos, log);
+  CHECK_MESSAGE(log.find("came back") != std::string::npos, log);  // it saw its own stall
+  // The trial ran once, to its end, on its first attempt.
+  CHECK(db_int(db, "SELECT COUNT(*) FROM attempts") == 1);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed' AND attempts=1") == 1);
+  CHECK_MESSAGE(agent.log().find("lease expired") == std::string::npos, agent.log());
 }

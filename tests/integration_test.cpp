@@ -194,9 +194,9 @@ TEST_CASE("malformed and unknown messages, a duplicate agent name and an unknown
     return *d.message;
   };
   using namespace swept::protocol;
-  CHECK(std::get<Error>(exchange({"swept/1", "METRICS", "{\"trial_id\": \"x\"}"})).code == "malformed");
-  CHECK(std::get<Error>(exchange({"swept/1", "SELF_DESTRUCT", "{}"})).code == "malformed");
-  CHECK(std::get<Error>(exchange({"swept/1"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({std::string(swept::protocol::kProtocolId), "METRICS", "{\"trial_id\": \"x\"}"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({std::string(swept::protocol::kProtocolId), "SELF_DESTRUCT", "{}"})).code == "malformed");
+  CHECK(std::get<Error>(exchange({std::string(swept::protocol::kProtocolId)})).code == "malformed");
   CHECK(std::get<Error>(exchange({"swept/7", "QUERY_AGENTS", "{\"request_id\": \"r\"}"})).code == "version");
   // A trial exit from an agent the scheduler never met: told to register.
   TrialExited e;

@@ -676,6 +676,15 @@ Result<std::pair<std::string, int>> parse_listen_address(const std::string& addr
   return std::make_pair(host, static_cast<int>(*port));
 }
 
+Status check_max_unauthenticated(int max_unauthenticated, int worker_threads) {
+  const int threads = std::max(4, worker_threads);  // as Server::start runs them
+  if (max_unauthenticated >= 1 && max_unauthenticated < threads) return Status::Ok();
+  return Status::InvalidArgument("--max-unauthenticated must be between 1 and " + std::to_string(threads - 1) +
+                                 " (below the " + std::to_string(threads) +
+                                 " worker threads, so that some are kept for authenticated users), got " +
+                                 std::to_string(max_unauthenticated));
+}
+
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() { stop(); }
@@ -688,12 +697,8 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
       return Status::InvalidArgument("the web token may hold only letters, digits and -._~+/= (it travels in a cookie)");
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
+  SWEPT_RETURN_IF_ERROR(check_max_unauthenticated(options.max_unauthenticated, options.worker_threads));
   const int threads = std::max(4, options.worker_threads);
-  if (options.max_unauthenticated < 1 || options.max_unauthenticated >= threads)
-    return Status::InvalidArgument("--max-unauthenticated must be between 1 and " + std::to_string(threads - 1) +
-                                   " (below the " + std::to_string(threads) +
-                                   " worker threads, so that some are kept for authenticated users), got " +
-                                   std::to_string(options.max_unauthenticated));
   if (options.unauthenticated_timeout_ms < 100)
     return Status::InvalidArgument("unauthenticated_timeout_ms must be at least 100");
   // Without a token, only this machine may be served: a wildcard or outside

@@ -61,6 +61,12 @@ struct ServerOptions {
   int unauthenticated_timeout_ms = 5000;
 };
 
+// Whether `max_unauthenticated` fits `worker_threads` (ServerOptions): 1 or
+// more and below the workers. InvalidArgument names the flag, the range and
+// the value. Server::start() checks it; `swept run` and `swept scheduler
+// --web` call it before they open anything. Pure; any thread.
+Status check_max_unauthenticated(int max_unauthenticated, int worker_threads = ServerOptions{}.worker_threads);
+
 class Server {
  public:
   static Result<std::unique_ptr<Server>> start(const ServerOptions& options);

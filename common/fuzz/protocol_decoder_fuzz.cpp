@@ -5,7 +5,7 @@
 //
 // An input is one message: when it starts with a byte below 0x20, that
 // byte picks a message kind and the rest is its JSON body behind a valid
-// "swept/1" frame (so most inputs reach the field readers); otherwise the
+// kProtocolId frame (so most inputs reach the field readers); otherwise the
 // input is split at '\n' into up to 8 raw frames. decode() must either give
 // a message or a failure with an error text, never crash, throw or hang; a
 // decoded message must encode and decode back to itself.
