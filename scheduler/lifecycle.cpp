@@ -20,6 +20,10 @@ namespace {
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
+// The reason recorded for a trial stopped by its sweep's early_terminate
+// rule: the state's display name ("early-stopped"), then why.
+std::string early_stop_reason(const std::string& why) { return display_name(TrialState::kEarlyStopped) + ": " + why; }
+
 // What a TRIAL_EXITED means for the trial: the event (the process ended
 // with an outcome, or the agent lost it) and the reason shown.
 TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
@@ -273,9 +277,9 @@ Result<TrialLifecycle::MetricsOutcome> TrialLifecycle::metrics(const std::string
   // STOP_TRIAL once; its TRIAL_EXITED (cause stopped) ends it early_stopped.
   if (lt.early_stop || lt.cancelled) return out;
   if (*verdict)
-    send_early_stop(lt, "early-stopped: " + (*verdict)->decision.reason);
+    send_early_stop(lt, early_stop_reason((*verdict)->decision.reason));
   else if (runner_.stop_decided(lt.sweep_id, lt.trial_id))
-    send_early_stop(lt, "early-stopped: decided before a scheduler restart");
+    send_early_stop(lt, early_stop_reason("decided before a scheduler restart"));
   return out;
 }
 
@@ -290,7 +294,7 @@ std::optional<StopTrial> TrialLifecycle::stop_owed(LiveTrial& lt) {
   if (!early_stop_decided(lt)) return std::nullopt;
   if (!lt.early_stop) {  // decided before a restart, not sent by this scheduler yet
     lt.early_stop = true;
-    lt.early_stop_reason = "early-stopped: decided before a scheduler restart";
+    lt.early_stop_reason = early_stop_reason("decided before a scheduler restart");
   }
   return StopTrial{lt.trial_id, lt.attempt, lt.early_stop_reason};
 }
@@ -448,8 +452,9 @@ Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExi
   // stopped. A process that ended by itself first keeps its own outcome.
   if (early_stop_decided(it->second) && state == TrialState::kStopped) {
     state = next_trial_state(TrialState::kRunning, TrialEvent::finish(TrialState::kEarlyStopped), 0).value();
-    reason = it->second.early_stop_reason.empty() ? "early-stopped: decided before a scheduler restart (see stop_reason)"
-                                                  : it->second.early_stop_reason;
+    reason = it->second.early_stop_reason.empty()
+                 ? early_stop_reason("decided before a scheduler restart (see stop_reason)")
+                 : it->second.early_stop_reason;
   }
   if (it->second.cancelled) SWEPT_RETURN_IF_ERROR(write_start(it->second));
   LiveTrial lt = take(it);
