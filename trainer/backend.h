@@ -182,6 +182,18 @@ class Backend {
   virtual Status maxpool2d_backward(const Pool2dShape& shape, const float* x,
                                     const float* y, const float* dy,
                                     float* dx) = 0;
+  // Optional fusion, for a pooling whose input x is a ReLU's output:
+  // maxpool2d_backward, then dx[i] = x[i] > 0 ? dx[i] : 0 (the ReLU's
+  // backward, with x as its output), so that the layer before can run its
+  // backward with Activation::kNone and skip a pass over its output. The
+  // same bits as the two steps apart. A backend that does not fuse returns
+  // false from fuses_pool_relu_backward and is never asked.
+  virtual bool fuses_pool_relu_backward() const { return false; }
+  virtual Status maxpool2d_relu_backward(const Pool2dShape& shape, const float* x,
+                                         const float* y, const float* dy, float* dx) {
+    (void)shape, (void)x, (void)y, (void)dy, (void)dx;
+    return Status::Internal("maxpool2d_relu_backward: this backend does not fuse it");
+  }
 
   // Inverted dropout on n = batch·features values, keep probability 1 - p:
   //   keep(i) = dropout_uniform(scalars->seed, scalars->step, first_element + i) >= p

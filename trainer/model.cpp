@@ -214,29 +214,43 @@ Status Network::forward(int batch, bool training, const StepScalars* scalars, in
 Status Network::backward(int batch, const std::function<Status(size_t, size_t)>& on_grads) {
   const float* p = params();
   float* g = grads();
+  // Set when the layer after this one (a pooling) has already applied this
+  // layer's ReLU backward to dy (Backend::maxpool2d_relu_backward).
+  bool dy_has_act = false;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& l = layers_[i];
     const float* x = activations_[i]->f32();
     const float* y = activations_[i + 1]->f32();
     float* dy = deltas_[i + 1]->f32();
     float* dx = i == 0 ? nullptr : deltas_[i]->f32();
+    const Activation act = dy_has_act ? Activation::kNone : l.spec.act;
+    dy_has_act = false;
     switch (l.spec.kind) {
       case LayerKind::kDense:
       case LayerKind::kConv: {
         const ParamTensor& w = layout_.tensors[l.weight];
         const ParamTensor& b = layout_.tensors[l.bias];
         if (l.spec.kind == LayerKind::kDense)
-          SWEPT_RETURN_IF_ERROR(backend_.dense_backward(batch, l.spec.a, l.spec.b, x, p + w.offset, y, dy,
-                                                        l.spec.act, dx, g + w.offset, g + b.offset));
+          SWEPT_RETURN_IF_ERROR(backend_.dense_backward(batch, l.spec.a, l.spec.b, x, p + w.offset, y, dy, act, dx,
+                                                        g + w.offset, g + b.offset));
         else
-          SWEPT_RETURN_IF_ERROR(backend_.conv2d_backward(l.conv(batch), x, p + w.offset, y, dy, l.spec.act, dx,
+          SWEPT_RETURN_IF_ERROR(backend_.conv2d_backward(l.conv(batch), x, p + w.offset, y, dy, act, dx,
                                                          g + w.offset, g + b.offset));
         // Weight and bias are adjacent in the layout.
         if (on_grads) SWEPT_RETURN_IF_ERROR(on_grads(w.offset, w.size + b.size));
         break;
       }
       case LayerKind::kPool:
-        if (dx != nullptr) SWEPT_RETURN_IF_ERROR(backend_.maxpool2d_backward(l.pool(batch), x, y, dy, dx));
+        if (dx == nullptr) break;
+        // A pooling of a ReLU layer's output: the backend may apply that
+        // ReLU's backward in the same pass (it reads x anyway), and the layer
+        // then skips it: one pass less over the largest activations.
+        if (i > 0 && layers_[i - 1].spec.act == Activation::kRelu && backend_.fuses_pool_relu_backward()) {
+          SWEPT_RETURN_IF_ERROR(backend_.maxpool2d_relu_backward(l.pool(batch), x, y, dy, dx));
+          dy_has_act = true;
+        } else {
+          SWEPT_RETURN_IF_ERROR(backend_.maxpool2d_backward(l.pool(batch), x, y, dy, dx));
+        }
         break;
       case LayerKind::kDropout:
         if (dx != nullptr)

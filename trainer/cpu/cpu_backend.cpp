@@ -111,6 +111,12 @@ class CpuBackend final : public Backend {
     ops_.maxpool2d_backward(s, x, y, dy, dx);
     return Status::Ok();
   }
+  bool fuses_pool_relu_backward() const override { return true; }
+  Status maxpool2d_relu_backward(const Pool2dShape& s, const float* x, const float* y, const float* dy,
+                                 float* dx) override {
+    ops_.maxpool2d_backward(s, x, y, dy, dx, /*relu_input=*/true);
+    return Status::Ok();
+  }
 
   Status dropout_forward(size_t n, float p, int64_t first_element, const StepScalars* scalars, const float* x,
                          float* mask, float* y) override {

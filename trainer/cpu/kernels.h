@@ -268,10 +268,17 @@ void maxpool_forward(int planes, int height, int width, int window, const T* x, 
 }
 
 // Routes each dy to the first position (row-major) in its window where x
-// equals the window's maximum y; every other dx is 0.
+// equals the window's maximum y; every other dx is 0. With relu_input, then
+// applies the backward of the ReLU whose output x is: dx = x > 0 ? dx : 0.
 template <typename T>
 void maxpool_backward(int planes, int height, int width, int window, const T* x, const T* y,
-                      const T* dy, T* dx) {
+                      const T* dy, T* dx, bool relu_input = false) {
+  if (relu_input) {
+    maxpool_backward(planes, height, width, window, x, y, dy, dx, false);
+    const size_t n = static_cast<size_t>(planes) * height * width;
+    for (size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dx[i] : T(0);
+    return;
+  }
   const int ho = height / window, wo = width / window;
   if (window == 2) {  // every dx written once, no clearing pass
     for (int p = 0; p < planes; ++p) {
@@ -439,6 +446,6 @@ void unit_floats_from_bytes(const uint8_t* src, size_t n, float* dst);
 // other architectures, run the templates.
 void maxpool_forward(int planes, int height, int width, int window, const float* x, float* y);
 void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
-                      const float* dy, float* dx);
+                      const float* dy, float* dx, bool relu_input = false);
 
 }  // namespace swept::trainer::cpu

@@ -227,7 +227,9 @@ class CpuOps {
     });
   }
 
-  void maxpool2d_backward(const Pool2dShape& s, const T* x, const T* y, const T* dy, T* dx) {
+  // relu_input: also apply the backward of the ReLU whose output x is
+  // (Backend::maxpool2d_relu_backward), in the same pass.
+  void maxpool2d_backward(const Pool2dShape& s, const T* x, const T* y, const T* dy, T* dx, bool relu_input = false) {
     const int planes = s.batch * s.channels;
     const size_t in_plane = static_cast<size_t>(s.height) * s.width;
     const size_t out_plane = in_plane / (s.window * s.window);
@@ -235,7 +237,7 @@ class CpuOps {
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(planes, tasks, t);
       maxpool_backward(r.end - r.begin, s.height, s.width, s.window, x + r.begin * in_plane, y + r.begin * out_plane,
-                       dy + r.begin * out_plane, dx + r.begin * in_plane);
+                       dy + r.begin * out_plane, dx + r.begin * in_plane, relu_input);
     });
   }
 

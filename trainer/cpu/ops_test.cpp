@@ -218,6 +218,20 @@ TEST_CASE("trainer: the float 2x2 max pooling is the template's, bit for bit") {
     maxpool_backward(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), dx_simd.data());
     maxpool_backward<float>(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), dx_ref.data());
     CHECK(std::memcmp(dx_simd.data(), dx_ref.data(), in * sizeof(float)) == 0);
+    // Fused with the backward of the ReLU whose output x is: the same bits as
+    // the pooling's backward followed by activation_backward, in the SSE2
+    // kernel, the template, and through CpuOps.
+    std::vector<float> fused_simd(in, 99.0f), fused_ref(in, -99.0f), fused_ops(in, 7.0f);
+    maxpool_backward(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), fused_simd.data(), true);
+    maxpool_backward<float>(planes, height, width, 2, x.data(), y_ref.data(), dy.data(), fused_ref.data(), true);
+    CpuOps<float> ops(2);
+    ops.maxpool2d_backward(Pool2dShape{1, planes, height, width, 2}, x.data(), y_ref.data(), dy.data(),
+                           fused_ops.data(), true);
+    std::vector<float> apart = dx_ref;
+    activation_backward(in, Activation::kRelu, x.data(), apart.data());
+    CHECK(std::memcmp(fused_simd.data(), apart.data(), in * sizeof(float)) == 0);
+    CHECK(std::memcmp(fused_ref.data(), apart.data(), in * sizeof(float)) == 0);
+    CHECK(std::memcmp(fused_ops.data(), apart.data(), in * sizeof(float)) == 0);
   }
 }
 

@@ -18,7 +18,9 @@
 // _mm_max_ps(b, a) (it returns its second operand unless the first is
 // greater, NaN included), and the backward pass routes each gradient to the
 // first position in row-major order whose input equals the window's maximum,
-// the last position when none does.
+// the last position when none does. The fused ReLU backward
+// (Backend::maxpool2d_relu_backward) is a select on `x > 0`, as
+// activation_backward does it.
 #include "trainer/cpu/kernels.h"
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -67,7 +69,9 @@ void pool_row_forward(const float* r0, const float* r1, int wo, float* y) {
 
 // Two windows of the backward pass: m and g hold each window's maximum and
 // gradient twice ([m0 m0 m1 m1]); a and c are the windows' top and bottom
-// rows. Writes the windows' gradients into da and dc.
+// rows. Writes the windows' gradients into da and dc; with relu_input, only
+// where the input is above zero (`x > 0 ? dx : 0`, false for NaN).
+template <bool relu_input>
 inline void pool_pair_backward(__m128 m, __m128 g, __m128 a, __m128 c, float* da, float* dc) {
   const __m128 right = right_lanes();
   const __m128 eq_a = _mm_cmpeq_ps(a, m);
@@ -81,12 +85,18 @@ inline void pool_pair_backward(__m128 m, __m128 g, __m128 a, __m128 c, float* da
   // left neighbour did not match (the last position takes the gradient when
   // no position equals the maximum, as in the template).
   const __m128 not_left_c = _mm_andnot_ps(left_to_right(eq_c), right);
-  const __m128 hit_c = _mm_andnot_ps(top_taken, _mm_or_ps(_mm_andnot_ps(right, eq_c), not_left_c));
-  _mm_storeu_ps(da, _mm_and_ps(hit_a, g));
+  __m128 hit_c = _mm_andnot_ps(top_taken, _mm_or_ps(_mm_andnot_ps(right, eq_c), not_left_c));
+  __m128 keep_a = hit_a;
+  if constexpr (relu_input) {
+    keep_a = _mm_and_ps(keep_a, _mm_cmpgt_ps(a, _mm_setzero_ps()));
+    hit_c = _mm_and_ps(hit_c, _mm_cmpgt_ps(c, _mm_setzero_ps()));
+  }
+  _mm_storeu_ps(da, _mm_and_ps(keep_a, g));
   _mm_storeu_ps(dc, _mm_and_ps(hit_c, g));
 }
 
 // One output row of the backward pass (see pool_row_forward).
+template <bool relu_input>
 void pool_row_backward(const float* r0, const float* r1, const float* y, const float* dy, int wo, float* d0,
                        float* d1) {
   if (wo >= 4) {  // blocks of four windows, the last one overlapping as in pool_row_forward
@@ -95,9 +105,9 @@ void pool_row_backward(const float* r0, const float* r1, const float* y, const f
       next = ox + 4;
       const __m128 m = _mm_loadu_ps(y + ox), g = _mm_loadu_ps(dy + ox);
       const int i = 2 * ox;
-      pool_pair_backward(_mm_unpacklo_ps(m, m), _mm_unpacklo_ps(g, g), _mm_loadu_ps(r0 + i), _mm_loadu_ps(r1 + i),
+      pool_pair_backward<relu_input>(_mm_unpacklo_ps(m, m), _mm_unpacklo_ps(g, g), _mm_loadu_ps(r0 + i), _mm_loadu_ps(r1 + i),
                          d0 + i, d1 + i);
-      pool_pair_backward(_mm_unpackhi_ps(m, m), _mm_unpackhi_ps(g, g), _mm_loadu_ps(r0 + i + 4),
+      pool_pair_backward<relu_input>(_mm_unpackhi_ps(m, m), _mm_unpackhi_ps(g, g), _mm_loadu_ps(r0 + i + 4),
                          _mm_loadu_ps(r1 + i + 4), d0 + i + 4, d1 + i + 4);
     }
     return;
@@ -113,6 +123,12 @@ void pool_row_backward(const float* r0, const float* r1, const float* y, const f
     d0[i + 1] = at_b ? g : 0.0f;
     d1[i] = at_c ? g : 0.0f;
     d1[i + 1] = at_d ? g : 0.0f;
+    if constexpr (relu_input) {
+      for (int k = i; k < i + 2; ++k) {
+        d0[k] = r0[k] > 0.0f ? d0[k] : 0.0f;
+        d1[k] = r1[k] > 0.0f ? d1[k] : 0.0f;
+      }
+    }
   }
 }
 
@@ -138,21 +154,22 @@ void maxpool_forward(int planes, int height, int width, int window, const float*
 }
 
 void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
-                      const float* dy, float* dx) {
+                      const float* dy, float* dx, bool relu_input) {
 #if defined(SWEPT_POOL_SSE2)
   if (window == 2) {
+    const auto row = relu_input ? pool_row_backward<true> : pool_row_backward<false>;
     const int ho = height / 2, wo = width / 2;
     for (int p = 0; p < planes; ++p) {
       const size_t in_plane = static_cast<size_t>(p) * height * width, out_plane = static_cast<size_t>(p) * ho * wo;
       for (int oy = 0; oy < ho; ++oy) {
         const size_t r0 = in_plane + static_cast<size_t>(2 * oy) * width, o = out_plane + static_cast<size_t>(oy) * wo;
-        pool_row_backward(x + r0, x + r0 + width, y + o, dy + o, wo, dx + r0, dx + r0 + width);
+        row(x + r0, x + r0 + width, y + o, dy + o, wo, dx + r0, dx + r0 + width);
       }
     }
     return;
   }
 #endif
-  maxpool_backward<float>(planes, height, width, window, x, y, dy, dx);
+  maxpool_backward<float>(planes, height, width, window, x, y, dy, dx, relu_input);
 }
 
 }  // namespace swept::trainer::cpu
