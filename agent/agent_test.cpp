@@ -201,6 +201,24 @@ bool alive(pid_t pid) {
   return !stat.empty() && stat.find(") Z ") == std::string::npos;
 }
 
+// Starts the `swept agent` binary as its own process, named `name`, against
+// the fake scheduler, working in `dir` with its log in DIR/agent.log (a shell
+// redirects it, then becomes the agent), heartbeats every 100 ms.
+Result<SpawnedChild> launch_swept_agent(PosixLauncher& launcher, FakeScheduler& s,
+                                        const TempDir& dir, const std::string& name, int stop_grace_ms,
+                                        std::vector<std::pair<std::string, std::string>> env = {}) {
+  const std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
+  LaunchSpec spec;
+  spec.argv = {"/bin/sh", "-c",
+               "exec \"$0\" agent --scheduler \"$1\" --gpus none --name \"$2\" --workdir \"$3\" "
+               "--heartbeat-ms 100 --stop-grace-ms \"$4\" 2>\"$3/agent.log\"",
+               swept, s.endpoint(), name, dir.path(), std::to_string(stop_grace_ms)};
+  spec.working_dir = dir.path();
+  spec.env_overrides = std::move(env);
+  return launcher.launch(spec);
+}
+
 }  // namespace
 
 TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit, forgets it on EXIT_ACK") {
@@ -442,18 +460,10 @@ TEST_CASE("agent: bad options are refused before anything starts") {
 }
 
 TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping its trials") {
-  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
-  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
   FakeScheduler s;
   TempDir dir;
   PosixLauncher launcher;
-  LaunchSpec spec;
-  // The shell only redirects the agent's log to a file, then becomes the agent.
-  spec.argv = {"/bin/sh", "-c", "exec \"$0\" agent --scheduler \"$1\" --gpus none --name cli-agent --workdir \"$2\" "
-                                "--heartbeat-ms 100 --stop-grace-ms 2000 2>\"$2/agent.log\"",
-               swept, s.endpoint(), dir.path()};
-  spec.working_dir = dir.path();
-  auto child = launcher.launch(spec);
+  auto child = launch_swept_agent(launcher, s, dir, "cli-agent", 2000);
   REQUIRE(child.ok());
   connect(s);
   s.send(start_trial(6, "trap 'echo stopping; exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
@@ -745,18 +755,10 @@ std::vector<pid_t> keepers_of(pid_t parent) {
 // agent is still frozen; resumed, the agent reports the trial ended by the lease.
 void frozen_agent_case(const std::string& containment) {
   CAPTURE(containment);
-  std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
-  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
   FakeScheduler s;
   TempDir dir;
   PosixLauncher launcher;
-  LaunchSpec spec;
-  spec.argv = {"/bin/sh", "-c", "exec \"$0\" agent --scheduler \"$1\" --gpus none --name frozen --workdir \"$2\" "
-                                "--heartbeat-ms 100 --stop-grace-ms 600 2>\"$2/agent.log\"",
-               swept, s.endpoint(), dir.path()};
-  spec.working_dir = dir.path();
-  spec.env_overrides = {{"SWEPT_AGENT_CONTAINMENT", containment}};
-  auto agent = launcher.launch(spec);
+  auto agent = launch_swept_agent(launcher, s, dir, "frozen", 600, {{"SWEPT_AGENT_CONTAINMENT", containment}});
   REQUIRE(agent.ok());
   auto reg = s.wait_for<pr::Register>();
   REQUIRE(reg);

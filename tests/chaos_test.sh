@@ -95,16 +95,7 @@ fail() {
   exit 1
 }
 say() { echo "chaos [$SECONDS s, $(date -u +%T.%N | cut -c1-12)] $*"; }
-# wait_for SECONDS 'CONDITION': polls every 50 ms until the shell condition
-# holds; a deadline only bounds a hang (the test never sleeps for an event).
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  until eval "$2"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
-sql() { sqlite3 -cmd ".timeout 5000" "$tmp/swept.db" "$1"; }
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
 now() { date +%s.%N; }
 # fault NAME T0: records that fault NAME lasted from T0 until now (for the
 # report of an overlap: which fault it came with).

@@ -38,15 +38,7 @@ fail() {
   for f in "$tmp"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
   exit 1
 }
-# wait_for SECONDS 'CONDITION': polls every 50 ms until the shell condition holds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  until eval "$2"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.05
-  done
-}
-sql() { sqlite3 -cmd ".timeout 2000" "$tmp/swept.db" "$1"; }
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
 
 if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
   echo "SKIP: this machine refuses to create network namespaces ($(cat "$tmp/netns.err" 2>/dev/null || echo 'no ip command'));" \

@@ -57,15 +57,7 @@ fail() {
   for f in "$tmp"/log/*.log "$tmp"/*.log; do [[ -f $f ]] && { echo "== $f" >&2; tail -25 "$f" >&2; }; done
   exit 1
 }
-# wait_for SECONDS 'CONDITION': polls every 100 ms until the shell condition holds.
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  until eval "$2"; do
-    ((SECONDS < deadline)) || return 1
-    sleep 0.1
-  done
-}
-sql() { sqlite3 -cmd ".timeout 2000" "$tmp/swept.db" "$1"; }
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # ---- the cluster ------------------------------------------------------------

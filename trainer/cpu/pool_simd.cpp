@@ -1,6 +1,6 @@
 // The float 2×2 max pooling (the models' only window), written with SSE2
-// intrinsics; every other window, and non-x86 builds, run the templates of
-// kernels.h.
+// intrinsics; other windows, rows narrower than four windows, and non-x86
+// builds run the templates of kernels.h.
 //
 // Why by hand: the templates read and write every other float of a row (the
 // two columns of a window), and GCC compiles those stride-2 accesses either
@@ -44,13 +44,9 @@ inline __m128 left_to_right(__m128 v) { return _mm_shuffle_ps(v, v, _MM_SHUFFLE(
 // One output row of the forward pass: y[ox] = max over the window at column
 // 2·ox of rows r0 and r1, for ox in [0, wo).
 void pool_row_forward(const float* r0, const float* r1, int wo, float* y) {
-  if (wo < 4) {
-    for (int ox = 0; ox < wo; ++ox)
-      y[ox] = std::max(std::max(r0[2 * ox], r0[2 * ox + 1]), std::max(r1[2 * ox], r1[2 * ox + 1]));
-    return;
-  }
-  // Blocks of four windows; a last partial block is done as the four last
-  // windows, overlapping the block before (the same values written twice).
+  // Blocks of four windows (wo >= 4: the callers send narrower rows to the
+  // templates); a last partial block is done as the four last windows,
+  // overlapping the block before (the same values written twice).
   for (int next = 0; next < wo;) {
     const int ox = std::min(next, wo - 4);
     next = ox + 4;
@@ -95,40 +91,19 @@ inline void pool_pair_backward(__m128 m, __m128 g, __m128 a, __m128 c, float* da
   _mm_storeu_ps(dc, _mm_and_ps(hit_c, g));
 }
 
-// One output row of the backward pass (see pool_row_forward).
+// One output row of the backward pass (see pool_row_forward; wo >= 4).
 template <bool relu_input>
 void pool_row_backward(const float* r0, const float* r1, const float* y, const float* dy, int wo, float* d0,
                        float* d1) {
-  if (wo >= 4) {  // blocks of four windows, the last one overlapping as in pool_row_forward
-    for (int next = 0; next < wo;) {
-      const int ox = std::min(next, wo - 4);
-      next = ox + 4;
-      const __m128 m = _mm_loadu_ps(y + ox), g = _mm_loadu_ps(dy + ox);
-      const int i = 2 * ox;
-      pool_pair_backward<relu_input>(_mm_unpacklo_ps(m, m), _mm_unpacklo_ps(g, g), _mm_loadu_ps(r0 + i), _mm_loadu_ps(r1 + i),
-                         d0 + i, d1 + i);
-      pool_pair_backward<relu_input>(_mm_unpackhi_ps(m, m), _mm_unpackhi_ps(g, g), _mm_loadu_ps(r0 + i + 4),
-                         _mm_loadu_ps(r1 + i + 4), d0 + i + 4, d1 + i + 4);
-    }
-    return;
-  }
-  for (int ox = 0; ox < wo; ++ox) {
-    const float best = y[ox], g = dy[ox];
+  for (int next = 0; next < wo;) {  // blocks of four windows, the last one overlapping as in pool_row_forward
+    const int ox = std::min(next, wo - 4);
+    next = ox + 4;
+    const __m128 m = _mm_loadu_ps(y + ox), g = _mm_loadu_ps(dy + ox);
     const int i = 2 * ox;
-    const bool at_a = r0[i] == best;
-    const bool at_b = !at_a & (r0[i + 1] == best);
-    const bool at_c = !(at_a | at_b) & (r1[i] == best);
-    const bool at_d = !(at_a | at_b | at_c);
-    d0[i] = at_a ? g : 0.0f;
-    d0[i + 1] = at_b ? g : 0.0f;
-    d1[i] = at_c ? g : 0.0f;
-    d1[i + 1] = at_d ? g : 0.0f;
-    if constexpr (relu_input) {
-      for (int k = i; k < i + 2; ++k) {
-        d0[k] = r0[k] > 0.0f ? d0[k] : 0.0f;
-        d1[k] = r1[k] > 0.0f ? d1[k] : 0.0f;
-      }
-    }
+    pool_pair_backward<relu_input>(_mm_unpacklo_ps(m, m), _mm_unpacklo_ps(g, g), _mm_loadu_ps(r0 + i),
+                                   _mm_loadu_ps(r1 + i), d0 + i, d1 + i);
+    pool_pair_backward<relu_input>(_mm_unpackhi_ps(m, m), _mm_unpackhi_ps(g, g), _mm_loadu_ps(r0 + i + 4),
+                                   _mm_loadu_ps(r1 + i + 4), d0 + i + 4, d1 + i + 4);
   }
 }
 
@@ -137,7 +112,7 @@ void pool_row_backward(const float* r0, const float* r1, const float* y, const f
 
 void maxpool_forward(int planes, int height, int width, int window, const float* x, float* y) {
 #if defined(SWEPT_POOL_SSE2)
-  if (window == 2) {
+  if (window == 2 && width >= 8) {  // at least one block of four windows a row
     const int ho = height / 2, wo = width / 2;
     for (int p = 0; p < planes; ++p) {
       const float* in = x + static_cast<size_t>(p) * height * width;
@@ -156,7 +131,7 @@ void maxpool_forward(int planes, int height, int width, int window, const float*
 void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
                       const float* dy, float* dx, bool relu_input) {
 #if defined(SWEPT_POOL_SSE2)
-  if (window == 2) {
+  if (window == 2 && width >= 8) {  // at least one block of four windows a row
     const auto row = relu_input ? pool_row_backward<true> : pool_row_backward<false>;
     const int ho = height / 2, wo = width / 2;
     for (int p = 0; p < planes; ++p) {
