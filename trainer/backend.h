@@ -244,9 +244,10 @@ struct CpuBackendOptions {
   // OpenBLAS's process-wide thread count to 1). With R replicas, give each
   // backend about --threads / R.
   int threads = 1;
-  // Float convolutions with several input channels through oneDNN's own
-  // primitives (the fast path). false keeps them on im2col + sgemm, whose
-  // arithmetic the CUDA emulation mirrors: its tests compare against that.
+  // The fast float convolutions: several input channels through oneDNN's
+  // own primitives, few input channels through the direct kernel
+  // (cpu/conv_direct.cpp). false keeps every convolution on im2col + sgemm,
+  // whose arithmetic the CUDA emulation mirrors: its tests compare against that.
   bool onednn_convolutions = true;
 };
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);

@@ -448,4 +448,19 @@ void maxpool_forward(int planes, int height, int width, int window, const float*
 void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
                       const float* dy, float* dx, bool relu_input = false);
 
+// The float direct convolution for few input channels (conv_direct.cpp: why
+// and how), per instruction-set level like the loops above. Supported: square
+// 3×3 or 5×5 kernels, 1 to kConvDirectMaxInChannels input channels, output
+// channels a multiple of 4, output rows of at most 32 pixels.
+// conv_direct_forward writes y = act(conv(x) + b) for samples [n_begin, n_end)
+// (x, y: the whole batch's NCHW tensors). conv_direct_weight_grad ADDS the
+// weight and bias gradients of samples [n_begin, n_end) to dw and db, from dy
+// with the activation's backward already applied.
+constexpr int kConvDirectMaxInChannels = 3;  // from 4 on, ops.h runs the channels-last GEMM
+bool conv_direct_supported(const Conv2dShape& s);
+void conv_direct_forward(const Conv2dShape& s, int n_begin, int n_end, const float* x, const float* w,
+                         const float* b, Activation act, float* y);
+void conv_direct_weight_grad(const Conv2dShape& s, int n_begin, int n_end, const float* x, const float* dy,
+                             float* dw, float* db);
+
 }  // namespace swept::trainer::cpu

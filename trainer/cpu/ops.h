@@ -131,6 +131,16 @@ class CpuOps {
 
   void conv2d_forward(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
     if (s.in_channels >= kChannelsLastMin) return conv2d_forward_channels_last(s, x, w, b, act, y);
+    if constexpr (std::is_same_v<T, float>) {
+      if (onednn_convolutions_ && conv_direct_supported(s)) {  // few input channels: no im2col (conv_direct.cpp)
+        const int tasks = sample_tasks(s.batch);
+        pool_.parallel_for(tasks, [&](int t) {
+          const Range r = split_range(s.batch, tasks, t);
+          conv_direct_forward(s, r.begin, r.end, x, w, b, act, y);
+        });
+        return;
+      }
+    }
     const Geometry g(s);
     const int tasks = sample_tasks(s.batch);
     ensure_scratch(tasks, g.col_size(), g.out_chunk_size(), 0);
@@ -168,6 +178,23 @@ class CpuOps {
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     const size_t grad_size = w_size + s.out_channels;
     const int tasks = sample_tasks(s.batch);
+    if constexpr (std::is_same_v<T, float>) {
+      // The first layer (no input gradient) with few input channels: the
+      // direct weight gradient (conv_direct.cpp), per-task partials as below.
+      if (onednn_convolutions_ && dx == nullptr && conv_direct_supported(s)) {
+        ensure_scratch(tasks, 0, 0, grad_size);
+        pool_.parallel_for(tasks, [&](int t) {
+          const Range r = split_range(s.batch, tasks, t);
+          T* dw_part = scratch_[t].grad.data();
+          std::fill(dw_part, dw_part + grad_size, T(0));
+          activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
+                              dy + r.begin * g.out_size);
+          conv_direct_weight_grad(s, r.begin, r.end, x, dy, dw_part, dw_part + w_size);
+        });
+        sum_task_partials(tasks, w_size, grad_size, dw, db);
+        return;
+      }
+    }
     ensure_scratch(tasks, g.col_size(), g.out_chunk_size(), grad_size);
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);

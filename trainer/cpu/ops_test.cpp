@@ -477,3 +477,62 @@ TEST_CASE("trainer: float kernels at every level agree with the double reference
   }
   REQUIRE(set_simd_level_for_testing(chosen));
 }
+
+TEST_CASE("trainer: the direct convolution (few input channels) agrees with the double reference at every level") {
+  auto max_rel = [](const std::vector<float>& a, const std::vector<double>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num = std::max(num, std::abs(a[i] - b[i]));
+      den = std::max(den, std::abs(b[i]));
+    }
+    return num / den;
+  };
+  // conv1 itself (rows of two vectors), rows of one vector, rows narrower
+  // than half a vector (a whole-vector store would reach three rows on),
+  // no padding, two and three input channels; each activation.
+  const std::vector<std::pair<Conv2dShape, Activation>> cases = {
+      {{9, 1, 28, 28, 32, 5, 5, 2, 2}, Activation::kRelu},    {{5, 2, 9, 9, 8, 3, 3, 1, 1}, Activation::kSigmoid},
+      {{3, 3, 5, 5, 4, 5, 5, 2, 2}, Activation::kRelu},       {{4, 1, 20, 20, 12, 3, 3, 0, 0}, Activation::kNone},
+      {{2, 1, 32, 32, 4, 5, 5, 2, 2}, Activation::kRelu},
+  };
+  const SimdLevel chosen = simd_level();
+  for (SimdLevel level : {SimdLevel::kBaseline, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
+    if (static_cast<int>(level) > static_cast<int>(chosen)) continue;
+    REQUIRE(set_simd_level_for_testing(level));
+    CAPTURE(simd_level_name(level));
+    std::mt19937_64 gen(29);
+    for (const auto& [s, act] : cases) {
+      CAPTURE(s.in_channels);
+      CAPTURE(s.width);
+      CAPTURE(s.kernel_h);
+      REQUIRE(conv_direct_supported(s));
+      const size_t xs = size_t{1} * s.batch * s.in_channels * s.height * s.width;
+      const size_t ws = size_t{1} * s.out_channels * s.in_channels * s.kernel_h * s.kernel_w;
+      const size_t ys = size_t{1} * s.batch * s.out_channels * s.out_height() * s.out_width();
+      auto xd = random_vector(xs, gen), wd = random_vector(ws, gen, 0.2), bd = random_vector(s.out_channels, gen),
+           rd = random_vector(ys, gen);
+      std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end()),
+          r(rd.begin(), rd.end());
+      // Guards around y: the whole-vector stores must stay inside it.
+      std::vector<float> y(ys + 32, 7.0f), dw(ws), db(s.out_channels);
+      std::vector<double> yd(ys), dwd(ws), dbd(s.out_channels);
+      CpuOps<float> ops(2);
+      CpuOps<double> ref(1);
+      ops.conv2d_forward(s, x.data(), w.data(), b.data(), act, y.data());
+      ref.conv2d_forward(s, xd.data(), wd.data(), bd.data(), act, yd.data());
+      for (size_t i = ys; i < y.size(); ++i) REQUIRE(y[i] == 7.0f);
+      y.resize(ys);
+      CHECK(max_rel(y, yd) < 1e-5);
+      ops.conv2d_backward(s, x.data(), w.data(), y.data(), r.data(), act, nullptr, dw.data(), db.data());
+      ref.conv2d_backward(s, xd.data(), wd.data(), yd.data(), rd.data(), act, nullptr, dwd.data(), dbd.data());
+      CHECK(max_rel(dw, dwd) < 1e-5);
+      CHECK(max_rel(db, dbd) < 1e-5);
+    }
+  }
+  REQUIRE(set_simd_level_for_testing(chosen));
+  // Shapes it does not take fall back to im2col (and still agree: the test above).
+  CHECK_FALSE(conv_direct_supported({1, 1, 28, 28, 6, 5, 5, 2, 2}));   // channels not a multiple of 4
+  CHECK_FALSE(conv_direct_supported({1, 1, 40, 40, 8, 5, 5, 2, 2}));   // rows of more than 32
+  CHECK_FALSE(conv_direct_supported({1, 1, 28, 28, 8, 7, 7, 3, 3}));   // 7x7
+  CHECK_FALSE(conv_direct_supported({1, 4, 28, 28, 8, 5, 5, 2, 2}));   // channels-last from 4 on
+}
