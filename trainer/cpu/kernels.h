@@ -436,6 +436,10 @@ namespace swept::trainer::cpu {
 void bias_activation_rows(int rows, int cols, const float* bias, Activation act, float* y);
 void bias_activation_channels(int channels, int spatial, const float* bias, Activation act, float* y);
 void activation_backward(size_t n, Activation act, const float* y, float* dy);
+// The dense layers' column ranges (the MLP's sigmoid: 5% of a one-thread step
+// as the baseline template).
+void bias_activation_columns(int rows, int cols, int c0, int c1, const float* bias, Activation act, float* y);
+void activation_backward_columns(int rows, int cols, int c0, int c1, Activation act, const float* y, float* dy);
 void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, float correction1, float correction2,
                       size_t n, float* param, const float* grad, float* state1, float* state2);
 // dst[i] = src[i] / 255 for i < n (image bytes to [0, 1]).

@@ -29,6 +29,14 @@ namespace {
   ATTRIBUTES void activation_backward(size_t n, Activation act, const float* y, float* dy) {                        \
     cpu::activation_backward<float>(n, act, y, dy);                                                                 \
   }                                                                                                                 \
+  ATTRIBUTES void bias_activation_columns(int rows, int cols, int c0, int c1, const float* bias, Activation act,     \
+                                          float* y) {                                                               \
+    cpu::bias_activation_columns<float>(rows, cols, c0, c1, bias, act, y);                                          \
+  }                                                                                                                 \
+  ATTRIBUTES void activation_backward_columns(int rows, int cols, int c0, int c1, Activation act, const float* y,   \
+                                              float* dy) {                                                          \
+    cpu::activation_backward_columns<float>(rows, cols, c0, c1, act, y, dy);                                        \
+  }                                                                                                                 \
   ATTRIBUTES void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, float correction1,     \
                                    float correction2, size_t n, float* param, const float* grad, float* state1,    \
                                    float* state2) {                                                                 \
@@ -72,6 +80,14 @@ void bias_activation_channels(int channels, int spatial, const float* bias, Acti
 
 void activation_backward(size_t n, Activation act, const float* y, float* dy) {
   SWEPT_DISPATCH(activation_backward, n, act, y, dy);
+}
+
+void bias_activation_columns(int rows, int cols, int c0, int c1, const float* bias, Activation act, float* y) {
+  SWEPT_DISPATCH(bias_activation_columns, rows, cols, c0, c1, bias, act, y);
+}
+
+void activation_backward_columns(int rows, int cols, int c0, int c1, Activation act, const float* y, float* dy) {
+  SWEPT_DISPATCH(activation_backward_columns, rows, cols, c0, c1, act, y, dy);
 }
 
 void optimizer_update(const OptimizerConfig& cfg, float weight_decay, float lr, float correction1, float correction2,
