@@ -55,7 +55,8 @@ class CpuOps {
   // peak, row halves at ~80% forward and ~55% for dx).
   void dense_forward(int batch, int in, int out, const T* x, const T* w, const T* b, Activation act, T* y) {
     const double flops = 2.0 * batch * in * out;
-    if (static_cast<double>(kSmallGemmRows) * out * in <= kSmallGemmMaxProduct && gemm_tasks(batch, flops) > 1) {
+    if (kSmallGemmChunks && static_cast<double>(kSmallGemmRows) * out * in <= kSmallGemmMaxProduct &&
+        gemm_tasks(batch, flops) > 1) {
       // Small layers (the MLP's 784→100): chunks of kSmallGemmRows samples,
       // each a product small enough for OpenBLAS's unpacked small-matrix
       // kernel, claimed dynamically by the threads. Measured for 100×100×784
@@ -83,7 +84,7 @@ class CpuOps {
   void dense_backward(int batch, int in, int out, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
                       T* dw, T* db) {
     const double flops = 2.0 * batch * in * out;
-    if (static_cast<double>(batch) * out * kSmallGemmColumns <= kSmallGemmMaxProduct) {
+    if (kSmallGemmChunks && static_cast<double>(batch) * out * kSmallGemmColumns <= kSmallGemmMaxProduct) {
       // Small layers (the MLP's): dy·act'(y) and db first, then dw and dx
       // together over chunks of kSmallGemmColumns input columns. Each chunk's
       // dw product (out × 64 × batch) is small enough for OpenBLAS's
@@ -557,15 +558,16 @@ class CpuOps {
   // A product is split only into parts of at least ~4 MFLOP (~40 µs on one
   // core): below that, waking another thread costs more than it saves, and on
   // a shared machine a descheduled helper thread stalls the whole step.
-  // Products with work for several parts per thread (the CNN's fc1) are cut
-  // into up to kTasksPerThread parts per thread, claimed dynamically: when
-  // another process takes a core, the thread that keeps one takes over the
-  // parts the other has not started, instead of waiting for half the product.
+  // Larger products get one part per thread. They were cut into up to four
+  // parts per thread, so that a thread could take over parts another had
+  // not started when a second process took a core; but oneDNN's sgemm runs
+  // the CNN's fc1 products 10-20 % slower in quarters than in halves (one
+  // core, 2026-11-27: dw 6.1-7.2 ms in eighths against 5.6-6.3 in halves,
+  // dx 5.4-6.6 against 5.0-5.4), and the pool's stall detector now covers a
+  // descheduled thread (it runs the jobs alone for a while).
   int gemm_tasks(int items, double flops) const {
     const int by_work = static_cast<int>(flops / kMinFlopsPerTask);
-    if (threads_ == 1 || by_work < 2 * threads_) return std::max(1, std::min({threads_, items, by_work}));
-    const int per_thread = std::min(kTasksPerThread, by_work / threads_);
-    return std::max(1, std::min(items, threads_ * per_thread));
+    return std::max(1, std::min({threads_, items, by_work}));
   }
   static constexpr double kMinFlopsPerTask = 4e6;
   // An elementwise pass over n values is weighted as n · this many flops
@@ -574,6 +576,12 @@ class CpuOps {
   // OpenBLAS 0.3.21 (SKYLAKEX) multiplies without packing when
   // M·N·K <= 100³; the dense layers cut small layers into products that fit.
   static constexpr int kSmallGemmColumns = 64;
+  // Only for OpenBLAS (the double products of the gradient checks). oneDNN's
+  // sgemm (float) runs small products no faster in pieces: one core, the
+  // MLP's 100×100×784 forward took 182 µs in chunks of 8 rows against 101 µs
+  // whole and 122-125 µs in two halves; its dw 102 µs in chunks of 64
+  // columns against 92 µs in two halves (2026-11-27, generic-Xeon VM).
+  static constexpr bool kSmallGemmChunks = !std::is_same_v<T, float>;
   static constexpr int kSmallGemmRows = 8;
   static constexpr double kSmallGemmMaxProduct = 1e6;
 
