@@ -85,17 +85,24 @@ enum class Activation : int32_t { kNone = 0, kRelu = 1, kSigmoid = 2 };
 
 // A stride-1 2-D convolution with zero padding, NCHW. Output spatial size is
 // (height + 2·pad_h - kernel_h + 1) × (width + 2·pad_w - kernel_w + 1).
+// blocked_out: y (and, backward, y and dy) are in the backend's channel-
+// blocked layout instead of NCHW; only where Backend::blocked_conv_output
+// said yes, for a convolution whose output only a pooling reads.
 struct Conv2dShape {
   int batch = 0, in_channels = 0, height = 0, width = 0;
   int out_channels = 0, kernel_h = 0, kernel_w = 0, pad_h = 0, pad_w = 0;
+  bool blocked_out = false;
   int out_height() const { return height + 2 * pad_h - kernel_h + 1; }
   int out_width() const { return width + 2 * pad_w - kernel_w + 1; }
 };
 
 // Max pooling over window×window with stride `window`, NCHW; height and
 // width must be multiples of window. Output is (height/window, width/window).
+// blocked_in: x (and, backward, dx) are in the channel-blocked layout of the
+// convolution before it (Conv2dShape::blocked_out); y and dy stay NCHW.
 struct Pool2dShape {
   int batch = 0, channels = 0, height = 0, width = 0, window = 2;
+  bool blocked_in = false;
 };
 
 enum class OptimizerKind : int32_t { kSgd = 0, kMomentum = 1, kAdam = 2 };
@@ -193,6 +200,16 @@ class Backend {
                                          const float* y, const float* dy, float* dx) {
     (void)shape, (void)x, (void)y, (void)dy, (void)dx;
     return Status::Internal("maxpool2d_relu_backward: this backend does not fuse it");
+  }
+
+  // Optional: whether this convolution (shape.batch ignored) with this
+  // activation may write its output in the backend's channel-blocked layout
+  // for a 2×2 pooling after it (Conv2dShape::blocked_out with
+  // Pool2dShape::blocked_in): the layout the backend computes in, so that no
+  // reorder to NCHW and back is needed. Only the two calls see that tensor.
+  virtual bool blocked_conv_output(const Conv2dShape& shape, Activation act) {
+    (void)shape, (void)act;
+    return false;
   }
 
   // Inverted dropout on n = batch·features values, keep probability 1 - p:

@@ -150,10 +150,13 @@ nlohmann::json without_timing(const std::string& line) {
   return j;
 }
 
-std::vector<std::string> resume_args(const std::string& data, const std::string& dir) {
-  return {"--data=" + data, "--model=mlp", "--hidden=24", "--optimizer=adam", "--lr=0.003", "--dropout=0.2",
-          "--batch_size=20", "--epochs=3", "--log_every=1", "--eval_every=25", "--checkpoint_every=7",
-          "--checkpoint_dir=" + dir, "--threads=2", "--seed=9"};
+std::vector<std::string> resume_args(const std::string& data, const std::string& dir, const std::string& model) {
+  std::vector<std::string> args = {"--data=" + data, "--model=" + model, "--optimizer=adam", "--lr=0.003",
+                                   "--dropout=0.2", "--batch_size=20", "--epochs=3", "--log_every=1",
+                                   "--eval_every=25", "--checkpoint_every=7", "--checkpoint_dir=" + dir,
+                                   "--threads=2", "--seed=9"};
+  if (model == "mlp") args.push_back("--hidden=24");
+  return args;
 }
 
 }  // namespace
@@ -249,23 +252,25 @@ TEST_CASE("trainer: a diverging run ends with a \"diverged\" line and exit 3") {
   CHECK(c.err().find("diverged") != std::string::npos);
 }
 
-TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights as a run never stopped") {
+namespace {
+
+void check_resume_after_sigkill(const std::string& model) {
   TempDir data("resume");
   write_mnist_like(data.path(), 1000, 100, 4);  // 900 training samples: 45 steps per epoch, 135 in all
   TempDir straight_dir("straight"), killed_dir("killed");
 
-  Child straight(resume_args(data.path(), straight_dir.path()));
+  Child straight(resume_args(data.path(), straight_dir.path(), model));
   REQUIRE(straight.wait_exit() == 0);
 
   {
-    Child victim(resume_args(data.path(), killed_dir.path()));
+    Child victim(resume_args(data.path(), killed_dir.path(), model));
     auto seen = victim.wait_for_line([](const std::string& l) { return step_of(l) >= 60; });
     REQUIRE(seen.has_value());
     victim.signal(SIGKILL);
     CHECK(victim.wait_exit() == 128 + SIGKILL);
     REQUIRE(nlohmann::json::parse(victim.lines().back())["step"].get<int64_t>() < 135);  // it had not finished
   }
-  std::vector<std::string> args = resume_args(data.path(), killed_dir.path());
+  std::vector<std::string> args = resume_args(data.path(), killed_dir.path(), model);
   args.push_back("--resume");
   Child resumed(args);
   REQUIRE(resumed.wait_exit() == 0);
@@ -302,11 +307,23 @@ TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights 
   CHECK(a->state2 == b->state2);
 }
 
+}  // namespace
+
+TEST_CASE("trainer: resume after SIGKILL ends with the same metrics and weights as a run never stopped") {
+  check_resume_after_sigkill("mlp");
+}
+
+// The CNN's kernels (direct conv1, oneDNN's channel-blocked conv2, the
+// pooling of its blocked output) are as reproducible as the MLP's.
+TEST_CASE("trainer: resume after SIGKILL of the CNN ends with the same metrics and weights as a run never stopped") {
+  check_resume_after_sigkill("cnn");
+}
+
 TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130, and a corrupt newest checkpoint is skipped on resume") {
   TempDir data("term");
   write_mnist_like(data.path(), 1000, 100, 4);
   TempDir dir("term-ckpt");
-  std::vector<std::string> args = resume_args(data.path(), dir.path());
+  std::vector<std::string> args = resume_args(data.path(), dir.path(), "mlp");
   for (std::string& a : args)
     if (a.rfind("--checkpoint_every=", 0) == 0) a = "--checkpoint_every=1000";  // only SIGTERM and the end write one
   Child c(args);

@@ -53,6 +53,10 @@ struct Network::Layer {
   LayerSpec spec;
   size_t in_size = 0, out_size = 0;  // floats per sample
   int weight = -1, bias = -1;        // indices into layout tensors
+  // A convolution whose output only the pooling after it reads, in the
+  // backend's channel-blocked layout (Backend::blocked_conv_output); set on
+  // both layers.
+  bool blocked = false;
 
   Conv2dShape conv(int batch) const {
     Conv2dShape s;
@@ -62,6 +66,7 @@ struct Network::Layer {
     s.out_channels = spec.b;
     s.kernel_h = s.kernel_w = kKernel;
     s.pad_h = s.pad_w = kPad;
+    s.blocked_out = blocked;
     return s;
   }
   Pool2dShape pool(int batch) const {
@@ -70,6 +75,7 @@ struct Network::Layer {
     s.channels = spec.a;
     s.height = s.width = spec.side;
     s.window = kPool;
+    s.blocked_in = blocked;
     return s;
   }
 };
@@ -148,6 +154,14 @@ Result<std::unique_ptr<Network>> Network::create(const ModelConfig& config, Back
     }
     size = layer.out_size;
     net->layers_.push_back(layer);
+  }
+  // Each convolution followed by a 2×2 pooling: in the layout the backend
+  // computes in, when it offers that (no reorder to NCHW and back between).
+  for (size_t i = 0; i + 1 < net->layers_.size(); ++i) {
+    Layer& conv = net->layers_[i];
+    Layer& pool = net->layers_[i + 1];
+    if (conv.spec.kind != LayerKind::kConv || pool.spec.kind != LayerKind::kPool || kPool != 2) continue;
+    conv.blocked = pool.blocked = backend.blocked_conv_output(conv.conv(max_batch), conv.spec.act);
   }
   auto alloc = [&](size_t bytes, std::unique_ptr<Buffer>& out) -> Status {
     Result<std::unique_ptr<Buffer>> b = backend.allocate(bytes);

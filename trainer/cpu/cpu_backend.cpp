@@ -94,28 +94,40 @@ class CpuBackend final : public Backend {
   }
   Status conv2d_forward(const Conv2dShape& s, const float* x, const float* w, const float* b, Activation act,
                         float* y) override {
+    if (s.blocked_out) {
+      if (!ops_.conv2d_forward_blocked(s, x, w, b, act, y)) return blocked_failure("conv2d_forward", s);
+      return Status::Ok();
+    }
     ops_.conv2d_forward(s, x, w, b, act, y);
     return Status::Ok();
   }
   Status conv2d_backward(const Conv2dShape& s, const float* x, const float* w, const float* y, float* dy,
                          Activation act, float* dx, float* dw, float* db) override {
+    if (s.blocked_out) {
+      if (!ops_.conv2d_backward_blocked(s, x, w, y, dy, act, dx, dw, db)) return blocked_failure("conv2d_backward", s);
+      return Status::Ok();
+    }
     ops_.conv2d_backward(s, x, w, y, dy, act, dx, dw, db);
     return Status::Ok();
   }
+  bool blocked_conv_output(const Conv2dShape& s, Activation act) override { return ops_.blocked_conv_output(s, act); }
   Status maxpool2d_forward(const Pool2dShape& s, const float* x, float* y) override {
+    if (s.blocked_in) {
+      SWEPT_RETURN_IF_ERROR(check_blocked_pool(s));
+      ops_.maxpool2d_forward_blocked(s, x, y);
+      return Status::Ok();
+    }
     ops_.maxpool2d_forward(s, x, y);
     return Status::Ok();
   }
   Status maxpool2d_backward(const Pool2dShape& s, const float* x, const float* y, const float* dy,
                             float* dx) override {
-    ops_.maxpool2d_backward(s, x, y, dy, dx);
-    return Status::Ok();
+    return pool_backward(s, x, y, dy, dx, false);
   }
   bool fuses_pool_relu_backward() const override { return true; }
   Status maxpool2d_relu_backward(const Pool2dShape& s, const float* x, const float* y, const float* dy,
                                  float* dx) override {
-    ops_.maxpool2d_backward(s, x, y, dy, dx, /*relu_input=*/true);
-    return Status::Ok();
+    return pool_backward(s, x, y, dy, dx, true);
   }
 
   Status dropout_forward(size_t n, float p, int64_t first_element, const StepScalars* scalars, const float* x,
@@ -149,6 +161,27 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  Status pool_backward(const Pool2dShape& s, const float* x, const float* y, const float* dy, float* dx, bool relu) {
+    if (s.blocked_in) {
+      SWEPT_RETURN_IF_ERROR(check_blocked_pool(s));
+      ops_.maxpool2d_backward_blocked(s, x, y, dy, dx, relu);
+      return Status::Ok();
+    }
+    ops_.maxpool2d_backward(s, x, y, dy, dx, relu);
+    return Status::Ok();
+  }
+  static Status check_blocked_pool(const Pool2dShape& s) {
+    if (s.window == 2 && s.channels % cpu::kOnednnChannelBlock == 0 && s.height % 2 == 0 && s.width % 2 == 0)
+      return Status::Ok();
+    return Status::Internal("maxpool2d: a channel-blocked input needs a 2x2 window, channels a multiple of 16 and even "
+                            "sides (got window " + std::to_string(s.window) + ", " + std::to_string(s.channels) +
+                            " channels, " + std::to_string(s.height) + "x" + std::to_string(s.width) + ")");
+  }
+  static Status blocked_failure(const char* op, const Conv2dShape& s) {
+    return Status::Internal(std::string(op) + ": oneDNN could not run the channel-blocked convolution (" +
+                            std::to_string(s.in_channels) + "->" + std::to_string(s.out_channels) + " channels, batch " +
+                            std::to_string(s.batch) + "); this is a bug in swept-train, please report it");
+  }
   static constexpr int kPrefetchSamples = 4;
   cpu::CpuOps<float> ops_;
 };

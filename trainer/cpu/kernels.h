@@ -452,6 +452,15 @@ void maxpool_forward(int planes, int height, int width, int window, const float*
 void maxpool_backward(int planes, int height, int width, int window, const float* x, const float* y,
                       const float* dy, float* dx, bool relu_input = false);
 
+// The 2×2 max pooling of samples [n_begin, n_end) of a channel-blocked
+// tensor (Pool2dShape::blocked_in: per sample [channels/16][height][width][16],
+// channels a multiple of 16): y and dy NCHW, dx blocked (pool_blocked.cpp).
+// The NCHW kernels' values bit for bit.
+void maxpool2x2_blocked_forward(int n_begin, int n_end, int channels, int height, int width, const float* x,
+                                float* y);
+void maxpool2x2_blocked_backward(int n_begin, int n_end, int channels, int height, int width, const float* x,
+                                 const float* y, const float* dy, float* dx, bool relu_input);
+
 // The float direct convolution for few input channels (conv_direct.cpp: why
 // and how), per instruction-set level like the loops above. Supported: square
 // 3×3 or 5×5 kernels, 1 to kConvDirectMaxInChannels input channels, output

@@ -6,7 +6,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -24,7 +26,8 @@ struct Primitives {
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
-  memory::desc x_nchw, w_oihw, y_nchw;
+  memory::desc x_nchw, w_oihw, y_nchw;  // y_nchw: nChw16c for the blocked primitives
+  memory::desc bias;
 };
 
 dnnl::engine& cpu_engine() {
@@ -40,50 +43,71 @@ void keep_openmp_single_threaded() {
   (void)once;
 }
 
-std::unique_ptr<Primitives> create(const Conv2dShape& s) {
+// blocked: y and dy in nChw16c (Conv2dShape::blocked_out), the bias inside
+// the primitives (forward: argument; backward weights: diff_bias) and a ReLU
+// as a forward post-op. Otherwise NCHW at the edges, bias and activation
+// left to the caller.
+std::unique_ptr<Primitives> create(const Conv2dShape& s, bool blocked, Activation act) {
   const auto f32 = memory::data_type::f32;
   const memory::dims x{s.batch, s.in_channels, s.height, s.width};
   const memory::dims w{s.out_channels, s.in_channels, s.kernel_h, s.kernel_w};
   const memory::dims y{s.batch, s.out_channels, s.out_height(), s.out_width()};
   const memory::dims strides{1, 1}, pad{s.pad_h, s.pad_w};
-  const memory::desc x_any(x, f32, Tag::any), w_any(w, f32, Tag::any), y_any(y, f32, Tag::any);
+  const memory::desc x_any(x, f32, Tag::any), w_any(w, f32, Tag::any);
+  const memory::desc y_fmt(y, f32, blocked ? Tag::nChw16c : Tag::any), b_desc({s.out_channels}, f32, Tag::x);
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one per call: safe from several threads
+  dnnl::primitive_attr fwd_attr;  // not a copy of attr: dnnl handles share their object
+  fwd_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (blocked && act == Activation::kRelu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+    fwd_attr.set_post_ops(ops);
+  }
   auto& engine = cpu_engine();
-  dnnl::convolution_forward::primitive_desc fwd_pd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, x_any,
-                                      w_any, y_any, strides, pad, pad),
-      attr, engine);
+  const auto fwd_desc =
+      blocked ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                                x_any, w_any, b_desc, y_fmt, strides, pad, pad)
+              : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                                x_any, w_any, y_fmt, strides, pad, pad);
+  dnnl::convolution_forward::primitive_desc fwd_pd(fwd_desc, fwd_attr, engine);
+  // The backward primitives take a forward without post-ops as their hint
+  // (oneDNN 2.6 finds no implementation for a hint with a ReLU post-op).
+  const dnnl::convolution_forward::primitive_desc hint_pd =
+      blocked && act == Activation::kRelu ? dnnl::convolution_forward::primitive_desc(fwd_desc, attr, engine) : fwd_pd;
   dnnl::convolution_backward_data::primitive_desc bwd_data_pd(
-      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_any, strides, pad,
+      dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_fmt, strides, pad,
                                             pad),
-      attr, engine, fwd_pd);
-  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(
-      dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_any, strides, pad,
-                                               pad),
-      attr, engine, fwd_pd);
+      attr, engine, hint_pd);
+  const auto bwd_weights_desc =
+      blocked ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, w_any, b_desc,
+                                                         y_fmt, strides, pad, pad)
+              : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_fmt,
+                                                         strides, pad, pad);
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd(bwd_weights_desc, attr, engine, hint_pd);
   auto p = std::make_unique<Primitives>(Primitives{fwd_pd, bwd_data_pd, bwd_weights_pd,
                                                    dnnl::convolution_forward(fwd_pd),
                                                    dnnl::convolution_backward_data(bwd_data_pd),
                                                    dnnl::convolution_backward_weights(bwd_weights_pd),
                                                    memory::desc(x, f32, Tag::nchw), memory::desc(w, f32, Tag::oihw),
-                                                   memory::desc(y, f32, Tag::nchw)});
+                                                   blocked ? y_fmt : memory::desc(y, f32, Tag::nchw), b_desc});
   return p;
 }
 
 // The primitives for this shape (and sub-batch), created once; null when
 // oneDNN cannot make them.
-const Primitives* primitives(const Conv2dShape& s) {
-  using Key = std::tuple<int, int, int, int, int, int, int, int, int>;
+const Primitives* primitives(const Conv2dShape& s, bool blocked = false, Activation act = Activation::kNone) {
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, bool, int>;
   static std::mutex mutex;
   static std::map<Key, std::unique_ptr<Primitives>> cache;
-  const Key key{s.batch, s.in_channels, s.height, s.width, s.out_channels, s.kernel_h, s.kernel_w, s.pad_h, s.pad_w};
+  const Key key{s.batch,    s.in_channels, s.height, s.width, s.out_channels, s.kernel_h,
+                s.kernel_w, s.pad_h,       s.pad_w,  blocked, blocked ? static_cast<int>(act) : 0};
   std::lock_guard<std::mutex> lock(mutex);
   auto it = cache.find(key);
   if (it == cache.end()) {
     std::unique_ptr<Primitives> p;
     try {
-      p = create(s);
+      p = create(s, blocked, act);
     } catch (const dnnl::error&) {
       p = nullptr;  // no implementation for this shape: the caller's GEMM path
     }
@@ -139,9 +163,11 @@ memory user_memory(const memory::desc& d, const float* p) {
 
 }  // namespace
 
-bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, float* y) {
-  keep_openmp_single_threaded();  // before creating: oneDNN sizes its primitives' thread count then
-  const Primitives* p = primitives(s);
+namespace {
+
+// The forward pass with p's primitives: x NCHW, y in p->y_nchw's layout; the
+// bias added by the primitive when b is given.
+bool run_forward(const Primitives* p, const float* x, const float* w, const float* b, float* y) {
   if (p == nullptr) return false;
   try {
     dnnl::stream stream(cpu_engine());
@@ -149,10 +175,12 @@ bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, f
     memory bx = as_layout(stream, ux, p->fwd_pd.src_desc(), kX), bw = as_layout(stream, uw, p->fwd_pd.weights_desc(), kW);
     const bool y_blocked = p->fwd_pd.dst_desc() != p->y_nchw;
     memory by = y_blocked ? buffers.get(kY, p->fwd_pd.dst_desc()) : uy;
-    p->fwd.execute(stream, {{DNNL_ARG_SRC, bx},
-                            {DNNL_ARG_WEIGHTS, bw},
-                            {DNNL_ARG_DST, by},
-                            {DNNL_ARG_SCRATCHPAD, scratchpad(p->fwd_pd.scratchpad_desc())}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bx},
+                                         {DNNL_ARG_WEIGHTS, bw},
+                                         {DNNL_ARG_DST, by},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(p->fwd_pd.scratchpad_desc())}};
+    if (b != nullptr) args.emplace(DNNL_ARG_BIAS, user_memory(p->bias, b));
+    p->fwd.execute(stream, args);
     if (y_blocked) dnnl::reorder(by, uy).execute(stream, by, uy);
     stream.wait();
   } catch (const dnnl::error&) {
@@ -161,10 +189,10 @@ bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, f
   return true;
 }
 
-bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, const float* dy, float* dx,
-                          float* dw) {
-  keep_openmp_single_threaded();  // before creating: oneDNN sizes its primitives' thread count then
-  const Primitives* p = primitives(s);
+// The backward pass: dy in p->y_nchw's layout; dw (and db when given, by the
+// primitive) overwritten; dx NCHW when not null.
+bool run_backward(const Primitives* p, const float* x, const float* w, const float* dy, float* dx, float* dw,
+                  float* db) {
   if (p == nullptr) return false;
   try {
     dnnl::stream stream(cpu_engine());
@@ -173,10 +201,12 @@ bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, 
     memory bx = as_layout(stream, ux, wpd.src_desc(), kX), bdy = as_layout(stream, udy, wpd.diff_dst_desc(), kDy);
     const bool dw_blocked = wpd.diff_weights_desc() != p->w_oihw;
     memory bdw = dw_blocked ? buffers.get(kDw, wpd.diff_weights_desc()) : udw;
-    p->bwd_weights.execute(stream, {{DNNL_ARG_SRC, bx},
-                                    {DNNL_ARG_DIFF_DST, bdy},
-                                    {DNNL_ARG_DIFF_WEIGHTS, bdw},
-                                    {DNNL_ARG_SCRATCHPAD, scratchpad(wpd.scratchpad_desc())}});
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bx},
+                                         {DNNL_ARG_DIFF_DST, bdy},
+                                         {DNNL_ARG_DIFF_WEIGHTS, bdw},
+                                         {DNNL_ARG_SCRATCHPAD, scratchpad(wpd.scratchpad_desc())}};
+    if (db != nullptr) args.emplace(DNNL_ARG_DIFF_BIAS, user_memory(p->bias, db));
+    p->bwd_weights.execute(stream, args);
     if (dw_blocked) dnnl::reorder(bdw, udw).execute(stream, bdw, udw);
     if (dx != nullptr) {
       const auto& dpd = p->bwd_data_pd;
@@ -196,6 +226,50 @@ bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, 
     return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, float* y) {
+  keep_openmp_single_threaded();  // before creating: oneDNN sizes its primitives' thread count then
+  return run_forward(primitives(s), x, w, nullptr, y);
+}
+
+bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, const float* dy, float* dx,
+                          float* dw) {
+  keep_openmp_single_threaded();
+  return run_backward(primitives(s), x, w, dy, dx, dw, nullptr);
+}
+
+bool onednn_conv_blocked_available(const Conv2dShape& s, Activation act) {
+  if (act != Activation::kNone && act != Activation::kRelu) return false;
+  if (s.out_channels % kOnednnChannelBlock != 0) return false;
+  keep_openmp_single_threaded();
+  for (int batch : {1, 16}) {
+    Conv2dShape sub = s;
+    sub.batch = batch;
+    const Primitives* p = primitives(sub, true, act);
+    if (p == nullptr) return false;
+    // Only oneDNN's JIT convolutions: where the blocked layout is not theirs
+    // (no AVX-512: 8-channel blocks) it would take a reference or GEMM-based
+    // implementation, slower than the NCHW path with its reorders.
+    for (const std::string impl : {p->fwd_pd.impl_info_str(), p->bwd_data_pd.impl_info_str(),
+                                   p->bwd_weights_pd.impl_info_str()})
+      if (impl.rfind("jit:", 0) != 0) return false;
+  }
+  return true;
+}
+
+bool onednn_conv_forward_blocked(const Conv2dShape& s, const float* x, const float* w, const float* b, Activation act,
+                                 float* y) {
+  keep_openmp_single_threaded();
+  return run_forward(primitives(s, true, act), x, w, b, y);
+}
+
+bool onednn_conv_backward_blocked(const Conv2dShape& s, Activation act, const float* x, const float* w,
+                                  const float* dy, float* dx, float* dw, float* db) {
+  keep_openmp_single_threaded();
+  return run_backward(primitives(s, true, act), x, w, dy, dx, dw, db);
 }
 
 }  // namespace swept::trainer::cpu

@@ -27,4 +27,22 @@ bool onednn_conv_forward(const Conv2dShape& s, const float* x, const float* w, f
 bool onednn_conv_backward(const Conv2dShape& s, const float* x, const float* w, const float* dy, float* dx,
                           float* dw);
 
+// The channel-blocked output (Conv2dShape::blocked_out): y and dy in
+// nChw16c, i.e. per sample [C/16][H][W][16], so a sub-batch is a slice of the
+// whole batch's tensor; x, w, dx stay NCHW/OIHW. The bias and a ReLU are
+// applied inside the forward primitive, the bias gradient computed by the
+// backward-weights primitive.
+constexpr int kOnednnChannelBlock = 16;
+// Whether oneDNN runs this convolution (batch ignored) with its JIT kernels in
+// that layout (AVX-512); act must be kNone or kRelu.
+bool onednn_conv_blocked_available(const Conv2dShape& s, Activation act);
+// y = act(conv(x, w) + b) in nChw16c.
+bool onednn_conv_forward_blocked(const Conv2dShape& s, const float* x, const float* w, const float* b, Activation act,
+                                 float* y);
+// dw, db overwritten; dx (NCHW) when not null; dy in nChw16c with the
+// activation's backward already applied. act: the forward's (it selects the
+// cached primitives).
+bool onednn_conv_backward_blocked(const Conv2dShape& s, Activation act, const float* x, const float* w,
+                                  const float* dy, float* dx, float* dw, float* db);
+
 }  // namespace swept::trainer::cpu

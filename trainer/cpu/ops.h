@@ -269,6 +269,84 @@ class CpuOps {
     });
   }
 
+  // ---- channel-blocked convolution output (float only; backend.h) ---------
+  // Whether conv2d_*_blocked can run this convolution (batch ignored): the
+  // oneDNN path would run it, and oneDNN's JIT kernels take nChw16c.
+  bool blocked_conv_output(const Conv2dShape& s, Activation act) const {
+    if constexpr (std::is_same_v<T, float>)
+      return onednn_convolutions_ && s.in_channels >= kChannelsLastMin && onednn_conv_blocked_available(s, act);
+    return false;
+  }
+
+  // y (blocked) = act(conv(x) + b). False when oneDNN failed for a sub-batch
+  // (the caller reports it: there is no NCHW path for a blocked output).
+  bool conv2d_forward_blocked(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
+    if constexpr (std::is_same_v<T, float>) {
+      const PaddedGeometry g(s);
+      const int tasks = onednn_tasks(s.batch);
+      std::vector<char> ok(tasks, 1);
+      pool_.parallel_for(tasks, [&](int t) {
+        const Range r = split_range(s.batch, tasks, t);
+        if (r.end > r.begin && !onednn_conv_forward_blocked(sub_batch(s, r), x + r.begin * g.in_size, w, b, act,
+                                                            y + r.begin * g.out_size))
+          ok[t] = 0;
+      });
+      return std::find(ok.begin(), ok.end(), 0) == ok.end();
+    }
+    return false;
+  }
+
+  // Backward with y and dy blocked; dw, db from per-task partials in task order.
+  bool conv2d_backward_blocked(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act,
+                               T* dx, T* dw, T* db) {
+    if constexpr (std::is_same_v<T, float>) {
+      const PaddedGeometry g(s);
+      const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
+      const size_t grad_size = w_size + s.out_channels;
+      const int tasks = onednn_tasks(s.batch);
+      ensure_scratch(tasks, 0, 0, grad_size);
+      std::vector<char> ok(tasks, 1);
+      pool_.parallel_for(tasks, [&](int t) {
+        const Range r = split_range(s.batch, tasks, t);
+        T* dw_part = scratch_[t].grad.data();
+        std::fill(dw_part, dw_part + grad_size, T(0));
+        if (r.end == r.begin) return;
+        // Elementwise, so the layout does not matter.
+        activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
+                            dy + r.begin * g.out_size);
+        if (!onednn_conv_backward_blocked(sub_batch(s, r), act, x + r.begin * g.in_size, w, dy + r.begin * g.out_size,
+                                          dx == nullptr ? nullptr : dx + r.begin * g.in_size, dw_part,
+                                          dw_part + w_size))
+          ok[t] = 0;
+      });
+      if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
+      sum_task_partials(tasks, w_size, grad_size, dw, db);
+      return true;
+    }
+    return false;
+  }
+
+  // The 2×2 pooling of a blocked tensor (kernels.h), split over samples.
+  void maxpool2d_forward_blocked(const Pool2dShape& s, const T* x, T* y) {
+    if constexpr (std::is_same_v<T, float>) {
+      const int tasks = tasks_for(s.batch);
+      pool_.parallel_for(tasks, [&](int t) {
+        const Range r = split_range(s.batch, tasks, t);
+        maxpool2x2_blocked_forward(r.begin, r.end, s.channels, s.height, s.width, x, y);
+      });
+    }
+  }
+  void maxpool2d_backward_blocked(const Pool2dShape& s, const T* x, const T* y, const T* dy, T* dx,
+                                  bool relu_input) {
+    if constexpr (std::is_same_v<T, float>) {
+      const int tasks = tasks_for(s.batch);
+      pool_.parallel_for(tasks, [&](int t) {
+        const Range r = split_range(s.batch, tasks, t);
+        maxpool2x2_blocked_backward(r.begin, r.end, s.channels, s.height, s.width, x, y, dy, dx, relu_input);
+      });
+    }
+  }
+
   void optimizer_update(const OptimizerConfig& config, T weight_decay, T lr, T correction1, T correction2, size_t n,
                         T* param, const T* grad, T* state1, T* state2) {
     // Split only large tensors: with the vectorized clones an SGD step over

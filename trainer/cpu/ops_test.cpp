@@ -536,3 +536,101 @@ TEST_CASE("trainer: the direct convolution (few input channels) agrees with the 
   CHECK_FALSE(conv_direct_supported({1, 1, 28, 28, 8, 7, 7, 3, 3}));   // 7x7
   CHECK_FALSE(conv_direct_supported({1, 4, 28, 28, 8, 5, 5, 2, 2}));   // channels-last from 4 on
 }
+
+namespace {
+// nChw16c (per sample [C/16][H][W][16]) to NCHW and back.
+std::vector<float> blocked_to_nchw(const std::vector<float>& b, int n, int c, int hw) {
+  std::vector<float> out(b.size());
+  for (int i = 0; i < n; ++i)
+    for (int ch = 0; ch < c; ++ch)
+      for (int p = 0; p < hw; ++p)
+        out[(static_cast<size_t>(i) * c + ch) * hw + p] = b[((static_cast<size_t>(i) * (c / 16) + ch / 16) * hw + p) * 16 + ch % 16];
+  return out;
+}
+std::vector<float> nchw_to_blocked(const std::vector<float>& a, int n, int c, int hw) {
+  std::vector<float> out(a.size());
+  for (int i = 0; i < n; ++i)
+    for (int ch = 0; ch < c; ++ch)
+      for (int p = 0; p < hw; ++p)
+        out[((static_cast<size_t>(i) * (c / 16) + ch / 16) * hw + p) * 16 + ch % 16] = a[(static_cast<size_t>(i) * c + ch) * hw + p];
+  return out;
+}
+}  // namespace
+
+TEST_CASE("trainer: a convolution's channel-blocked output and its pooling agree with the NCHW path") {
+  Conv2dShape s{20, 32, 14, 14, 64, 5, 5, 2, 2};  // conv2 at a batch that leaves a short sub-batch
+  CpuOps<float> ops(2);
+  if (!ops.blocked_conv_output(s, Activation::kRelu)) {
+    // oneDNN keeps 16-channel blocks for AVX-512; elsewhere the model never asks.
+    MESSAGE("oneDNN does not run this convolution channel-blocked on this CPU: only the NCHW path is used here");
+    CHECK_FALSE(cpu_supports(SimdLevel::kAvx512));
+    return;
+  }
+  CHECK(ops.blocked_conv_output(s, Activation::kNone));
+  CHECK_FALSE(ops.blocked_conv_output(s, Activation::kSigmoid));
+  CHECK_FALSE(CpuOps<float>(2, /*onednn_convolutions=*/false).blocked_conv_output(s, Activation::kRelu));
+  auto max_rel = [](const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      num = std::max(num, static_cast<double>(std::abs(a[i] - b[i])));
+      den = std::max(den, static_cast<double>(std::abs(b[i])));
+    }
+    return num / den;
+  };
+  std::mt19937_64 gen(41);
+  auto floats = [&](size_t n, double scale) {
+    auto d = random_vector(n, gen, scale);
+    return std::vector<float>(d.begin(), d.end());
+  };
+  const int hw = 196, phw = 49;
+  const size_t xs = 20 * 32 * hw, ws = 64 * 32 * 25, ys = 20 * 64 * hw, ps = 20 * 64 * phw;
+  auto x = floats(xs, 1), w = floats(ws, 0.05), b = floats(64, 0.1), dp = floats(ps, 1);
+  // Forward: the blocked convolution (bias and ReLU inside oneDNN) against
+  // the NCHW one.
+  std::vector<float> y(ys), yb(ys);
+  ops.conv2d_forward(s, x.data(), w.data(), b.data(), Activation::kRelu, y.data());
+  Conv2dShape sb = s;
+  sb.blocked_out = true;
+  REQUIRE(ops.conv2d_forward_blocked(sb, x.data(), w.data(), b.data(), Activation::kRelu, yb.data()));
+  const std::vector<float> yb_nchw = blocked_to_nchw(yb, 20, 64, hw);
+  CHECK(max_rel(yb_nchw, y) < 1e-5);
+  // Ties and a NaN inside windows, so the pooling's routing rules are used.
+  std::vector<float> xp = yb_nchw;
+  for (size_t i = 0; i < xp.size(); i += 7) xp[i] = std::round(xp[i] * 2) / 2;
+  xp[5 * hw + 30] = std::nanf("");
+  xp[9 * hw + 31] = -0.0f;
+  const std::vector<float> xp_blocked = nchw_to_blocked(xp, 20, 64, hw);
+  // Pooling: the same bits as the NCHW kernels on the same values.
+  Pool2dShape p{20, 64, 14, 14, 2};
+  Pool2dShape pb = p;
+  pb.blocked_in = true;
+  std::vector<float> pooled(ps), pooled_b(ps);
+  ops.maxpool2d_forward(p, xp.data(), pooled.data());
+  ops.maxpool2d_forward_blocked(pb, xp_blocked.data(), pooled_b.data());
+  CHECK(std::memcmp(pooled.data(), pooled_b.data(), ps * sizeof(float)) == 0);
+  for (bool relu : {false, true}) {
+    CAPTURE(relu);
+    std::vector<float> dx(ys), dxb(ys);
+    ops.maxpool2d_backward(p, xp.data(), pooled.data(), dp.data(), dx.data(), relu);
+    ops.maxpool2d_backward_blocked(pb, xp_blocked.data(), pooled.data(), dp.data(), dxb.data(), relu);
+    const std::vector<float> dxb_nchw = blocked_to_nchw(dxb, 20, 64, hw);
+    CHECK(std::memcmp(dx.data(), dxb_nchw.data(), ys * sizeof(float)) == 0);
+  }
+  // Backward of the convolution from a blocked dy against the NCHW one.
+  auto dyv = floats(ys, 1);
+  std::vector<float> dy = dyv, dyb = nchw_to_blocked(dyv, 20, 64, hw);
+  std::vector<float> dx(xs), dw(ws), db(64), dxb(xs), dwb(ws), dbb(64);
+  ops.conv2d_backward(s, x.data(), w.data(), y.data(), dy.data(), Activation::kNone, dx.data(), dw.data(), db.data());
+  REQUIRE(ops.conv2d_backward_blocked(sb, x.data(), w.data(), yb.data(), dyb.data(), Activation::kNone, dxb.data(),
+                                      dwb.data(), dbb.data()));
+  CHECK(max_rel(dxb, dx) < 1e-5);
+  CHECK(max_rel(dwb, dw) < 1e-5);
+  CHECK(max_rel(dbb, db) < 1e-5);
+  // The same calls again give the same bits.
+  std::vector<float> dyb2 = nchw_to_blocked(dyv, 20, 64, hw), dxb2(xs), dwb2(ws), dbb2(64);
+  REQUIRE(ops.conv2d_backward_blocked(sb, x.data(), w.data(), yb.data(), dyb2.data(), Activation::kNone, dxb2.data(),
+                                      dwb2.data(), dbb2.data()));
+  CHECK(dxb2 == dxb);
+  CHECK(dwb2 == dwb);
+  CHECK(dbb2 == dbb);
+}
