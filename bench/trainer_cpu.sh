@@ -12,6 +12,9 @@
 # taken against the FASTER of the two. Runs alternate (ours, peer, ours, peer,
 # ...) ROUNDS times and each figure is the median, because this machine is
 # shared: absolute numbers are noise, the ratio in one run is the result.
+# The roofline is measured again just before each CNN round, and the CNN's
+# share is the median of each round's share of the rate measured next to it
+# (the share against the rate at the start of the run is printed too).
 #
 # Usage: bench/trainer_cpu.sh [DATA_DIR]   (default: $SWEPT_DATA_DIR, else data/mnist)
 # Env:   BUILD_DIR (default build), THREADS (default: all cores), ROUNDS (default 3),
@@ -107,14 +110,18 @@ for model in $models; do
     args=(--optimizer=adam --lr=0.001 --schedule=constant)
     batch=128 steps=50
   fi
-  o=() p1=() pn=()
+  o=() p1=() pn=() g=()
   for _ in $(seq "$rounds"); do
+    # The CNN's yardstick again just before each of its rounds: this host's
+    # SGEMM rate moves by up to 30 % within minutes, so each round is set
+    # against the rate measured next to it (the share is their median).
+    [[ $model == cnn ]] && g+=("$(python3 -c "print(max($(gflops openblas "$threads"), $(gflops onednn "$threads")))")")
     o+=("$(ours "$model" "$batch" "$steps" "${args[@]}")")
     p1+=("$(peer_sps "$model" 0)")
     pn+=("$(peer_sps "$model" "$threads")")
   done
   result[$model]="$(median "${o[@]}") $(median "${p1[@]}") $(median "${pn[@]}")"
-  rounds_of[$model]="$(IFS=,; echo "${o[*]}") $(IFS=,; echo "${p1[*]}") $(IFS=,; echo "${pn[*]}")"
+  rounds_of[$model]="$(IFS=,; echo "${o[*]}") $(IFS=,; echo "${p1[*]}") $(IFS=,; echo "${pn[*]}") $(IFS=,; echo "${g[*]:-0}")"
 done
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -126,12 +133,12 @@ echo "SGEMM 2048^3: OpenBLAS ($openblas_core, its own pick) $(median "${ob1[@]}"
   "oneDNN $(median "${dn1[@]}") on 1 thread, $dn_rate on $threads; roofline (the faster, $threads threads): $gemm_rate GFLOP/s"
 for model in $models; do
   read -r ours_sps peer1 peern <<<"${result[$model]}"
-  read -r ours_all peer1_all peern_all <<<"${rounds_of[$model]}"
+  read -r ours_all peer1_all peern_all gemm_all <<<"${rounds_of[$model]}"
   python3 - "$model" "$ours_sps" "$peer1" "$peern" "$threads" "$gemm_rate" "$rounds" \
-    "$ours_all" "$peer1_all" "$peern_all" <<'EOF'
-import json, sys
+    "$ours_all" "$peer1_all" "$peern_all" "$gemm_all" <<'EOF'
+import json, statistics, sys
 model, ours, p1, pn, threads, gemm, rounds = sys.argv[1], *map(float, sys.argv[2:8])
-per_round = [[float(v) for v in a.split(",")] for a in sys.argv[8:11]]
+per_round = [[float(v) for v in a.split(",")] for a in sys.argv[8:12]]
 best_peer = max(p1, pn)
 line = {"bench": "trainer_cpu", "model": model, "threads": int(threads), "rounds": int(rounds),
         "swept_samples_per_sec": ours, "torch_samples_per_sec_default_threads": p1,
@@ -145,10 +152,17 @@ if model == "cnn":
     conv2 = 2 * 800 * 64 * 14 * 14
     flops_per_sample = 2 * conv1 + 3 * (conv2 + 2 * 3136 * 1024 + 2 * 1024 * 10)  # 82.05 M
     gflops = ours * flops_per_sample / 1e9
+    # Each round against the SGEMM rate measured just before it.
+    shares = [sps * flops_per_sample / 1e9 / g for sps, g in zip(per_round[0], per_round[3])]
+    share = statistics.median(shares)
     line["gflops"] = round(gflops, 1)
-    line["share_of_sgemm_rate"] = round(gflops / gemm, 3)
-    text += f"; {gflops:.1f} GFLOP/s = {100 * gflops / gemm:.0f}% of the SGEMM roofline"
-    met = ours / best_peer >= 2.0 and gflops / gemm >= 0.70
+    line["share_of_sgemm_rate"] = round(share, 3)
+    line["share_of_sgemm_rate_start_of_run"] = round(gflops / gemm, 3)
+    line["sgemm_gflops_per_round"] = per_round[3]
+    text += (f"; {gflops:.1f} GFLOP/s = {100 * share:.0f}% of the SGEMM roofline (median of the rounds, each"
+             f" against the rate measured just before it: {', '.join(f'{100 * x:.0f}%' for x in shares)};"
+             f" {100 * gflops / gemm:.0f}% of the rate at the start of the run)")
+    met = ours / best_peer >= 2.0 and share >= 0.70
     text += f" (target >= 2x and >= 70%: {'met' if met else 'NOT met'})"
 else:
     text += f" (target >= 2.5x: {'met' if ours / best_peer >= 2.5 else 'NOT met'})"
