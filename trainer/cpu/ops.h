@@ -8,13 +8,14 @@
 // kernels.h. Partial sums are kept per task and added in task order, so the
 // result depends on the thread count only, never on scheduling.
 // Convolutions are im2col + GEMM, per sample or over small chunks of samples
-// side by side (see Geometry::kColumnsPerGemm). Small dense layers are cut
-// into chunks of products small enough for OpenBLAS's unpacked kernels
-// (kSmallGemmRows, kSmallGemmColumns), which the threads claim dynamically.
-// The float GEMM is now oneDNN's (kernel_choice.h); the sizes below were
-// measured on OpenBLAS, and re-measured for the MLP on oneDNN (2026-11-23,
-// one thread, CPU time of 3000 steps): 0.89 s with the chunks, 0.85-0.92 s
-// without, so they stay.
+// side by side (see Geometry::kColumnsPerGemm), except where a faster float
+// path exists: the direct kernel for few input channels (conv_direct.cpp)
+// and oneDNN's primitives for several (onednn_conv.h). For the double
+// products (OpenBLAS), small dense layers are cut into chunks of products
+// small enough for OpenBLAS's unpacked kernels (kSmallGemmRows,
+// kSmallGemmColumns), which the threads claim dynamically; the float GEMM is
+// oneDNN's (kernel_choice.h), which runs them faster whole or in one part per
+// thread (kSmallGemmChunks).
 //
 // Semantics of every operation: trainer/backend.h. Thread safety: one caller
 // at a time (the scratch memory is per object).
