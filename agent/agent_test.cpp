@@ -236,7 +236,9 @@ TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit
   CHECK(reg.running.empty());
   CHECK(reg.finished.empty());
 
-  s.send(start_trial(17, "echo '{\"step\": 1, \"loss\": 0.5}'; echo hello; echo \"[$CUDA_VISIBLE_DEVICES]\" >&2; "
+  // The command names swept-params.json, so the agent writes it (and the trial checks it is there).
+  s.send(start_trial(17, "test -s swept-params.json || exit 9; "
+                         "echo '{\"step\": 1, \"loss\": 0.5}'; echo hello; echo \"[$CUDA_VISIBLE_DEVICES]\" >&2; "
                          "echo '{\"step\": 2, \"loss\": 0.25, \"final\": true}'",
                      {1}));
   auto started = s.wait_for<pr::TrialStarted>();
