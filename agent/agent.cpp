@@ -256,6 +256,7 @@ class Agent final : private LeaseHost {
     reg.healthy = health_problem_.empty();
     reg.health = health_problem_;
     reg.draining = shutting_down_;
+    reg.containment = containment_mode_name(containment_->mode());
     // Trials waiting for a place are not running: a new session forgets
     // them (docs/protocol.md, Reconciliation), and the scheduler requeues them.
     if (!waiting_.empty()) {

@@ -235,8 +235,13 @@ TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit
   CHECK(reg.gpus[1].memory_bytes == (16ll << 30));
   CHECK(reg.running.empty());
   CHECK(reg.finished.empty());
+  // Its containment mode, as agent/containment.h names it (which one depends
+  // on the machine: a delegated cgroup v2, or the fallback).
+  CHECK((reg.containment == "cgroup" || reg.containment == "subreaper"));
 
-  s.send(start_trial(17, "echo '{\"step\": 1, \"loss\": 0.5}'; echo hello; echo \"[$CUDA_VISIBLE_DEVICES]\" >&2; "
+  // The command names swept-params.json, so the agent writes it (and the trial checks it is there).
+  s.send(start_trial(17, "test -s swept-params.json || exit 9; "
+                         "echo '{\"step\": 1, \"loss\": 0.5}'; echo hello; echo \"[$CUDA_VISIBLE_DEVICES]\" >&2; "
                          "echo '{\"step\": 2, \"loss\": 0.25, \"final\": true}'",
                      {1}));
   auto started = s.wait_for<pr::TrialStarted>();
@@ -762,6 +767,8 @@ void frozen_agent_case(const std::string& containment) {
   REQUIRE(agent.ok());
   auto reg = s.wait_for<pr::Register>();
   REQUIRE(reg);
+  // The REGISTER names the mode the agent chose (forced: subreaper).
+  if (containment == "subreaper") CHECK(reg->containment == "subreaper");
   pr::RegisterAck ack = ack_for(*reg);
   ack.lease_ms = 2000;
   s.send(ack);

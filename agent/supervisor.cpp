@@ -135,6 +135,11 @@ std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLa
   return env;
 }
 
+bool names_params_file(const std::vector<std::string>& argv) {
+  return std::any_of(argv.begin(), argv.end(),
+                     [](const std::string& arg) { return arg.find(kParamsFileName) != std::string::npos; });
+}
+
 Status check_relative_workdir(const std::string& workdir) {
   std::filesystem::path p(workdir);
   if (workdir.empty() || p.is_absolute()) {
@@ -191,8 +196,10 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.working_dir = working_dir_;
   spec.env_overrides = environment_;
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
-  spec.file_path = (working_dir / "swept-params.json").string();
-  spec.file_content = launch_.params_json + "\n";
+  if (names_params_file(launch_.argv)) {
+    spec.file_path = (working_dir / kParamsFileName).string();
+    spec.file_content = launch_.params_json + "\n";
+  }
   if (options_.containment) {
     auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
     if (!container.ok()) return fail_to_start(container.status());

@@ -9,7 +9,9 @@
 // Directories: the scheduler names a trial's directory relative to the
 // agent's workdir (START_TRIAL `workdir`, the same for every attempt):
 //   <root>/<workdir>/               the working directory of every attempt;
-//       swept-params.json           the trial's parameters (${args_json_file})
+//       swept-params.json           the trial's parameters (${args_json_file}),
+//                                   written when the command names the file
+//                                   (names_params_file)
 //       stdout.log, stderr.log      everything the trial wrote, appended
 //                                   attempt after attempt (created at the
 //                                   first byte: absent when it wrote none)
@@ -39,6 +41,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agent/containment.h"
@@ -55,7 +58,7 @@ struct TrialLaunch {
   int attempt = 1;
   std::vector<std::string> argv;
   std::map<std::string, std::string> extra_env;  // from the scheduler
-  std::string params_json = "{}";     // SWEPT_PARAMS and swept-params.json
+  std::string params_json = "{}";     // SWEPT_PARAMS, and swept-params.json (names_params_file)
   std::string workdir;                // relative to the agent's root; "" = sweep-S/trial-T
   std::vector<int> gpu_indices;       // CUDA_VISIBLE_DEVICES; empty: no GPU visible
   double gpu_memory_fraction = 0;     // > 0: SWEPT_GPU_MEMORY_FRACTION
@@ -215,6 +218,18 @@ class TrialSupervisor {
 // SWEPT_CHECKPOINT_DIR. A later entry wins over an earlier one of the same name.
 std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
                                                                    const std::string& checkpoint_dir);
+
+// The parameter file's name in the trial's directory: what the scheduler's
+// ${args_json_file} expands to (sweeps/sweep.h, CommandContext).
+inline constexpr std::string_view kParamsFileName = "swept-params.json";
+
+// Whether the trial's command names the parameter file (an argument that
+// contains kParamsFileName: ${args_json_file} expanded, or a shell command
+// that reads it), so that it is written for the trial. Other trials read
+// their parameters from argv or SWEPT_PARAMS and get no file: each file is
+// an inode, the costliest thing a short trial makes the agent do on a busy
+// ext4 (docs/benchmarks.md, "Scheduler").
+bool names_params_file(const std::vector<std::string>& argv);
 
 // Checks a scheduler-given relative workdir: not absolute, no "..", not empty
 // after normalisation. InvalidArgument otherwise.

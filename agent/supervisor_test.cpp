@@ -83,7 +83,8 @@ TEST_CASE("agent supervisor: metric lines become points with steps, other output
   CHECK(t.file("stdout.log").find("{\"step\": 5, \"loss\": 0.5, \"lr\": 0.1}\nepoch") == std::string::npos);
   CHECK(t.file("stdout.log").find("epoch 1\n{\"step\": 5") != std::string::npos);
   CHECK(t.file("stderr.log") == "oops\n");
-  CHECK(t.file("swept-params.json") == "{\"lr\":0.1}\n");
+  // Its command does not name swept-params.json: no file (names_params_file).
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/swept-params.json"));
   CHECK(t.sup->working_dir() == t.root.path() + "/sweep-1/trial-7");
   CHECK(r.ended_at >= r.started_at);
 }
@@ -210,11 +211,35 @@ TEST_CASE("agent supervisor: a trial that never prints is stopped at its timeout
   CHECK(t.sup->result().end == TrialEnd::kTimedOut);
   CHECK(t.sup->result().signal == SIGTERM);
   CHECK(t.sup->result().reason == "timed out after 0.3 s");
-  // Nothing printed, no log files; the directory and the parameters are there.
+  // Nothing printed, no log files, no parameter file (the command does not
+  // name it); the directory and checkpoints/ are there.
   CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stdout.log"));
   CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/stderr.log"));
-  CHECK(std::filesystem::exists(t.sup->working_dir() + "/swept-params.json"));
+  CHECK_FALSE(std::filesystem::exists(t.sup->working_dir() + "/swept-params.json"));
   CHECK(std::filesystem::is_directory(t.sup->working_dir() + "/checkpoints"));
+}
+
+TEST_CASE("agent supervisor: swept-params.json is written for a command that names it, before it runs") {
+  // As ${args_json_file} expands: the file's name as an argument of its own.
+  Trial named;
+  TrialLaunch l = shell("cat \"$0\"");
+  l.argv.push_back("swept-params.json");
+  l.params_json = R"({"lr": 0.1})";
+  named.start(l);
+  REQUIRE(named.run_to_end());
+  CHECK(named.sup->result().exit_code == 0);
+  CHECK(named.file("stdout.log") == "{\"lr\": 0.1}\n");
+  CHECK(named.file("swept-params.json") == "{\"lr\": 0.1}\n");
+  // Named inside a shell command, with a path.
+  Trial in_script;
+  l = shell("cat ./swept-params.json");
+  l.params_json = R"({"x": 2})";
+  in_script.start(l);
+  REQUIRE(in_script.run_to_end());
+  CHECK(in_script.sup->result().exit_code == 0);
+  CHECK(in_script.file("stdout.log") == "{\"x\": 2}\n");
+  CHECK(names_params_file({"python3", "train.py", "--config=/w/t/swept-params.json"}));
+  CHECK_FALSE(names_params_file({"python3", "train.py", "--lr=0.1"}));
 }
 
 TEST_CASE("agent supervisor: stop sends SIGTERM to the group, a trial that ignores it gets SIGKILL after the grace") {

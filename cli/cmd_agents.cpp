@@ -1,7 +1,9 @@
 // `swept agents [--all] [--json]`: the hosts that registered, their GPUs,
-// which trial runs where (a whole GPU, or a share of one) and which are
-// quarantined; live agents only unless --all. `swept agents --release NAME`
-// lifts an agent's quarantine (docs/protocol.md, "Host faults and quarantine").
+// which trial runs where (a whole GPU, or a share of one), how each keeps its
+// trials' processes together (containment: cgroup or subreaper, as its
+// REGISTER said) and which are quarantined; live agents only unless --all.
+// `swept agents --release NAME` lifts an agent's quarantine
+// (docs/protocol.md, "Host faults and quarantine").
 #include <map>
 
 #include "cli/client_common.h"
@@ -63,7 +65,8 @@ int run_agents(const std::vector<std::string>& args) {
       }
     }
     std::cout << terminal_safe(a.name) << " (" << terminal_safe(a.host) << "): " << name(a.state) << ", " << a.running.size() << " running, "
-              << cpu_trials << "/" << a.slots << " CPU slots used\n";
+              << cpu_trials << "/" << a.slots << " CPU slots used"
+              << (a.containment ? ", containment: " + terminal_safe(*a.containment) : std::string()) << "\n";
     if (a.quarantine)
       std::cout << "  quarantined: " << terminal_safe(*a.quarantine) << " (swept agents --release "
                 << terminal_safe(a.name) << ")\n";

@@ -104,6 +104,7 @@ json body(const Register& m) {
   if (!m.features.empty()) j["features"] = m.features;
   put_health(j, m.healthy, m.health);
   if (m.draining) j["draining"] = true;
+  if (!m.containment.empty()) j["containment"] = m.containment;
   return j;
 }
 json body(const RegisterAck& m) {
@@ -450,6 +451,7 @@ AgentRow read_agent_row(const Reader& r) {
     a.running.push_back({e.field("trial_id").i64(), e.field("gpus").ints(), e.field("gpu_fraction").opt_f64()});
   }
   if (r.has("quarantine")) a.quarantine = r.field("quarantine").opt_str();
+  if (r.has("containment")) a.containment = r.field("containment").opt_str();
   return a;
 }
 
@@ -475,6 +477,12 @@ Message read_body(const std::string& kind, const Reader& r) {
     if (r.has("features")) m.features = r.field("features").strings();
     read_health(r, m);
     m.draining = r.has("draining") ? r.field("draining").boolean() : false;
+    if (r.has("containment")) {
+      m.containment = r.field("containment").str();
+      if (m.containment.empty() || m.containment.size() > kMaxContainmentBytes)
+        r.field("containment").fail("a containment mode name of 1 to " + std::to_string(kMaxContainmentBytes) +
+                                    " bytes");
+    }
     return m;
   }
   if (kind == "REGISTER_ACK") {
@@ -771,6 +779,7 @@ nlohmann::json to_json(const AgentRow& a) {
   json j = {{"name", a.name}, {"host", a.host},         {"state", name(a.state)}, {"slots", a.slots},
             {"last_seen", a.last_seen}, {"gpus", gpus}, {"running", running}};
   if (a.quarantine) j["quarantine"] = *a.quarantine;
+  if (a.containment) j["containment"] = *a.containment;
   return j;
 }
 

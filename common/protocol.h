@@ -43,6 +43,9 @@ inline constexpr int64_t kMaxMessageBytes = int64_t{16} << 20;
 // Messages queued per peer in each direction on the scheduler's socket
 // (ZMQ_SNDHWM / ZMQ_RCVHWM): beyond it a reply is dropped, a sender waits.
 inline constexpr int kPeerHighWaterMark = 1000;
+// The longest containment mode name a REGISTER may carry (docs/protocol.md,
+// REGISTER `containment`): a mode's name, not a description.
+inline constexpr size_t kMaxContainmentBytes = 32;
 
 // ---- pieces ----------------------------------------------------------------
 
@@ -125,6 +128,10 @@ struct Register {
   // The agent is draining or shutting down: it starts no new trial and
   // leaves once its trials have stopped. Optional on the wire (absent: false).
   bool draining = false;
+  // How the agent keeps each trial's processes together (agent/containment.h:
+  // "cgroup" or "subreaper"); "" when it does not say (optional on the wire,
+  // at most kMaxContainmentBytes).
+  std::string containment;
   bool operator==(const Register&) const = default;
 };
 
@@ -413,6 +420,9 @@ struct AgentRow {
   // Why the scheduler sends it no work (host faults); nullopt when it may
   // have work. Optional on the wire.
   std::optional<std::string> quarantine;
+  // The containment mode its last REGISTER named ("cgroup", "subreaper");
+  // nullopt when it named none. Optional on the wire.
+  std::optional<std::string> containment;
   bool operator==(const AgentRow&) const = default;
 };
 

@@ -45,6 +45,8 @@ std::vector<Message> every_message() {
   all.push_back(reg);
   reg.draining = true;  // an agent that drains and registers again (version 2)
   all.push_back(reg);
+  reg.containment = "cgroup";  // optional: how the agent contains its trials
+  all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});
   TrialExited diverged = sample_exit();  // a trial that reported "diverged": true
@@ -180,6 +182,7 @@ std::vector<Message> every_message() {
   AgentRow q = a;
   q.name = "bad-disk";
   q.quarantine = "3 host faults in a row: cannot create the trial directory";
+  q.containment = "subreaper";
   all.push_back(Agents{"r10", {a, q}});
   all.push_back(ReleaseAgent{"r12", "bad-disk"});
   return all;
@@ -256,6 +259,10 @@ TEST_CASE("malformed messages name the field") {
        "protocol version \"swept/1\" is not supported; this peer speaks swept/2: use the same swept version on both sides"},
       {frames_of("HEARTBEAT", R"({"draining": "yes"})"), DecodeFailure::kMalformed,
        "HEARTBEAT.draining: expected true or false, found a string"},
+      {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[],"running":[],"finished":[],"containment":1})"),
+       DecodeFailure::kMalformed, "REGISTER.containment: expected a string, found an integer"},
+      {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[],"running":[],"finished":[],"containment":""})"),
+       DecodeFailure::kMalformed, "REGISTER.containment: expected a containment mode name of 1 to 32 bytes, found a string"},
       {{"GET / HTTP/1.1"}, DecodeFailure::kNotSwept, "not a swept message (frame 0 is \"GET / HTTP/1.1\")"},
       {{}, DecodeFailure::kNotSwept, "empty message"},
   };
@@ -280,6 +287,11 @@ TEST_CASE("unknown fields are ignored and optional fields default") {
   CHECK_FALSE(e.signal.has_value());
   CHECK(e.last_seq == 0);
   CHECK_FALSE(e.timed_out);
+  // A REGISTER without `containment` (an agent that does not say) reads as "".
+  d = decode(frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[],"running":[],"finished":[]})"));
+  REQUIRE(d.ok());
+  CHECK(std::get<Register>(*d.message).containment.empty());
+  CHECK(json::parse(encode(std::get<Register>(*d.message))[2]).count("containment") == 0);
 }
 
 TEST_CASE("invalid UTF-8 in a log chunk is replaced, not thrown") {

@@ -165,7 +165,7 @@ Status Broker::on_register(const std::string& routing_id, const Register& r) {
   routing_by_name_[r.name] = routing_id;
   name_by_routing_[routing_id] = r.name;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds()));
+  SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds(), r.containment));
   SWEPT_RETURN_IF_ERROR(note_health(s, r.healthy, r.health));
 
   // Reconcile what the agent runs with what the store says (docs/protocol.md):

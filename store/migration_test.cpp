@@ -200,3 +200,46 @@ TEST_CASE("store: a schema v3 database is upgraded in place, nothing lost, every
   CHECK((*curves)[2].stop_decided);
   CHECK((*curves)[2].stop_step == 2);
 }
+
+// Schema v6 adds agents.containment. A v5 file is made from the v3 one (the
+// v6 upgrade, then the column dropped and the version set back), as v5 code
+// left it: its readers must not ask for the column, the upgrade adds it NULL
+// for the agents there were (they said nothing), and a REGISTER's mode is
+// stored from then on.
+TEST_CASE("store: a schema v5 database reads without agents.containment, and is upgraded to keep it") {
+  TempDb t;
+  std::filesystem::copy_file(kV3, t.path);
+  REQUIRE(Writer::open(t.path).ok());
+  REQUIRE(exec_error(t.path, "ALTER TABLE agents DROP COLUMN containment; "
+                             "UPDATE meta SET value='5' WHERE key='schema_version'") == "");
+  REQUIRE(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='containment'") == 0);
+  {
+    auto reader = open_reader(t.path);
+    REQUIRE(reader.ok());
+    auto agents = list_agents(**reader, std::nullopt);
+    REQUIRE_MESSAGE(agents.ok(), agents.status().message());
+    REQUIRE(agents->size() == 1);
+    CHECK(agents->front().name == "local");
+    CHECK_FALSE(agents->front().containment.has_value());
+  }
+  auto writer = Writer::open(t.path);
+  REQUIRE(writer.ok());
+  CHECK(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == kSchemaVersion);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM agents WHERE containment IS NULL") == 1);
+  REQUIRE((*writer)->begin().ok());
+  REQUIRE((*writer)->upsert_agent("local", "vm", 1, {}, 2, "cgroup").ok());
+  REQUIRE((*writer)->upsert_agent("other", "vm2", 2, {}, 2).ok());  // an agent that says nothing
+  REQUIRE((*writer)->commit().ok());
+  auto agents = list_agents((*writer)->connection(), std::nullopt);
+  REQUIRE(agents.ok());
+  REQUIRE(agents->size() == 2);
+  CHECK(agents->at(0).containment == std::optional<std::string>("cgroup"));
+  CHECK_FALSE(agents->at(1).containment.has_value());
+  // A later REGISTER that names another mode replaces it.
+  REQUIRE((*writer)->begin().ok());
+  REQUIRE((*writer)->upsert_agent("local", "vm", 1, {}, 3, "subreaper").ok());
+  REQUIRE((*writer)->commit().ok());
+  agents = list_agents((*writer)->connection(), std::nullopt);
+  REQUIRE(agents.ok());
+  CHECK(agents->at(0).containment == std::optional<std::string>("subreaper"));
+}

@@ -703,7 +703,8 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
   SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   std::map<std::string, size_t> by_name;
   std::string sql = std::string("SELECT name, host, state, slots, registered_at, last_seen, ") +
-                    (version >= 5 ? "quarantine" : "NULL") + " FROM agents" +
+                    (version >= 5 ? "quarantine" : "NULL") + ", " + (version >= 6 ? "containment" : "NULL") +
+                    " FROM agents" +
                     (seen_since ? " WHERE state = ?2 OR last_seen >= ?1" : "") + " ORDER BY name";
   SWEPT_ASSIGN_OR_RETURN(agents, db.prepare(sql));
   if (seen_since) agents.bind(1, *seen_since).bind(2, AgentState::kAlive);
@@ -718,6 +719,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
     a.registered_at = agents.real(4);
     a.last_seen = agents.real(5);
     a.quarantine = agents.optional_text(6);
+    a.containment = agents.optional_text(7);
     by_name[a.name] = out.size();
     out.push_back(std::move(a));
   }

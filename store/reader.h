@@ -172,6 +172,7 @@ struct AgentInfo {
   std::vector<int64_t> cpu_trials;  // running trials without GPUs
   std::vector<protocol::AgentTrial> running;  // every running trial here, by id
   std::optional<std::string> quarantine;      // why it gets no work (schema v4); nullopt: it may
+  std::optional<std::string> containment;     // its REGISTER's containment mode (schema v6); nullopt: unsaid
 };
 
 struct SweepPoints {

@@ -141,6 +141,7 @@ Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional
     for (const auto& g : a.gpus) r.gpus.push_back({static_cast<int>(g.index), g.uuid, g.name, g.memory_bytes});
     r.running = std::move(a.running);
     r.quarantine = std::move(a.quarantine);
+    r.containment = std::move(a.containment);
     out.push_back(std::move(r));
   }
   return out;

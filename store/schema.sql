@@ -1,4 +1,4 @@
--- The swept store: schema version 5.
+-- The swept store: schema version 6.
 --
 -- This file is version 1, executed on a new database with its state CHECK
 -- lists filled in (see "State CHECKs" below); later versions
@@ -22,6 +22,10 @@
 --   5: agents.quarantine TEXT, why the scheduler sends the agent no work
 --      (docs/protocol.md, "Host faults and quarantine"); NULL when it may
 --      have work. Readers select it only from version 5 on.
+--   6: agents.containment TEXT, how the agent keeps its trials' processes
+--      together, as its REGISTER named it (docs/protocol.md: "cgroup" or
+--      "subreaper"); NULL when it named none. Readers select it only from
+--      version 6 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- State CHECKs: trials.state, sweeps.state and agents.state hold the names of

@@ -157,6 +157,8 @@ Status Writer::migrate() {
       "ALTER TABLE trials ADD COLUMN stop_decided_at REAL;",
       // v5: why an agent is quarantined (host faults); NULL: it may have work.
       "ALTER TABLE agents ADD COLUMN quarantine TEXT",
+      // v6: the agent's trial containment mode, as its REGISTER said; NULL: unsaid.
+      "ALTER TABLE agents ADD COLUMN containment TEXT",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
   for (; version < kSchemaVersion; ++version) {
@@ -624,12 +626,14 @@ Status Writer::append_log(int64_t trial_id, const std::string& chunk) {
 // ---- agents ----
 
 Status Writer::upsert_agent(const std::string& name, const std::string& host, int slots,
-                           const std::vector<protocol::GpuInfo>& gpus, double now) {
+                           const std::vector<protocol::GpuInfo>& gpus, double now, const std::string& containment) {
   SWEPT_CACHED(st,
-                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen) VALUES(?1,?2,?6,?3,?4,?5) "
+                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen, containment) "
+                "VALUES(?1,?2,?6,?3,?4,?5,NULLIF(?7,'')) "
                 "ON CONFLICT(name) DO UPDATE SET host=excluded.host, state=excluded.state, slots=excluded.slots, "
-                "registered_at=excluded.registered_at, last_seen=excluded.last_seen");
+                "registered_at=excluded.registered_at, last_seen=excluded.last_seen, containment=excluded.containment");
   st.bind(6, AgentState::kAlive);
+  st.bind(7, containment);
   st.bind(1, name);
   st.bind(2, host);
   st.bind(3, slots);

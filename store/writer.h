@@ -207,8 +207,9 @@ class Writer {
   Status append_log(int64_t trial_id, const std::string& chunk);
 
   // ---- agents ----
+  // `containment`: the mode its REGISTER named ("" stores NULL: unsaid).
   Status upsert_agent(const std::string& name, const std::string& host, int slots,
-                      const std::vector<protocol::GpuInfo>& gpus, double now);
+                      const std::vector<protocol::GpuInfo>& gpus, double now, const std::string& containment = "");
   Status set_agent_state(const std::string& name, AgentState state, double now);
   Status mark_all_agents(AgentState from_state, AgentState to_state);
   // Quarantine (docs/protocol.md, "Host faults and quarantine"): the reason,

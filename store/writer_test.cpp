@@ -94,6 +94,8 @@ TEST_CASE("a version-1 database is migrated, keeping its rows") {
   CHECK((*store)->schema_version() == kSchemaVersion);
   // v5: agents.quarantine, NULL for every agent there was.
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='quarantine'") == 1);
+  // v6: agents.containment (NULL: the agent's REGISTER named no mode).
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='containment'") == 1);
   auto seq = (*store)->metrics_seq(1, 1);
   REQUIRE(seq.ok());
   CHECK(*seq == 0);

@@ -63,8 +63,18 @@ TEST_CASE("a black-hole host: its launch failures requeue trials without a retry
   // Visible in `swept agents`, with the reason.
   REQUIRE(run_command({kSwept, "agents", "--scheduler", sched.endpoint}, dir / "agents.log", &out) == 0);
   CHECK_MESSAGE(out.find("quarantined: 3 host faults in a row") != std::string::npos, out);
+  // With each agent's containment mode, as its REGISTER named it (which
+  // mode depends on the machine: a delegated cgroup v2, or the fallback).
+  const std::string mode = db_text(sched.db, "SELECT containment FROM agents WHERE name='good'");
+  CHECK_MESSAGE((mode == "cgroup" || mode == "subreaper"), mode);
+  CHECK_MESSAGE(out.find("good (") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("CPU slots used, containment: " + mode + "\n") != std::string::npos, out);
   REQUIRE(run_command({kSwept, "agents", "--scheduler", sched.endpoint, "--json"}, dir / "agents.log", &out) == 0);
   CHECK_MESSAGE(out.find("\"quarantine\": \"3 host faults in a row") != std::string::npos, out);
+  CHECK_MESSAGE(out.find("\"containment\": \"" + mode + "\"") != std::string::npos, out);
+  // The same from the database file.
+  REQUIRE(run_command({kSwept, "agents", "--db", sched.db}, dir / "agents.log", &out) == 0);
+  CHECK_MESSAGE(out.find("CPU slots used, containment: " + mode + "\n") != std::string::npos, out);
 
   // An operator releases it; releasing an agent that is not quarantined is
   // a usage error naming it.

@@ -12,6 +12,7 @@
 #include "tests/harness.h"
 
 using namespace swept::itest;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -374,4 +375,34 @@ TEST_CASE("short trials: successors wait at the agent - a whole run, a Ctrl-C an
   check_final_invariants(sdb, sweep);
   CHECK(db_int(sdb, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(sweep) + " AND state='completed'") == 600);
   CHECK(db_int(sdb, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 600);
+}
+
+// The scheduler expands ${args_json_file} (sweeps/) and the agent decides
+// from the expanded argv whether to write the file (agent/supervisor.h,
+// names_params_file): the two must agree on its name, or a trial that
+// asked for the file would find none.
+TEST_CASE("swept run: a command using the args_json_file macro reads its parameters from that file, and one without gets no file") {
+  TempDir dir;
+  write_file(dir / "named.json", R"({"method": "grid", "parameters": {"lr": {"values": [0.5, 0.25]}},
+    "command": ["/bin/sh", "-c", "cp \"$0\" seen.json", "${args_json_file}"]})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "named.json", "--db", dir / "named.db", "--slots", "2", "--workdir",
+                        dir / "w", "--dashboard", "off", "--progress", "off"},
+                       dir / "named.log", &out);
+  REQUIRE_MESSAGE(rc == 0, out);
+  CHECK(db_int(dir / "named.db", "SELECT COUNT(*) FROM trials WHERE state='completed'") == 2);
+  for (int trial : {1, 2}) {
+    const std::string trial_dir = dir / ("w/sweep-1/trial-" + std::to_string(trial));
+    CAPTURE(trial_dir);
+    CHECK(fs::exists(trial_dir + "/swept-params.json"));
+    CHECK(read_file(trial_dir + "/seen.json").find("\"lr\"") != std::string::npos);
+  }
+  write_file(dir / "unnamed.json", R"({"method": "grid", "parameters": {"lr": {"values": [0.5]}},
+    "command": ["/bin/sh", "-c", "test -n \"$SWEPT_PARAMS\"", "${args}"]})");
+  rc = run_command({kSwept, "run", dir / "unnamed.json", "--db", dir / "unnamed.db", "--slots", "1", "--workdir",
+                    dir / "u", "--dashboard", "off", "--progress", "off"},
+                   dir / "unnamed.log", &out);
+  REQUIRE_MESSAGE(rc == 0, out);
+  CHECK(fs::is_directory(dir / "u/sweep-1/trial-1/checkpoints"));
+  CHECK_FALSE(fs::exists(dir / "u/sweep-1/trial-1/swept-params.json"));
 }

@@ -125,7 +125,8 @@ json agent_json(const store::AgentInfo& a) {
           {"last_seen", a.last_seen},
           {"gpus", gpus},
           {"cpu_trials", a.cpu_trials},
-          {"quarantine", a.quarantine ? json(*a.quarantine) : json(nullptr)}};
+          {"quarantine", a.quarantine ? json(*a.quarantine) : json(nullptr)},
+          {"containment", a.containment ? json(*a.containment) : json(nullptr)}};
 }
 
 json points_json(const store::SweepPoints& p) {

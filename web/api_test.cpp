@@ -370,6 +370,8 @@ TEST_CASE("web: agents show their GPUs and which trial holds which share") {
   auto agents = get_json(*r.client, "/api/agents", 200)["agents"];
   REQUIRE(agents.size() == 1);
   CHECK(agents[0]["host"] == kXss);
+  // A file of schema version 1: no containment column, read as unsaid.
+  CHECK(agents[0]["containment"].is_null());
   REQUIRE(agents[0]["gpus"].size() == 2);
   CHECK(agents[0]["gpus"][0]["trials"].size() == 1);
   CHECK(agents[0]["gpus"][0]["trials"][0]["trial_id"] == 120);
@@ -377,6 +379,25 @@ TEST_CASE("web: agents show their GPUs and which trial holds which share") {
   CHECK(agents[0]["gpus"][1]["name"] == kXss);
   REQUIRE(agents[0]["gpus"][1]["trials"].size() == 3);
   CHECK(agents[0]["gpus"][1]["trials"][0]["fraction"] == 0.5);
+}
+
+TEST_CASE("web: an agent's containment mode is the one its REGISTER named, null when it named none") {
+  swept::testing::TempDir dir;
+  const std::string path = dir / "swept.db";
+  {
+    auto writer = swept::store::Writer::open(path);
+    REQUIRE(writer.ok());
+    REQUIRE((*writer)->begin().ok());
+    REQUIRE((*writer)->upsert_agent("a", "host-a", 2, {}, 1, "cgroup").ok());
+    REQUIRE((*writer)->upsert_agent("b", "host-b", 2, {}, 1).ok());
+    REQUIRE((*writer)->commit().ok());
+  }
+  auto r = start(path);
+  auto agents = get_json(*r.client, "/api/agents", 200)["agents"];
+  REQUIRE(agents.size() == 2);
+  CHECK(agents[0]["name"] == "a");
+  CHECK(agents[0]["containment"] == "cgroup");
+  CHECK(agents[1]["containment"].is_null());
 }
 
 TEST_CASE("web: points and importance summarise a sweep from a sample") {

@@ -698,7 +698,7 @@
         a.cpu_trials.forEach(function (id) { cpu.appendChild(trialLink(id)); cpu.appendChild(document.createTextNode(' ')); });
         return el('section', { className: 'panel', 'data-agent': a.name },
           el('h2', null, a.name + ' ', stateBadge('agent', a.state)),
-          el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state }),
+          el('div', { className: 'muted', text: 'host ' + a.host + ' · ' + a.slots + ' CPU slots · last seen ' + fmtTime(a.last_seen) + ' · state ' + a.state + (a.containment ? ' · containment ' + a.containment : '') }),
           a.quarantine ? el('div', { className: 'note quarantine' }, el('span', { className: 'state tone-warn', text: 'quarantined' }), ' ' + a.quarantine + ' (no work is sent to it; swept agents --release ' + a.name + ' lifts it)') : null,
           a.gpus.length ? gpus : el('div', { className: 'muted', text: 'no GPUs' }), cpu);
       }));
