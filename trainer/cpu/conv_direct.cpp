@@ -28,8 +28,8 @@
 #include <cstring>
 #include <vector>
 
-#include "trainer/cpu/kernel_choice.h"
 #include "trainer/cpu/kernels.h"
+#include "trainer/cpu/simd_levels.h"
 
 // The 64-byte vector type is passed by value between this file's internal
 // helpers only (all in an anonymous namespace), so GCC's note that its ABI
@@ -49,16 +49,12 @@ namespace {
 
 #define SWEPT_DEFINE_DIRECT(level, ATTRIBUTES)                                                                      \
   namespace level {                                                                                                 \
-  typedef float v16 __attribute__((vector_size(64)));                                                               \
-  typedef int v16i __attribute__((vector_size(64)));                                                                \
+  using simd::v16;                                                                                                  \
+  using simd::v16i;                                                                                                 \
   constexpr int kChannelBlock = 4;                                                                                  \
                                                                                                                     \
-  ATTRIBUTES inline v16 load(const float* p) {                                                                      \
-    v16 v;                                                                                                          \
-    std::memcpy(&v, p, sizeof v);                                                                                   \
-    return v;                                                                                                       \
-  }                                                                                                                 \
-  ATTRIBUTES inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }                                   \
+  using simd::load16;                                                                                               \
+  using simd::store16;                                                                                              \
   ATTRIBUTES inline v16 splat(float f) { return v16{} + f; }                                                        \
                                                                                                                     \
   /* The input planes of one sample, zero-padded: rows of `stride` floats, */                                      \
@@ -102,7 +98,7 @@ namespace {
             const float* row = in.plane(ci) + static_cast<size_t>(oy + ky) * in.stride;                             \
             _Pragma("GCC unroll 5") for (int kx = 0; kx < K; ++kx) {                                                \
               v16 xv[NV];                                                                                           \
-              for (int j = 0; j < NV; ++j) xv[j] = load(row + kx + 16 * j);                                         \
+              for (int j = 0; j < NV; ++j) xv[j] = load16(row + kx + 16 * j);                                         \
               for (int c = 0; c < kChannelBlock; ++c) {                                                             \
                 const v16 wv = splat(wc[c * wstep + ky * K + kx]);                                                  \
                 for (int j = 0; j < NV; ++j) acc[c][j] += wv * xv[j];                                               \
@@ -119,7 +115,7 @@ namespace {
           for (int j = 0; j < NV; ++j) {                                                                            \
             v16 v = acc[c][j];                                                                                      \
             if (act == Activation::kRelu) v = v < 0 ? v16{} : v; /* std::max(v, 0) */                              \
-            store(whole ? out + 16 * j : tmp + 16 * j, v);                                                          \
+            store16(whole ? out + 16 * j : tmp + 16 * j, v);                                                          \
           }                                                                                                         \
           if (!whole) std::memcpy(out, tmp, sizeof(float) * ow);                                                    \
           if (act == Activation::kSigmoid)                                                                          \
@@ -169,11 +165,11 @@ namespace {
         in.copy_in(s, ci, x + n * in_size + static_cast<size_t>(ci) * s.height * s.width);                          \
       for (int co = 0; co < cout; ++co) {                                                                           \
         const float* d = dy + (static_cast<size_t>(n) * cout + co) * out_plane;                                     \
-        v16 bsum = load(bacc.data() + 16 * co);                                                                     \
+        v16 bsum = load16(bacc.data() + 16 * co);                                                                     \
         for (int ci = 0; ci < cin; ++ci) {                                                                          \
           float* stored = acc.data() + (static_cast<size_t>(co) * cin + ci) * K * K * 16;                           \
           v16 a[K * K];                                                                                             \
-          for (int t = 0; t < K * K; ++t) a[t] = load(stored + 16 * t);                                             \
+          for (int t = 0; t < K * K; ++t) a[t] = load16(stored + 16 * t);                                             \
           const float* plane = in.plane(ci);                                                                        \
           for (int oy = 0; oy < oh; ++oy) {                                                                         \
             /* dy's row, lanes past ow zero: whole vectors (masked) where */                                        \
@@ -189,20 +185,20 @@ namespace {
             if (!whole) std::memcpy(dyrow, drow, sizeof(float) * ow); /* lanes past ow stay 0 */                    \
             v16 dv[NV];                                                                                             \
             for (int j = 0; j < NV; ++j) {                                                                          \
-              dv[j] = whole ? load(drow + 16 * j) : load(dyrow + 16 * j);                                           \
+              dv[j] = whole ? load16(drow + 16 * j) : load16(dyrow + 16 * j);                                           \
               if (whole) dv[j] = iota + 16 * j < ow ? dv[j] : v16{};                                                \
               if (ci == 0) bsum += dv[j];                                                                           \
             }                                                                                                       \
             _Pragma("GCC unroll 5") for (int ky = 0; ky < K; ++ky) { /* a[] stays in registers */                   \
               const float* row = plane + static_cast<size_t>(oy + ky) * in.stride;                                  \
               _Pragma("GCC unroll 5") for (int kx = 0; kx < K; ++kx) {                                              \
-                for (int j = 0; j < NV; ++j) a[ky * K + kx] += dv[j] * load(row + kx + 16 * j);                     \
+                for (int j = 0; j < NV; ++j) a[ky * K + kx] += dv[j] * load16(row + kx + 16 * j);                     \
               }                                                                                                     \
             }                                                                                                       \
           }                                                                                                         \
-          for (int t = 0; t < K * K; ++t) store(stored + 16 * t, a[t]);                                             \
+          for (int t = 0; t < K * K; ++t) store16(stored + 16 * t, a[t]);                                             \
         }                                                                                                           \
-        store(bacc.data() + 16 * co, bsum);                                                                         \
+        store16(bacc.data() + 16 * co, bsum);                                                                         \
       }                                                                                                             \
     }                                                                                                               \
     auto lanes = [](const float* f) {                                                                               \
@@ -231,8 +227,7 @@ namespace {
   }
 
 SWEPT_DEFINE_DIRECT(baseline, )
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SWEPT_HAVE_DIRECT_LEVELS 1
+#if defined(SWEPT_HAVE_LEVELS)
 SWEPT_DEFINE_DIRECT(v3, __attribute__((target("arch=x86-64-v3"))))
 SWEPT_DEFINE_DIRECT(v4, __attribute__((target("arch=x86-64-v4"))))
 #endif
@@ -240,26 +235,14 @@ SWEPT_DEFINE_DIRECT(v4, __attribute__((target("arch=x86-64-v4"))))
 
 }  // namespace
 
-#if defined(SWEPT_HAVE_DIRECT_LEVELS)
-#define SWEPT_DIRECT_DISPATCH(name, ...)                   \
-  switch (simd_level()) {                                  \
-    case SimdLevel::kAvx512: return v4::name(__VA_ARGS__); \
-    case SimdLevel::kAvx2: return v3::name(__VA_ARGS__);   \
-    case SimdLevel::kBaseline: break;                      \
-  }                                                        \
-  return baseline::name(__VA_ARGS__)
-#else
-#define SWEPT_DIRECT_DISPATCH(name, ...) return baseline::name(__VA_ARGS__)
-#endif
-
 void conv_direct_forward(const Conv2dShape& s, int n_begin, int n_end, const float* x, const float* w,
                          const float* b, Activation act, float* y) {
-  SWEPT_DIRECT_DISPATCH(conv_forward, s, n_begin, n_end, x, w, b, act, y);
+  SWEPT_DISPATCH(conv_forward, s, n_begin, n_end, x, w, b, act, y);
 }
 
 void conv_direct_weight_grad(const Conv2dShape& s, int n_begin, int n_end, const float* x, const float* dy,
                              float* dw, float* db) {
-  SWEPT_DIRECT_DISPATCH(conv_weight_grad, s, n_begin, n_end, x, dy, dw, db);
+  SWEPT_DISPATCH(conv_weight_grad, s, n_begin, n_end, x, dy, dw, db);
 }
 
 }  // namespace swept::trainer::cpu

@@ -10,8 +10,8 @@
 // Within one level a run is reproducible.
 // Not here: the 2×2 max pooling, whose stride-2 accesses GCC turns into
 // gathers and masked stores under AVX-512 (pool1 backward took 4x longer).
-#include "trainer/cpu/kernel_choice.h"
 #include "trainer/cpu/kernels.h"
+#include "trainer/cpu/simd_levels.h"
 
 namespace swept::trainer::cpu {
 namespace {
@@ -48,8 +48,7 @@ namespace {
   }
 
 SWEPT_DEFINE_LOOPS(baseline, __attribute__((flatten)))
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SWEPT_HAVE_LEVELS 1
+#if defined(SWEPT_HAVE_LEVELS)
 SWEPT_DEFINE_LOOPS(v3, __attribute__((target("arch=x86-64-v3"), flatten)))
 SWEPT_DEFINE_LOOPS(v4, __attribute__((target("arch=x86-64-v4"), flatten)))
 #endif
@@ -57,18 +56,6 @@ SWEPT_DEFINE_LOOPS(v4, __attribute__((target("arch=x86-64-v4"), flatten)))
 
 }  // namespace
 
-// Runs `name` of the level in use.
-#if defined(SWEPT_HAVE_LEVELS)
-#define SWEPT_DISPATCH(name, ...)                               \
-  switch (simd_level()) {                                       \
-    case SimdLevel::kAvx512: return v4::name(__VA_ARGS__);      \
-    case SimdLevel::kAvx2: return v3::name(__VA_ARGS__);        \
-    case SimdLevel::kBaseline: break;                           \
-  }                                                             \
-  return baseline::name(__VA_ARGS__)
-#else
-#define SWEPT_DISPATCH(name, ...) return baseline::name(__VA_ARGS__)
-#endif
 
 void bias_activation_rows(int rows, int cols, const float* bias, Activation act, float* y) {
   SWEPT_DISPATCH(bias_activation_rows, rows, cols, bias, act, y);

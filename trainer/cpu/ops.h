@@ -326,30 +326,7 @@ class CpuOps {
   // Backward with y and dy blocked; dw, db from per-task partials in task order.
   bool conv2d_backward_blocked(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act,
                                T* dx, T* dw, T* db) {
-    if constexpr (std::is_same_v<T, float>) {
-      const PaddedGeometry g(s);
-      const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
-      const size_t grad_size = w_size + s.out_channels;
-      const int tasks = onednn_tasks(s.batch);
-      ensure_scratch(tasks, 0, 0, grad_size);
-      std::vector<char> ok(tasks, 1);
-      pool_.parallel_for(tasks, [&](int t) {
-        const Range r = split_range(s.batch, tasks, t);
-        T* dw_part = scratch_[t].grad.data();
-        std::fill(dw_part, dw_part + grad_size, T(0));
-        if (r.end == r.begin) return;
-        // Elementwise, so the layout does not matter.
-        activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
-                            dy + r.begin * g.out_size);
-        if (!onednn_conv_backward_blocked(sub_batch(s, r), act, x + r.begin * g.in_size, w, dy + r.begin * g.out_size,
-                                          dx == nullptr ? nullptr : dx + r.begin * g.in_size, dw_part,
-                                          dw_part + w_size))
-          ok[t] = 0;
-      });
-      if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
-      sum_task_partials(tasks, w_size, grad_size, dw, db);
-      return true;
-    }
+    if constexpr (std::is_same_v<T, float>) return s.blocked_out && run_onednn_backward(s, x, w, y, dy, act, dx, dw, db);
     return false;
   }
 
@@ -604,6 +581,20 @@ class CpuOps {
 
   bool conv2d_backward_onednn(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
                               T* dw, T* db) {
+    if (!run_onednn_backward(s, x, w, y, dy, act, dx, dw, db)) {
+      // dy already holds dy·act'(y): the GEMM path must not apply it again.
+      conv2d_backward_channels_last(s, x, w, y, dy, Activation::kNone, dx, dw, db, /*onednn=*/false);
+    }
+    return true;
+  }
+
+  // The backward of a oneDNN convolution in sample tasks, dy (NCHW, or
+  // nChw16c when s.blocked_out) first multiplied by act'(y) in every task
+  // whatever oneDNN then does, so that a fallback sees dy·act'(y) for all;
+  // the per-task weight and bias gradients added in task order. False when
+  // oneDNN failed for a task (dw and db then unwritten).
+  bool run_onednn_backward(const Conv2dShape& s, const T* x, const T* w, const T* y, T* dy, Activation act, T* dx,
+                           T* dw, T* db) {
     const PaddedGeometry g(s);
     const size_t w_size = static_cast<size_t>(s.out_channels) * g.k;
     const size_t grad_size = w_size + s.out_channels;
@@ -616,24 +607,23 @@ class CpuOps {
       T* db_part = dw_part + w_size;
       std::fill(dw_part, dw_part + grad_size, T(0));
       if (r.end == r.begin) return;
-      // dy·act'(y) of this task's samples first, while they stay in cache for
-      // the bias sums and oneDNN's reorder (one pass over all samples before
-      // the convolutions cost a second trip to memory). Every task applies
-      // it whatever oneDNN then does, so a fallback sees dy·act'(y) for all.
-      activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size,
-                          dy + r.begin * g.out_size);
-      for (int n = r.begin; n < r.end; ++n)
+      // This task's samples while they stay in cache for the bias sums and
+      // oneDNN's reorder (elementwise: the layout does not matter).
+      const Conv2dShape sub = sub_batch(s, r);
+      T* dy_r = dy + r.begin * g.out_size;
+      T* dx_r = dx == nullptr ? nullptr : dx + r.begin * g.in_size;
+      activation_backward(static_cast<size_t>(r.end - r.begin) * g.out_size, act, y + r.begin * g.out_size, dy_r);
+      if (s.blocked_out) {  // the primitive sums the bias gradient itself
+        if (!onednn_conv_backward_blocked(sub, act, x + r.begin * g.in_size, w, dy_r, dx_r, dw_part, db_part))
+          ok[t] = 0;
+        return;
+      }
+      for (int n = 0; n < r.end - r.begin; ++n)
         for (int o = 0; o < s.out_channels; ++o)
-          db_part[o] += sum_vectorizable(dy + n * g.out_size + static_cast<size_t>(o) * g.spatial, g.spatial);
-      if (!onednn_conv_backward(sub_batch(s, r), x + r.begin * g.in_size, w, dy + r.begin * g.out_size,
-                                dx == nullptr ? nullptr : dx + r.begin * g.in_size, dw_part))
-        ok[t] = 0;
+          db_part[o] += sum_vectorizable(dy_r + n * g.out_size + static_cast<size_t>(o) * g.spatial, g.spatial);
+      if (!onednn_conv_backward(sub, x + r.begin * g.in_size, w, dy_r, dx_r, dw_part)) ok[t] = 0;
     });
-    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) {
-      // dy already holds dy·act'(y): the GEMM path must not apply it again.
-      conv2d_backward_channels_last(s, x, w, y, dy, Activation::kNone, dx, dw, db, /*onednn=*/false);
-      return true;
-    }
+    if (std::find(ok.begin(), ok.end(), 0) != ok.end()) return false;
     sum_task_partials(tasks, w_size, grad_size, dw, db);
     return true;
   }

@@ -27,6 +27,18 @@ using namespace swept::trainer::cpu;
 
 namespace {
 
+// The largest elementwise difference relative to the reference's largest
+// magnitude.
+template <typename Ref>
+double max_rel(const std::vector<float>& a, const std::vector<Ref>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::abs(static_cast<double>(a[i]) - static_cast<double>(ref[i])));
+    den = std::max(den, std::abs(static_cast<double>(ref[i])));
+  }
+  return num / den;
+}
+
 std::vector<double> random_vector(size_t n, std::mt19937_64& gen, double scale = 1.0) {
   std::uniform_real_distribution<double> u(-scale, scale);
   std::vector<double> v(n);
@@ -383,14 +395,6 @@ TEST_CASE("trainer: float kernels at every level agree with the double reference
                            : level == "AVX2"      ? SimdLevel::kAvx2
                                                   : SimdLevel::kBaseline));
   }
-  auto max_rel = [](const std::vector<float>& a, const std::vector<double>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num = std::max(num, std::abs(a[i] - b[i]));
-      den = std::max(den, std::abs(b[i]));
-    }
-    return num / den;
-  };
   const SimdLevel chosen = simd_level();
   for (SimdLevel level : {SimdLevel::kBaseline, SimdLevel::kAvx2, SimdLevel::kAvx512}) {
     if (static_cast<int>(level) > static_cast<int>(chosen)) continue;  // above the process's cap
@@ -479,14 +483,6 @@ TEST_CASE("trainer: float kernels at every level agree with the double reference
 }
 
 TEST_CASE("trainer: the direct convolution (few input channels) agrees with the double reference at every level") {
-  auto max_rel = [](const std::vector<float>& a, const std::vector<double>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num = std::max(num, std::abs(a[i] - b[i]));
-      den = std::max(den, std::abs(b[i]));
-    }
-    return num / den;
-  };
   // conv1 itself (rows of two vectors), rows of one vector, rows narrower
   // than half a vector (a whole-vector store would reach three rows on),
   // no padding, two and three input channels; each activation.
@@ -569,14 +565,6 @@ TEST_CASE("trainer: a convolution's channel-blocked output and its pooling agree
   CHECK(ops.blocked_conv_output(s, Activation::kNone));
   CHECK_FALSE(ops.blocked_conv_output(s, Activation::kSigmoid));
   CHECK_FALSE(CpuOps<float>(2, /*onednn_convolutions=*/false).blocked_conv_output(s, Activation::kRelu));
-  auto max_rel = [](const std::vector<float>& a, const std::vector<float>& b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-      num = std::max(num, static_cast<double>(std::abs(a[i] - b[i])));
-      den = std::max(den, static_cast<double>(std::abs(b[i])));
-    }
-    return num / den;
-  };
   std::mt19937_64 gen(41);
   auto floats = [&](size_t n, double scale) {
     auto d = random_vector(n, gen, scale);

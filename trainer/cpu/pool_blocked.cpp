@@ -16,13 +16,13 @@
 // window's maximum, to d when none is (NaN), then applies the fused ReLU
 // backward as a select on x > 0. A test compares them with the templates.
 //
-// Compiled for the baseline and for x86-64-v4 (the only level at which
-// oneDNN picks 16-channel blocks), like conv_direct.cpp.
+// Compiled per level like conv_direct.cpp (oneDNN picks 16-channel blocks
+// only at AVX-512, but a test may run the loops at a lower level).
 #include <cstring>
 #include <vector>
 
-#include "trainer/cpu/kernel_choice.h"
 #include "trainer/cpu/kernels.h"
+#include "trainer/cpu/simd_levels.h"
 
 // The 64-byte vector type never crosses this file's internal helpers.
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -32,14 +32,10 @@ namespace {
 
 #define SWEPT_DEFINE_POOL_BLOCKED(level, ATTRIBUTES)                                                                \
   namespace level {                                                                                                 \
-  typedef float v16 __attribute__((vector_size(64)));                                                               \
-  typedef int v16i __attribute__((vector_size(64)));                                                                \
-  ATTRIBUTES inline v16 load(const float* p) {                                                                      \
-    v16 v;                                                                                                          \
-    std::memcpy(&v, p, sizeof v);                                                                                   \
-    return v;                                                                                                       \
-  }                                                                                                                 \
-  ATTRIBUTES inline void store(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }                                   \
+  using simd::v16;                                                                                                  \
+  using simd::v16i;                                                                                                 \
+  using simd::load16;                                                                                               \
+  using simd::store16;                                                                                              \
   ATTRIBUTES inline v16 vmax(v16 p, v16 q) { return p < q ? q : p; }                                                \
                                                                                                                     \
   ATTRIBUTES void forward(int n_begin, int n_end, int channels, int height, int width, const float* x, float* y) {  \
@@ -54,9 +50,9 @@ namespace {
           const float* r0 = in + static_cast<size_t>(2 * oy) * width * 16;                                          \
           const float* r1 = r0 + static_cast<size_t>(width) * 16;                                                   \
           for (int ox = 0; ox < wo; ++ox) {                                                                         \
-            const v16 m = vmax(vmax(load(r0 + 32 * ox), load(r0 + 32 * ox + 16)),                                   \
-                               vmax(load(r1 + 32 * ox), load(r1 + 32 * ox + 16)));                                  \
-            store(tmp.data() + (static_cast<size_t>(oy) * wo + ox) * 16, m);                                        \
+            const v16 m = vmax(vmax(load16(r0 + 32 * ox), load16(r0 + 32 * ox + 16)),                                   \
+                               vmax(load16(r1 + 32 * ox), load16(r1 + 32 * ox + 16)));                                  \
+            store16(tmp.data() + (static_cast<size_t>(oy) * wo + ox) * 16, m);                                        \
           }                                                                                                         \
         }                                                                                                           \
         float* out = y + (static_cast<size_t>(n) * channels + cb * 16) * out_plane;                                 \
@@ -89,9 +85,9 @@ namespace {
           const size_t r0 = static_cast<size_t>(2 * oy) * width * 16, r1 = r0 + static_cast<size_t>(width) * 16;   \
           for (int ox = 0; ox < wo; ++ox) {                                                                         \
             const size_t p = static_cast<size_t>(oy) * wo + ox;                                                     \
-            const v16 best = load(ty.data() + p * 16), g = load(tg.data() + p * 16);                                \
+            const v16 best = load16(ty.data() + p * 16), g = load16(tg.data() + p * 16);                                \
             const size_t a = r0 + 32 * ox, b = a + 16, c = r1 + 32 * ox, d = c + 16;                                \
-            const v16 xa = load(in + a), xb = load(in + b), xc = load(in + c), xd = load(in + d);                   \
+            const v16 xa = load16(in + a), xb = load16(in + b), xc = load16(in + c), xd = load16(in + d);                   \
             const v16i at_a = xa == best;                                                                           \
             const v16i at_b = ~at_a & (xb == best);                                                                 \
             const v16i at_c = ~(at_a | at_b) & (xc == best);                                                        \
@@ -103,10 +99,10 @@ namespace {
               dc = xc > zero ? dc : zero;                                                                              \
               dd = xd > zero ? dd : zero;                                                                              \
             }                                                                                                       \
-            store(din + a, da);                                                                                     \
-            store(din + b, db);                                                                                     \
-            store(din + c, dc);                                                                                     \
-            store(din + d, dd);                                                                                     \
+            store16(din + a, da);                                                                                     \
+            store16(din + b, db);                                                                                     \
+            store16(din + c, dc);                                                                                     \
+            store16(din + d, dd);                                                                                     \
           }                                                                                                         \
         }                                                                                                           \
       }                                                                                                             \
@@ -115,8 +111,8 @@ namespace {
   }
 
 SWEPT_DEFINE_POOL_BLOCKED(baseline, )
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define SWEPT_HAVE_POOL_BLOCKED_V4 1
+#if defined(SWEPT_HAVE_LEVELS)
+SWEPT_DEFINE_POOL_BLOCKED(v3, __attribute__((target("arch=x86-64-v3"))))
 SWEPT_DEFINE_POOL_BLOCKED(v4, __attribute__((target("arch=x86-64-v4"))))
 #endif
 #undef SWEPT_DEFINE_POOL_BLOCKED
@@ -125,19 +121,12 @@ SWEPT_DEFINE_POOL_BLOCKED(v4, __attribute__((target("arch=x86-64-v4"))))
 
 void maxpool2x2_blocked_forward(int n_begin, int n_end, int channels, int height, int width, const float* x,
                                 float* y) {
-#if defined(SWEPT_HAVE_POOL_BLOCKED_V4)
-  if (simd_level() == SimdLevel::kAvx512) return v4::forward(n_begin, n_end, channels, height, width, x, y);
-#endif
-  baseline::forward(n_begin, n_end, channels, height, width, x, y);
+  SWEPT_DISPATCH(forward, n_begin, n_end, channels, height, width, x, y);
 }
 
 void maxpool2x2_blocked_backward(int n_begin, int n_end, int channels, int height, int width, const float* x,
                                  const float* y, const float* dy, float* dx, bool relu_input) {
-#if defined(SWEPT_HAVE_POOL_BLOCKED_V4)
-  if (simd_level() == SimdLevel::kAvx512)
-    return v4::backward(n_begin, n_end, channels, height, width, x, y, dy, dx, relu_input);
-#endif
-  baseline::backward(n_begin, n_end, channels, height, width, x, y, dy, dx, relu_input);
+  SWEPT_DISPATCH(backward, n_begin, n_end, channels, height, width, x, y, dy, dx, relu_input);
 }
 
 }  // namespace swept::trainer::cpu
