@@ -65,6 +65,17 @@ constexpr auto kSpinTime = std::chrono::milliseconds(2);
 // runs jobs alone for kSoloTime, then measures again. Measured on the 2-core
 // VM with a busy-loop process beside it: docs/benchmarks.md (CPU hog).
 constexpr int kStallWindow = 64;
+// ... and only when the window took clearly longer than alone: 20 % more.
+// At "any longer", a quiet machine's hiccup of ~0.1 ms in a 2.5 ms window of
+// MLP steps, whose small jobs gain little from the second thread anyway, sent
+// the caller solo for kSoloTime: 0-20 % of an MLP run's jobs ran alone on a
+// quiet 2-core VM (2026-11-27; counted with a temporary print), and its
+// two-thread rate dropped in those stretches. A worker descheduled by another
+// process costs a scheduler slice (milliseconds), far past the margin.
+struct Ratio {
+  int num, den;
+};
+constexpr Ratio kStallMargin{6, 5};
 constexpr auto kSoloTime = std::chrono::milliseconds(250);
 // After a solo stretch the workers are asleep (no job reached them for
 // kSoloTime), so the first jobs of the next window pay their wake-ups, tens
@@ -77,6 +88,10 @@ constexpr int kWarmupJobs = 16;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
+  // The first jobs are unmeasured too: their tasks JIT-compile oneDNN's
+  // kernels for each new shape (milliseconds) on whichever thread meets the
+  // shape first, which says nothing about a stall.
+  warmup_jobs_ = kWarmupJobs;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -173,7 +188,7 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
   // tasks all went to workers says nothing: counted as it was).
   window_alone_ += ran_here > 0 ? (ran_out - start) * tasks / ran_here : end - start;
   if (++window_jobs_ == kStallWindow) {
-    if (window_time_ > window_alone_) {
+    if (window_time_ * kStallMargin.den > window_alone_ * kStallMargin.num) {
       solo_until_ = end + kSoloTime;
       warmup_jobs_ = kWarmupJobs;
     }
