@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "common/log.h"
+#include "common/protocol.h"
 
 namespace swept::agent {
 namespace {
@@ -137,7 +138,7 @@ std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLa
 
 bool names_params_file(const std::vector<std::string>& argv) {
   return std::any_of(argv.begin(), argv.end(),
-                     [](const std::string& arg) { return arg.find(kParamsFileName) != std::string::npos; });
+                     [](const std::string& arg) { return arg.find(protocol::kParamsFileName) != std::string::npos; });
 }
 
 Status check_relative_workdir(const std::string& workdir) {
@@ -197,7 +198,7 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.env_overrides = environment_;
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
   if (names_params_file(launch_.argv)) {
-    spec.file_path = (working_dir / kParamsFileName).string();
+    spec.file_path = (working_dir / protocol::kParamsFileName).string();
     spec.file_content = launch_.params_json + "\n";
   }
   if (options_.containment) {

@@ -219,12 +219,8 @@ class TrialSupervisor {
 std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
                                                                    const std::string& checkpoint_dir);
 
-// The parameter file's name in the trial's directory: what the scheduler's
-// ${args_json_file} expands to (sweeps/sweep.h, CommandContext).
-inline constexpr std::string_view kParamsFileName = "swept-params.json";
-
 // Whether the trial's command names the parameter file (an argument that
-// contains kParamsFileName: ${args_json_file} expanded, or a shell command
+// contains protocol::kParamsFileName: ${args_json_file} expanded, or a shell command
 // that reads it), so that it is written for the trial. Other trials read
 // their parameters from argv or SWEPT_PARAMS and get no file: each file is
 // an inode, the costliest thing a short trial makes the agent do on a busy

@@ -178,6 +178,12 @@ struct RegisterReject {
   bool operator==(const RegisterReject&) const = default;
 };
 
+// The file in a trial's working directory that holds its parameters as JSON
+// (docs/protocol.md, START_TRIAL): the scheduler expands ${args_json_file}
+// to this name (sweeps::CommandContext), and the agent writes the file for a
+// command that names it.
+inline constexpr std::string_view kParamsFileName = "swept-params.json";
+
 struct StartTrial {
   int64_t trial_id = 0;
   int attempt = 0;

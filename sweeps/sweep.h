@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/protocol.h"
 #include "common/status.h"
 
 namespace swept::sweeps {
@@ -146,7 +147,7 @@ struct CommandContext {
   std::function<std::optional<std::string>(const std::string&)> getenv;
   std::string env = "/usr/bin/env";            // ${env}
   std::string interpreter = "python3";         // ${interpreter}
-  std::string args_json_file = "swept-params.json";  // ${args_json_file}
+  std::string args_json_file{protocol::kParamsFileName};  // ${args_json_file}
 };
 
 // Expands the sweep's command (or the default `swept-train ${args}`) for one

@@ -155,12 +155,12 @@ Result<std::unique_ptr<Network>> Network::create(const ModelConfig& config, Back
     size = layer.out_size;
     net->layers_.push_back(layer);
   }
-  // Each convolution followed by a 2×2 pooling: in the layout the backend
-  // computes in, when it offers that (no reorder to NCHW and back between).
+  // Each convolution followed by a pooling (2×2, kPool): in the layout the
+  // backend computes in, when it offers that (no reorder to NCHW and back).
   for (size_t i = 0; i + 1 < net->layers_.size(); ++i) {
     Layer& conv = net->layers_[i];
     Layer& pool = net->layers_[i + 1];
-    if (conv.spec.kind != LayerKind::kConv || pool.spec.kind != LayerKind::kPool || kPool != 2) continue;
+    if (conv.spec.kind != LayerKind::kConv || pool.spec.kind != LayerKind::kPool) continue;
     conv.blocked = pool.blocked = backend.blocked_conv_output(conv.conv(max_batch), conv.spec.act);
   }
   auto alloc = [&](size_t bytes, std::unique_ptr<Buffer>& out) -> Status {

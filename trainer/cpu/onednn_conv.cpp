@@ -26,7 +26,8 @@ struct Primitives {
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
-  memory::desc x_nchw, w_oihw, y_nchw;  // y_nchw: nChw16c for the blocked primitives
+  memory::desc x_nchw, w_oihw;
+  memory::desc y_user;  // the caller's y and dy: NCHW, or nChw16c for the blocked primitives
   memory::desc bias;
 };
 
@@ -161,19 +162,15 @@ memory user_memory(const memory::desc& d, const float* p) {
 }
 
 
-}  // namespace
-
-namespace {
-
-// The forward pass with p's primitives: x NCHW, y in p->y_nchw's layout; the
+// The forward pass with p's primitives: x NCHW, y in p->y_user's layout; the
 // bias added by the primitive when b is given.
 bool run_forward(const Primitives* p, const float* x, const float* w, const float* b, float* y) {
   if (p == nullptr) return false;
   try {
     dnnl::stream stream(cpu_engine());
-    memory ux = user_memory(p->x_nchw, x), uw = user_memory(p->w_oihw, w), uy = user_memory(p->y_nchw, y);
+    memory ux = user_memory(p->x_nchw, x), uw = user_memory(p->w_oihw, w), uy = user_memory(p->y_user, y);
     memory bx = as_layout(stream, ux, p->fwd_pd.src_desc(), kX), bw = as_layout(stream, uw, p->fwd_pd.weights_desc(), kW);
-    const bool y_blocked = p->fwd_pd.dst_desc() != p->y_nchw;
+    const bool y_blocked = p->fwd_pd.dst_desc() != p->y_user;
     memory by = y_blocked ? buffers.get(kY, p->fwd_pd.dst_desc()) : uy;
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, bx},
                                          {DNNL_ARG_WEIGHTS, bw},
@@ -189,14 +186,14 @@ bool run_forward(const Primitives* p, const float* x, const float* w, const floa
   return true;
 }
 
-// The backward pass: dy in p->y_nchw's layout; dw (and db when given, by the
+// The backward pass: dy in p->y_user's layout; dw (and db when given, by the
 // primitive) overwritten; dx NCHW when not null.
 bool run_backward(const Primitives* p, const float* x, const float* w, const float* dy, float* dx, float* dw,
                   float* db) {
   if (p == nullptr) return false;
   try {
     dnnl::stream stream(cpu_engine());
-    memory ux = user_memory(p->x_nchw, x), udy = user_memory(p->y_nchw, dy), udw = user_memory(p->w_oihw, dw);
+    memory ux = user_memory(p->x_nchw, x), udy = user_memory(p->y_user, dy), udw = user_memory(p->w_oihw, dw);
     const auto& wpd = p->bwd_weights_pd;
     memory bx = as_layout(stream, ux, wpd.src_desc(), kX), bdy = as_layout(stream, udy, wpd.diff_dst_desc(), kDy);
     const bool dw_blocked = wpd.diff_weights_desc() != p->w_oihw;

@@ -308,18 +308,7 @@ class CpuOps {
   // y (blocked) = act(conv(x) + b). False when oneDNN failed for a sub-batch
   // (the caller reports it: there is no NCHW path for a blocked output).
   bool conv2d_forward_blocked(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
-    if constexpr (std::is_same_v<T, float>) {
-      const PaddedGeometry g(s);
-      const int tasks = onednn_tasks(s.batch);
-      std::vector<char> ok(tasks, 1);
-      pool_.parallel_for(tasks, [&](int t) {
-        const Range r = split_range(s.batch, tasks, t);
-        if (r.end > r.begin && !onednn_conv_forward_blocked(sub_batch(s, r), x + r.begin * g.in_size, w, b, act,
-                                                            y + r.begin * g.out_size))
-          ok[t] = 0;
-      });
-      return std::find(ok.begin(), ok.end(), 0) == ok.end();
-    }
+    if constexpr (std::is_same_v<T, float>) return s.blocked_out && conv2d_forward_onednn(s, x, w, b, act, y);
     return false;
   }
 
@@ -563,6 +552,9 @@ class CpuOps {
     return std::max(sample_tasks(batch), (batch + kOnednnSamples - 1) / kOnednnSamples);
   }
 
+  // The forward of a oneDNN convolution in sample tasks: y NCHW with this
+  // file's bias and activation, or nChw16c (s.blocked_out) with both inside
+  // the primitive. False when oneDNN failed for a task.
   bool conv2d_forward_onednn(const Conv2dShape& s, const T* x, const T* w, const T* b, Activation act, T* y) {
     const PaddedGeometry g(s);
     const int tasks = onednn_tasks(s.batch);
@@ -570,11 +562,18 @@ class CpuOps {
     pool_.parallel_for(tasks, [&](int t) {
       const Range r = split_range(s.batch, tasks, t);
       if (r.end == r.begin) return;
-      if (!onednn_conv_forward(sub_batch(s, r), x + r.begin * g.in_size, w, y + r.begin * g.out_size)) {
+      const Conv2dShape sub = sub_batch(s, r);
+      const T* x_r = x + r.begin * g.in_size;
+      T* y_r = y + r.begin * g.out_size;
+      if (s.blocked_out) {
+        if (!onednn_conv_forward_blocked(sub, x_r, w, b, act, y_r)) ok[t] = 0;
+        return;
+      }
+      if (!onednn_conv_forward(sub, x_r, w, y_r)) {
         ok[t] = 0;
         return;
       }
-      for (int n = r.begin; n < r.end; ++n) bias_activation_channels(s.out_channels, g.spatial, b, act, y + n * g.out_size);
+      for (int n = 0; n < sub.batch; ++n) bias_activation_channels(s.out_channels, g.spatial, b, act, y_r + n * g.out_size);
     });
     return std::find(ok.begin(), ok.end(), 0) == ok.end();
   }

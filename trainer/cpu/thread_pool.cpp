@@ -72,10 +72,7 @@ constexpr int kStallWindow = 64;
 // quiet 2-core VM (2026-11-27; counted with a temporary print), and its
 // two-thread rate dropped in those stretches. A worker descheduled by another
 // process costs a scheduler slice (milliseconds), far past the margin.
-struct Ratio {
-  int num, den;
-};
-constexpr Ratio kStallMargin{6, 5};
+constexpr int kStallMarginPercent = 20;
 constexpr auto kSoloTime = std::chrono::milliseconds(250);
 // After a solo stretch the workers are asleep (no job reached them for
 // kSoloTime), so the first jobs of the next window pay their wake-ups, tens
@@ -188,7 +185,7 @@ void ThreadPool::parallel_for(int tasks, const std::function<void(int)>& fn) {
   // tasks all went to workers says nothing: counted as it was).
   window_alone_ += ran_here > 0 ? (ran_out - start) * tasks / ran_here : end - start;
   if (++window_jobs_ == kStallWindow) {
-    if (window_time_ * kStallMargin.den > window_alone_ * kStallMargin.num) {
+    if (window_time_ * 100 > window_alone_ * (100 + kStallMarginPercent)) {
       solo_until_ = end + kSoloTime;
       warmup_jobs_ = kWarmupJobs;
     }

@@ -77,7 +77,7 @@ class ThreadPool {
   std::chrono::steady_clock::duration window_time_{}, window_alone_{};
   std::chrono::steady_clock::time_point solo_until_{};
   uint64_t solo_jobs_ = 0;
-  int warmup_jobs_ = 0;  // jobs left unmeasured after a solo stretch
+  int warmup_jobs_ = 0;  // jobs left unmeasured: after a solo stretch, and at the start (set by the constructor)
 };
 
 }  // namespace swept::trainer::cpu
