@@ -13,7 +13,7 @@
 #include <string>
 
 #include "common/clock.h"
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/status.h"
 #include "common/wakeup.h"
 
@@ -31,7 +31,7 @@ struct AgentOptions {
   // CurveZMQ keys for a keyed scheduler (--key/--scheduler-pub); disabled:
   // a plain connection. A refused key or a failed handshake stops the agent
   // (exit 1) with a message saying which.
-  curve::ClientKeys keys;
+  curvezmq::ClientKeys keys;
   // GPU inventory: "auto" (NVML if present, else none), "none", or
   // "fake:N[xMEMORY]" (e.g. "fake:4x80GiB"); see agent/gpu_inventory.h.
   // "auto" inside an allocation (SLURM_STEP_GPUS, SLURM_JOB_GPUS or

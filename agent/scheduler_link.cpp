@@ -20,7 +20,7 @@ constexpr size_t kMaxNameInRoutingId = 200;
 }  // namespace
 
 Status SchedulerLink::open(const std::string& endpoint, const std::string& agent_name,
-                           const curve::ClientKeys& keys) {
+                           const curvezmq::ClientKeys& keys) {
   close(0);
   nonce_ = random_hex(16);
   std::string routing_id = agent_name.substr(0, kMaxNameInRoutingId) + "#" + nonce_;
@@ -30,8 +30,8 @@ Status SchedulerLink::open(const std::string& endpoint, const std::string& agent
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::linger, 0));
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::maxmsgsize, protocol::kMaxMessageBytes));
   SWEPT_ZMQ_CHECK(socket.set(zmq::sockopt::sndhwm, kSendHighWaterMark));
-  SWEPT_RETURN_IF_ERROR(curve::apply_client(socket.handle(), keys));
-  auto watch = std::make_unique<curve::HandshakeWatch>();
+  SWEPT_RETURN_IF_ERROR(curvezmq::apply_client(socket.handle(), keys));
+  auto watch = std::make_unique<curvezmq::HandshakeWatch>();
   SWEPT_RETURN_IF_ERROR(watch->start(context_.handle(), socket.handle(), keys.enabled()));
   SWEPT_ZMQ_CHECK(socket.connect(endpoint));
   socket_.emplace(std::move(socket));

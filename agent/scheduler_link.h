@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -30,7 +30,7 @@ class SchedulerLink {
   // Closes any previous socket (discarding what it had queued) and connects
   // a new one. The nonce is the new socket's session id.
   // With `keys` enabled the socket is a CURVE client of the scheduler.
-  Status open(const std::string& endpoint, const std::string& agent_name, const curve::ClientKeys& keys = {});
+  Status open(const std::string& endpoint, const std::string& agent_name, const curvezmq::ClientKeys& keys = {});
   // What went wrong in the current socket's handshake (a refused key, a
   // wrong scheduler key, keys on one side only); nullopt while none did.
   std::optional<std::string> handshake_failure() { return watch_ ? watch_->failure() : std::nullopt; }
@@ -53,7 +53,7 @@ class SchedulerLink {
  private:
   zmq::context_t& context_;
   std::optional<zmq::socket_t> socket_;
-  std::unique_ptr<curve::HandshakeWatch> watch_;
+  std::unique_ptr<curvezmq::HandshakeWatch> watch_;
   std::string nonce_;
 };
 

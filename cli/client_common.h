@@ -21,7 +21,7 @@
 #include <boost/program_options.hpp>
 
 #include "cli/flags.h"
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/exit_codes.h"
 #include "common/params.h"
 #include "common/protocol.h"
@@ -59,7 +59,7 @@ inline void add_client_flags(po::options_description& d, ClientFlags& f, bool al
 // A connection to the scheduler, with CURVE keys when --key/--scheduler-pub
 // (or SWEPT_KEY/SWEPT_SCHEDULER_PUB) name them.
 inline Result<std::unique_ptr<scheduler::Client>> connect_client(const ClientFlags& f) {
-  auto keys = curve::client_keys(f.key, f.scheduler_pub);
+  auto keys = curvezmq::client_keys(f.key, f.scheduler_pub);
   if (!keys.ok()) return keys.status();
   return scheduler::Client::connect(scheduler::scheduler_endpoint(f.scheduler), f.timeout_ms, *keys);
 }

@@ -101,7 +101,7 @@ int run_agent_command(const std::vector<std::string>& args) {
     std::cerr << "swept agent: no scheduler address; pass --scheduler tcp://HOST:5555 or set SWEPT_SCHEDULER\n";
     return kExitUsage;
   }
-  auto keys = curve::client_keys(vm.count("key") ? vm["key"].as<std::string>() : "",
+  auto keys = curvezmq::client_keys(vm.count("key") ? vm["key"].as<std::string>() : "",
                                  vm.count("scheduler-pub") ? vm["scheduler-pub"].as<std::string>() : "");
   if (!keys.ok()) {
     std::cerr << "swept agent: " << keys.status().message() << "\n";

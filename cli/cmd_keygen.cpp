@@ -5,7 +5,7 @@
 // every agent and client as --scheduler-pub. Never overwrites a key.
 #include "cli/client_common.h"
 #include "cli/command.h"
-#include "common/curve.h"
+#include "common/curvezmq.h"
 
 namespace swept::cli {
 namespace {
@@ -20,9 +20,9 @@ int run_keygen(const std::vector<std::string>& args) {
     std::cerr << "swept keygen: --out PREFIX is required (e.g. --out ~/.swept/alice writes alice.key and alice.pub)\n";
     return kExitUsage;
   }
-  auto keys = curve::generate();
+  auto keys = curvezmq::generate();
   if (!keys.ok()) return report("keygen", keys.status());
-  if (Status s = curve::write_key_files(prefix, *keys); !s.ok()) return report("keygen", s);
+  if (Status s = curvezmq::write_key_files(prefix, *keys); !s.ok()) return report("keygen", s);
   std::cout << "wrote " << prefix << ".key (secret: keep it private) and " << prefix << ".pub (public)\n";
   return kExitOk;
 }

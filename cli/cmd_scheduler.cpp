@@ -22,7 +22,7 @@
 #include "cli/signals.h"
 #include "cli/dashboard.h"
 #include "common/clock.h"
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/log.h"
 #include "scheduler/broker.h"
 #include "scheduler/zap.h"
@@ -161,7 +161,7 @@ int run_scheduler(const std::vector<std::string>& args) {
   }
   std::shared_ptr<scheduler::KeyRing> keys;
   if (!key_file.empty()) {
-    auto pair = curve::read_secret_key_file(key_file);
+    auto pair = curvezmq::read_secret_key_file(key_file);
     if (!pair.ok()) return report("scheduler", pair.status());
     o.server_key = *pair;
     keys = std::make_shared<scheduler::KeyRing>(authorized_dir);
@@ -214,9 +214,9 @@ int run_scheduler(const std::vector<std::string>& args) {
   if (web != "off") {
     // On a keyed scheduler the dashboard's cancel link connects with a key
     // of its own, made for this process and authorized as a client.
-    curve::ClientKeys dashboard_keys;
+    curvezmq::ClientKeys dashboard_keys;
     if (keys) {
-      auto pair = curve::generate();
+      auto pair = curvezmq::generate();
       if (!pair.ok()) return report("scheduler", pair.status());
       keys->add_fixed(pair->public_key, scheduler::KeyRing::Entry{scheduler::KeyRole::kClient, "(the dashboard)"});
       dashboard_keys.own = *pair;

@@ -11,7 +11,7 @@ namespace swept::cli {
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure,
-                                                     const curve::ClientKeys& keys, const DashboardTls& tls,
+                                                     const curvezmq::ClientKeys& keys, const DashboardTls& tls,
                                                      int max_unauthenticated) {
   web::ServerOptions options;
   options.max_unauthenticated = max_unauthenticated;

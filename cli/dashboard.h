@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/status.h"
 #include "web/server.h"
 
@@ -29,7 +29,7 @@ struct DashboardTls {
 Result<std::unique_ptr<web::Server>> start_dashboard(const std::string& listen, const std::string& db_path,
                                                      const std::string& token,
                                                      const std::string& scheduler_endpoint, bool insecure = false,
-                                                     const curve::ClientKeys& keys = {},
+                                                     const curvezmq::ClientKeys& keys = {},
                                                      const DashboardTls& tls = {},
                                                      int max_unauthenticated = web::ServerOptions{}.max_unauthenticated);
 

@@ -88,3 +88,10 @@ class Result {
     ::swept::Status _swept_s = (expr);         \
     if (!_swept_s.ok()) return _swept_s;       \
   } while (0)
+
+// Binds `lhs` to the value of a Result, or returns its Status: keeps call
+// sites flat (`SWEPT_ASSIGN_OR_RETURN(row, st.step());`).
+#define SWEPT_ASSIGN_OR_RETURN(lhs, expr)                \
+  auto lhs##_result = (expr);                            \
+  if (!lhs##_result.ok()) return lhs##_result.status(); \
+  auto& lhs = *lhs##_result

@@ -51,7 +51,7 @@ Status Broker::bind() {
   SWEPT_ZMQ_CHECK(socket_.set(zmq::sockopt::rcvhwm, kPeerHighWaterMark));
   if (options_.server_key) {
     if (!options_.keys) return Status::InvalidArgument("a keyed broker needs its authorized keys");
-    SWEPT_RETURN_IF_ERROR(curve::apply_server(socket_.handle(), *options_.server_key, "swept"));
+    SWEPT_RETURN_IF_ERROR(curvezmq::apply_server(socket_.handle(), *options_.server_key, "swept"));
   }
   try {
     socket_.bind(options_.bind);

@@ -44,7 +44,7 @@
 #include <zmq.hpp>
 
 #include "common/clock.h"
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/log.h"
 #include "common/mutex.h"
 #include "common/protocol.h"
@@ -107,7 +107,7 @@ struct BrokerOptions {
   // context(), scheduler/zap.h, must be started before bind()), each message
   // is checked against the key's role, and an agent's name is bound to its
   // key. Null: no authentication (loopback and inproc only, or --insecure).
-  std::optional<curve::KeyPair> server_key;
+  std::optional<curvezmq::KeyPair> server_key;
   std::shared_ptr<const KeyRing> keys;
 };
 

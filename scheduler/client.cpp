@@ -25,10 +25,10 @@ Client::~Client() {
 }
 
 Result<std::unique_ptr<Client>> Client::connect(const std::string& endpoint, int timeout_ms,
-                                                const curve::ClientKeys& keys) {
+                                                const curvezmq::ClientKeys& keys) {
   std::unique_ptr<Client> c(new Client(endpoint, timeout_ms));
-  SWEPT_RETURN_IF_ERROR(curve::apply_client(c->socket_.handle(), keys));
-  c->watch_ = std::make_unique<curve::HandshakeWatch>();
+  SWEPT_RETURN_IF_ERROR(curvezmq::apply_client(c->socket_.handle(), keys));
+  c->watch_ = std::make_unique<curvezmq::HandshakeWatch>();
   SWEPT_RETURN_IF_ERROR(c->watch_->start(c->context_.handle(), c->socket_.handle(), keys.enabled()));
   try {
     c->socket_.set(zmq::sockopt::linger, 0);

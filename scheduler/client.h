@@ -9,7 +9,7 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/protocol.h"
 #include "common/status.h"
 
@@ -25,9 +25,9 @@ class Client {
   // the background); InvalidArgument for a malformed one. With keys
   // enabled the connection is a CURVE client of the scheduler's key; a
   // refused key or a failed handshake ends call() at once with
-  // FailedPrecondition saying which (curve::HandshakeWatch).
+  // FailedPrecondition saying which (curvezmq::HandshakeWatch).
   static Result<std::unique_ptr<Client>> connect(const std::string& endpoint, int timeout_ms,
-                                                 const curve::ClientKeys& keys = {});
+                                                 const curvezmq::ClientKeys& keys = {});
   ~Client();
 
   // Sends `request` (its request_id is filled in) and returns the reply.
@@ -43,7 +43,7 @@ class Client {
   int timeout_ms_;
   zmq::context_t context_;
   zmq::socket_t socket_;
-  std::unique_ptr<curve::HandshakeWatch> watch_;  // closed before the context
+  std::unique_ptr<curvezmq::HandshakeWatch> watch_;  // closed before the context
 };
 
 }  // namespace swept::scheduler

@@ -7,7 +7,7 @@
 #include <iterator>
 #include <vector>
 
-#include "common/curve.h"
+#include "common/curvezmq.h"
 #include "common/log.h"
 #include "common/zmq_check.h"
 
@@ -30,7 +30,7 @@ Status KeyRing::reload() {
       if (e.path().extension() == ".pub" && e.is_regular_file(ec)) files.push_back(e.path());
     if (ec) return Status::IoError("cannot list " + folder.string() + ": " + ec.message());
     for (const fs::path& f : files) {
-      auto key = curve::read_public_key_file(f.string());
+      auto key = curvezmq::read_public_key_file(f.string());
       if (!key.ok()) return key.status();
       std::string label = fs::relative(f, dir_, ec).string();
       auto [it, added] = fresh.emplace(*key, Entry{role, label});

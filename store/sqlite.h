@@ -49,13 +49,6 @@ Status sqlite_error(sqlite3* db, int rc, const char* call, const char* file, int
       return ::swept::store::sqlite_error((db), _swept_rc, #call, __FILE__, __LINE__);  \
   } while (0)
 
-// Binds `lhs` to the value of a Result, or returns its Status: keeps the
-// query steps flat.
-#define SWEPT_ASSIGN_OR_RETURN(lhs, expr)                \
-  auto lhs##_result = (expr);                            \
-  if (!lhs##_result.ok()) return lhs##_result.status(); \
-  auto& lhs = *lhs##_result
-
 namespace swept::store {
 
 // A prepared statement; finalized when destroyed (unless the Connection's

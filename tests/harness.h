@@ -23,6 +23,7 @@
 
 #include <doctest/doctest.h>
 
+#include "common/testing/eventually.h"
 #include "common/testing/temp_dir.h"
 
 extern char** environ;
@@ -50,15 +51,8 @@ inline void write_file(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// Polls `cond` every 20 ms until it holds or `seconds` pass. Returns whether it held.
-inline bool eventually(const std::function<bool()>& cond, double seconds = 30) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
-}
+// Waiting on a condition with a deadline: the tests' one helper.
+using swept::testing::eventually;
 
 // A child process with stdout and stderr in files; killed (SIGKILL) on scope exit.
 class Process {

@@ -19,7 +19,7 @@
 
 #include "common/status.h"
 
-namespace swept::curve {
+namespace swept::curvezmq {
 
 constexpr size_t kZ85KeyLength = 40;
 
@@ -88,4 +88,4 @@ class HandshakeWatch {
   std::optional<std::string> failure_;
 };
 
-}  // namespace swept::curve
+}  // namespace swept::curvezmq

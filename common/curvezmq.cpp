@@ -1,5 +1,5 @@
 // CurveZMQ keys and handshakes: see curve.h.
-#include "common/curve.h"
+#include "common/curvezmq.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,7 @@
 
 #include "common/random_id.h"
 
-namespace swept::curve {
+namespace swept::curvezmq {
 namespace {
 
 constexpr const char* kNeedsKeys =
@@ -223,4 +223,4 @@ std::optional<std::string> HandshakeWatch::failure() {
   return failure_;
 }
 
-}  // namespace swept::curve
+}  // namespace swept::curvezmq
