@@ -31,7 +31,7 @@ std::string to_s(int64_t v) { return std::to_string(v); }
 
 Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
     : store_(store), clock_(clock), options_(std::move(options)), runner_(store, clock),
-      lifecycle_(store, clock, runner_), context_(1),
+      lifecycle_(store, clock), context_(1),
       socket_(context_, zmq::socket_type::router) {}
 
 Broker::~Broker() {
@@ -136,7 +136,7 @@ Status Broker::recover() {
   auto quarantined = store_.quarantined_agents();
   if (!quarantined.ok()) return quarantined.status();
   for (auto& [agent, reason] : *quarantined) quarantined_[agent] = Quarantine{std::move(reason), false};
-  auto running = lifecycle_.recover(options_.recovery_grace_ms);
+  auto running = scheduler::recover(lifecycle_, runner_, options_.recovery_grace_ms);
   if (!running.ok()) return running.status();
   live_count_ = lifecycle_.size();
   if (*running > 0)
@@ -153,6 +153,7 @@ Result<SubmitResult> Broker::submit(const std::string& spec_text) {
     store_.rollback();
     return r.status();
   }
+  SWEPT_RETURN_IF_ERROR(pass_events(lifecycle_, runner_));
   SWEPT_RETURN_IF_ERROR(store_.commit());
   dirty_ = true;
   return r;
@@ -218,19 +219,14 @@ Status Broker::turn(int max_wait_ms) {
     stat_in_++;
     received++;
     failure = handle((*got)->routing_id, (*got)->frames, (*got)->user_id);
+    // What the lifecycle decided reaches the runner before anything reads it.
+    if (failure.ok()) failure = pass_events(lifecycle_, runner_);
     post_mail();
     if (!failure.ok()) break;
   }
-  if (failure.ok() && cancel_all_requested_.exchange(false)) {
-    auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
-    if (!sweeps.ok()) failure = sweeps.status();
-    for (const auto& s : sweeps.ok() ? *sweeps : std::vector<store::SweepRecord>{}) {
-      int64_t n = 0;
-      failure = lifecycle_.cancel_sweep(s.id, "stopped by the user (interrupt)", &n);
-      if (!failure.ok()) break;
-    }
-  }
+  if (failure.ok() && cancel_all_requested_.exchange(false)) failure = cancel_all();
   if (failure.ok()) failure = check_timers();
+  if (failure.ok()) failure = pass_events(lifecycle_, runner_);
   if (lifecycle_.take_changed()) dirty_ = true;
   if (failure.ok() && dirty_) failure = dispatch();
   post_mail();
@@ -272,7 +268,6 @@ Status Broker::turn(int max_wait_ms) {
   live_count_ = lifecycle_.size();
   if (drained || runner_.ended_count() != sweeps_ended_seen_) {
     sweeps_ended_seen_ = runner_.ended_count();
-    lifecycle_.forget_ended_sweeps();
     {
       MutexLock lock(change_mutex_);
       ++changes_;
@@ -280,6 +275,14 @@ Status Broker::turn(int max_wait_ms) {
     change_cv_.notify_all();
   }
   stat_turns_++;
+  return Status::Ok();
+}
+
+Status Broker::cancel_all() {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_ASSIGN_OR_RETURN(sweeps, store_.sweeps_in_state(SweepState::kRunning));
+  for (const auto& s : sweeps)
+    SWEPT_RETURN_IF_ERROR(scheduler::cancel_sweep(lifecycle_, runner_, s.id, "stopped by the user (interrupt)").status());
   return Status::Ok();
 }
 
@@ -382,6 +385,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
   if (auto* mt = std::get_if<Metrics>(&m)) {
     auto stored = lifecycle_.metrics(s.name, *mt);
     if (!stored.ok()) return stored.status();
+    SWEPT_RETURN_IF_ERROR(judge_metrics(lifecycle_, runner_, *stored, *mt));
     stat_ingest_ = stat_ingest_.load() + static_cast<double>(stored->ingest_us) / 1e6;
     stat_rows_ += stored->rows;
     return Status::Ok();
@@ -441,8 +445,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
                                                        std::string(name(sums->front().state)), 0});
         return Status::Ok();
       }
-      int64_t n = 0;
-      SWEPT_RETURN_IF_ERROR(lifecycle_.cancel_sweep(*c->sweep_id, "cancelled by the user", &n));
+      SWEPT_ASSIGN_OR_RETURN(n, scheduler::cancel_sweep(lifecycle_, runner_, *c->sweep_id, "cancelled by the user"));
       send_later(routing_id, Done{c->request_id, "cancelled sweep " + to_s(*c->sweep_id) + ": " + to_s(n) + " trials stopped", n});
       return Status::Ok();
     }
@@ -588,14 +591,15 @@ Status Broker::dispatch() {
   std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues));
   for (const Dispatch& d : plan) {
     bool started = false;
-    SWEPT_RETURN_IF_ERROR(lifecycle_.dispatch(d.sweep_id, caps[d.placement.agent].name, d.placement, 0, &started));
+    SWEPT_RETURN_IF_ERROR(
+        start_next_trial(lifecycle_, runner_, d.sweep_id, caps[d.placement.agent].name, d.placement, 0, &started));
     if (!started) dirty_ = true;  // the plan counted trials that were not there; look again
   }
   if (!options_.commit.successors) return Status::Ok();
   std::set<std::string> takers;  // agents that hold a successor for a trial of theirs
   for (const auto& [name, i] : index)
     if (const Session* s = session_by_routing(routing_by_name_.at(name)); s && s->start_after) takers.insert(name);
-  return lifecycle_.queue_successors(takers, unplaceable);
+  return queue_successors(lifecycle_, runner_, takers, unplaceable);
 }
 
 void Broker::send_heartbeats() {

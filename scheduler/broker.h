@@ -50,6 +50,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
+#include "scheduler/flow.h"
 #include "scheduler/lifecycle.h"
 #include "scheduler/placement.h"
 #include "scheduler/zap.h"
@@ -213,6 +214,8 @@ class Broker {
   };
 
   Status ensure_tx();
+  // swept run's Ctrl-C (request_cancel_all): every running sweep cancelled.
+  Status cancel_all();
   void send_later(const std::string& routing_id, protocol::Message m,
                   std::string_view protocol_id = protocol::kProtocolId);
   // Queues what the lifecycle decided to send (to agents by name; an agent

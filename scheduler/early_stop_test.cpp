@@ -244,8 +244,7 @@ TEST_CASE("scheduler.early_stop: a SweepRunner recovered from the store decides 
       if (*v) out.push_back(std::to_string(e.index) + "@" + std::to_string((*v)->step));
       if (e.last) {
         REQUIRE((*w)->set_trial_state(id, TrialState::kCompleted, 0, "exit code 0", 2).ok());
-        runner->trial_ended(sub->sweep_id);
-        runner->note_trial_state(sub->sweep_id, id, TrialState::kCompleted);
+        REQUIRE(runner->on_event(TrialEnded{id, sub->sweep_id, TrialState::kCompleted, true}).ok());
       }
     }
     REQUIRE((*w)->commit().ok());

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "store/reader.h"
 
 namespace swept::scheduler {
 
@@ -53,6 +54,16 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
   return event;
 }
 
+// The end of an attempt in the history (Writer::end_trial); the caller adds
+// the rest (reason, exit, the trial's own state).
+store::Writer::TrialEnd attempt_end(int64_t trial_id, int attempt, TrialState attempt_state) {
+  store::Writer::TrialEnd end;
+  end.trial_id = trial_id;
+  end.attempt = attempt;
+  end.attempt_state = attempt_state;
+  return end;
+}
+
 }  // namespace
 
 const LiveTrial* TrialLifecycle::find(int64_t trial_id) const {
@@ -65,76 +76,96 @@ Status TrialLifecycle::ensure_tx() {
   return store_.begin();
 }
 
-LiveTrial TrialLifecycle::make_live(const store::TrialRecord& t, int attempt, const std::string& agent) const {
+LiveTrial TrialLifecycle::make_live(int64_t trial_id, int64_t sweep_id, int attempt, const std::string& agent) const {
   LiveTrial lt;
-  lt.trial_id = t.id;
-  lt.sweep_id = t.sweep_id;
+  lt.trial_id = trial_id;
+  lt.sweep_id = sweep_id;
   lt.attempt = attempt;
   lt.agent = agent;
-  lt.gpus = t.gpus;
-  lt.gpu_fraction = t.gpu_fraction;
-  Demand d = runner_.demand(t.sweep_id);
-  lt.cpus = d.needs_gpu() ? 0 : d.cpus;
-  if (const auto* spec = runner_.spec(t.sweep_id)) lt.max_retries = spec->max_retries;
+  if (auto t = terms_.find(sweep_id); t != terms_.end()) {
+    lt.cpus = t->second.cpus;
+    lt.max_retries = t->second.max_retries;
+  }
   return lt;
+}
+
+void TrialLifecycle::on_sweep(const SweepNotice& notice) {
+  const int64_t id = notice.terms.sweep_id;
+  if (notice.running) {
+    terms_[id] = notice.terms;
+    ended_metric_.erase(id);
+    return;
+  }
+  if (auto t = terms_.find(id); t != terms_.end()) {
+    // Late batches of its trials still set trials.metric_value.
+    ended_metric_[id] = t->second.metric;
+    terms_.erase(t);
+  }
+  mean_run_seconds_.erase(id);
+}
+
+std::optional<std::string> TrialLifecycle::metric_of(int64_t sweep_id) {
+  if (auto t = terms_.find(sweep_id); t != terms_.end()) return t->second.metric;
+  if (auto m = ended_metric_.find(sweep_id); m != ended_metric_.end()) return m->second;
+  // A sweep this scheduler never ran (it ended before a restart).
+  std::optional<std::string> metric;
+  auto sums = store::sweep_summaries(store_.connection(), sweep_id);
+  if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
+  ended_metric_[sweep_id] = metric;
+  return metric;
+}
+
+void TrialLifecycle::ended(int64_t trial_id, int64_t sweep_id, TrialState state, bool was_running) {
+  events_.push_back(TrialEnded{trial_id, sweep_id, state, was_running});
+  changed_ = true;
 }
 
 // ---- after a restart ----
 
-Result<size_t> TrialLifecycle::recover(int64_t grace_ms) {
+Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& running, int64_t grace_ms) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto running = runner_.recover();
-  if (!running.ok()) return running.status();
   const int64_t deadline = clock_.now_ms() + grace_ms;
-  for (const store::TrialRecord& t : *running) {
-    LiveTrial lt = make_live(t, t.attempts, t.agent);
+  for (const RecoveredTrial& t : running) {
+    LiveTrial lt = make_live(t.trial_id, t.sweep_id, t.attempt, t.agent);
+    lt.gpus = t.gpus;
+    lt.gpu_fraction = t.gpu_fraction;
     lt.started = t.started;
-    auto seq = store_.metrics_seq(t.id, t.attempts);
-    if (!seq.ok()) return seq.status();
-    lt.stored_seq = *seq;
+    lt.stop_on_record = t.stop_decided;
+    SWEPT_ASSIGN_OR_RETURN(seq, store_.metrics_seq(t.trial_id, t.attempt));
+    lt.stored_seq = seq;
     lt.await_deadline_ms = deadline;
-    live_[t.id] = std::move(lt);
+    live_[t.trial_id] = std::move(lt);
   }
   changed_ = true;
-  return running->size();
+  return running.size();
 }
 
 // ---- dispatch ----
 
-Status TrialLifecycle::dispatch(int64_t sweep_id, const std::string& agent, const Placement& placement,
-                                int64_t before_id, bool* started) {
-  *started = false;
+Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const Placement& placement,
+                                int64_t before_id) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto next = runner_.take_next(sweep_id);
-  if (!next.ok()) return next.status();
-  if (!next->has_value()) return runner_.maybe_complete(sweep_id);
-  TrialToStart& t = **next;
   const int attempt = t.previous_attempts + 1;
   SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
                                              clock_.wall_seconds()));
-  const sweeps::SweepSpec* spec = runner_.spec(t.sweep_id);
-  LiveTrial lt;
-  lt.trial_id = t.trial_id;
-  lt.sweep_id = t.sweep_id;
-  lt.attempt = attempt;
-  lt.agent = agent;
+  auto terms = terms_.find(t.sweep_id);
+  LiveTrial lt = make_live(t.trial_id, t.sweep_id, attempt, agent);
   lt.gpus = placement.gpus;
   lt.gpu_fraction = placement.gpu_fraction;
   lt.cpus = placement.cpus;
-  lt.max_retries = spec ? spec->max_retries : 0;
 
   StartTrial st;
   st.trial_id = t.trial_id;
   st.attempt = attempt;
   st.sweep_id = t.sweep_id;
   st.argv = std::move(t.argv);
-  st.params = t.params;
+  st.params = std::move(t.params);
   // env stays empty: the agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID,
   // SWEPT_ATTEMPT and SWEPT_PARAMS from the fields above.
   st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
-  st.timeout_s = spec ? spec->timeout_s : 0;
+  st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
   if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;
@@ -145,27 +176,17 @@ Status TrialLifecycle::dispatch(int64_t sweep_id, const std::string& agent, cons
   live_[t.trial_id] = std::move(lt);
   mail_.push_back({agent, std::move(st)});
   dispatched_++;
-  *started = true;
   return Status::Ok();
 }
 
-Status TrialLifecycle::queue_successors(const std::set<std::string>& agents, const std::set<int64_t>& unplaceable) {
-  // Only while one sweep alone has trials waiting (a successor keeps its
-  // predecessor's place for the same sweep, so with several sweeps waiting
-  // the places go through placement and its fair order instead)...
-  int64_t sweep_id = 0;
-  int64_t available = 0;
-  for (const SweepQueue& q : runner_.queues()) {
-    if (q.available <= 0 || unplaceable.count(q.sweep_id)) continue;
-    if (sweep_id) return Status::Ok();
-    sweep_id = q.sweep_id;
-    available = q.available;
-  }
-  // ...and only for short trials, where the round trip to the scheduler is
-  // a visible part of each trial's time. A long trial's successor would
-  // only wait there, holding a trial another agent could start.
+std::vector<TrialLifecycle::SuccessorPlace> TrialLifecycle::successor_places(int64_t sweep_id,
+                                                                           const std::set<std::string>& agents,
+                                                                           int64_t available) const {
+  std::vector<SuccessorPlace> places;
+  // Only for short trials: a long trial's successor would only wait there,
+  // holding a trial another agent could start.
   auto mean = mean_run_seconds_.find(sweep_id);
-  if (!sweep_id || mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return Status::Ok();
+  if (mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return places;
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_) {
     if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
@@ -175,12 +196,9 @@ Status TrialLifecycle::queue_successors(const std::set<std::string>& agents, con
   for (int64_t id : ids) {
     if (available-- <= 0) break;
     const LiveTrial& before = live_.at(id);
-    Placement place{0, before.gpus, before.gpu_fraction, before.cpus};
-    bool started = false;
-    SWEPT_RETURN_IF_ERROR(dispatch(sweep_id, before.agent, place, id, &started));
-    if (!started) break;
+    places.push_back({id, before.agent, Placement{0, before.gpus, before.gpu_fraction, before.cpus}});
   }
-  return Status::Ok();
+  return places;
 }
 
 bool TrialLifecycle::successor_waits(const StartTrial& st) const {
@@ -239,48 +257,48 @@ std::optional<int64_t> TrialLifecycle::next_start_due_ms() const {
 Result<TrialLifecycle::MetricsOutcome> TrialLifecycle::metrics(const std::string& agent, const Metrics& m) {
   MetricsOutcome out;
   auto it = live_.find(m.trial_id);
-  const bool current = it != live_.end() && it->second.agent == agent && it->second.attempt == m.attempt;
-  int64_t sweep_id = current ? it->second.sweep_id : 0;
-  if (!current) {
+  out.current = it != live_.end() && it->second.agent == agent && it->second.attempt == m.attempt;
+  int64_t sweep_id = out.current ? it->second.sweep_id : 0;
+  if (!out.current) {
     // A re-sent batch of an attempt that already ended (finished while the
     // scheduler was away) is still that trial's data: keep it.
     auto rec = store_.trial_record(m.trial_id);
     if (!rec.ok() || rec->attempts != m.attempt || rec->agent != agent) {
       log::debug("dropped metrics of trial " + to_s(m.trial_id) + " attempt " + std::to_string(m.attempt) +
                  " from " + agent + ": not its current attempt");
+      out.current = false;
       return out;
     }
     sweep_id = rec->sweep_id;
   }
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  std::optional<std::string> metric = runner_.metric_name(sweep_id);
-  if (!metric && !runner_.is_running(sweep_id)) {
-    auto sums = store::sweep_summaries(store_.connection(), sweep_id);
-    if (sums.ok() && !sums->empty()) metric = sums->front().metric_name;
-  }
+  const std::optional<std::string> metric = metric_of(sweep_id);
   const int64_t t0_us = clock_.now_us();
   auto applied = store_.add_metrics(m, metric);
   out.ingest_us = clock_.now_us() - t0_us;
   if (!applied.ok()) return applied.status();
-  if (!*applied) return out;
+  if (!*applied) {
+    out.current = false;
+    return out;
+  }
   out.rows = static_cast<int64_t>(m.records.size());
-  // Every stored value joins its sweep's curves (a restarted scheduler
-  // rebuilds them from the store, stopped trials' late values included); a
-  // late batch of an ended attempt is judged no more.
-  auto verdict = runner_.observe_metrics(sweep_id, m.trial_id, m.records);
-  if (!verdict.ok()) return verdict.status();
-  if (!current) return out;
+  out.sweep_id = sweep_id;
+  if (!out.current) return out;
   LiveTrial& lt = it->second;
   lt.stored_seq = m.seq;
-  // Early termination (issue 16): a trial judged to stop, or one whose
-  // decision a previous scheduler recorded before it could stop it, is sent
-  // STOP_TRIAL once; its TRIAL_EXITED (cause stopped) ends it early_stopped.
-  if (lt.early_stop || lt.cancelled) return out;
-  if (*verdict)
-    send_early_stop(lt, early_stop_reason((*verdict)->decision.reason));
-  else if (runner_.stop_decided(lt.sweep_id, lt.trial_id))
+  // Early termination (issue 16): a trial whose decision a previous
+  // scheduler recorded before it could stop it is sent STOP_TRIAL once; its
+  // TRIAL_EXITED (cause stopped) ends it early_stopped. A new decision comes
+  // from the runner through stop_early().
+  if (!lt.early_stop && !lt.cancelled && lt.stop_on_record)
     send_early_stop(lt, early_stop_reason("decided before a scheduler restart"));
   return out;
+}
+
+void TrialLifecycle::stop_early(int64_t trial_id, const std::string& why) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end() || it->second.early_stop || it->second.cancelled) return;
+  send_early_stop(it->second, early_stop_reason(why));
 }
 
 void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
@@ -329,24 +347,36 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   std::optional<TrialState> late;  // a given-up attempt's result (queued or lost -> outcome)
   if (rec.ok() && rec->attempts == e.attempt && !lost && rec->state != TrialState::kRunning)
     late = next_trial_state(rec->state, event, 0);
-  if (late && runner_.is_running(rec->sweep_id)) {
-    // Given up while its agent was away (requeued, or lost with no retries
-    // left), but it finished: its result stands.
-    runner_.forget_queued(rec->sweep_id, rec->id);
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, *late, e.exit_code, reason, e.ended_at));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(e.trial_id, *late, e.exit_code, reason, e.ended_at));
-    finished_++;
-    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
-    changed_ = true;
-    log::info("trial " + to_s(e.trial_id) + " finished on " + agent + " while given up: recorded as " +
-              std::string(name(*late)));
+  if (late && sweep_running(rec->sweep_id)) {
+    SWEPT_RETURN_IF_ERROR(record_late_result(*rec, agent, e, *late, reason));
   } else if (rec.ok() && rec->attempts != e.attempt) {
     // A superseded attempt: history only.
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(e.trial_id, e.attempt, TrialState::kLost, e.exit_code,
-                                             "ended after it was superseded: " + reason, e.ended_at));
+    store::Writer::TrialEnd end = attempt_end(e.trial_id, e.attempt, TrialState::kLost);
+    end.exit_code = e.exit_code;
+    end.reason = "ended after it was superseded: " + reason;
+    end.ended_at = e.ended_at;
+    SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
   }
   // else: the same attempt, already final (a repeated TRIAL_EXITED): nothing to do.
   return ExitOutcome::kNotCurrent;
+}
+
+Status TrialLifecycle::record_late_result(const store::TrialRecord& rec, const std::string& agent,
+                                          const TrialExited& e, TrialState late, const std::string& reason) {
+  // Given up while its agent was away (requeued, or lost with no retries
+  // left), but it finished: its result stands.
+  store::Writer::TrialEnd end = attempt_end(e.trial_id, e.attempt, late);
+  end.exit_code = e.exit_code;
+  end.reason = reason;
+  end.ended_at = e.ended_at;
+  end.trial_state = late;
+  end.trial_ended_at = e.ended_at;
+  SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  finished_++;
+  ended(rec.id, rec.sweep_id, late, /*was_running=*/false);
+  log::info("trial " + to_s(e.trial_id) + " finished on " + agent + " while given up: recorded as " +
+            std::string(name(late)));
+  return Status::Ok();
 }
 
 Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& agent,
@@ -376,10 +406,14 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
     }
     auto rec = store_.trial_record(rt.trial_id);
     if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
-        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && runner_.adopt_queued(rec->sweep_id, rec->id)) {
-      // Given up while its agent was away, not restarted yet: take it back.
-      LiveTrial lt = make_live(*rec, rt.attempt, agent);
+        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && sweep_running(rec->sweep_id)) {
+      // Given up while its agent was away, not restarted yet (a queued trial
+      // of a running sweep waits in the runner's queue): take it back.
+      LiveTrial lt = make_live(rec->id, rec->sweep_id, rt.attempt, agent);
+      lt.gpus = rec->gpus;
+      lt.gpu_fraction = rec->gpu_fraction;
       lt.started = true;
+      events_.push_back(TrialAdopted{rec->id, rec->sweep_id});
       SWEPT_RETURN_IF_ERROR(store_.reopen_attempt(rec->id, rt.attempt, agent));
       auto seq = store_.metrics_seq(rec->id, rt.attempt);
       if (!seq.ok()) return seq.status();
@@ -465,32 +499,29 @@ Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExi
     if (!fresh) m->second += 0.2 * (run - m->second);
   }
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  double ended = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
-  std::optional<int> code = e ? e->exit_code : std::nullopt;
-  if (lt.cancelled) {
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, code, reason, ended));
-  } else {
+  const double ended_at = e && e->ended_at > 0 ? e->ended_at : clock_.wall_seconds();
+  // One call records the attempt's end and the trial's: a cancelled trial
+  // is already `stopped` (cancel_trial), so only its attempt ends here.
+  store::Writer::TrialEnd end = attempt_end(trial_id, lt.attempt, lt.cancelled ? TrialState::kStopped : state);
+  end.exit_code = e ? e->exit_code : std::nullopt;
+  end.reason = reason;
+  end.ended_at = ended_at;
+  if (!lt.cancelled) {
+    end.trial_state = state;
+    end.trial_ended_at = ended_at;
     // A start not written yet goes in with the end (a short trial's
     // TRIAL_STARTED usually arrives in the same turn as its TRIAL_EXITED).
-    std::optional<store::Writer::StartRecord> start;
     if (lt.start_env_json) {
-      start = store::Writer::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
+      end.start = store::Writer::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
       pending_starts_.erase(trial_id);
     }
-    const store::Writer::StartRecord* with = start ? &*start : nullptr;
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, state, code, reason, ended, with));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, state, code, reason, ended, with));
     // A diverged trial that still exited 0: its last finite value is no
     // result, so it must not be best; with none it counts as the worst.
-    if (state == TrialState::kCompleted && e && e->diverged) SWEPT_RETURN_IF_ERROR(store_.clear_metric_value(trial_id));
+    end.forget_metric_value = state == TrialState::kCompleted && e && e->diverged;
   }
-  finished_++;
-  runner_.trial_ended(lt.sweep_id);
-  runner_.note_trial_state(lt.sweep_id, trial_id, lt.cancelled ? TrialState::kStopped : state);
-  if (state == TrialState::kCompleted && !lt.cancelled)
-    SWEPT_RETURN_IF_ERROR(runner_.check_metric_reported(lt.sweep_id, trial_id));
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
-  changed_ = true;
+  SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  finished_++;  // a run that ended with its process (stats: trials_finished)
+  ended(trial_id, lt.sweep_id, lt.cancelled ? TrialState::kStopped : state, /*was_running=*/true);
   return Status::Ok();
 }
 
@@ -500,30 +531,36 @@ Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
   if (!*taken) return Status::Ok();
   LiveTrial lt = std::move(**taken);
   const double now = clock_.wall_seconds();
-  // An attempt the agent never confirmed did not run: say so in the history.
-  std::string attempt_reason = lt.started ? reason : "never started: " + reason;
-  SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kLost, std::nullopt, attempt_reason, now));
   // Retries spent: the attempts so far, less those requeued at no cost.
   // Never confirmed started: the attempt did not run, so it costs no retry.
-  auto free_attempts = store_.count_attempts(trial_id, TrialState::kQueued);
-  if (!free_attempts.ok()) return free_attempts.status();
-  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - *free_attempts) + 1 : 1;
+  SWEPT_ASSIGN_OR_RETURN(free_attempts, store_.count_attempts(trial_id, TrialState::kQueued));
+  const int retries_left = lt.started ? lt.max_retries - (lt.attempt - free_attempts) + 1 : 1;
   const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kLose}, retries_left).value();
-  if (lt.cancelled) {
-    runner_.trial_ended(lt.sweep_id);
-  } else if (next == TrialState::kQueued) {
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, "requeued: " + reason, std::nullopt));
-    runner_.requeue(lt.sweep_id, trial_id);
-    log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
-  } else {
-    // Final: `lost`, not `failed`: the trial did not fail, its host went away.
-    std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, now));
-    runner_.trial_ended(lt.sweep_id);
-    log::info("trial " + to_s(trial_id) + " lost: " + why);
+  // An attempt the agent never confirmed did not run: say so in the history.
+  store::Writer::TrialEnd end = attempt_end(trial_id, lt.attempt, TrialState::kLost);
+  end.reason = lt.started ? reason : "never started: " + reason;
+  end.ended_at = now;
+  if (lt.cancelled) {  // already `stopped` in the store: only the attempt ends
+    SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+    ended(trial_id, lt.sweep_id, TrialState::kStopped, /*was_running=*/true);
+    return Status::Ok();
   }
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
-  changed_ = true;
+  end.trial_state = next;
+  if (next == TrialState::kQueued) {
+    end.trial_reason = "requeued: " + reason;
+    SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+    events_.push_back(TrialRequeued{trial_id, lt.sweep_id});
+    changed_ = true;
+    log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
+    return Status::Ok();
+  }
+  // Final: `lost`, not `failed`: the trial did not fail, its host went away.
+  std::string why = reason + "; no retries left (max_retries " + std::to_string(lt.max_retries) + ")";
+  end.trial_reason = why;
+  end.trial_ended_at = now;
+  SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  ended(trial_id, lt.sweep_id, next, /*was_running=*/true);
+  log::info("trial " + to_s(trial_id) + " lost: " + why);
   return Status::Ok();
 }
 
@@ -534,21 +571,25 @@ Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
   LiveTrial lt = std::move(**taken);
   const double now = clock_.wall_seconds();
   if (lt.cancelled) {  // already `stopped` in the store: the attempt ends so too
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, TrialState::kStopped, std::nullopt, reason, now));
-    runner_.trial_ended(lt.sweep_id);
-  } else {
-    // The attempt ended not by the trial's doing. Its own state in the
-    // history is `queued`: that is how a later loss knows it spent no retry
-    // (lose counts them), after a restart too.
-    const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
-    const std::string why = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
-    SWEPT_RETURN_IF_ERROR(store_.end_attempt(trial_id, lt.attempt, next, std::nullopt, why, now));
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, next, std::nullopt, why, std::nullopt));
-    runner_.requeue(lt.sweep_id, trial_id);
-    log::info("trial " + to_s(trial_id) + " requeued without spending a retry: " + reason);
+    store::Writer::TrialEnd end = attempt_end(trial_id, lt.attempt, TrialState::kStopped);
+    end.reason = reason;
+    end.ended_at = now;
+    SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+    ended(trial_id, lt.sweep_id, TrialState::kStopped, /*was_running=*/true);
+    return Status::Ok();
   }
-  SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(lt.sweep_id));
+  // The attempt ended not by the trial's doing. Its own state in the
+  // history is `queued`: that is how a later loss knows it spent no retry
+  // (lose counts them), after a restart too.
+  const TrialState next = next_trial_state(TrialState::kRunning, {TrialEventKind::kRequeue}, 0).value();
+  store::Writer::TrialEnd end = attempt_end(trial_id, lt.attempt, next);
+  end.reason = std::string(lt.started ? "" : "never started; ") + "requeued (costs no retry): " + reason;
+  end.ended_at = now;
+  end.trial_state = next;
+  SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  events_.push_back(TrialRequeued{trial_id, lt.sweep_id});
   changed_ = true;
+  log::info("trial " + to_s(trial_id) + " requeued without spending a retry: " + reason);
   return Status::Ok();
 }
 
@@ -624,21 +665,15 @@ void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
 
 // ---- clients ----
 
-Status TrialLifecycle::cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count) {
+Result<int64_t> TrialLifecycle::cancel_live(int64_t sweep_id, const std::string& reason) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto r = runner_.cancel(sweep_id, reason);
-  if (!r.ok()) return r.status();
-  *count = *r;
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_)
     if (lt.sweep_id == sweep_id && !lt.cancelled) ids.push_back(id);
   std::sort(ids.begin(), ids.end());
-  for (int64_t id : ids) {
-    SWEPT_RETURN_IF_ERROR(cancel_trial(id, reason));
-    ++*count;
-  }
+  for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(cancel_trial(id, reason));
   changed_ = true;
-  return Status::Ok();
+  return static_cast<int64_t>(ids.size());
 }
 
 Status TrialLifecycle::cancel_trial(int64_t trial_id, const std::string& reason) {
@@ -660,10 +695,8 @@ Status TrialLifecycle::cancel_trial(int64_t trial_id, const std::string& reason)
   auto stopped = rec->state == TrialState::kQueued ? next_trial_state(rec->state, {TrialEventKind::kCancel}, 0)
                                                    : std::nullopt;
   if (stopped) {
-    runner_.forget_queued(rec->sweep_id, trial_id);
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, *stopped, std::nullopt, reason, clock_.wall_seconds()));
-    SWEPT_RETURN_IF_ERROR(runner_.maybe_complete(rec->sweep_id));
-    changed_ = true;
+    ended(trial_id, rec->sweep_id, *stopped, /*was_running=*/false);
     return Status::Ok();
   }
   return Status::FailedPrecondition("trial " + to_s(trial_id) + " is already " + std::string(name(rec->state)));
@@ -679,10 +712,6 @@ std::map<std::string, std::vector<MetricsAck>> TrialLifecycle::take_metric_acks(
     lt.acked_seq = lt.stored_seq;
   }
   return acks;
-}
-
-void TrialLifecycle::forget_ended_sweeps() {
-  std::erase_if(mean_run_seconds_, [&](const auto& kv) { return !runner_.is_running(kv.first); });
 }
 
 }  // namespace swept::scheduler

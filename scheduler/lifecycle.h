@@ -6,6 +6,13 @@
 // so every deadline here (recovery, lease, an unconfirmed start) is tested
 // by advancing a FakeClock.
 //
+// It decides and records, and calls nothing of the sweep runner's: what it
+// decided about a trial (ended, requeued, adopted) goes to a second outbox
+// as a LifecycleEvent (trial_events.h), which the broker passes to the
+// runner once (flow.h). What it knows of sweeps (their terms: retries, CPU
+// slots, metric) it is told by the broker as SweepNotices, and the trials it
+// starts are handed to it ready-made (TrialToStart).
+//
 // A live trial is one attempt of a trial on one agent: dispatched (running
 // in the store from then on) or adopted back when its agent reported it. It
 // leaves in exactly one of these ways, each a TrialEvent that
@@ -54,7 +61,7 @@
 #include "common/states.h"
 #include "common/status.h"
 #include "scheduler/placement.h"
-#include "scheduler/sweep_runner.h"
+#include "scheduler/trial_events.h"
 #include "store/writer.h"
 
 namespace swept::scheduler {
@@ -74,6 +81,7 @@ struct LiveTrial {
   bool started = false;      // TRIAL_STARTED received (or adopted running)
   bool cancelled = false;    // the user stopped it: already `stopped` in the store
   bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
+  bool stop_on_record = false;  // a previous scheduler recorded that decision (see RecoveredTrial)
   std::string early_stop_reason;
   // METRICS batches: the highest stored, and the highest acknowledged.
   int64_t stored_seq = 0;
@@ -123,15 +131,23 @@ class TrialLifecycle {
     std::vector<protocol::StopTrial> stops;      // sent after the ack
     std::vector<ExitOutcome> finished;           // one per REGISTER.finished, in order
   };
-  // What storing a METRICS batch did.
+  // What the metric path did (metrics()): where the batch went, so that the
+  // broker can have it judged by the sweep's early_terminate rule.
   struct MetricsOutcome {
     int64_t rows = 0;           // rows stored (0: a duplicate or a dropped batch)
     int64_t ingest_us = 0;      // time the store spent on it
+    int64_t sweep_id = 0;       // the trial's sweep (0: dropped)
+    bool current = false;       // the batch is of the trial's current, live attempt
+  };
+  // A place where a successor may wait (queue_successors).
+  struct SuccessorPlace {
+    int64_t before = 0;  // the live trial whose place it takes when that one ends
+    std::string agent;
+    Placement placement;
   };
 
-  // `store`, `clock` and `runner` must outlive the lifecycle.
-  TrialLifecycle(store::Writer& store, const Clock& clock, SweepRunner& runner)
-      : store_(store), clock_(clock), runner_(runner) {}
+  // `store` and `clock` must outlive the lifecycle.
+  TrialLifecycle(store::Writer& store, const Clock& clock) : store_(store), clock_(clock) {}
 
   // ---- what there is ----
   const std::unordered_map<int64_t, LiveTrial>& live() const { return live_; }
@@ -139,6 +155,14 @@ class TrialLifecycle {
   size_t size() const { return live_.size(); }
   // What must be sent, in the order decided; empties the outbox.
   std::vector<AgentMail> take_mail() { return std::exchange(mail_, {}); }
+  // What was decided about trials, for the sweep runner, in the order
+  // decided; empties that outbox (flow.h passes them on).
+  std::vector<LifecycleEvent> take_events() { return std::exchange(events_, {}); }
+  // What the runner decided about a sweep (flow.h): a running sweep's terms
+  // are kept; an ended sweep's are dropped (with what was learnt of it).
+  void on_sweep(const SweepNotice& notice);
+  // Whether the sweep is running, as the runner last said.
+  bool sweep_running(int64_t sweep_id) const { return terms_.count(sweep_id) != 0; }
   // Whether a trial ended, was requeued or cancelled since the last call: a
   // place or a trial may have come free for dispatch.
   bool take_changed() { return std::exchange(changed_, false); }
@@ -147,21 +171,23 @@ class TrialLifecycle {
   int64_t successors() const { return successors_.load(); }
 
   // ---- after a restart ----
-  // Recovers the sweeps (SweepRunner::recover) and takes the trials the store
-  // has as running as live: each waits `grace_ms` for its agent to
+  // Takes the trials the store had as running (the runner's recover(), its
+  // sweeps already notified) as live: each waits `grace_ms` for its agent to
   // re-register (reconcile) before it is lost. Returns how many.
-  Result<size_t> recover(int64_t grace_ms);
+  Result<size_t> recover(const std::vector<RecoveredTrial>& running, int64_t grace_ms);
 
   // ---- dispatch ----
-  // Takes the sweep's next trial and sends it to `agent` with `placement`;
-  // with `before` (a live trial id, not 0), as that trial's successor.
-  // *started false: the sweep had no trial to give (it may be complete now).
-  Status dispatch(int64_t sweep_id, const std::string& agent, const Placement& placement, int64_t before,
-                  bool* started);
-  // Short trials of a sweep that alone has trials waiting get one successor
-  // per running trial, on the agents in `agents` (those that implement
-  // `after` and take work). `unplaceable`: sweeps placement cannot serve.
-  Status queue_successors(const std::set<std::string>& agents, const std::set<int64_t>& unplaceable);
+  // Sends `trial` (the runner's next, counted as running there) to `agent`
+  // with `placement`; with `before` (a live trial id, not 0), as that
+  // trial's successor. The attempt is recorded as running.
+  Status dispatch(TrialToStart trial, const std::string& agent, const Placement& placement, int64_t before);
+  // Where successors of `sweep_id` may wait: at most `available` places, one
+  // per running trial of the sweep on the agents in `agents` (those that
+  // implement `after` and take work), and only when the sweep's trials are
+  // short (kSuccessorBelowSeconds), where the round trip to the scheduler is
+  // a visible part of each trial's time; in trial id order.
+  std::vector<SuccessorPlace> successor_places(int64_t sweep_id, const std::set<std::string>& agents,
+                                               int64_t available) const;
   // Whether `st` is a successor whose predecessor still holds its place (so
   // sending it may wait: the agent would only hold it).
   bool successor_waits(const protocol::StartTrial& st) const;
@@ -177,11 +203,15 @@ class TrialLifecycle {
   bool has_pending_starts() const { return !pending_starts_.empty(); }
   // When the oldest held record is due (clock ms); nullopt: none held.
   std::optional<int64_t> next_start_due_ms() const;
-  // A METRICS batch from `agent`: stored once (a repeated seq is dropped),
-  // judged by its sweep's early_terminate rule (a stop goes to the outbox).
+  // A METRICS batch from `agent`: stored once (a repeated seq is dropped).
   // A late batch of an attempt that ended is still stored; another agent's
-  // or a superseded attempt's is dropped.
+  // or a superseded attempt's is dropped. A live trial whose stop a
+  // previous scheduler decided is sent that stop now.
   Result<MetricsOutcome> metrics(const std::string& agent, const protocol::Metrics& m);
+  // Its sweep's early_terminate rule stopped the trial (the runner judged a
+  // stored batch): STOP_TRIAL goes to the outbox once, and whatever ends it
+  // then, it ends early_stopped. No-op unless it is live and not cancelled.
+  void stop_early(int64_t trial_id, const std::string& why);
   // A TRIAL_EXITED from `agent`: the current attempt ends (finish, lose or
   // requeue as its cause says); an attempt given up while its agent was
   // away keeps a result it reports; a superseded one is history only.
@@ -214,9 +244,9 @@ class TrialLifecycle {
   void postpone_deadlines(int64_t stall_ms);
 
   // ---- clients ----
-  // Cancels the sweep: its queued trials stopped, its live ones too (each
-  // sent STOP_TRIAL). *count: how many trials were stopped.
-  Status cancel_sweep(int64_t sweep_id, const std::string& reason, int64_t* count);
+  // Cancels the sweep's live trials (each sent STOP_TRIAL; the runner
+  // stops its queued ones). Returns how many.
+  Result<int64_t> cancel_live(int64_t sweep_id, const std::string& reason);
   // Cancels one trial, live or queued. FailedPrecondition when it has
   // already ended ("trial 7 is already lost"); NotFound when unknown.
   Status cancel_trial(int64_t trial_id, const std::string& reason);
@@ -224,8 +254,6 @@ class TrialLifecycle {
   // ---- heartbeats, housekeeping ----
   // The batches stored since they were last acknowledged, by agent name.
   std::map<std::string, std::vector<protocol::MetricsAck>> take_metric_acks();
-  // Drops what is kept of sweeps that are no longer running.
-  void forget_ended_sweeps();
 
   // The ways a live trial ends, by trial id (no-ops for one not live).
   // `state` completed | failed | stopped; `e` the exit when there is one.
@@ -240,9 +268,7 @@ class TrialLifecycle {
   // Whether its sweep's early_terminate rule stopped this trial (this
   // scheduler's decision, or one on record from before a restart), and the
   // user did not cancel it first: it ends early_stopped, whatever ends it.
-  bool early_stop_decided(const LiveTrial& lt) const {
-    return (lt.early_stop || runner_.stop_decided(lt.sweep_id, lt.trial_id)) && !lt.cancelled;
-  }
+  static bool early_stop_decided(const LiveTrial& lt) { return (lt.early_stop || lt.stop_on_record) && !lt.cancelled; }
   // Marks `lt` stopped by its sweep's rule and sends the stop to its agent.
   void send_early_stop(LiveTrial& lt, const std::string& reason);
   // A live trial the user stopped or the rule stopped: the STOP_TRIAL that
@@ -255,16 +281,25 @@ class TrialLifecycle {
   // trials and opens the transaction. Empty when it is not live, or when its
   // sweep's rule had stopped it: then it ends here (early_stopped), never rerun.
   Result<std::optional<LiveTrial>> take_for_rerun(int64_t trial_id, const std::string& reason);
-  // A live trial with the sweep's demand and retries, for recover and adopt.
-  LiveTrial make_live(const store::TrialRecord& t, int attempt, const std::string& agent) const;
+  // A live trial under its sweep's terms (retries, CPU slots).
+  LiveTrial make_live(int64_t trial_id, int64_t sweep_id, int attempt, const std::string& agent) const;
+  // The sweep's metric (for trials.metric_value): its terms', else the store's.
+  std::optional<std::string> metric_of(int64_t sweep_id);
+  // A trial reached a final state: the event for the runner, the counters.
+  void ended(int64_t trial_id, int64_t sweep_id, TrialState state, bool was_running);
+  // How a given-up attempt's result is recorded when its agent reports it (exited()).
+  Status record_late_result(const store::TrialRecord& rec, const std::string& agent,
+                            const protocol::TrialExited& e, TrialState late, const std::string& reason);
 
   store::Writer& store_;
   const Clock& clock_;
-  SweepRunner& runner_;
   std::unordered_map<int64_t, LiveTrial> live_;  // by trial id
+  std::map<int64_t, SweepTerms> terms_;          // running sweeps, by id (on_sweep)
+  std::map<int64_t, std::optional<std::string>> ended_metric_;  // metrics of sweeps no longer running
   std::set<int64_t> pending_starts_;             // live_ entries with a start_env_json
   std::map<int64_t, double> mean_run_seconds_;   // by sweep: how long its trials run
   std::vector<AgentMail> mail_;
+  std::vector<LifecycleEvent> events_;
   bool changed_ = true;
   std::atomic<int64_t> finished_{0}, dispatched_{0}, successors_{0};
 };

@@ -1,9 +1,12 @@
 // Tests of the trial lifecycle alone: no sockets, a real SQLite file (the
-// Writer, as the scheduler uses it), a real SweepRunner, and a FakeClock
-// that only the test moves, so every deadline (recovery grace, lease, an
-// unconfirmed start) is crossed by advancing it. What the lifecycle would
-// send is read from its outbox; what it stored, from the file.
+// Writer, as the scheduler uses it), a real SweepRunner fed the lifecycle's
+// events as the broker feeds them (flow.h, after every call), and a
+// FakeClock that only the test moves, so every deadline (recovery grace,
+// lease, an unconfirmed start) is crossed by advancing it. What the
+// lifecycle would send is read from its outbox; what it stored, from the file.
 #include "scheduler/lifecycle.h"
+
+#include "scheduler/flow.h"
 
 #include <doctest/doctest.h>
 
@@ -21,13 +24,31 @@ namespace {
 
 using store::testing::TempDb;
 
-// One lifecycle over a fresh database, with the runner it drives.
+// The lifecycle as a test calls it: `life->call(...)` runs the call and
+// then, as the broker does after every call, passes the lifecycle's events
+// to the runner and the runner's notices back (at the end of the full
+// expression, when the temporary Passing goes).
+struct LifecycleRef {
+  struct Passing {
+    TrialLifecycle* life;
+    SweepRunner* runner;
+    TrialLifecycle* operator->() const { return life; }
+    ~Passing() { REQUIRE(pass_events(*life, *runner).ok()); }
+  };
+  std::unique_ptr<TrialLifecycle> owned;
+  SweepRunner* runner = nullptr;
+  Passing operator->() const { return Passing{owned.get(), runner}; }
+  TrialLifecycle& operator*() const { return *owned; }
+  void reset() { owned.reset(); }
+};
+
+// One lifecycle over a fresh database, with the runner beside it.
 struct Unit {
   TempDb db;
   FakeClock clock;
   std::unique_ptr<store::Writer> store;
   std::unique_ptr<SweepRunner> runner;
-  std::unique_ptr<TrialLifecycle> life;
+  LifecycleRef life;
 
   Unit() { open(); }
   void open() {
@@ -35,7 +56,8 @@ struct Unit {
     REQUIRE(w.ok());
     store = std::move(*w);
     runner = std::make_unique<SweepRunner>(*store, clock);
-    life = std::make_unique<TrialLifecycle>(*store, clock, *runner);
+    life.owned = std::make_unique<TrialLifecycle>(*store, clock);
+    life.runner = runner.get();
   }
   // The scheduler dies with what it committed and starts again on the file:
   // a new lifecycle recovers the running trials, each waiting `grace_ms`.
@@ -45,7 +67,7 @@ struct Unit {
     runner.reset();
     store.reset();
     open();
-    auto n = life->recover(grace_ms);
+    auto n = scheduler::recover(*life, *runner, grace_ms);
     REQUIRE(n.ok());
     commit();
   }
@@ -56,6 +78,7 @@ struct Unit {
     REQUIRE(store->begin().ok());
     auto r = runner->submit(spec);
     REQUIRE(r.ok());
+    REQUIRE(pass_events(*life, *runner).ok());
     commit();
     return r->sweep_id;
   }
@@ -63,7 +86,7 @@ struct Unit {
   // successor of `before` when given): the START_TRIAL it sends.
   StartTrial dispatch(int64_t sweep_id, const std::string& agent, int64_t before = 0) {
     bool started = false;
-    REQUIRE(life->dispatch(sweep_id, agent, Placement{0, {}, 0.0, 1}, before, &started).ok());
+    REQUIRE(start_next_trial(*life, *runner, sweep_id, agent, Placement{0, {}, 0.0, 1}, before, &started).ok());
     REQUIRE(started);
     auto mail = life->take_mail();
     REQUIRE(mail.size() == 1);
@@ -97,8 +120,11 @@ struct Unit {
     return *r;
   }
   void metrics(const std::string& agent, const StartTrial& st, int64_t seq, std::vector<MetricRecord> records) {
-    auto r = life->metrics(agent, Metrics{st.trial_id, st.attempt, seq, std::move(records), "", 0});
+    Metrics batch{st.trial_id, st.attempt, seq, std::move(records), "", 0};
+    auto r = life->metrics(agent, batch);
     REQUIRE(r.ok());
+    REQUIRE(judge_metrics(*life, *runner, *r, batch).ok());
+    REQUIRE(pass_events(*life, *runner).ok());
   }
   // The single integer `sql` selects, after committing what is pending.
   int64_t q(const std::string& sql) {
@@ -232,8 +258,7 @@ TEST_CASE("lifecycle: cancel stops a running trial (STOP_TRIAL to its agent) and
   CHECK(refused.code() == StatusCode::kFailedPrecondition);
   CHECK(refused.message() == "trial " + std::to_string(done.trial_id) + " is already completed");
   // The sweep: its queued (not yet generated) trial stops with it.
-  int64_t n = 0;
-  REQUIRE(u.life->cancel_sweep(sweep, "cancelled by the user", &n).ok());
+  REQUIRE(scheduler::cancel_sweep(*u.life, *u.runner, sweep, "cancelled by the user").ok());
   CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
   CHECK(u.q("SELECT COUNT(*) FROM trials WHERE state IN ('queued', 'running')") == 0);
 }
@@ -356,14 +381,14 @@ TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when
       "parameters": {"x": {"min": 1, "max": 10}}})");
   // Nothing is known of how long its trials run: no successors yet.
   StartTrial first = u.run(sweep, "a", 100.0);
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   CHECK(u.life->take_mail().empty());
   u.exit("a", first, ExitCause::kExited, 0, 100.01);  // 10 ms: short
   StartTrial pred = u.run(sweep, "a", 101.0);
   // Not for an agent that does not take them.
-  REQUIRE(u.life->queue_successors({"b"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"b"}, {}).ok());
   CHECK(u.life->take_mail().empty());
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   auto mail = u.life->take_mail();
   REQUIRE(mail.size() == 1);
   auto succ = std::get<StartTrial>(mail[0].message);
@@ -374,7 +399,7 @@ TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when
   CHECK(u.life->find(succ.trial_id)->after == pred.trial_id);
   CHECK(u.life->successor_waits(succ));
   // One successor per running trial: a second pass adds none for pred.
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   for (const AgentMail& m : u.life->take_mail()) CHECK(std::get<StartTrial>(m.message).after_trial_id != pred.trial_id);
   // The predecessor ends: its successor holds the place now.
   u.exit("a", pred, ExitCause::kExited, 0, 101.01);
@@ -383,7 +408,7 @@ TEST_CASE("lifecycle: successors link to their predecessor and are unlinked when
 
   // The other way round: a successor that ends first frees its predecessor's link.
   REQUIRE(u.life->started("a", TrialStarted{succ.trial_id, 1, 9, 102.0, "w", {}}));
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   StartTrial succ2;
   for (const AgentMail& m : u.life->take_mail())
     if (std::get<StartTrial>(m.message).after_trial_id == succ.trial_id) succ2 = std::get<StartTrial>(m.message);
@@ -401,7 +426,7 @@ TEST_CASE("lifecycle: a successor lost before its predecessor unlinks itself") {
   StartTrial first = u.run(sweep, "a", 100.0);
   u.exit("a", first, ExitCause::kExited, 0, 100.01);
   StartTrial pred = u.run(sweep, "a", 101.0);
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   auto succ = std::get<StartTrial>(u.life->take_mail().at(0).message);
   REQUIRE(succ.after_trial_id == pred.trial_id);
   // The agent says it is not running the successor (it never got it).
@@ -413,7 +438,7 @@ TEST_CASE("lifecycle: a successor lost before its predecessor unlinks itself") {
   REQUIRE(u.life->find(pred.trial_id) != nullptr);
   CHECK(u.life->find(pred.trial_id)->successor == 0);
   // So the predecessor may get another.
-  REQUIRE(u.life->queue_successors({"a"}, {}).ok());
+  REQUIRE(queue_successors(*u.life, *u.runner, {"a"}, {}).ok());
   auto again = std::get<StartTrial>(u.life->take_mail().at(0).message);
   CHECK(again.after_trial_id == pred.trial_id);
 }

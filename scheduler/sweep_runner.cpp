@@ -52,10 +52,19 @@ std::string log_safe(const std::string& name) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
+// What one trial of the sweep holds while it runs (placement's Demand).
+Demand demand_of(const sweeps::SweepSpec& spec) {
+  Demand d;
+  d.gpus = spec.resources.gpus;
+  d.gpu_fraction = spec.resources.gpu_memory_fraction;
+  d.cpus = std::max(1, spec.resources.cpus);
+  return d;
+}
+
 }  // namespace
 
-Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
-  std::vector<store::TrialRecord> running;
+Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
+  std::vector<RecoveredTrial> running;
   auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
   if (!sweeps.ok()) return sweeps.status();
   for (const store::SweepRecord& r : *sweeps) {
@@ -78,7 +87,6 @@ Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
     auto live = store_.trials_in_state(r.id, TrialState::kRunning);
     if (!live.ok()) return live.status();
     a.running = static_cast<int>(live->size());
-    for (auto& t : *live) running.push_back(std::move(t));
     if (a.spec.metric) {
       // A metric found missing before the restart was said then: once per sweep.
       auto summary = store::get_sweep(store_.connection(), r.id);
@@ -86,9 +94,39 @@ Result<std::vector<store::TrialRecord>> SweepRunner::recover() {
       a.metric_seen = summary->best || summary->metric_missing;
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
-    sweeps_.emplace(r.id, std::move(a));
+    for (const store::TrialRecord& t : *live) {
+      RecoveredTrial rt{t.id, t.sweep_id, t.attempts, t.agent, t.gpus, t.gpu_fraction, t.started, false};
+      rt.stop_decided = a.stopper && a.stopper->decided(t.id);
+      running.push_back(std::move(rt));
+    }
+    run(std::move(a));
   }
   return running;
+}
+
+SweepTerms SweepRunner::terms(const Active& s) const {
+  SweepTerms t;
+  t.sweep_id = s.id;
+  t.max_retries = s.spec.max_retries;
+  const Demand d = demand_of(s.spec);
+  t.cpus = d.needs_gpu() ? 0 : d.cpus;
+  t.timeout_s = s.spec.timeout_s;
+  if (s.spec.metric) t.metric = s.spec.metric->name;
+  return t;
+}
+
+void SweepRunner::run(Active a) {
+  notices_.push_back(SweepNotice{true, terms(a)});
+  const int64_t id = a.id;
+  sweeps_.insert_or_assign(id, std::move(a));
+}
+
+void SweepRunner::end(std::map<int64_t, Active>::iterator it) {
+  SweepNotice ended{false, {}};
+  ended.terms.sweep_id = it->first;
+  notices_.push_back(std::move(ended));
+  sweeps_.erase(it);
+  ++ended_count_;
 }
 
 Result<SubmitResult> SweepRunner::submit(const std::string& text) {
@@ -112,7 +150,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   if (!id.ok()) return id.status();
   a.id = *id;
   SWEPT_RETURN_IF_ERROR(make_stopper(a, false));
-  if (r.state == SweepState::kRunning) sweeps_.emplace(a.id, std::move(a));
+  if (r.state == SweepState::kRunning) run(std::move(a));
   return SubmitResult{*id, r.total_trials};
 }
 
@@ -138,24 +176,13 @@ bool SweepRunner::has_work() const {
 }
 
 Demand SweepRunner::demand(int64_t sweep_id) const {
-  Demand d;
   auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end()) return d;
-  d.gpus = it->second.spec.resources.gpus;
-  d.gpu_fraction = it->second.spec.resources.gpu_memory_fraction;
-  d.cpus = std::max(1, it->second.spec.resources.cpus);
-  return d;
+  return it == sweeps_.end() ? Demand{} : demand_of(it->second.spec);
 }
 
 const sweeps::SweepSpec* SweepRunner::spec(int64_t sweep_id) const {
   auto it = sweeps_.find(sweep_id);
   return it == sweeps_.end() ? nullptr : &it->second.spec;
-}
-
-std::optional<std::string> SweepRunner::metric_name(int64_t sweep_id) const {
-  const sweeps::SweepSpec* s = spec(sweep_id);
-  if (!s || !s->metric) return std::nullopt;
-  return s->metric->name;
 }
 
 Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t trial_id) {
@@ -256,30 +283,45 @@ Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
   return next;
 }
 
-bool SweepRunner::adopt_queued(int64_t sweep_id, int64_t trial_id) {
-  auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end()) return false;
-  auto& q = it->second.queued;
-  auto pos = std::find(q.begin(), q.end(), trial_id);
-  if (pos == q.end()) return false;
-  q.erase(pos);
-  it->second.running += 1;
-  if (it->second.stopper) it->second.stopper->set_state(trial_id, -1, TrialState::kRunning);
-  return true;
+Status SweepRunner::on_event(const LifecycleEvent& event) {
+  if (const auto* e = std::get_if<TrialEnded>(&event)) return on_trial_ended(*e);
+  if (const auto* e = std::get_if<TrialRequeued>(&event)) on_trial_requeued(*e);
+  if (const auto* e = std::get_if<TrialAdopted>(&event)) on_trial_adopted(*e);
+  return Status::Ok();
 }
 
-void SweepRunner::requeue(int64_t sweep_id, int64_t trial_id) {
-  auto it = sweeps_.find(sweep_id);
+Status SweepRunner::on_trial_ended(const TrialEnded& e) {
+  auto it = sweeps_.find(e.sweep_id);
+  if (it == sweeps_.end()) return Status::Ok();  // the sweep ended first (cancelled): nothing to count
+  Active& s = it->second;
+  if (e.was_running) {
+    s.running = std::max(0, s.running - 1);
+  } else {
+    s.queued.erase(std::remove(s.queued.begin(), s.queued.end(), e.trial_id), s.queued.end());
+  }
+  if (s.stopper) s.stopper->set_state(e.trial_id, -1, e.state);
+  if (e.state == TrialState::kCompleted) SWEPT_RETURN_IF_ERROR(check_metric_reported(e.sweep_id, e.trial_id));
+  return maybe_complete(e.sweep_id);
+}
+
+void SweepRunner::on_trial_requeued(const TrialRequeued& e) {
+  auto it = sweeps_.find(e.sweep_id);
   if (it == sweeps_.end()) return;
-  it->second.running = std::max(0, it->second.running - 1);
-  if (it->second.stopper) it->second.stopper->set_state(trial_id, -1, TrialState::kQueued);
-  if (std::find(it->second.queued.begin(), it->second.queued.end(), trial_id) == it->second.queued.end())
-    it->second.queued.push_front(trial_id);
+  Active& s = it->second;
+  s.running = std::max(0, s.running - 1);
+  if (s.stopper) s.stopper->set_state(e.trial_id, -1, TrialState::kQueued);
+  if (std::find(s.queued.begin(), s.queued.end(), e.trial_id) == s.queued.end()) s.queued.push_front(e.trial_id);
 }
 
-void SweepRunner::trial_ended(int64_t sweep_id) {
-  auto it = sweeps_.find(sweep_id);
-  if (it != sweeps_.end()) it->second.running = std::max(0, it->second.running - 1);
+void SweepRunner::on_trial_adopted(const TrialAdopted& e) {
+  auto it = sweeps_.find(e.sweep_id);
+  if (it == sweeps_.end()) return;
+  Active& s = it->second;
+  auto pos = std::find(s.queued.begin(), s.queued.end(), e.trial_id);
+  if (pos == s.queued.end()) return;  // not queued here: nothing to take back
+  s.queued.erase(pos);
+  s.running += 1;
+  if (s.stopper) s.stopper->set_state(e.trial_id, -1, TrialState::kRunning);
 }
 
 Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
@@ -324,11 +366,6 @@ Status SweepRunner::make_stopper(Active& s, bool load) {
   return Status::Ok();
 }
 
-void SweepRunner::note_trial_state(int64_t sweep_id, int64_t trial_id, TrialState state) {
-  auto it = sweeps_.find(sweep_id);
-  if (it != sweeps_.end() && it->second.stopper) it->second.stopper->set_state(trial_id, -1, state);
-}
-
 Result<std::optional<StopVerdict>> SweepRunner::observe_metrics(int64_t sweep_id, int64_t trial_id,
                                                                 const std::vector<protocol::MetricRecord>& records) {
   auto it = sweeps_.find(sweep_id);
@@ -361,13 +398,6 @@ bool SweepRunner::stop_decided(int64_t sweep_id, int64_t trial_id) const {
   return it != sweeps_.end() && it->second.stopper && it->second.stopper->decided(trial_id);
 }
 
-void SweepRunner::forget_queued(int64_t sweep_id, int64_t trial_id) {
-  auto it = sweeps_.find(sweep_id);
-  if (it == sweeps_.end()) return;
-  auto& q = it->second.queued;
-  q.erase(std::remove(q.begin(), q.end(), trial_id), q.end());
-}
-
 Status SweepRunner::maybe_complete(int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return Status::Ok();
@@ -375,8 +405,7 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
   if (!s.total || s.next_index < *s.total || !s.queued.empty() || s.running > 0) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCompleted, clock_.wall_seconds()));
   log::info("sweep " + std::to_string(sweep_id) + " completed");
-  sweeps_.erase(it);
-  ++ended_count_;
+  end(it);
   return Status::Ok();
 }
 
@@ -389,8 +418,7 @@ Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason)
       SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, next, std::nullopt, reason, clock_.wall_seconds()));
       ++stopped;
     }
-    sweeps_.erase(it);
-    ++ended_count_;
+    end(it);
   }
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCancelled, clock_.wall_seconds()));
   return stopped;
@@ -429,7 +457,8 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id, bool early_stopped) 
       // Only the failed trials run again: nothing new is generated after a cancel.
       if (all->front().state == SweepState::kCancelled) a.total = a.next_index;
       SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
-      it = sweeps_.emplace(r.id, std::move(a)).first;
+      run(std::move(a));
+      it = sweeps_.find(r.id);
     }
     if (it == sweeps_.end()) return Status::NotFound("no sweep " + std::to_string(sweep_id));
     SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kRunning, std::nullopt));

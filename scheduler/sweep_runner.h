@@ -11,12 +11,18 @@
 // time, and its model state is stored with the trial, so a restarted
 // scheduler continues from the same history.
 //
+// It learns what happened to trials only from the lifecycle's events
+// (on_event, trial_events.h), each given once by pass_events (flow.h), and
+// says what it decided about whole sweeps (one runs, one ended) in its own
+// outbox (take_notices), which pass_events hands to the lifecycle. It never
+// calls the lifecycle, nor the lifecycle it.
+//
 // Early termination (issue 16): a sweep with early_terminate has an
 // EarlyStopper (early_stop.h) holding its learning curves, told of each
-// trial's state changes here and fed each stored METRICS batch by the broker
-// (observe_metrics); a decision to stop is recorded in the store before the
-// broker sends the stop. On recover() (and when retry reloads a sweep) the
-// curves are rebuilt from the store.
+// trial's state changes by the events and fed each stored METRICS batch by
+// the broker (observe_metrics); a decision to stop is recorded in the store
+// and returned, and the broker has the lifecycle send the stop. On recover()
+// (and when retry reloads a sweep) the curves are rebuilt from the store.
 //
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
@@ -31,28 +37,20 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
 #include "scheduler/early_stop.h"
 #include "scheduler/placement.h"
+#include "scheduler/trial_events.h"
 #include "store/reader.h"
 #include "store/writer.h"
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 
 namespace swept::scheduler {
-
-// A trial about to start (or be adopted), with what the agent needs.
-struct TrialToStart {
-  int64_t trial_id = 0;
-  int64_t sweep_id = 0;
-  int64_t index = 0;
-  int previous_attempts = 0;  // the new attempt is previous_attempts + 1
-  nlohmann::json params;
-  std::vector<std::string> argv;
-};
 
 struct SubmitResult {
   int64_t sweep_id = 0;
@@ -63,9 +61,10 @@ class SweepRunner {
  public:
   SweepRunner(store::Writer& store, const Clock& clock) : store_(store), clock_(clock) {}
 
-  // Loads running sweeps and their queued (and lost) trials from the store.
-  // Returns the trials recorded as running, for the broker to reconcile.
-  Result<std::vector<store::TrialRecord>> recover();
+  // Loads running sweeps and their queued (and lost) trials from the store
+  // (a SweepRunning notice each). Returns the trials recorded as running,
+  // for the lifecycle to wait for their agents.
+  Result<std::vector<RecoveredTrial>> recover();
 
   // Parses, validates and records a sweep file. InvalidArgument lists every
   // problem ("parameters.lr.min: expected a number ..."), one per line.
@@ -81,30 +80,23 @@ class SweepRunner {
   // and skipped. The returned trial counts as running.
   Result<std::optional<TrialToStart>> take_next(int64_t sweep_id);
 
-  // A trial that the broker adopts from the queue (its agent came back):
-  // removed from the queue, counted as running. False if it was not queued.
-  bool adopt_queued(int64_t sweep_id, int64_t trial_id);
-  // A running trial goes back to the front of its queue (lost, requeued).
-  void requeue(int64_t sweep_id, int64_t trial_id);
-  // A running trial reached a final state.
-  void trial_ended(int64_t sweep_id);
-  // A trial of the sweep completed: when the read model finds the sweep's
-  // metric missing (store/reader.h: completed trials, none reported it),
-  // says so in the log with the names they did report, once per sweep (a
-  // restarted scheduler does not repeat it).
-  Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
-  // Early termination (issue 16; early_stop.h). A trial of the sweep
-  // reached `state` (ended, requeued): its curve now feeds the rule as such.
-  void note_trial_state(int64_t sweep_id, int64_t trial_id, TrialState state);
-  // A stored METRICS batch of a running trial: judged by the sweep's
-  // early_terminate rule (none: nullopt). A decision to stop is recorded in
-  // the store (trials.stop_*) and returned; the broker sends the stop.
+  // What the lifecycle decided about a trial (trial_events.h), given once:
+  // an ended trial leaves the running count (or the queue) and its curve
+  // takes its final state, a requeued one goes to the front of its queue, an
+  // adopted one leaves the queue and runs. The sweep completes when nothing
+  // remains. Errors: Status from the store.
+  Status on_event(const LifecycleEvent& event);
+  // What the runner decided about sweeps since the last call, in order;
+  // empties its outbox (pass_events gives them to the lifecycle).
+  std::vector<SweepNotice> take_notices() { return std::exchange(notices_, {}); }
+
+  // A stored METRICS batch of a trial: judged by the sweep's early_terminate
+  // rule (none: nullopt). A decision to stop is recorded in the store
+  // (trials.stop_*) and returned; the broker has the lifecycle send the stop.
   Result<std::optional<StopVerdict>> observe_metrics(int64_t sweep_id, int64_t trial_id,
                                                      const std::vector<protocol::MetricRecord>& records);
   // Whether a decision to stop the trial is on record (this run or before a restart).
   bool stop_decided(int64_t sweep_id, int64_t trial_id) const;
-  // A trial not counted as running was finished from outside (cancel, adopted result).
-  void forget_queued(int64_t sweep_id, int64_t trial_id);
 
   // Marks the sweep completed when nothing remains; no-op otherwise.
   Status maybe_complete(int64_t sweep_id);
@@ -123,7 +115,6 @@ class SweepRunner {
   // How many sweeps have ended (completed or cancelled) since construction.
   int64_t ended_count() const { return ended_count_; }
   const sweeps::SweepSpec* spec(int64_t sweep_id) const;
-  std::optional<std::string> metric_name(int64_t sweep_id) const;
   Demand demand(int64_t sweep_id) const;
 
  private:
@@ -144,10 +135,25 @@ class SweepRunner {
   // method bayes/tpe: trial `index` from the history stored so far.
   Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
+  // The event handlers (on_event).
+  Status on_trial_ended(const TrialEnded& e);
+  void on_trial_requeued(const TrialRequeued& e);
+  void on_trial_adopted(const TrialAdopted& e);
+  // A completed trial of the sweep: when the read model finds the sweep's
+  // metric missing (store/reader.h: completed trials, none reported it),
+  // says so in the log with the names they did report, once per sweep (a
+  // restarted scheduler does not repeat it).
+  Status check_metric_reported(int64_t sweep_id, int64_t trial_id);
+  // Starts running the sweep: kept, and the lifecycle told its terms.
+  void run(Active a);
+  // The sweep ended (completed or cancelled): dropped, the lifecycle told.
+  void end(std::map<int64_t, Active>::iterator it);
+  SweepTerms terms(const Active& s) const;
 
   store::Writer& store_;
   const Clock& clock_;
   std::map<int64_t, Active> sweeps_;  // by id = submission order
+  std::vector<SweepNotice> notices_;
   int64_t ended_count_ = 0;
 };
 

@@ -140,6 +140,27 @@ class Writer {
   // Ends an attempt in the history only (state of that attempt).
   Status end_attempt(int64_t trial_id, int attempt, TrialState attempt_state, std::optional<int> exit_code,
                      const std::string& reason, double ended_at, const StartRecord* start = nullptr);
+  // One attempt's end, and with it the trial's own state: what end_trial
+  // records in one call.
+  struct TrialEnd {
+    int64_t trial_id = 0;
+    int attempt = 0;
+    TrialState attempt_state = TrialState::kFailed;  // the attempt's state in the history
+    std::optional<int> exit_code;
+    std::string reason;
+    double ended_at = 0;  // the attempt's end
+    // The trial's own new state (final, or queued again); nullopt: the
+    // trial's row stays as it is (a cancelled trial is already stopped, a
+    // superseded attempt is history only).
+    std::optional<TrialState> trial_state;
+    std::optional<std::string> trial_reason;  // nullopt: `reason`
+    std::optional<double> trial_ended_at;     // nullopt: none (a queued trial has not ended)
+    std::optional<StartRecord> start;         // the start record not written yet, if any
+    bool forget_metric_value = false;         // a diverged trial: its value is no result
+  };
+  // Records a trial's end in one call, inside the open transaction or, when
+  // none is open, in one of its own (committed before it returns).
+  Status end_trial(const TrialEnd& end);
   // Sets the trial's own state (final or queued) with its exit code and reason.
   // Forgets the trial's value of its sweep's metric (a diverged trial).
   Status clear_metric_value(int64_t trial_id);

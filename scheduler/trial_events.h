@@ -1,0 +1,101 @@
+// The vocabulary between the sweep runner and the trial lifecycle, which
+// never call each other (scheduler/README.md, "How a trial flows"):
+//
+//   broker -> lifecycle -> LifecycleEvent -> runner -> TrialToStart -> placement -> broker
+//                                              \-> SweepNotice -> lifecycle
+//
+// The runner makes trials (TrialToStart) and keeps the sweeps' queues; the
+// broker places a trial and hands it to the lifecycle, which sends it and
+// follows it to its end. What the lifecycle decided and recorded about a
+// trial comes out of its outbox as a LifecycleEvent, and pass_events()
+// (flow.h) gives each one to the runner once, in order. What the runner
+// decides about whole sweeps (one starts running, one ends) comes out of the
+// runner's outbox as a SweepNotice, which pass_events() gives the lifecycle:
+// the terms under which the sweep's trials run (retries, CPU slots, metric).
+//
+// All of these are plain values: no references into either side.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/states.h"
+
+namespace swept::scheduler {
+
+// What the lifecycle must know of a running sweep to follow its trials.
+struct SweepTerms {
+  int64_t sweep_id = 0;
+  int max_retries = 0;
+  int cpus = 0;                       // CPU slots a trial holds (0 when it takes GPUs)
+  double timeout_s = 0;               // per trial; 0: none
+  std::optional<std::string> metric;  // the sweep's metric, kept in trials.metric_value
+};
+
+// A trial about to start, as the runner gives it: its parameters, its
+// command, and the sweep's terms.
+struct TrialToStart {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  int64_t index = 0;
+  int previous_attempts = 0;  // the new attempt is previous_attempts + 1
+  nlohmann::json params;
+  std::vector<std::string> argv;
+};
+
+// A trial the store had as running when the scheduler started: it waits for
+// its agent (TrialLifecycle::recover).
+struct RecoveredTrial {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  int attempt = 0;
+  std::string agent;
+  std::vector<int> gpus;
+  double gpu_fraction = 0;
+  bool started = false;       // its TRIAL_STARTED was recorded
+  bool stop_decided = false;  // its sweep's early_terminate rule stopped it before the restart
+};
+
+// ---- the lifecycle's events (to the runner) ----
+
+// A trial reached a final state (completed, failed, stopped, early_stopped,
+// lost). `was_running`: it was counted as running (out on an agent) until
+// now; otherwise it ended from the queue (cancelled there, or a given-up
+// attempt reported its result).
+struct TrialEnded {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  TrialState state = TrialState::kCompleted;
+  bool was_running = true;
+};
+// A running trial went back to its sweep's queue (lost with retries left,
+// or requeued at no cost); it runs again, first in line.
+struct TrialRequeued {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+};
+// A queued trial is running again: its agent came back still running the
+// attempt that had been given up.
+struct TrialAdopted {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+};
+using LifecycleEvent = std::variant<TrialEnded, TrialRequeued, TrialAdopted>;
+
+// ---- the runner's notices (to the lifecycle) ----
+
+// A sweep runs (submitted, recovered, or taken up again by a retry) under
+// `terms`; or it ended (completed or cancelled: `running` false, and
+// terms.sweep_id names it): its trials still out end as they will, but
+// nothing new of it starts or is adopted back.
+struct SweepNotice {
+  bool running = true;
+  SweepTerms terms;
+};
+
+}  // namespace swept::scheduler
