@@ -136,8 +136,16 @@ std::string version_text() {
   return text + "\nCPU kernels: " + cpu::kernel_choice().description();
 }
 
-Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args, const EnvLookup& env) {
-  const po::options_description desc = describe();
+// The steps of parse_command_line, each reading one group of options from the
+// parsed map into the config. Each returns the first bad value it meets, and
+// they run in the order of --help, so a command line with several bad values
+// is told about the same one as before the steps were split.
+namespace {
+
+// The command line (hyphens rewritten), then the --config file's tokens,
+// stored into one map; the command line's values win.
+Result<po::variables_map> read_variables(const std::vector<std::string>& raw_args,
+                                         const po::options_description& desc) {
   std::vector<std::string> args;
   for (const std::string& a : raw_args) args.push_back(underscore_name(a));
   for (size_t i = 0; i < args.size(); ++i) {
@@ -163,29 +171,15 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   } catch (const po::error& e) {
     return bad(e.what());
   }
+  return vm;
+}
 
-  CommandLine cl;
-  if (vm.count("help")) {
-    std::ostringstream os;
-    os << desc << "\nExit codes: 0 ok, 2 bad usage or data, 3 diverged, 4 device missing, 5 out of GPU memory, "
-                  "130 stopped by SIGTERM/SIGINT (docs/exit-codes.md).\n";
-    cl.action = CommandLine::Action::kHelp;
-    cl.text = os.str();
-    return cl;
-  }
-  if (vm.count("version")) {
-    cl.action = CommandLine::Action::kVersion;
-    cl.text = version_text();
-    return cl;
-  }
-
-  TrainConfig& c = cl.config;
+// --model, --hidden, --activation, --dropout.
+Status read_model(const po::variables_map& vm, TrainConfig& c) {
   const std::string model = vm["model"].as<std::string>();
   if (model == "mlp") c.model.kind = ModelKind::kMlp;
   else if (model == "cnn") c.model.kind = ModelKind::kCnn;
   else return bad("--model=" + model + ": expected mlp or cnn");
-  const bool mlp = c.model.kind == ModelKind::kMlp;
-
   c.model.hidden = vm["hidden"].as<int>();
   if (c.model.hidden < 1 || c.model.hidden > 65536) return bad("--hidden must be in [1, 65536]");
   const std::string act = vm["activation"].as<std::string>();
@@ -195,7 +189,13 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   const double dropout = vm["dropout"].as<double>();
   if (!(dropout >= 0 && dropout < 1)) return bad("--dropout must be in [0, 1)");
   c.model.dropout = static_cast<float>(dropout);
+  return Status::Ok();
+}
 
+// --optimizer, --lr and the optimizer's coefficients, --weight_decay; the
+// defaults of the first two depend on the model, read before.
+Status read_optimizer(const po::variables_map& vm, TrainConfig& c) {
+  const bool mlp = c.model.kind == ModelKind::kMlp;
   const std::string opt = vm.count("optimizer") ? vm["optimizer"].as<std::string>() : (mlp ? "momentum" : "adam");
   if (opt == "sgd") c.optimizer.kind = OptimizerKind::kSgd;
   else if (opt == "momentum") c.optimizer.kind = OptimizerKind::kMomentum;
@@ -220,7 +220,11 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   c.optimizer.epsilon = static_cast<float>(epsilon);
   c.weight_decay = vm["weight_decay"].as<double>();
   if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay)) return bad("--weight_decay must be >= 0");
+  return Status::Ok();
+}
 
+// --schedule and its steps and rate, --scale_lr, --base_batch.
+Status read_schedule(const po::variables_map& vm, TrainConfig& c) {
   const std::string schedule = vm["schedule"].as<std::string>();
   if (schedule == "constant") c.schedule = ScheduleKind::kConstant;
   else if (schedule == "step") c.schedule = ScheduleKind::kStep;
@@ -235,7 +239,13 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   c.scale_lr = vm["scale_lr"].as<bool>();
   c.base_batch = vm["base_batch"].as<int>();
   if (c.base_batch < 1) return bad("--base_batch must be >= 1");
+  return Status::Ok();
+}
 
+// --batch_size, --epochs, --max_steps, --seed, --val_fraction and the data
+// folder (--data, else $SWEPT_DATA_DIR, else the built-in default).
+Status read_length_and_data(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
+  const bool mlp = c.model.kind == ModelKind::kMlp;
   c.batch_size = vm.count("batch_size") ? vm["batch_size"].as<int>() : (mlp ? 100 : 128);
   if (c.batch_size < 1) return bad("--batch_size must be >= 1");
   c.epochs = vm.count("epochs") ? vm["epochs"].as<int>() : (mlp ? 5 : 2);
@@ -252,7 +262,41 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   } else {
     c.data_dir = SWEPT_DEFAULT_DATA_DIR;
   }
+  return Status::Ok();
+}
 
+// The GPU memory cap: on CUDA from --gpu_memory_fraction, else from
+// $SWEPT_GPU_MEMORY_FRACTION; on the CPU the option is checked and ignored,
+// and the variable not read at all.
+Status read_gpu_memory_fraction(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
+  if (c.device != DeviceKind::kCuda) {
+    if (vm.count("gpu_memory_fraction")) {
+      const double f = vm["gpu_memory_fraction"].as<double>();
+      if (!(f > 0 && f <= 1)) return bad("--gpu_memory_fraction must be in (0, 1]");
+    }
+    return Status::Ok();
+  }
+  std::optional<std::string> fraction;
+  std::string source = "--gpu_memory_fraction";
+  if (vm.count("gpu_memory_fraction")) {
+    fraction = std::to_string(vm["gpu_memory_fraction"].as<double>());
+  } else if (auto f = env("SWEPT_GPU_MEMORY_FRACTION"); f && !f->empty()) {
+    fraction = *f;
+    source = "SWEPT_GPU_MEMORY_FRACTION=" + *f;
+  }
+  if (fraction) {
+    char* end = nullptr;
+    const double f = std::strtod(fraction->c_str(), &end);
+    if (end == fraction->c_str() || *end != '\0' || !(f > 0 && f <= 1))
+      return bad(source + ": the GPU memory fraction must be a number in (0, 1]");
+    c.gpu_memory_fraction = f;
+  }
+  return Status::Ok();
+}
+
+// --device, --replicas (which must divide the batch, read before),
+// --threads, then the GPU memory cap.
+Status read_device(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
   const std::string device = vm["device"].as<std::string>();
   if (device == "cpu") {
     c.device = DeviceKind::kCpu;
@@ -273,27 +317,11 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
                std::to_string(c.replicas) + ": each replica takes an equal share");
   c.threads = vm["threads"].as<int>();
   if (c.threads < 0 || c.threads > 4096) return bad("--threads must be in [0, 4096]");
-  if (c.device == DeviceKind::kCuda) {
-    std::optional<std::string> fraction;
-    std::string source = "--gpu_memory_fraction";
-    if (vm.count("gpu_memory_fraction")) {
-      fraction = std::to_string(vm["gpu_memory_fraction"].as<double>());
-    } else if (auto f = env("SWEPT_GPU_MEMORY_FRACTION"); f && !f->empty()) {
-      fraction = *f;
-      source = "SWEPT_GPU_MEMORY_FRACTION=" + *f;
-    }
-    if (fraction) {
-      char* end = nullptr;
-      const double f = std::strtod(fraction->c_str(), &end);
-      if (end == fraction->c_str() || *end != '\0' || !(f > 0 && f <= 1))
-        return bad(source + ": the GPU memory fraction must be a number in (0, 1]");
-      c.gpu_memory_fraction = f;
-    }
-  } else if (vm.count("gpu_memory_fraction")) {
-    const double f = vm["gpu_memory_fraction"].as<double>();
-    if (!(f > 0 && f <= 1)) return bad("--gpu_memory_fraction must be in (0, 1]");
-  }
+  return read_gpu_memory_fraction(vm, env, c);
+}
 
+// --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every.
+Status read_checkpoints_and_logging(const po::variables_map& vm, TrainConfig& c) {
   c.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
   c.checkpoint_every = vm["checkpoint_every"].as<int64_t>();
   if (c.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
@@ -303,6 +331,37 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   if (c.log_every < 1) return bad("--log_every must be >= 1");
   c.eval_every = vm["eval_every"].as<int64_t>();
   if (c.eval_every < 0) return bad("--eval_every must be >= 0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args, const EnvLookup& env) {
+  const po::options_description desc = describe();
+  SWEPT_ASSIGN_OR_RETURN(vm, read_variables(raw_args, desc));
+
+  CommandLine cl;
+  if (vm.count("help")) {
+    std::ostringstream os;
+    os << desc << "\nExit codes: 0 ok, 2 bad usage or data, 3 diverged, 4 device missing, 5 out of GPU memory, "
+                  "130 stopped by SIGTERM/SIGINT (docs/exit-codes.md).\n";
+    cl.action = CommandLine::Action::kHelp;
+    cl.text = os.str();
+    return cl;
+  }
+  if (vm.count("version")) {
+    cl.action = CommandLine::Action::kVersion;
+    cl.text = version_text();
+    return cl;
+  }
+
+  TrainConfig& c = cl.config;
+  SWEPT_RETURN_IF_ERROR(read_model(vm, c));
+  SWEPT_RETURN_IF_ERROR(read_optimizer(vm, c));
+  SWEPT_RETURN_IF_ERROR(read_schedule(vm, c));
+  SWEPT_RETURN_IF_ERROR(read_length_and_data(vm, env, c));
+  SWEPT_RETURN_IF_ERROR(read_device(vm, env, c));
+  SWEPT_RETURN_IF_ERROR(read_checkpoints_and_logging(vm, c));
   return cl;
 }
 

@@ -505,6 +505,36 @@ class RunClock {
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
+// --resume: restores the newest checkpoint that passes its checks, skipping
+// (with a warning) ones that do not; none at all is a fresh start, not an
+// error. Returns the training seconds the run had before (0 on a fresh
+// start); a checkpoint that reads well but belongs to other settings is an
+// error, never skipped.
+Result<double> resume_from_newest_checkpoint(const TrainConfig& config, Trainer& trainer) {
+  for (const std::string& path : list_checkpoints(config.checkpoint_dir)) {
+    Result<CheckpointState> state = read_checkpoint(path);
+    if (!state.ok()) {
+      log::warn(state.status().message() + "; trying an older checkpoint");
+      continue;
+    }
+    Status restored = trainer.restore(*state);
+    if (!restored.ok()) return restored.WithContext(path);
+    log::info("resumed from " + path + " at step " + std::to_string(trainer.step()));
+    return state->train_seconds;
+  }
+  log::info("--resume: no valid checkpoint in " + config.checkpoint_dir + ", starting from step 0");
+  return 0.0;
+}
+
+// One log line that says what this run will do, and on what.
+void log_run_start(const TrainConfig& config, const Trainer& trainer, const std::string& device_name) {
+  log::info("training " + model_name(config.model.kind) + " on " + device_name + " x" +
+            std::to_string(trainer.replicas()) + " replica(s): " + std::to_string(trainer.total_steps()) +
+            " steps of " + std::to_string(config.batch_size) + " (" + std::to_string(trainer.steps_per_epoch()) +
+            " per epoch), " + std::to_string(trainer.split().train_count) + " training / " +
+            std::to_string(trainer.split().val_count) + " validation samples, data from " + config.data_dir);
+}
+
 }  // namespace
 
 int run_training(const TrainConfig& config, std::ostream& metrics, const std::atomic<bool>& stop_requested) {
@@ -527,27 +557,11 @@ int run_training(const TrainConfig& config, std::ostream& metrics, const std::at
 
   double train_seconds_before = 0;
   if (config.resume) {
-    bool resumed = false;
-    for (const std::string& path : list_checkpoints(config.checkpoint_dir)) {
-      Result<CheckpointState> state = read_checkpoint(path);
-      if (!state.ok()) {
-        log::warn(state.status().message() + "; trying an older checkpoint");
-        continue;
-      }
-      Status restored = trainer.restore(*state);
-      if (!restored.ok()) return fail(restored.WithContext(path));
-      train_seconds_before = state->train_seconds;
-      log::info("resumed from " + path + " at step " + std::to_string(trainer.step()));
-      resumed = true;
-      break;
-    }
-    if (!resumed) log::info("--resume: no valid checkpoint in " + config.checkpoint_dir + ", starting from step 0");
+    Result<double> resumed = resume_from_newest_checkpoint(config, trainer);
+    if (!resumed.ok()) return fail(resumed.status());
+    train_seconds_before = *resumed;
   }
-  log::info("training " + model_name(config.model.kind) + " on " + device_name + " x" +
-            std::to_string(trainer.replicas()) + " replica(s): " + std::to_string(trainer.total_steps()) +
-            " steps of " + std::to_string(config.batch_size) + " (" + std::to_string(trainer.steps_per_epoch()) +
-            " per epoch), " + std::to_string(trainer.split().train_count) + " training / " +
-            std::to_string(trainer.split().val_count) + " validation samples, data from " + config.data_dir);
+  log_run_start(config, trainer, device_name);
 
   const bool checkpoints = !config.checkpoint_dir.empty();
   RunClock run_clock, window_clock;
