@@ -1,9 +1,9 @@
 // Broker: see broker.h and docs/protocol.md. The file reads top to bottom as
 // the loop does: receive and decode, handle agents, handle clients, timers,
 // dispatch, commit, send. What happens to a trial out on an agent is the
-// lifecycle's (lifecycle.h); the broker hands it what agents and clients
-// say and sends what it decides. Host faults and quarantine are in
-// broker_agents.cpp.
+// lifecycle's (lifecycle.h), the agents are the registry's
+// (agent_registry.h); the broker hands them what agents and clients say and
+// sends what they decide. Its side of registration is in broker_agents.cpp.
 #include "scheduler/broker.h"
 
 #include <algorithm>
@@ -30,7 +30,11 @@ std::string to_s(int64_t v) { return std::to_string(v); }
 }  // namespace
 
 Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
-    : store_(store), clock_(clock), options_(std::move(options)), runner_(store, clock),
+    : store_(store), clock_(clock), options_(std::move(options)),
+      agents_(store, clock,
+              AgentRegistryOptions{options_.heartbeat_ms, options_.liveness, options_.quarantine_after,
+                                   options_.forget_agents_after_s, options_.keys}),
+      runner_(store, clock),
       lifecycle_(store, clock), context_(1),
       socket_(context_, zmq::socket_type::router) {}
 
@@ -109,7 +113,7 @@ void Broker::send_later(const std::string& routing_id, Message m, std::string_vi
 
 void Broker::post_mail() {
   for (AgentMail& m : lifecycle_.take_mail())
-    if (auto n = routing_by_name_.find(m.agent); n != routing_by_name_.end()) send_later(n->second, std::move(m.message));
+    if (const AgentSession* s = agents_.by_name(m.agent)) send_later(s->routing_id, std::move(m.message));
 }
 
 void Broker::flush() {
@@ -117,14 +121,9 @@ void Broker::flush() {
   for (auto& o : outgoing_) {
     Status s = zmqio::send(socket_, o.routing_id, encode(o.message, o.protocol_id));
     if (!s.ok()) log::debug("dropped " + std::string(kind_name(o.message)) + ": " + s.message());
-    if (auto it = sessions_.find(o.routing_id); it != sessions_.end()) it->second.last_sent_ms = now;
+    agents_.sent(o.routing_id, now);
   }
   outgoing_.clear();
-}
-
-Broker::Session* Broker::session_by_routing(const std::string& routing_id) {
-  auto it = sessions_.find(routing_id);
-  return it == sessions_.end() ? nullptr : &it->second;
 }
 
 // ---- recovery ----
@@ -133,9 +132,7 @@ Status Broker::recover() {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   // Nobody is connected yet: agents must register again.
   SWEPT_RETURN_IF_ERROR(store_.mark_all_agents(AgentState::kAlive, AgentState::kLost));
-  auto quarantined = store_.quarantined_agents();
-  if (!quarantined.ok()) return quarantined.status();
-  for (auto& [agent, reason] : *quarantined) quarantined_[agent] = Quarantine{std::move(reason), false};
+  SWEPT_RETURN_IF_ERROR(agents_.recover());
   auto running = scheduler::recover(lifecycle_, runner_, options_.recovery_grace_ms);
   if (!running.ok()) return running.status();
   live_count_ = lifecycle_.size();
@@ -228,6 +225,7 @@ Status Broker::turn(int max_wait_ms) {
   if (failure.ok()) failure = check_timers();
   if (failure.ok()) failure = pass_events(lifecycle_, runner_);
   if (lifecycle_.take_changed()) dirty_ = true;
+  if (agents_.take_changed()) dirty_ = true;
   if (failure.ok() && dirty_) failure = dispatch();
   post_mail();
   // Those waiting ride on this turn's commit when there is one.
@@ -307,7 +305,7 @@ int64_t Broker::wait_for_change(int64_t seen, std::chrono::milliseconds timeout)
 
 Status Broker::handle(const std::string& routing_id, const Frames& frames, const std::string& user_id) {
   Decoded d = decode(frames);
-  Session* session = session_by_routing(routing_id);
+  AgentSession* session = agents_.by_routing(routing_id);
   if (!d.ok()) {
     stat_dropped_++;
     switch (d.failure) {
@@ -339,9 +337,9 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
     auto ok = authorized(routing_id, m, user_id, d.request_id);
     if (!ok.ok()) return ok.status();
     if (!*ok) return Status::Ok();
-    session = session_by_routing(routing_id);  // dropped when its key was revoked
+    session = agents_.by_routing(routing_id);  // dropped when its key was revoked
   }
-  if (session) session->last_heard_ms = clock_.now_ms();  // any valid message is a heartbeat
+  if (session) agents_.heard(*session);  // any valid message is a heartbeat
   if (auto* r = std::get_if<Register>(&m)) {
     stat_registers_++;
     return on_register(routing_id, *r);
@@ -369,10 +367,10 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
 
 // ---- agents (registration and authorization: broker_agents.cpp) ----
 
-Status Broker::handle_agent(Session& s, const Message& m) {
+Status Broker::handle_agent(AgentSession& s, const Message& m) {
   if (auto* hb = std::get_if<Heartbeat>(&m)) {
-    note_draining(s, hb->draining);
-    return note_health(s, hb->healthy, hb->health);
+    agents_.note_draining(s, hb->draining);
+    return agents_.note_health(s, hb->healthy, hb->health);
   }
   if (auto* st = std::get_if<TrialStarted>(&m)) {
     if (!lifecycle_.started(s.name, *st)) {
@@ -398,7 +396,7 @@ Status Broker::handle_agent(Session& s, const Message& m) {
   return Status::Ok();
 }
 
-Status Broker::on_trial_exited(Session& s, const TrialExited& e) {
+Status Broker::on_trial_exited(AgentSession& s, const TrialExited& e) {
   auto outcome = lifecycle_.exited(s.name, e);
   if (!outcome.ok()) return outcome.status();
   SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome));
@@ -506,17 +504,14 @@ Status Broker::check_timers() {
   if (last_timers_ms_ && now - *last_timers_ms_ > options_.heartbeat_ms)
     excuse_stall(now, now - *last_timers_ms_ - options_.heartbeat_ms);
   last_timers_ms_ = now;
-  std::vector<std::string> silent;
-  for (const auto& [rid, s] : sessions_)
-    if (now - s.last_heard_ms > liveness_ms) silent.push_back(rid);
-  for (const auto& rid : silent) {
-    log::warn("agent " + sessions_[rid].name + " missed " + std::to_string(options_.liveness) +
+  for (const auto& rid : agents_.silent()) {
+    log::warn("agent " + agents_.by_routing(rid)->name + " missed " + std::to_string(options_.liveness) +
               " heartbeats: declared lost; its trials are requeued when its lease is over");
     SWEPT_RETURN_IF_ERROR(on_agent_gone(rid, "no message for " + std::to_string(liveness_ms) + " ms", AgentState::kLost));
   }
   SWEPT_RETURN_IF_ERROR(lifecycle_.check_deadlines(
-      [&](const std::string& agent) { return routing_by_name_.count(agent) != 0; }, lease_ms()));
-  return forget_old_agents();
+      [&](const std::string& agent) { return agents_.connected(agent); }, lease_ms()));
+  return agents_.forget_old_agents();
 }
 
 void Broker::excuse_stall(int64_t now_ms, int64_t stall_ms) {
@@ -528,7 +523,7 @@ void Broker::excuse_stall(int64_t now_ms, int64_t stall_ms) {
   // the loop came back. Deadlines move the same way: a lost agent's lease
   // (later is safe: it has stopped its trials by then), an unconfirmed
   // start, a restart's grace.
-  for (auto& [rid, s] : sessions_) s.last_heard_ms = std::min(now_ms, s.last_heard_ms + stall_ms);
+  agents_.excuse_stall(now_ms, stall_ms);
   lifecycle_.postpone_deadlines(stall_ms);
   stat_stalls_++;
   stat_stalled_ms_ += stall_ms;
@@ -541,22 +536,21 @@ void Broker::excuse_stall(int64_t now_ms, int64_t stall_ms) {
 
 Status Broker::dispatch() {
   dirty_ = false;
-  if (sessions_.empty() || !runner_.has_work()) return Status::Ok();
+  if (agents_.empty() || !runner_.has_work()) return Status::Ok();
   // What every registered agent offers when idle (could_ever_fit), and what
   // those that take work have free now.
   std::vector<AgentCapacity> all, caps;
   std::map<std::string, size_t> index;
   std::vector<std::string> held;  // quarantined or draining: no new work
-  for (const auto& [name, rid] : routing_by_name_) {
-    auto found = sessions_.find(rid);
-    if (found == sessions_.end()) continue;  // cannot happen: the two maps change together
-    const Session& s = found->second;
+  for (const AgentSession* agent : agents_.by_name_order()) {
+    const AgentSession& s = *agent;
+    const std::string& name = s.name;
     AgentCapacity c;
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
     for (const auto& g : s.gpus) c.gpus.push_back({g.index, false, 0.0});
     all.push_back(c);
-    if (quarantined_.count(name) || s.draining) {  // host faults, or leaving: what it frees goes to the others
+    if (agents_.held(s)) {  // host faults, or leaving: what it frees goes to the others
       held.push_back(name);
       continue;
     }
@@ -598,7 +592,7 @@ Status Broker::dispatch() {
   if (!options_.commit.successors) return Status::Ok();
   std::set<std::string> takers;  // agents that hold a successor for a trial of theirs
   for (const auto& [name, i] : index)
-    if (const Session* s = session_by_routing(routing_by_name_.at(name)); s && s->start_after) takers.insert(name);
+    if (const AgentSession* s = agents_.by_name(name); s && s->start_after) takers.insert(name);
   return queue_successors(lifecycle_, runner_, takers, unplaceable);
 }
 
@@ -608,10 +602,10 @@ void Broker::send_heartbeats() {
   if (now - last_heartbeat_round_ms_ < options_.heartbeat_ms) return;
   last_heartbeat_round_ms_ = now;
   std::map<std::string, std::vector<MetricsAck>> acks = lifecycle_.take_metric_acks();
-  for (const auto& [rid, s] : sessions_) {
+  for (const AgentSession* s : agents_.by_name_order()) {
     Heartbeat hb;
-    hb.acked = std::move(acks[s.name]);
-    send_later(rid, std::move(hb));
+    hb.acked = std::move(acks[s->name]);
+    send_later(s->routing_id, std::move(hb));
   }
 }
 

@@ -3,14 +3,16 @@
 // shape and size the ZeroMQ guide's Majordomo broker, with the trials kept
 // elsewhere.
 //
-// It owns the socket, decoding, the agent registry (sessions, keys,
-// heartbeats, liveness, quarantine), client requests and statistics, and
-// decides what starts where by asking placement (pure) and the sweep runner
-// (queues). What happens to a trial once it is out on an agent (start,
-// metrics, finish, loss, requeue, cancel, early stop, adoption,
-// reconciliation, successors) is the TrialLifecycle's (lifecycle.h): the
-// broker hands it what agents and clients say and sends what it decides.
-// Everything durable goes through the store's Writer.
+// It owns the socket, decoding, client requests and statistics, and decides
+// what starts where by asking placement (pure) and the sweep runner
+// (queues). Who the agents are (sessions, keys, liveness, quarantine) is the
+// AgentRegistry's (agent_registry.h); what happens to a trial once it is out
+// on an agent (start, metrics, finish, loss, requeue, cancel, early stop,
+// adoption, reconciliation, successors) is the TrialLifecycle's
+// (lifecycle.h); the sweeps are the SweepRunner's (sweep_runner.h). The
+// broker hands them what agents and clients say, passes the lifecycle's
+// events to the runner (flow.h), and sends what they decide. Everything
+// durable goes through the store's Writer.
 //
 // Each turn of the loop receives what is waiting, handles it inside one
 // store transaction, checks timers, dispatches, commits, and only then
@@ -50,6 +52,7 @@
 #include "common/protocol.h"
 #include "common/status.h"
 #include "common/wakeup.h"
+#include "scheduler/agent_registry.h"
 #include "scheduler/flow.h"
 #include "scheduler/lifecycle.h"
 #include "scheduler/placement.h"
@@ -184,27 +187,6 @@ class Broker {
   std::string all_quarantined() const;
 
  private:
-  struct Session {
-    std::string routing_id;
-    std::string name;
-    std::string host;
-    std::string session;
-    int64_t pid = 0;
-    int slots = 0;
-    std::vector<protocol::GpuInfo> gpus;
-    int64_t last_heard_ms = 0;
-    int64_t last_sent_ms = 0;
-    bool start_after = false;  // it implements START_TRIAL `after` (REGISTER features)
-    std::string key;           // the Z85 public key it connected with; empty without CURVE
-    std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
-    // It says it drains or shuts down (REGISTER / HEARTBEAT `draining`): it
-    // is leaving, so nothing more is placed on it.
-    bool draining = false;
-  };
-  struct Quarantine {
-    std::string reason;
-    bool saw_unhealthy = false;  // its agent reported a failed self-check since: a pass lifts it
-  };
   struct Outgoing {
     std::string routing_id;
     protocol::Message message;
@@ -230,14 +212,12 @@ class Broker {
   // (and answers) otherwise; a session whose key was revoked is dropped.
   Result<bool> authorized(const std::string& routing_id, const protocol::Message& m, const std::string& user_id,
                           const std::string& request_id);
-  Status handle_agent(Session& s, const protocol::Message& m);
+  Status handle_agent(AgentSession& s, const protocol::Message& m);
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
-  Status on_trial_exited(Session& s, const protocol::TrialExited& e);
+  Status on_trial_exited(AgentSession& s, const protocol::TrialExited& e);
   // What an agent's TRIAL_EXITED says of its host.
-  Status note_exit(Session& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
-  // What an agent says of its leaving (REGISTER / HEARTBEAT `draining`).
-  void note_draining(Session& s, bool draining);
+  Status note_exit(AgentSession& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
   // Takes the routing id by value: callers pass the session's own, which
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
@@ -253,46 +233,27 @@ class Broker {
   // a scheduler starved of CPU past liveness declared every agent lost at
   // once, blaming them for its own stall (docs/protocol.md, "Heartbeats").
   void excuse_stall(int64_t now_ms, int64_t stall_ms);
-  // ---- host faults, quarantine, agent housekeeping (broker_agents.cpp) ----
-  // One more launch failure of `agent`'s host; quarantines it at the limit.
-  Status note_host_fault(const std::string& agent, const std::string& reason);
-  // A trial that `agent` did start (or that ended for a reason of its own).
-  void note_host_ok(const std::string& agent) { host_fault_streak_.erase(agent); }
-  // The agent's self-check as REGISTER or HEARTBEAT reports it.
-  Status note_health(Session& s, const std::optional<bool>& healthy, const std::string& health);
-  Status quarantine(const std::string& agent, const std::string& reason, bool from_health);
-  Status lift_quarantine(const std::string& agent, const std::string& why);
-  // Answers RELEASE_AGENT.
+  // Answers RELEASE_AGENT (broker_agents.cpp).
   Status on_release(const std::string& routing_id, const protocol::ReleaseAgent& r);
-  // Deletes the rows of agents gone longer than forget_agents_after_s (once a minute).
-  Status forget_old_agents();
   // Work is waiting but every registered agent is quarantined or draining:
   // says so (once per change), with how to release them.
   void warn_all_held(const std::vector<std::string>& held);
   Status dispatch();
   void send_heartbeats();
-  Session* session_by_routing(const std::string& routing_id);
 
   store::Writer& store_;
   const Clock& clock_;
   // One WARN per refused message, throttled: a peer cannot flood the log.
   log::Throttle refused_log_{log::Level::kWarn, 20, 10000};
   BrokerOptions options_;
-  SweepRunner runner_;
+  AgentRegistry agents_;      // the agents
+  SweepRunner runner_;        // the sweeps and their queues
   TrialLifecycle lifecycle_;  // the trials out on agents
   zmq::context_t context_;
   zmq::socket_t socket_;
   std::string endpoint_;
 
-  std::unordered_map<std::string, Session> sessions_;    // by routing id
-  std::map<std::string, std::string> routing_by_name_;    // agent name -> routing id
-  std::map<std::string, std::string> key_by_name_;        // agent name -> the key that holds it (CURVE only)
   std::string current_key_;  // the key of the message being handled (CURVE only)
-  std::map<std::string, Quarantine> quarantined_;         // by agent name (also in the store)
-  std::map<std::string, int> host_fault_streak_;          // by agent name: host faults in a row
-  // The agent name each connection registered: one connection, one agent.
-  std::unordered_map<std::string, std::string> name_by_routing_;
-  std::optional<int64_t> last_forget_ms_;  // the last forget_old_agents() pass
   std::string held_warned_;  // the agents warn_all_held() last named ("": none held)
   std::vector<Outgoing> outgoing_;
   bool dirty_ = true;  // something changed that may allow a dispatch
