@@ -27,7 +27,7 @@
 #include "web/api_json.h"
 #include "web/gated_server.h"
 #include "store/reader.h"
-#include "web/importance.h"
+#include "web/sweep_importance.h"
 #include "web/live.h"
 #include "web/response_cache.h"
 #include "web/static_files.h"
