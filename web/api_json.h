@@ -6,7 +6,7 @@
 
 #include "common/status.h"
 #include "store/reader.h"
-#include "web/importance.h"
+#include "web/sweep_importance.h"
 
 namespace swept::web {
 

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/testing/eventually.h"
 #include "common/testing/loopback.h"
 #include "common/testing/temp_dir.h"
 #include "store/reader.h"
@@ -649,20 +650,13 @@ TEST_CASE("web: live events report a trial that starts running after the stream 
       return !done.load();
     });
   });
-  auto wait_for = [&](const std::string& needle) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        if (received.find(needle) != std::string::npos) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
+  auto received_has = [&](const std::string& needle) {
+    std::lock_guard<std::mutex> lock(mu);
+    return received.find(needle) != std::string::npos;
   };
-  CHECK(wait_for("event: hello"));
+  CHECK(swept::testing::eventually([&] { return received_has("event: hello"); }, 20));
   db.exec("UPDATE trials SET state = 'running', agent = 'host-a' WHERE id = 125");
-  CHECK(wait_for("{\"id\":125,\"sweep_id\":1}"));
+  CHECK(swept::testing::eventually([&] { return received_has("{\"id\":125,\"sweep_id\":1}"); }, 20));
   done = true;
   db.exec("UPDATE trials SET state = 'completed' WHERE id = 125");  // one more event unblocks the reader
   r.server->stop();  // also ends the stream

@@ -1,36 +1,33 @@
-// The dashboard server: routes of docs/api.md over cpp-httplib. See server.h.
+// The dashboard server over cpp-httplib: its lifetime (start, listen, stop),
+// the checks every request passes before routing (Host, token, POST length),
+// the pages, and the live-event stream. See server.h.
 //
-// Every handler runs inside `guarded`, which turns a failed Status into a 4xx/
-// 5xx JSON error and an escaped exception into a 500, so no request can crash
-// the process. Query parameters are checked against each endpoint's list:
-// an unknown or malformed one is a 400 naming it.
+// The JSON API's endpoints are in web/api_routes.cpp, mounted through
+// web/routes.h (which turns a failed Status into the JSON error and an
+// escaped exception into a 500, so no request can crash the process); the
+// TLS setup is in web/tls_setup.cpp.
 #include "web/server.h"
 
 #include <httplib.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
-#include <openssl/x509.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cctype>
-#include <charconv>
-#include <cerrno>
 #include <chrono>
-#include <cstring>
 #include <memory>
-#include <set>
 #include <thread>
 
 #include "common/log.h"
-#include "web/api_json.h"
-#include "web/gated_server.h"
 #include "store/reader.h"
-#include "web/importance.h"
+#include "web/api_routes.h"
+#include "web/gated_server.h"
 #include "web/live.h"
+#include "web/query_params.h"
 #include "web/response_cache.h"
+#include "web/routes.h"
 #include "web/static_files.h"
+#include "web/tls_setup.h"
 
 namespace swept::web {
 
@@ -38,7 +35,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr const char* kJson = "application/json; charset=utf-8";
 constexpr const char* kTokenCookie = "swept_token";
 
 // Compares a presented secret with the token in time that depends only on
@@ -62,6 +58,7 @@ std::string local_redirect_target(const std::string& path) {
   return path;
 }
 
+// The value of the request's cookie `name`, "" when it sent none.
 std::string cookie_value(const httplib::Request& req, const std::string& name) {
   std::string header = req.get_header_value("Cookie");
   size_t pos = 0;
@@ -75,147 +72,6 @@ std::string cookie_value(const httplib::Request& req, const std::string& name) {
     pos = end + 1;
   }
   return {};
-}
-
-Result<int64_t> parse_int(const std::string& text, const std::string& name, int64_t min, int64_t max) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    return Status::InvalidArgument(name + " must be an integer, got '" + text + "'");
-  if (v < min || v > max)
-    return Status::InvalidArgument(name + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
-                                   ", got " + text);
-  return v;
-}
-
-// The `limit` query parameter of the chart endpoints: points to return,
-// 2,000 unless asked, at most 20,000.
-Result<int64_t> limit_param(const httplib::Request& req) {
-  if (!req.has_param("limit")) return int64_t{2000};
-  return parse_int(req.get_param_value("limit"), "limit", 1, 20000);
-}
-
-// Rejects parameters the endpoint does not know and repeated ones it does not allow.
-Status check_params(const httplib::Request& req, const std::set<std::string>& allowed) {
-  for (const auto& [key, value] : req.params) {
-    if (key == "token") continue;
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return Status::InvalidArgument("unknown query parameter '" + key + "'" +
-                                     (list.empty() ? "; this endpoint takes none" : "; this endpoint takes " + list));
-    }
-  }
-  return Status::Ok();
-}
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    if (end > pos) out.push_back(s.substr(pos, end - pos));
-    pos = end + 1;
-  }
-  return out;
-}
-
-void send_json(httplib::Response& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(dump_json(body), kJson);
-}
-
-void send_error(httplib::Response& res, const Status& s) { send_json(res, http_status_for(s), error_json(s)); }
-
-// What identifies a GET's answer in the response cache: its path and its
-// query parameters but the token, each length-prefixed (so no value can
-// pass for a separator), in httplib's order (by name, then as sent).
-std::string cache_key(const httplib::Request& req) {
-  std::string key;
-  auto add = [&key](const std::string& part) {
-    key.append(std::to_string(part.size())).append(1, ':').append(part);
-  };
-  add(req.path);
-  for (const auto& [name, value] : req.params) {
-    if (name == "token") continue;
-    add(name);
-    add(value);
-  }
-  return key;
-}
-
-
-// The newest OpenSSL error on this thread, as text ("" when none), and the
-// queue cleared so that the next failure reports its own.
-std::string openssl_error() {
-  unsigned long code = ERR_peek_last_error();
-  std::string text;
-  if (code != 0) {
-    char buf[256];
-    ERR_error_string_n(code, buf, sizeof buf);
-    text = buf;
-  }
-  ERR_clear_error();
-  return text;
-}
-
-// A key file that asks for a passphrase must fail, not prompt on the
-// terminal of a daemon: this callback supplies none.
-extern "C" int no_passphrase(char*, int, int, void*) { return 0; }
-
-// Loads the certificate chain and its private key into `ctx`, and checks
-// that they belong together. InvalidArgument names the file and the fix.
-Status load_tls_files(SSL_CTX& ctx, const std::string& cert, const std::string& key) {
-  for (const auto& [flag, file] : {std::pair<const char*, const std::string&>{"--tls-cert", cert}, {"--tls-key", key}}) {
-    if (::access(file.c_str(), R_OK) != 0)
-      return Status::InvalidArgument(std::string("cannot read ") + flag + " " + file + ": " + std::strerror(errno) +
-                                     "; give a PEM file this user can read");
-  }
-  ERR_clear_error();
-  SSL_CTX_set_min_proto_version(&ctx, TLS1_2_VERSION);
-  SSL_CTX_set_options(&ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_SESSION_RESUMPTION_ON_RENEGOTIATION);
-  SSL_CTX_set_default_passwd_cb(&ctx, no_passphrase);
-  if (SSL_CTX_use_certificate_chain_file(&ctx, cert.c_str()) != 1)
-    return Status::InvalidArgument("--tls-cert " + cert + " is not a PEM certificate (chain) (OpenSSL: " +
-                                   openssl_error() + "); give the server's certificate in PEM form, e.g. the "
-                                   "fullchain.pem of your certificate authority");
-  if (SSL_CTX_use_PrivateKey_file(&ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    std::string why = openssl_error();
-    if (why.find("values mismatch") != std::string::npos)
-      return Status::InvalidArgument("--tls-key " + key + " is not the private key of --tls-cert " + cert +
-                                     "; give the key the certificate was issued for");
-    return Status::InvalidArgument("--tls-key " + key + " is not an unencrypted PEM private key (OpenSSL: " + why +
-                                   "); a key with a passphrase cannot be used: decrypt it with "
-                                   "'openssl pkey -in KEY -out PLAIN.key'");
-  }
-  if (SSL_CTX_check_private_key(&ctx) != 1)
-    return Status::InvalidArgument("--tls-key " + key + " is not the private key of --tls-cert " + cert +
-                                   " (OpenSSL: " + openssl_error() + "); give the key the certificate was issued for");
-  if (X509* x = SSL_CTX_get0_certificate(&ctx); x && X509_cmp_current_time(X509_get0_notAfter(x)) < 0)
-    log::warn("web: the TLS certificate " + cert + " has expired: browsers will refuse it; renew it");
-  return Status::Ok();
-}
-
-// The HTTP server (web/gated_server.h): plain, or TLS with the options'
-// certificate and key.
-Result<std::unique_ptr<GatedServer>> make_http_server(const ServerOptions& options) {
-  GateOptions gate;
-  gate.max_unauthenticated = options.max_unauthenticated;
-  gate.unauthenticated_timeout = std::chrono::milliseconds(options.unauthenticated_timeout_ms);
-  if (options.tls_cert.empty() && options.tls_key.empty()) return std::make_unique<GatedServer>(gate, nullptr);
-  if (options.tls_cert.empty() || options.tls_key.empty())
-    return Status::InvalidArgument(std::string(options.tls_cert.empty() ? "--tls-key" : "--tls-cert") +
-                                   " was given without " + (options.tls_cert.empty() ? "--tls-cert" : "--tls-key") +
-                                   ": TLS needs both the certificate and its private key");
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (!ctx) return Status::Internal("cannot create a TLS context (OpenSSL: " + openssl_error() + ")");
-  Status loaded = load_tls_files(*ctx, options.tls_cert, options.tls_key);
-  if (!loaded.ok()) {
-    SSL_CTX_free(ctx);
-    return loaded;
-  }
-  return std::make_unique<GatedServer>(gate, ctx);
 }
 
 }  // namespace
@@ -244,62 +100,6 @@ struct Server::Impl {
         feed(o.db_path, o.poll_interval_ms),
         cache(o.db_path) {}
 
-  // Runs a handler body; turns failures and exceptions into JSON errors.
-  template <typename Fn>
-  void guarded(const httplib::Request& req, httplib::Response& res, Fn&& fn) {
-    try {
-      Result<json> r = fn();
-      if (r.ok()) {
-        send_json(res, 200, *r);
-      } else {
-        send_error(res, r.status());
-      }
-    } catch (const std::exception& e) {
-      log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
-      send_error(res, Status::Internal(std::string("internal error: ") + e.what()));
-    }
-  }
-
-  // Like guarded, for an answer that depends on the database alone: served
-  // from the response cache while the database has not changed (see
-  // web/response_cache.h), computed by fn otherwise.
-  template <typename Fn>
-  void cached(const httplib::Request& req, httplib::Response& res, Fn&& fn) {
-    try {
-      Result<std::string> body = cache.get(cache_key(req), [&]() -> Result<std::string> {
-        Result<json> r = fn();
-        if (!r.ok()) return r.status();
-        return dump_json(*r);
-      });
-      if (body.ok()) {
-        res.status = 200;
-        res.set_content(*body, kJson);
-      } else {
-        send_error(res, body.status());
-      }
-    } catch (const std::exception& e) {
-      log::error("web: " + req.method + " " + req.path + ": internal error: " + e.what());
-      send_error(res, Status::Internal(std::string("internal error: ") + e.what()));
-    }
-  }
-
-  // A list endpoint's body: {key: [to_json(item), ...]} from fetch(db), or an
-  // empty list while the database file does not exist yet (the dashboard may
-  // start before the scheduler has written anything).
-  template <typename Fetch, typename ToJson>
-  Result<json> json_list(const char* key, Fetch&& fetch, ToJson&& to_json) {
-    auto conn = pool.acquire();
-    if (!conn.ok()) {
-      if (conn.status().code() == StatusCode::kNotFound) return json{{key, json::array()}};
-      return conn.status();
-    }
-    auto items = fetch(**conn);
-    if (!items.ok()) return items.status();
-    json list = json::array();
-    for (const auto& item : *items) list.push_back(to_json(item));
-    return json{{key, list}};
-  }
-
   // Without a token, a page on another site could rebind its own name to
   // 127.0.0.1 and read the API as same-origin; checking the Host header
   // against the names this server listens under defeats that. A wildcard
@@ -327,11 +127,27 @@ struct Server::Impl {
   }
 
   void install_routes();
-  Result<json> trials_page(const httplib::Request& req, int64_t sweep_id);
+  void install_guards();
+  void install_error_handlers();
+  void install_static_files();
   void events(const httplib::Request& req, httplib::Response& res);
 };
 
+// Every route, in the order httplib is to try them: the checks every request
+// passes first, the answers to failed requests, the pages, then the API.
 void Server::Impl::install_routes() {
+  install_guards();
+  install_error_handlers();
+  install_static_files();
+  Routes routes(http, cache);
+  install_api_routes(routes, ApiContext{pool, param_sort_cache, options});
+  http.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) { events(req, res); });
+}
+
+// Before routing, for every request: the security headers, then the Host
+// and token checks, the refusal of a POST without a length, and the
+// redirect that moves a page's ?token= into a cookie.
+void Server::Impl::install_guards() {
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     res.set_header("X-Content-Type-Options", "nosniff");
     res.set_header("Content-Security-Policy",
@@ -375,7 +191,11 @@ void Server::Impl::install_routes() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
+}
 
+// httplib's own failures (no route, a malformed request, an exception past
+// the handlers) as the API's JSON errors.
+void Server::Impl::install_error_handlers() {
   http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     int status = res.status;
@@ -389,7 +209,10 @@ void Server::Impl::install_routes() {
   http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     send_error(res, Status::Internal("internal error while handling the request"));
   });
+}
 
+// The dashboard's pages and scripts (web/static_files.h), each at its exact path.
+void Server::Impl::install_static_files() {
   for (const auto& file : static_files()) {
     std::string pattern;
     for (char c : file.url_path) {
@@ -401,234 +224,6 @@ void Server::Impl::install_routes() {
       res.set_content(std::string(file.body), std::string(file.content_type).c_str());
     });
   }
-
-  http.Get("/api/info", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      bool exists = false, schema = false;
-      if (auto conn = pool.acquire(); conn.ok()) {
-        exists = true;
-        auto s = (*conn)->has_schema();
-        schema = s.ok() && *s;
-      }
-      // The trial states, in the order of common/states.h's one table: the
-      // dashboard takes their names from here, not from literals of its own.
-      // Sweeps and agents likewise: `final` (a sweep that will not run
-      // again) and `live` (an agent that takes work) are what the pages act
-      // on, and `tone` is how each is coloured (app.css styles tones only).
-      json states = json::array();
-      for (const auto& s : kTrialStates)
-        states.push_back(
-            {{"name", s.name}, {"label", display_name(s.state)}, {"final", s.final}, {"tone", name(s.tone)}});
-      json sweep_states = json::array();
-      for (size_t i = 0; i < kSweepStateCount; ++i) {
-        const auto st = static_cast<SweepState>(i);
-        sweep_states.push_back(
-            {{"name", name(st)}, {"final", st != SweepState::kRunning}, {"tone", name(tone(st))}});
-      }
-      json agent_states = json::array();
-      for (size_t i = 0; i < kAgentStateCount; ++i) {
-        const auto st = static_cast<AgentState>(i);
-        agent_states.push_back({{"name", name(st)}, {"live", st == AgentState::kAlive}, {"tone", name(tone(st))}});
-      }
-      return json{{"cancel", static_cast<bool>(options.cancel)},
-                  {"trial_states", states},
-                  {"sweep_states", sweep_states},
-                  {"agent_states", agent_states},
-                  {"poll_interval_ms", options.poll_interval_ms},
-                  {"database", {{"exists", exists}, {"schema", schema}}}};
-    });
-  });
-
-  http.Get("/api/sweeps", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      return json_list(
-          "sweeps", [](auto& db) { return store::list_sweeps(db); }, [](const auto& s) { return sweep_json(s); });
-    });
-  });
-
-  http.Get(R"(/api/sweeps/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      auto conn = pool.acquire();
-      if (!conn.ok()) return conn.status();
-      auto sweep = store::get_sweep(**conn, *id);
-      if (!sweep.ok()) return sweep.status();
-      return sweep_json(*sweep);
-    });
-  });
-
-  http.Get(R"(/api/sweeps/(\d+)/trials)", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      return trials_page(req, *id);
-    });
-  });
-
-  http.Get(R"(/api/sweeps/(\d+)/points)", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
-      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      auto limit = limit_param(req);
-      if (!limit.ok()) return limit.status();
-      auto conn = pool.acquire();
-      if (!conn.ok()) return conn.status();
-      auto points = store::sweep_points(**conn, *id, *limit);
-      if (!points.ok()) return points.status();
-      return points_json(*points);
-    });
-  });
-
-  http.Get(R"(/api/sweeps/(\d+)/history)", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {"limit"}));
-      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      auto limit = limit_param(req);
-      if (!limit.ok()) return limit.status();
-      auto conn = pool.acquire();
-      if (!conn.ok()) return conn.status();
-      auto history = store::optimization_history(**conn, *id, *limit);
-      if (!history.ok()) return history.status();
-      return history_json(*history);
-    });
-  });
-
-  http.Get(R"(/api/sweeps/(\d+)/importance)", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      auto id = parse_int(req.matches[1], "sweep id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      auto conn = pool.acquire();
-      if (!conn.ok()) return conn.status();
-      auto report = sweep_importance(**conn, *id, 2000);
-      if (!report.ok()) return report.status();
-      return importance_json(*report);
-    });
-  });
-
-  http.Get(R"(/api/trials/(\d+))", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {"points"}));
-      auto id = parse_int(req.matches[1], "trial id", 1, INT64_MAX);
-      if (!id.ok()) return id.status();
-      int64_t points = 1000;
-      if (req.has_param("points")) {
-        auto p = parse_int(req.get_param_value("points"), "points", 3, 10000);
-        if (!p.ok()) return p.status();
-        points = *p;
-      }
-      auto conn = pool.acquire();
-      if (!conn.ok()) return conn.status();
-      auto detail = store::get_trial(**conn, *id, static_cast<size_t>(points));
-      if (!detail.ok()) return detail.status();
-      return trial_detail_json(*detail);
-    });
-  });
-
-  http.Get("/api/series", [this](const httplib::Request& req, httplib::Response& res) {
-    cached(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {"trials", "metric", "points"}));
-      if (!req.has_param("trials"))
-        return Status::InvalidArgument("trials is required: a comma-separated list of trial ids, e.g. trials=1,2,3");
-      std::vector<int64_t> ids;
-      for (const auto& part : split_commas(req.get_param_value("trials"))) {
-        auto id = parse_int(part, "trial id in trials", 1, INT64_MAX);
-        if (!id.ok()) return id.status();
-        ids.push_back(*id);
-      }
-      if (ids.empty() || ids.size() > 50) return Status::InvalidArgument("trials must list between 1 and 50 trial ids");
-      int64_t points = 500;
-      if (req.has_param("points")) {
-        auto p = parse_int(req.get_param_value("points"), "points", 3, 10000);
-        if (!p.ok()) return p.status();
-        points = *p;
-      }
-      std::string metric = req.has_param("metric") ? req.get_param_value("metric") : "";
-      return json_list(
-          "series", [&](auto& db) { return store::metric_series(db, ids, metric, static_cast<size_t>(points)); },
-          [](const auto& s) { return series_json(s); });
-    });
-  });
-
-  http.Get("/api/agents", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(req, res, [&]() -> Result<json> {
-      SWEPT_RETURN_IF_ERROR(check_params(req, {}));
-      return json_list(
-          "agents", [](auto& db) { return store::list_agents(db); }, [](const auto& a) { return agent_json(a); });
-    });
-  });
-
-  http.Get("/api/events", [this](const httplib::Request& req, httplib::Response& res) { events(req, res); });
-
-  if (options.cancel) {
-    auto cancel_route = [this](bool is_sweep) {
-      return [this, is_sweep](const httplib::Request& req, httplib::Response& res) {
-        guarded(req, res, [&]() -> Result<json> {
-          // A custom header forces a CORS preflight, which this server never
-          // grants: other sites cannot make a browser send this request.
-          if (req.get_header_value("X-Requested-With") != "swept")
-            return Status::InvalidArgument("cancel requests must carry the header 'X-Requested-With: swept'");
-          auto id = parse_int(req.matches[1], is_sweep ? "sweep id" : "trial id", 1, INT64_MAX);
-          if (!id.ok()) return id.status();
-          Status s = is_sweep ? options.cancel(*id, std::nullopt) : options.cancel(std::nullopt, *id);
-          if (!s.ok()) return s;
-          return json{{"cancelled", {{is_sweep ? "sweep_id" : "trial_id", *id}}}};
-        });
-      };
-    };
-    http.Post(R"(/api/sweeps/(\d+)/cancel)", cancel_route(true));
-    http.Post(R"(/api/trials/(\d+)/cancel)", cancel_route(false));
-  }
-}
-
-// "queued, running, ... or lost": the states a filter may name.
-static std::string trial_state_list() {
-  std::string list;
-  for (size_t i = 0; i < kTrialStates.size(); ++i) {
-    if (i) list += i + 1 == kTrialStates.size() ? " or " : ", ";
-    list += kTrialStates[i].name;
-  }
-  return list;
-}
-
-Result<json> Server::Impl::trials_page(const httplib::Request& req, int64_t sweep_id) {
-  SWEPT_RETURN_IF_ERROR(check_params(req, {"state", "sort", "order", "limit", "offset"}));
-  store::TrialQuery q;
-  q.sweep_id = sweep_id;
-  size_t n_states = req.get_param_value_count("state");
-  for (size_t i = 0; i < n_states; ++i)
-    for (const auto& st : split_commas(req.get_param_value("state", i))) {
-      auto state = trial_state_named(st);
-      if (!state) return Status::InvalidArgument("unknown state '" + st + "'; use " + trial_state_list());
-      q.states.push_back(*state);
-    }
-  if (req.has_param("sort")) q.sort = req.get_param_value("sort");
-  if (req.has_param("order")) {
-    std::string order = req.get_param_value("order");
-    if (order != "asc" && order != "desc") return Status::InvalidArgument("order must be asc or desc, got '" + order + "'");
-    q.descending = order == "desc";
-  }
-  if (req.has_param("limit")) {
-    auto l = parse_int(req.get_param_value("limit"), "limit", 1, 1000);
-    if (!l.ok()) return l.status();
-    q.limit = *l;
-  }
-  if (req.has_param("offset")) {
-    auto o = parse_int(req.get_param_value("offset"), "offset", 0, INT64_MAX / 2);
-    if (!o.ok()) return o.status();
-    q.offset = *o;
-  }
-  auto conn = pool.acquire();
-  if (!conn.ok()) return conn.status();
-  auto page = store::list_trials(**conn, q, &param_sort_cache);
-  if (!page.ok()) return page.status();
-  return trial_page_json(*page);
 }
 
 void Server::Impl::events(const httplib::Request& req, httplib::Response& res) {

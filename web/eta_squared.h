@@ -1,6 +1,7 @@
-// Pure computations behind the dashboard's charts over rows the store
-// returns: parameter importance (series downsampling is store/downsample.h). No I/O, no SQLite, no threads: tested with
-// hand-computed cases in analysis_test.cpp.
+// Parameter importance as the correlation ratio eta^2, the pure computation
+// over values already in memory (web/sweep_importance.h feeds it a sweep's
+// sample from the store). No I/O, no SQLite, no threads: tested with
+// hand-computed cases in eta_squared_test.cpp.
 #pragma once
 
 #include <cstddef>

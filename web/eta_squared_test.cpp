@@ -1,9 +1,9 @@
-// Tests of web/analysis.h (parameter importance) against hand-computed cases.
+// Tests of web/eta_squared.h (parameter importance) against hand-computed cases.
 #include <doctest/doctest.h>
 
 #include <cmath>
 
-#include "web/analysis.h"
+#include "web/eta_squared.h"
 
 using swept::web::ImportanceInput;
 using swept::web::parameter_importance;

@@ -1,5 +1,5 @@
-// Parameter importance over the read model's sample: see importance.h.
-#include "web/importance.h"
+// Parameter importance over the read model's sample: see sweep_importance.h.
+#include "web/sweep_importance.h"
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 // Parameter importance for the dashboard (GET /api/sweeps/{id}/importance,
-// docs/api.md): analysis (analysis.h) over the sample of trials the read
+// docs/api.md): eta^2 (eta_squared.h) over the sample of trials the read
 // model returns (store::sweep_points). No SQL here.
 // Thread safety: reentrant; the Connection belongs to the calling thread.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include "common/status.h"
 #include "store/reader.h"
-#include "web/analysis.h"
+#include "web/eta_squared.h"
 
 namespace swept::web {
 

@@ -1,5 +1,5 @@
-// Parameter importance (eta^2): see analysis.h.
-#include "web/analysis.h"
+// Parameter importance (eta^2): see eta_squared.h.
+#include "web/eta_squared.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,271 @@
+// swept dashboard, the sweep views: the list of sweeps (#/) and one sweep
+// (#/sweeps/ID: its summary, charts and trials table). Each view returns
+// { onChange(event), dispose(), resize()? } for app.js. Loaded after
+// util.js and charts.js.
+(function (swept) {
+  'use strict';
+
+  var el = swept.el, fmt = swept.fmt, api = swept.api, post = swept.post, showError = swept.showError;
+  var throttle = swept.throttle, stateBadge = swept.stateBadge, trialLink = swept.trialLink;
+  var progressBar = swept.progressBar, countsText = swept.countsText;
+  var STATES = swept.STATES, STATE_LABELS = swept.STATE_LABELS, SWEEP_FINAL = swept.SWEEP_FINAL;
+  var emptyChart = swept.emptyChart, drawLines = swept.drawLines, drawParallel = swept.drawParallel;
+  var drawScatter = swept.drawScatter, drawHistory = swept.drawHistory, drawImportance = swept.drawImportance;
+  var PAGE_SIZE = 50;  // trials per page of the table
+
+  function sweepsView(root) {
+    var table = el('table');
+    var wrap = el('div', { className: 'panel table-wrap' }, table);
+    root.replaceChildren(el('h1', { text: 'Sweeps' }), wrap);
+    function render(sweeps) {
+      var head = el('tr', null, el('th', { text: 'id' }), el('th', { text: 'name' }), el('th', { text: 'method' }),
+        el('th', { text: 'metric' }), el('th', { text: 'state' }), el('th', { text: 'progress' }),
+        el('th', { text: 'trials' }), el('th', { text: 'best' }));
+      var rows = [el('thead', null, head)];
+      var body = el('tbody');
+      if (!sweeps.length) {
+        body.appendChild(el('tr', null, el('td', { colspan: 8, className: 'muted', text: 'No sweeps yet: submit one with swept submit or swept run.' })));
+      }
+      sweeps.forEach(function (s) {
+        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) :
+          s.metric_missing ? el('span', { className: 'warning-text', text: 'never reported', title: metricMissingText(s) }) : '—';
+        body.appendChild(el('tr', { 'data-sweep-id': s.id },
+          el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: String(s.id) })),
+          el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: s.name })),
+          el('td', { text: s.method }),
+          el('td', { text: s.metric.name ? s.metric.name + ' (' + (s.metric.goal || '') + ')' : '—' }),
+          el('td', null, stateBadge('sweep', s.state)),
+          el('td', null, progressBar(s.counts)),
+          el('td', { className: 'muted counts', text: countsText(s.counts) + (s.total_trials !== null ? ' of ' + s.total_trials : '') }),
+          el('td', null, best)));
+      });
+      rows.push(body);
+      table.replaceChildren.apply(table, rows);
+    }
+    function load() { api('/api/sweeps').then(function (r) { render(r.sweeps); }).catch(function (e) { showError(wrap, e); }); }
+    var refresh = throttle(load, 1000);
+    load();
+    return { onChange: function (ev) { if (ev.resync || ev.sweeps.length) refresh(); }, dispose: refresh.cancel };
+  }
+
+  // The warning for a sweep whose metric no trial reports (docs/api.md,
+  // metric_missing), or null.
+  function metricMissingText(s) {
+    var m = s.metric_missing;
+    if (!m) return null;
+    return 'No trial has reported the metric ' + s.metric.name + ': ' + m.completed + ' completed trial' +
+      (m.completed === 1 ? '' : 's') + ' reported ' + (m.reported.length ? m.reported.join(', ') : 'no metrics at all') +
+      '. Check the sweep\'s metric.name against the trials\' metric lines (docs/metrics.md).';
+  }
+
+  function sweepView(root, sweepId) {
+    var state = { sort: 'idx', order: 'asc', states: [], offset: 0, selected: null, metric: null, page: null, sweep: null,
+      historyMode: 'index', history: null };
+    var title = el('h1', { text: 'Sweep ' + sweepId });
+    var summary = el('div', { className: 'summary' });
+    var warning = el('div', { id: 'metric-warning', className: 'warning', role: 'alert', hidden: 'hidden' });
+    var toolbar = el('div', { className: 'toolbar' });
+    var curves = el('div', { className: 'chart', id: 'curves' });
+    var importance = el('div', { className: 'chart' });
+    var parallel = el('div', { className: 'chart tall', id: 'parallel' });
+    var history = el('div', { className: 'chart', id: 'history' });
+    var historyNote = el('div', { className: 'note' });
+    var historyModes = el('span', { className: 'modes' });
+    var scatters = el('div', { className: 'scatters' });
+    var metricSelect = el('select', { 'aria-label': 'curve metric' });
+    var importanceNote = el('div', { className: 'note' });
+    var table = el('table', { id: 'trials' });
+    var pager = el('div', { className: 'pager' });
+    root.replaceChildren(
+      el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary, warning,
+      el('div', { className: 'grid' },
+        el('section', { className: 'panel' }, el('h2', null, 'Learning curves ', metricSelect), curves,
+          el('div', { className: 'note', text: 'Tick trials in the table to compare them.' })),
+        el('section', { className: 'panel' }, el('h2', { text: 'Parameter importance' }), importance, importanceNote),
+        el('section', { className: 'panel wide' }, el('h2', null, 'Optimisation history ', historyModes), history, historyNote),
+        el('section', { className: 'panel wide' }, el('h2', { text: 'Parallel coordinates' }), parallel),
+        el('section', { className: 'panel wide' }, el('h2', { text: 'Metric vs each parameter' }), scatters)),
+      el('section', { className: 'panel' }, toolbar, el('div', { className: 'table-wrap' }, table), pager));
+
+    metricSelect.addEventListener('change', function () { state.metric = metricSelect.value; loadCurves(); });
+
+    function renderSummary(s) {
+      state.sweep = s;
+      title.textContent = s.name + ' (sweep ' + s.id + ')';
+      var items = [el('span', null, stateBadge('sweep', s.state)), el('span', null, 'method ', el('b', { text: s.method })),
+        el('span', null, 'metric ', el('b', { text: s.metric.name ? s.metric.name + ' (' + s.metric.goal + ')' : '—' })),
+        el('span', null, progressBar(s.counts)), el('span', { className: 'muted', text: countsText(s.counts) }),
+        el('span', null, 'best ', el('b', { text: s.best ? fmt(s.best.value) : '—' }), ' ', s.best ? trialLink(s.best.trial_id) : '')];
+      if (swept.info.cancel && SWEEP_FINAL[s.state] === false) {
+        items.push(el('button', { className: 'danger', text: 'Cancel sweep', onclick: function () {
+          if (!window.confirm('Cancel sweep ' + s.id + ' and stop its running trials?')) return;
+          post('/api/sweeps/' + Number(s.id) + '/cancel').then(loadAll).catch(function (e) { window.alert(e.message); });
+        } }));
+      }
+      summary.replaceChildren.apply(summary, items);
+      var missing = metricMissingText(s);
+      warning.textContent = missing || '';
+      warning.hidden = !missing;
+    }
+
+    function renderToolbar() {
+      var chips = [el('span', { className: 'muted', text: 'state:' })];
+      STATES.forEach(function (s) {
+        var on = state.states.indexOf(s) >= 0;
+        chips.push(el('button', { className: 'chip' + (on ? ' on' : ''), text: STATE_LABELS[s], 'data-state': s, onclick: function () {
+          if (on) state.states.splice(state.states.indexOf(s), 1); else state.states.push(s);
+          state.offset = 0; renderToolbar(); loadTable();
+        } }));
+      });
+      toolbar.replaceChildren.apply(toolbar, chips);
+    }
+
+    function sortHeader(label, key, numeric) {
+      var th = el('th', { className: 'sortable' + (state.sort === key ? ' sorted' + (state.order === 'desc' ? ' desc' : '') : ''),
+        text: label, title: 'sort by ' + label, 'data-sort': key });
+      th.addEventListener('click', function () {
+        if (state.sort === key) state.order = state.order === 'asc' ? 'desc' : 'asc';
+        else { state.sort = key; state.order = 'asc'; }
+        state.offset = 0; loadTable();
+      });
+      if (numeric) th.classList.add('num');
+      return th;
+    }
+
+    function renderTable(page) {
+      state.page = page;
+      if (state.selected === null) {
+        // First load: compare the best trial and the first few of the page.
+        state.selected = [];
+        if (page.best_trial_id) state.selected.push(page.best_trial_id);
+        page.trials.slice(0, 4).forEach(function (t) { if (state.selected.indexOf(t.id) < 0) state.selected.push(t.id); });
+      }
+      if (state.metric === null) {
+        var sw = state.sweep && state.sweep.metric.name;
+        state.metric = sw && page.columns.metrics.indexOf(sw) >= 0 ? sw : (page.columns.metrics[0] || '');
+      }
+      metricSelect.replaceChildren.apply(metricSelect, page.columns.metrics.map(function (m) {
+        var o = el('option', { value: m, text: m });
+        if (m === state.metric) o.selected = true;
+        return o;
+      }));
+      var head = el('tr', null, el('th', { text: '' }), sortHeader('trial', 'idx', true), sortHeader('state', 'state'),
+        sortHeader('agent', 'agent'), el('th', { text: 'gpus' }), sortHeader('attempts', 'attempts', true));
+      page.columns.params.forEach(function (p) { head.appendChild(sortHeader(p, 'param:' + p, false)); });
+      page.columns.metrics.forEach(function (m) { head.appendChild(sortHeader(m, 'metric:' + m, true)); });
+      var body = el('tbody');
+      page.trials.forEach(function (t) {
+        var box = el('input', { type: 'checkbox', 'aria-label': 'compare trial ' + t.id });
+        box.checked = state.selected.indexOf(t.id) >= 0;
+        box.addEventListener('change', function () {
+          var i = state.selected.indexOf(t.id);
+          if (box.checked && i < 0) state.selected.push(t.id);
+          if (!box.checked && i >= 0) state.selected.splice(i, 1);
+          if (state.selected.length > 20) state.selected.shift();
+          loadCurves();
+        });
+        var gpus = t.gpus.length ? t.gpus.join(',') + (t.gpu_fraction !== null ? ' (' + fmt(t.gpu_fraction) + ')' : '') : '—';
+        var tr = el('tr', { 'data-trial-id': t.id, className: t.id === page.best_trial_id ? 'best' : '' },
+          el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
+          el('td', null, stateBadge('trial', t.state)), el('td', { text: t.agent || '—' }), el('td', { text: gpus }),
+          el('td', { className: 'num', text: String(t.attempts) }));
+        page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
+        page.columns.metrics.forEach(function (m) { tr.appendChild(el('td', { className: 'num', text: fmt(t.metrics[m]) })); });
+        body.appendChild(tr);
+      });
+      if (!page.trials.length) body.appendChild(el('tr', null, el('td', { colspan: 6 + page.columns.params.length + page.columns.metrics.length, className: 'muted', text: 'No trials match.' })));
+      table.replaceChildren(el('thead', null, head), body);
+      var from = page.total ? page.offset + 1 : 0, to = page.offset + page.trials.length;
+      pager.replaceChildren(
+        el('button', { text: '← prev', disabled: page.offset === 0 ? 'disabled' : null, onclick: function () { state.offset = Math.max(0, state.offset - PAGE_SIZE); loadTable(); } }),
+        el('span', { className: 'muted', text: from + '–' + to + ' of ' + page.total }),
+        el('button', { text: 'next →', disabled: to >= page.total ? 'disabled' : null, onclick: function () { state.offset += PAGE_SIZE; loadTable(); } }));
+    }
+
+    function loadTable() {
+      var q = '?limit=' + PAGE_SIZE + '&offset=' + state.offset + '&sort=' + encodeURIComponent(state.sort) + '&order=' + state.order;
+      if (state.states.length) q += '&state=' + state.states.join(',');
+      return api('/api/sweeps/' + sweepId + '/trials' + q).then(function (page) {
+        renderTable(page);
+        return loadCurves();
+      }).catch(function (e) { showError(table, e); });
+    }
+
+    function loadCurves() {
+      if (!state.selected || !state.selected.length || !state.metric) return emptyChart(curves, 'select trials with metrics');
+      return api('/api/series?points=400&metric=' + encodeURIComponent(state.metric) + '&trials=' + state.selected.join(','))
+        .then(function (r) {
+          drawLines(curves, r.series.map(function (s) {
+            return { label: '#' + s.trial_id, steps: s.steps, values: s.values, stopped: s.stopped };
+          }), state.metric);
+        }).catch(function (e) { showError(curves, e); });
+    }
+
+    function renderHistoryModes() {
+      historyModes.replaceChildren.apply(historyModes, [['index', 'by trial'], ['time', 'by time']].map(function (m) {
+        return el('button', { className: 'chip' + (state.historyMode === m[0] ? ' on' : ''), text: m[1], 'data-history-mode': m[0],
+          onclick: function () { state.historyMode = m[0]; renderHistoryModes(); renderHistory(); } });
+      }));
+    }
+
+    function renderHistory() {
+      if (!state.history) return;
+      var h = state.history;
+      drawHistory(history, h, state.historyMode, h.best ? h.best.trial_id : null);
+      historyNote.textContent = h.total + ' completed trial' + (h.total === 1 ? '' : 's') + ' with a value' +
+        (h.stride > 1 ? ' (every ' + h.stride + 'th shown, and each that improved the best)' : '') + '.';
+    }
+
+    function loadCharts() {
+      api('/api/sweeps/' + sweepId + '/history').then(function (h) { state.history = h; renderHistory(); })
+        .catch(function (e) { showError(history, e); });
+      var best = state.sweep && state.sweep.best ? state.sweep.best.trial_id : null;
+      api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) {
+        drawParallel(parallel, data, best);
+        scatters.replaceChildren();
+        data.params.forEach(function (p) {
+          var box = el('div', { className: 'chart' });
+          scatters.appendChild(box);
+          drawScatter(box, data, p, best);
+        });
+        if (!data.params.length) scatters.appendChild(el('div', { className: 'muted', text: 'no parameters' }));
+      }).catch(function (e) { showError(parallel, e); });
+      api('/api/sweeps/' + sweepId + '/importance').then(function (r) {
+        drawImportance(importance, r);
+        importanceNote.textContent = 'Method: ' + r.method + '. Sampled ' + r.sampled + ' of ' + r.population + ' trials.';
+      }).catch(function (e) { showError(importance, e); });
+    }
+
+    function loadAll() {
+      return api('/api/sweeps/' + sweepId).then(function (s) {
+        renderSummary(s);
+        loadTable();
+        loadCharts();
+      }).catch(function (e) { showError(root, e); });
+    }
+
+    var refreshTable = throttle(function () {
+      api('/api/sweeps/' + sweepId).then(renderSummary).catch(function () {});
+      loadTable();
+    }, 1000);
+    var refreshCharts = throttle(loadCharts, 5000);
+    renderToolbar();
+    renderHistoryModes();
+    loadAll();
+    return {
+      onChange: function (ev) {
+        if (ev.resync) { refreshTable(); refreshCharts(); return; }
+        var mine = ev.sweeps.some(function (s) { return s.id === sweepId; }) ||
+          ev.running.concat(ev.finished).some(function (t) { return t.sweep_id === sweepId; });
+        if (!mine) return;
+        refreshTable();
+        if (ev.finished.length || ev.sweeps.length) refreshCharts();
+      },
+      dispose: function () { refreshTable.cancel(); refreshCharts.cancel(); },
+      resize: function () { loadCurves(); loadCharts(); }
+    };
+  }
+
+  swept.sweepsView = sweepsView;
+  swept.sweepView = sweepView;
+})(window.swept);
