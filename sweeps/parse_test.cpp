@@ -392,6 +392,38 @@ TEST_CASE("sweeps.parse: early_terminate asha and median are accepted as written
   }
 }
 
+TEST_CASE("sweeps.parse: hyperband settings the rule cannot use are a warning, found at validation") {
+  // W&B accepts these (max_iter wins over min_iter; empty bands stop nothing);
+  // swept's rule refuses them, and says so before the sweep runs.
+  struct Case {
+    const char* et;
+    const char* path;
+  };
+  for (const Case& c : {Case{R"({"type": "hyperband", "min_iter": 3, "max_iter": 2, "s": 1})", "early_terminate.max_iter"},
+                        Case{R"({"type": "hyperband", "max_iter": 27, "s": 0})", "early_terminate.s"},
+                        Case{R"({"type": "hyperband", "max_iter": 2, "s": 1})", "early_terminate.max_iter"},
+                        Case{R"({"type": "hyperband", "min_iter": 3, "max_iter": 27})", "early_terminate.s"}}) {
+    CAPTURE(std::string(c.et));
+    const ParseOutcome outcome = parse_sweep(std::string(R"({"method": "grid", "metric": {"name": "loss"},
+        "parameters": {"a": {"value": 1}}, "early_terminate": )") + c.et + "}");
+    REQUIRE(outcome.problems.empty());
+    REQUIRE(outcome.warnings.size() == 1);
+    CHECK(outcome.warnings[0].path == c.path);
+    CHECK(outcome.warnings[0].message.find("swept cannot apply this rule") != std::string::npos);
+    CHECK(outcome.spec->early_terminate.is_null());
+  }
+}
+
+TEST_CASE("sweeps.parse: hyperband numbers written as strings are read as numbers") {
+  const ParseOutcome outcome = parse_sweep(R"({"method": "grid", "metric": {"name": "loss"},
+      "parameters": {"a": {"value": 1}},
+      "early_terminate": {"type": "hyperband", "max_iter": "27", "s": "2", "eta": "3"}})");
+  REQUIRE(outcome.problems.empty());
+  CHECK(outcome.warnings.size() == 3);  // one per quoted number, none about the rule
+  CHECK(outcome.spec->early_terminate ==
+        json::parse(R"({"type": "hyperband", "max_iter": 27, "s": 2.0, "eta": 3.0, "strict": true})"));
+}
+
 TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   const ParseOutcome outcome = parse_sweep(R"({
     "name": "mnist", "description": "lr sweep", "method": "random", "run_cap": 20, "seed": 18446744073709551615,
