@@ -24,12 +24,6 @@ const json* get_nested(const json& params, const std::vector<std::string>& names
   return at;
 }
 
-void set_nested(json& params, const std::vector<std::string>& names, json value) {
-  json* slot = &params;
-  for (size_t k = 0; k + 1 < names.size(); ++k) slot = &(*slot)[names[k]];
-  (*slot)[names.back()] = std::move(value);
-}
-
 // The CDF of the leaf's distribution at x (the inverse of value_at_quantile
 // up to its rounding).
 double quantile_of(const Leaf& leaf, double x) {
