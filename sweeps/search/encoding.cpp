@@ -81,7 +81,7 @@ Encoding encode_space(const ParameterSpace& space) {
   return e;
 }
 
-std::optional<std::vector<double>> encode(const Encoding& e, const json& params) {
+std::optional<std::vector<double>> to_point(const Encoding& e, const json& params) {
   std::vector<double> point;
   point.reserve(e.dims.size());
   for (const Dimension& d : e.dims) {
@@ -102,7 +102,7 @@ std::optional<std::vector<double>> encode(const Encoding& e, const json& params)
   return point;
 }
 
-json decode(const Encoding& e, const std::vector<double>& point) {
+json to_params(const Encoding& e, const std::vector<double>& point) {
   json params = json::object();
   size_t i = 0;
   for (const Leaf& leaf : e.space->leaves) {
@@ -123,7 +123,7 @@ json decode(const Encoding& e, const std::vector<double>& point) {
 }
 
 std::vector<double> snap(const Encoding& e, const std::vector<double>& point) {
-  auto back = encode(e, decode(e, point));
+  auto back = to_point(e, to_params(e, point));
   return back ? *back : point;
 }
 
