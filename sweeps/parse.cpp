@@ -123,12 +123,16 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
     ck.add(p, "expected an object like {\"type\": \"hyperband\", \"min_iter\": 3}, found " + found(e));
     return;
   }
+  // The rule compares on the metric's goal (parse_metric ran first). The
+  // metric is checked on its own: without a valid one the file is refused
+  // anyway, so any goal will do then.
+  const Metric metric = spec.metric.value_or(Metric{"metric", Goal::kMinimize});
   // swept's own rules (asha, median): their keys and checks are
   // stopping/rule_parse.cpp's, the one place that reads them.
   if (e.contains("type") && (e["type"] == "asha" || e["type"] == "median")) {
-    auto rule = stopping::parse_rule(e, Metric{"metric", Goal::kMinimize});  // the metric is checked on its own
+    auto rule = stopping::parse_rule(e, metric);
     if (rule.ok()) {
-      spec.early_terminate = e;
+      spec.early_terminate = std::move(rule).value();
       return;
     }
     const auto [path, message] = split_refusal(rule.status().message());
@@ -192,13 +196,13 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
   // max_iter beside min_iter (max_iter wins); swept's rule refuses them. Said
   // here, as a warning since W&B goes on, rather than only in the scheduler's
   // log once the sweep runs: its trials run to the end either way.
-  auto rule = stopping::parse_rule(normalized, Metric{"metric", Goal::kMinimize});
+  auto rule = stopping::parse_rule(normalized, metric);
   if (!rule.ok()) {
     const auto [path, message] = split_refusal(rule.status().message());
     ck.warn(path, message + "; swept cannot apply this rule, so the sweep's trials would run to the end");
     return;
   }
-  spec.early_terminate = normalized;
+  spec.early_terminate = std::move(rule).value();
 }
 
 void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
