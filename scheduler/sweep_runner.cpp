@@ -350,15 +350,8 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
 }
 
 Status SweepRunner::make_stopper(Active& s, bool load) {
-  if (s.spec.early_terminate.is_null() || !s.spec.metric) return Status::Ok();
-  auto rule = sweeps::stopping::parse_rule(s.spec.early_terminate, s.spec.metric);
-  if (!rule.ok()) {
-    // The parser accepted it; a stricter stopping/ may not.
-    log::error("sweep " + std::to_string(s.id) + ": early_terminate cannot be used (" + rule.status().message() +
-               "); its trials run to the end");
-    return Status::Ok();
-  }
-  s.stopper.emplace(std::move(*rule), s.spec.metric->name);
+  if (!s.spec.early_terminate || !s.spec.metric) return Status::Ok();
+  s.stopper.emplace(*s.spec.early_terminate, s.spec.metric->name);
   if (!load) return Status::Ok();
   auto rows = store_.metric_curves(s.id, s.spec.metric->name);
   if (!rows.ok()) return rows.status();

@@ -110,24 +110,33 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
   if (ok) spec.metric = metric;
 }
 
+// Splits stopping::parse_rule's refusal "path: message" into its two parts.
+std::pair<std::string, std::string> split_refusal(const std::string& msg) {
+  const size_t colon = msg.find(": ");
+  if (colon == std::string::npos) return {"early_terminate", msg};
+  return {msg.substr(0, colon), msg.substr(colon + 2)};
+}
+
 void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
   const std::string p = "early_terminate";
   if (!e.is_object()) {
     ck.add(p, "expected an object like {\"type\": \"hyperband\", \"min_iter\": 3}, found " + found(e));
     return;
   }
+  // The rule compares on the metric's goal (parse_metric ran first). The
+  // metric is checked on its own: without a valid one the file is refused
+  // anyway, so any goal will do then.
+  const Metric metric = spec.metric.value_or(Metric{"metric", Goal::kMinimize});
   // swept's own rules (asha, median): their keys and checks are
   // stopping/rule_parse.cpp's, the one place that reads them.
   if (e.contains("type") && (e["type"] == "asha" || e["type"] == "median")) {
-    auto rule = stopping::parse_rule(e, Metric{"metric", Goal::kMinimize});  // the metric is checked on its own
+    auto rule = stopping::parse_rule(e, metric);
     if (rule.ok()) {
-      spec.early_terminate = e;
+      spec.early_terminate = std::move(rule).value();
       return;
     }
-    const std::string& msg = rule.status().message();
-    const size_t colon = msg.find(": ");
-    if (colon == std::string::npos) ck.add(p, msg);
-    else ck.add(msg.substr(0, colon), msg.substr(colon + 2));
+    const auto [path, message] = split_refusal(rule.status().message());
+    ck.add(path, message);
     return;
   }
   ck.only_keys(e, p, {"type", "min_iter", "max_iter", "s", "eta", "strict"});
@@ -156,7 +165,7 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
       ck.add(p + ".s", "expected a whole number of brackets between 0 and 64, found " + found(e["s"]));
       ok = false;
     } else if (v) {
-      normalized["s"] = e["s"];
+      normalized["s"] = e["s"].is_number() ? e["s"] : json(*v);  // "3" as the number 3: stopping/ reads numbers
     } else {
       ok = false;
     }
@@ -168,7 +177,7 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
       ck.add(p + ".eta", "expected a number > 1, found " + found(e["eta"]));
       ok = false;
     } else if (v) {
-      normalized["eta"] = e["eta"];
+      normalized["eta"] = e["eta"].is_number() ? e["eta"] : json(*v);
     } else {
       ok = false;
     }
@@ -182,7 +191,18 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
     ck.add(p, "expected min_iter, or both max_iter and s (hyperband needs its brackets), found neither");
     ok = false;
   }
-  if (ok) spec.early_terminate = normalized;
+  if (!ok) return;
+  // W&B accepts bands that come out empty (max_iter / eta below 1, s 0) and
+  // max_iter beside min_iter (max_iter wins); swept's rule refuses them. Said
+  // here, as a warning since W&B goes on, rather than only in the scheduler's
+  // log once the sweep runs: its trials run to the end either way.
+  auto rule = stopping::parse_rule(normalized, metric);
+  if (!rule.ok()) {
+    const auto [path, message] = split_refusal(rule.status().message());
+    ck.warn(path, message + "; swept cannot apply this rule, so the sweep's trials would run to the end");
+    return;
+  }
+  spec.early_terminate = std::move(rule).value();
 }
 
 void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {

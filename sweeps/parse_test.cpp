@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "sweeps/search/search.h"
@@ -380,16 +381,73 @@ TEST_CASE("sweeps.parse: method bayes and tpe carry their searcher's settings, o
   CHECK(!grid.spec->search);
 }
 
-TEST_CASE("sweeps.parse: early_terminate asha and median are accepted as written") {
-  for (const char* et : {R"({"type": "asha", "min_resource": 2, "reduction_factor": 3})",
-                         R"({"type": "asha", "min_resource": "auto"})",
-                         R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 5, "interval_steps": 2})"}) {
-    CAPTURE(std::string(et));
+// The rule a file's early_terminate becomes, with metric {name: loss, goal: `goal`}.
+stopping::Rule rule_of(const std::string& early_terminate, const std::string& goal = "minimize") {
+  const ParseOutcome outcome = parse_sweep(R"({"method": "grid", "metric": {"name": "loss", "goal": ")" + goal + R"("},
+      "parameters": {"a": {"value": 1}}, "early_terminate": )" + early_terminate + "}");
+  REQUIRE(outcome.problems.empty());
+  REQUIRE(outcome.spec->early_terminate.has_value());
+  return *outcome.spec->early_terminate;
+}
+
+TEST_CASE("sweeps.parse: early_terminate asha and median become their typed rules as written") {
+  const stopping::Rule asha = rule_of(R"({"type": "asha", "min_resource": 2, "reduction_factor": 3})", "maximize");
+  CHECK(asha.type == stopping::RuleType::kAsha);
+  CHECK(asha.goal == Goal::kMaximize);  // the metric's goal
+  const auto& a = std::get<stopping::AshaSettings>(asha.settings);
+  CHECK(a.min_resource == 2);
+  CHECK(a.reduction_factor == 3);
+  CHECK(a.min_early_stopping_rate == 0);
+  CHECK(a.bootstrap_count == 0);
+
+  const stopping::Rule automatic = rule_of(R"({"type": "asha", "min_resource": "auto"})");
+  CHECK(automatic.goal == Goal::kMinimize);
+  CHECK_FALSE(std::get<stopping::AshaSettings>(automatic.settings).min_resource.has_value());
+
+  const stopping::Rule median = rule_of(R"({"type": "median", "n_startup_trials": 3, "n_warmup_steps": 5, "interval_steps": 2})");
+  CHECK(median.type == stopping::RuleType::kMedian);
+  const auto& m = std::get<stopping::PercentileSettings>(median.settings);
+  CHECK(m.percentile == 50);
+  CHECK(m.n_startup_trials == 3);
+  CHECK(m.n_warmup_steps == 5);
+  CHECK(m.interval_steps == 2);
+  CHECK(m.n_min_trials == 1);
+}
+
+TEST_CASE("sweeps.parse: hyperband settings the rule cannot use are a warning, found at validation") {
+  // W&B accepts these (max_iter wins over min_iter; empty bands stop nothing);
+  // swept's rule refuses them, and says so before the sweep runs.
+  struct Case {
+    const char* et;
+    const char* path;
+  };
+  for (const Case& c : {Case{R"({"type": "hyperband", "min_iter": 3, "max_iter": 2, "s": 1})", "early_terminate.max_iter"},
+                        Case{R"({"type": "hyperband", "max_iter": 27, "s": 0})", "early_terminate.s"},
+                        Case{R"({"type": "hyperband", "max_iter": 2, "s": 1})", "early_terminate.max_iter"},
+                        Case{R"({"type": "hyperband", "min_iter": 3, "max_iter": 27})", "early_terminate.s"}}) {
+    CAPTURE(std::string(c.et));
     const ParseOutcome outcome = parse_sweep(std::string(R"({"method": "grid", "metric": {"name": "loss"},
-        "parameters": {"a": {"value": 1}}, "early_terminate": )") + et + "}");
+        "parameters": {"a": {"value": 1}}, "early_terminate": )") + c.et + "}");
     REQUIRE(outcome.problems.empty());
-    CHECK(outcome.spec->early_terminate == json::parse(et));
+    REQUIRE(outcome.warnings.size() == 1);
+    CHECK(outcome.warnings[0].path == c.path);
+    CHECK(outcome.warnings[0].message.find("swept cannot apply this rule") != std::string::npos);
+    CHECK_FALSE(outcome.spec->early_terminate.has_value());
   }
+}
+
+TEST_CASE("sweeps.parse: hyperband numbers written as strings are read as numbers") {
+  const ParseOutcome outcome = parse_sweep(R"({"method": "grid", "metric": {"name": "loss"},
+      "parameters": {"a": {"value": 1}},
+      "early_terminate": {"type": "hyperband", "max_iter": "27", "s": "2", "eta": "3"}})");
+  REQUIRE(outcome.problems.empty());
+  CHECK(outcome.warnings.size() == 3);  // one per quoted number, none about the rule
+  REQUIRE(outcome.spec->early_terminate.has_value());
+  const auto& h = std::get<stopping::HyperbandSettings>(outcome.spec->early_terminate->settings);
+  CHECK(h.max_iter == 27.0);
+  CHECK(h.s == 2);
+  CHECK(h.eta == 3.0);
+  CHECK_FALSE(h.min_iter.has_value());
 }
 
 TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
@@ -413,7 +471,14 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   CHECK(s.metric->goal == Goal::kMaximize);
   CHECK(s.program == "train.py");
   CHECK(s.command.size() == 4);
-  CHECK(s.early_terminate == json::parse(R"({"type": "hyperband", "min_iter": 3, "eta": 3, "strict": true})"));
+  REQUIRE(s.early_terminate.has_value());
+  CHECK(s.early_terminate->type == stopping::RuleType::kHyperband);
+  CHECK(s.early_terminate->goal == Goal::kMaximize);
+  const auto& hyperband = std::get<stopping::HyperbandSettings>(s.early_terminate->settings);
+  CHECK(hyperband.min_iter == 3.0);
+  CHECK_FALSE(hyperband.max_iter.has_value());
+  CHECK(hyperband.eta == 3.0);
+  CHECK(hyperband.strict);
   CHECK(s.resources.gpus == 2);
   CHECK(s.resources.cpus == 4);
   CHECK(s.resources.gpu_memory_fraction == 0.0);
@@ -430,7 +495,7 @@ TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1
   CHECK(a.spec->name.empty());
   CHECK_FALSE(a.spec->metric.has_value());
   CHECK_FALSE(a.spec->run_cap.has_value());
-  CHECK(a.spec->early_terminate.is_null());
+  CHECK_FALSE(a.spec->early_terminate.has_value());
   CHECK(a.spec->resources.gpus == 0);
   CHECK(a.spec->resources.cpus == 1);
   CHECK(a.spec->max_parallel == 0);

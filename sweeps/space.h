@@ -1,5 +1,6 @@
-// The parsed parameter tree (ParameterSpace, opaque outside sweeps/) and the
-// per-parameter value functions both searchers use. Internal header.
+// The parsed parameter tree (ParameterSpace, opaque outside sweeps/), the
+// per-parameter value functions every searcher uses, and grid and random
+// search's trials. Internal header.
 //
 // Invariants (established by parse_sweep, relied on everywhere else):
 // - `leaves` are in depth-first order with names sorted (byte order) at each
@@ -67,13 +68,25 @@ struct ParameterSpace {
   int64_t grid_size = 0;             // product of radix; 0 when not gridable
 };
 
+// Grid search (search/grid.cpp).
 // How many values a gridable leaf takes in a grid (numpy.arange for q_uniform).
 int64_t grid_radix(const Leaf& leaf);
 // The grid's i-th value of a gridable leaf, 0 <= i < grid_radix(leaf).
 nlohmann::json grid_value(const Leaf& leaf, int64_t i);
+// Trial `index` of an explicit list, or of a grid (also random search without
+// replacement), walked in order or by the seeded permutation. Precondition:
+// the space is an explicit list or gridable (grid_size > 0).
+nlohmann::json grid_trial_params(const SweepSpec& spec, int64_t index);
+
+// Random search (search/random.cpp).
 // The random-search value of a leaf at the uniform number u in (0, 1): W&B's
 // HyperParameter.ppf, with our own inverse CDFs.
 nlohmann::json value_at_quantile(const Leaf& leaf, double u);
+// Trial `index` of random search: each leaf at its own seeded uniform.
+nlohmann::json random_trial_params(const SweepSpec& spec, int64_t index);
+
+// Sets params[names...] = value, creating nested objects on the way (expand.cpp).
+void set_nested(nlohmann::json& params, const std::vector<std::string>& names, nlohmann::json value);
 
 // Parses one parameter's settings as a sweep file would give them (for the
 // conformance tests of the inverse CDFs). Problems are paths under `name`.

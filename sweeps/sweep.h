@@ -21,6 +21,8 @@
 
 #include "common/protocol.h"
 #include "common/status.h"
+#include "sweeps/metric.h"         // Goal, Metric
+#include "sweeps/stopping/rule.h"  // stopping::Rule
 
 namespace swept::sweeps {
 
@@ -60,13 +62,6 @@ enum class Method { kGrid, kRandom, kBayes, kTpe };
 namespace search {
 struct SearchSettings;  // search/search.h
 }
-enum class Goal { kMinimize, kMaximize };
-
-struct Metric {
-  std::string name;
-  Goal goal = Goal::kMinimize;
-};
-
 // swept's `resources` key.
 struct Resources {
   int gpus = 0;                      // whole GPUs per trial (a gang on one agent)
@@ -84,7 +79,9 @@ struct SweepSpec {
   std::optional<int64_t> run_cap;
   std::optional<std::string> program;
   std::vector<std::string> command;  // with macros; empty = the default command
-  nlohmann::json early_terminate;    // validated (stopping/stopping.h reads it); null when absent
+  // The early_terminate rule, parsed once here, comparing on the metric's goal;
+  // nullopt when the file has none (or one W&B accepts that swept cannot apply: a warning).
+  std::optional<stopping::Rule> early_terminate;
   // method bayes or tpe: the searcher's settings (search::parse_search_settings); null otherwise.
   std::shared_ptr<const search::SearchSettings> search;
   Resources resources;

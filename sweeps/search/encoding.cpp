@@ -24,12 +24,6 @@ const json* get_nested(const json& params, const std::vector<std::string>& names
   return at;
 }
 
-void set_nested(json& params, const std::vector<std::string>& names, json value) {
-  json* slot = &params;
-  for (size_t k = 0; k + 1 < names.size(); ++k) slot = &(*slot)[names[k]];
-  (*slot)[names.back()] = std::move(value);
-}
-
 // The CDF of the leaf's distribution at x (the inverse of value_at_quantile
 // up to its rounding).
 double quantile_of(const Leaf& leaf, double x) {
@@ -87,7 +81,7 @@ Encoding encode_space(const ParameterSpace& space) {
   return e;
 }
 
-std::optional<std::vector<double>> encode(const Encoding& e, const json& params) {
+std::optional<std::vector<double>> to_point(const Encoding& e, const json& params) {
   std::vector<double> point;
   point.reserve(e.dims.size());
   for (const Dimension& d : e.dims) {
@@ -108,7 +102,7 @@ std::optional<std::vector<double>> encode(const Encoding& e, const json& params)
   return point;
 }
 
-json decode(const Encoding& e, const std::vector<double>& point) {
+json to_params(const Encoding& e, const std::vector<double>& point) {
   json params = json::object();
   size_t i = 0;
   for (const Leaf& leaf : e.space->leaves) {
@@ -129,7 +123,7 @@ json decode(const Encoding& e, const std::vector<double>& point) {
 }
 
 std::vector<double> snap(const Encoding& e, const std::vector<double>& point) {
-  auto back = encode(e, decode(e, point));
+  auto back = to_point(e, to_params(e, point));
   return back ? *back : point;
 }
 

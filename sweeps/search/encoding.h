@@ -35,15 +35,16 @@ struct Encoding {
 
 Encoding encode_space(const ParameterSpace& space);
 
-// A point: dims.size() numbers, u in (0, 1) for numeric dims, the choice index
+// A trial's params as a point in the searchers' coordinates (named apart from
+// protocol::encode, which is the wire's): dims.size() numbers, u in (0, 1) for numeric dims, the choice index
 // for categorical ones. nullopt when params lack a parameter or hold a value
 // the space cannot hold (a trial from another version of the sweep).
-std::optional<std::vector<double>> encode(const Encoding& e, const nlohmann::json& params);
+std::optional<std::vector<double>> to_point(const Encoding& e, const nlohmann::json& params);
 
-// The params of a point (nested, constants included).
-nlohmann::json decode(const Encoding& e, const std::vector<double>& point);
+// The way back: the params of a point (nested, constants included).
+nlohmann::json to_params(const Encoding& e, const std::vector<double>& point);
 
-// Snaps a point to what decode would produce (numeric u to the middle of its
+// Snaps a point to what to_params would produce (numeric u to the middle of its
 // cell for discrete parameters), so that the models compare like with like.
 std::vector<double> snap(const Encoding& e, const std::vector<double>& point);
 

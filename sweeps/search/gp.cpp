@@ -229,46 +229,47 @@ std::vector<size_t> model_points(const ModelInput& in, size_t cap) {
   return out;
 }
 
-}  // namespace
-
-Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput& in, ModelState* state) {
-  const Encoding& enc = *in.encoding;
-  const Features f = features_of(enc);
-  const std::vector<size_t> idx = model_points(in, static_cast<size_t>(s.max_model_trials));
-  if (idx.size() < 2) return Status::FailedPrecondition("a single trial: nothing to fit");
+// The model's training rows: the features of the chosen points, and their values.
+void training_rows(const ModelInput& in, const Features& f, const std::vector<size_t>& idx, MatrixXd* x, VectorXd* y) {
   const auto n = static_cast<Eigen::Index>(idx.size());
-  const auto cols = static_cast<Eigen::Index>(f.param_of_col.size());
-  MatrixXd x(n, cols);
-  VectorXd y(n);
+  x->resize(n, static_cast<Eigen::Index>(f.param_of_col.size()));
+  y->resize(n);
   for (Eigen::Index i = 0; i < n; ++i) {
-    x.row(i) = featurize(enc, f, in.x[idx[static_cast<size_t>(i)]]).transpose();
-    y(i) = in.y[idx[static_cast<size_t>(i)]];
+    x->row(i) = featurize(*in.encoding, f, in.x[idx[static_cast<size_t>(i)]]).transpose();
+    (*y)(i) = in.y[idx[static_cast<size_t>(i)]];
   }
-  const double mean = y.mean();
-  const double sd = std::sqrt((y.array() - mean).square().sum() / static_cast<double>(n));
-  if (!(sd > 1e-12 * std::max(1.0, std::fabs(mean))))
-    return Status::FailedPrecondition("all " + std::to_string(n) + " values are equal: nothing to learn from");
-  // Copula transform (Salinas et al. 2020): each value becomes the normal score
-  // of its rank, ties sharing their mean rank. The GP then models the order of
-  // the values, not their scale, so one diverged or imputed trial (or a cliff
-  // in the objective) cannot flatten the rest; EI is taken on that scale too.
-  VectorXd ys(n);
-  {
-    std::vector<Eigen::Index> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y(a) < y(b); });
-    for (size_t i = 0; i < order.size();) {
-      size_t j = i;
-      while (j + 1 < order.size() && y(order[j + 1]) == y(order[i])) ++j;
-      const double rank = 0.5 * static_cast<double>(i + j);  // mean rank of the tie group, from 0
-      const double q = (rank + 0.5) / static_cast<double>(n);
-      for (size_t k = i; k <= j; ++k) ys(order[k]) = numeric::normal_quantile(q);
-      i = j + 1;
-    }
-    ys.array() -= ys.mean();
-  }
+}
 
-  // Fit the hyperparameters.
+// Copula transform (Salinas et al. 2020): each value becomes the normal score
+// of its rank, ties sharing their mean rank. The GP then models the order of
+// the values, not their scale, so one diverged or imputed trial (or a cliff
+// in the objective) cannot flatten the rest; EI is taken on that scale too.
+VectorXd normal_scores(const VectorXd& y) {
+  const Eigen::Index n = y.size();
+  VectorXd ys(n);
+  std::vector<Eigen::Index> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](Eigen::Index a, Eigen::Index b) { return y(a) < y(b); });
+  for (size_t i = 0; i < order.size();) {
+    size_t j = i;
+    while (j + 1 < order.size() && y(order[j + 1]) == y(order[i])) ++j;
+    const double rank = 0.5 * static_cast<double>(i + j);  // mean rank of the tie group, from 0
+    const double q = (rank + 0.5) / static_cast<double>(n);
+    for (size_t k = i; k <= j; ++k) ys(order[k]) = numeric::normal_quantile(q);
+    i = j + 1;
+  }
+  ys.array() -= ys.mean();
+  return ys;
+}
+
+// The hyperparameters theta = [log l_1 .. log l_P, log s2, log noise] that
+// minimise NegLogPosterior, and its value there.
+struct Fit {
+  VectorXd theta;
+  double neg_log_posterior = 0;
+};
+
+Result<Fit> fit_hyperparameters(const MatrixXd& x, const Features& f, const VectorXd& ys) {
   const int p = f.n_params;
   const std::vector<MatrixXd> sq = squared_differences(x, x, f);
   NegLogPosterior objective(sq, ys);
@@ -292,123 +293,184 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   }
   if (!std::isfinite(objective.best_value()) || objective.best_value() >= 1e10)
     return Status::FailedPrecondition("the kernel matrix could not be factored for any hyperparameters tried");
-  theta = objective.best_theta();
+  return Fit{objective.best_theta(), objective.best_value()};
+}
 
-  Posterior post;
-  post.enc = &enc;
-  post.f = &f;
-  post.x = x;
-  post.inv_ls2 = (-2.0 * theta.head(p)).array().exp();
-  post.s2 = std::exp(theta(p));
-  const double noise = std::exp(theta(p + 1));
-  if (!factor(&post, ys, noise)) return Status::FailedPrecondition("the fitted kernel matrix is not positive definite");
-  const double incumbent = ys.minCoeff();
+// Kriging believer: the newest pending points (at most `cap`) join the model
+// with the posterior mean as their value.
+Status add_pending(Posterior* post, const ModelInput& in, const VectorXd& ys, double noise, size_t cap) {
+  if (in.pending.empty()) return Status::Ok();
+  const Eigen::Index cols = post->x.cols();
+  const size_t n_pending = std::min(in.pending.size(), cap);
+  MatrixXd xp(static_cast<Eigen::Index>(n_pending), cols);
+  for (size_t i = 0; i < n_pending; ++i)
+    xp.row(static_cast<Eigen::Index>(i)) = featurize(*in.encoding, *post->f, in.pending[in.pending.size() - n_pending + i]).transpose();
+  VectorXd mp, vp;
+  post->predict(xp, &mp, &vp);
+  MatrixXd xa(post->x.rows() + xp.rows(), cols);
+  xa << post->x, xp;
+  VectorXd ya(ys.size() + xp.rows());
+  ya << ys, mp;
+  post->x = xa;
+  if (!factor(post, ya, noise)) return Status::FailedPrecondition("the model with pending trials is not positive definite");
+  return Status::Ok();
+}
 
-  // Kriging believer: pending points join with the posterior mean as their value.
-  if (!in.pending.empty()) {
-    const size_t n_pending = std::min(in.pending.size(), static_cast<size_t>(s.max_model_trials));
-    MatrixXd xp(static_cast<Eigen::Index>(n_pending), cols);
-    for (size_t i = 0; i < n_pending; ++i)
-      xp.row(static_cast<Eigen::Index>(i)) = featurize(enc, f, in.pending[in.pending.size() - n_pending + i]).transpose();
-    VectorXd mp, vp;
-    post.predict(xp, &mp, &vp);
-    MatrixXd xa(n + xp.rows(), cols);
-    xa << x, xp;
-    VectorXd ya(n + xp.rows());
-    ya << ys, mp;
-    post.x = xa;
-    if (!factor(&post, ya, noise)) return Status::FailedPrecondition("the model with pending trials is not positive definite");
+// Candidate points: uniform ones and perturbations of given ones, all drawn
+// from one stream, so the order of the calls is part of the result.
+class CandidateSampler {
+ public:
+  explicit CandidateSampler(const ModelInput& in) : enc_(*in.encoding), rng_(in, 0x62617965732d6361ULL) {}  // "bayes-ca"
+
+  std::vector<double> random_point() {
+    std::vector<double> c(enc_.dims.size());
+    for (size_t k = 0; k < enc_.dims.size(); ++k)
+      c[k] = enc_.dims[k].categorical ? std::floor(rng_.next() * static_cast<double>(enc_.dims[k].n_choices)) : rng_.next();
+    return c;
   }
 
-  // Candidates: uniform ones and perturbations of the best model points.
-  Stream rng(in, 0x62617965732d6361ULL);  // "bayes-ca"
-  std::vector<std::vector<double>> cand;
-  const size_t n_random = static_cast<size_t>(s.n_candidates) / 2;
-  auto random_point = [&]() {
-    std::vector<double> c(enc.dims.size());
-    for (size_t k = 0; k < enc.dims.size(); ++k)
-      c[k] = enc.dims[k].categorical ? std::floor(rng.next() * static_cast<double>(enc.dims[k].n_choices)) : rng.next();
-    return c;
-  };
-  auto perturb = [&](const std::vector<double>& base, double scale) {
+  // Numeric coordinates moved by a normal step of `scale`; each categorical
+  // one redrawn with probability 0.15.
+  std::vector<double> perturb(const std::vector<double>& base, double scale) {
     std::vector<double> c = base;
-    for (size_t k = 0; k < enc.dims.size(); ++k) {
-      if (enc.dims[k].categorical) {
-        if (rng.next() < 0.15) c[k] = std::floor(rng.next() * static_cast<double>(enc.dims[k].n_choices));
+    for (size_t k = 0; k < enc_.dims.size(); ++k) {
+      if (enc_.dims[k].categorical) {
+        if (rng_.next() < 0.15) c[k] = std::floor(rng_.next() * static_cast<double>(enc_.dims[k].n_choices));
       } else {
-        c[k] = std::clamp(c[k] + scale * numeric::normal_quantile(rng.next()), 0.0, 1.0);
+        c[k] = std::clamp(c[k] + scale * numeric::normal_quantile(rng_.next()), 0.0, 1.0);
       }
     }
     return c;
-  };
-  for (size_t i = 0; i < n_random; ++i) cand.push_back(random_point());
+  }
+
+ private:
+  const Encoding& enc_;
+  Stream rng_;
+};
+
+// The first candidates: half of n_candidates uniform, the rest perturbations
+// of the best five model points (by normal score, ties to the earlier) in turn.
+std::vector<std::vector<double>> first_candidates(CandidateSampler& sampler, const BayesSettings& s, const ModelInput& in,
+                                                  const std::vector<size_t>& idx, const VectorXd& ys) {
+  std::vector<std::vector<double>> cand;
+  const size_t n_random = static_cast<size_t>(s.n_candidates) / 2;
+  for (size_t i = 0; i < n_random; ++i) cand.push_back(sampler.random_point());
   std::vector<size_t> best_points(idx.size());
   std::iota(best_points.begin(), best_points.end(), 0);
   std::stable_sort(best_points.begin(), best_points.end(), [&](size_t a, size_t b) { return ys(static_cast<Eigen::Index>(a)) < ys(static_cast<Eigen::Index>(b)); });
   const size_t n_seeds = std::min<size_t>(5, best_points.size());
   for (size_t i = n_random; i < static_cast<size_t>(s.n_candidates); ++i)
-    cand.push_back(perturb(in.x[idx[best_points[i % n_seeds]]], 0.1));
+    cand.push_back(sampler.perturb(in.x[idx[best_points[i % n_seeds]]], 0.1));
+  return cand;
+}
 
-  auto score = [&](const std::vector<std::vector<double>>& pts, std::vector<double>* log_ei, VectorXd* mu, VectorXd* var) {
-    MatrixXd c(static_cast<Eigen::Index>(pts.size()), cols);
-    for (size_t i = 0; i < pts.size(); ++i) c.row(static_cast<Eigen::Index>(i)) = featurize(enc, f, pts[i]).transpose();
-    post.predict(c, mu, var);
-    log_ei->resize(pts.size());
-    for (size_t i = 0; i < pts.size(); ++i) {
-      const double sigma = std::sqrt((*var)(static_cast<Eigen::Index>(i)));
-      const double z = (incumbent - (*mu)(static_cast<Eigen::Index>(i)) - s.xi) / sigma;
-      (*log_ei)[i] = std::log(sigma) + log_h(z);
-    }
-  };
-  std::vector<double> lei;
+// Candidates with their scores: log expected improvement, and the
+// posterior mean and variance it came from, one entry per point.
+struct Scored {
+  std::vector<std::vector<double>> points;
+  std::vector<double> log_ei;
   VectorXd mu, var;
-  score(cand, &lei, &mu, &var);
-  // Refine: shrinking perturbations around the best few.
+};
+
+// The acquisition: log EI below `incumbent` (less the margin xi) at each point.
+void score(const Posterior& post, double incumbent, double xi, const std::vector<std::vector<double>>& pts,
+           std::vector<double>* log_ei, VectorXd* mu, VectorXd* var) {
+  MatrixXd c(static_cast<Eigen::Index>(pts.size()), static_cast<Eigen::Index>(post.f->param_of_col.size()));
+  for (size_t i = 0; i < pts.size(); ++i) c.row(static_cast<Eigen::Index>(i)) = featurize(*post.enc, *post.f, pts[i]).transpose();
+  post.predict(c, mu, var);
+  log_ei->resize(pts.size());
+  for (size_t i = 0; i < pts.size(); ++i) {
+    const double sigma = std::sqrt((*var)(static_cast<Eigen::Index>(i)));
+    const double z = (incumbent - (*mu)(static_cast<Eigen::Index>(i)) - xi) / sigma;
+    (*log_ei)[i] = std::log(sigma) + log_h(z);
+  }
+}
+
+// Four rounds of shrinking perturbations (32 each) around the n_local_starts
+// best candidates so far, each round's points scored and appended.
+void refine(const Posterior& post, double incumbent, const BayesSettings& s, CandidateSampler& sampler, Scored* sc) {
   for (int round = 0; round < 4; ++round) {
-    std::vector<size_t> order(cand.size());
+    std::vector<size_t> order(sc->points.size());
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + std::min<size_t>(s.n_local_starts, order.size()), order.end(),
-                      [&](size_t a, size_t b) { return lei[a] > lei[b]; });
+                      [&](size_t a, size_t b) { return sc->log_ei[a] > sc->log_ei[b]; });
     std::vector<std::vector<double>> local;
     for (int st = 0; st < s.n_local_starts && st < static_cast<int>(order.size()); ++st)
-      for (int j = 0; j < 32; ++j) local.push_back(perturb(cand[order[static_cast<size_t>(st)]], 0.1 / std::pow(3.0, round)));
+      for (int j = 0; j < 32; ++j) local.push_back(sampler.perturb(sc->points[order[static_cast<size_t>(st)]], 0.1 / std::pow(3.0, round)));
     std::vector<double> lei2;
     VectorXd mu2, var2;
-    score(local, &lei2, &mu2, &var2);
-    cand.insert(cand.end(), local.begin(), local.end());
-    lei.insert(lei.end(), lei2.begin(), lei2.end());
-    VectorXd m3(mu.size() + mu2.size()), v3(var.size() + var2.size());
-    m3 << mu, mu2;
-    v3 << var, var2;
-    mu = m3, var = v3;
+    score(post, incumbent, s.xi, local, &lei2, &mu2, &var2);
+    sc->points.insert(sc->points.end(), local.begin(), local.end());
+    sc->log_ei.insert(sc->log_ei.end(), lei2.begin(), lei2.end());
+    VectorXd m3(sc->mu.size() + mu2.size()), v3(sc->var.size() + var2.size());
+    m3 << sc->mu, mu2;
+    v3 << sc->var, var2;
+    sc->mu = m3, sc->var = v3;
   }
-  // The best candidate that, snapped to the values it stands for, is not a trial already run or pending.
-  std::vector<size_t> order(cand.size());
+}
+
+// The best candidate that, snapped to the values it stands for, is not a
+// trial already run or pending (among the best 32; else the best one,
+// snapped): its point, and its index among the candidates.
+std::pair<std::vector<double>, size_t> choose(const Encoding& enc, const ModelInput& in, const Scored& sc) {
+  std::vector<size_t> order(sc.points.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return lei[a] > lei[b]; });
-  std::vector<double> chosen;
-  size_t chosen_i = order[0];
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sc.log_ei[a] > sc.log_ei[b]; });
   for (size_t t = 0; t < std::min<size_t>(32, order.size()); ++t) {
-    std::vector<double> snapped = snap(enc, cand[order[t]]);
+    std::vector<double> snapped = snap(enc, sc.points[order[t]]);
     bool seen = std::find(in.x.begin(), in.x.end(), snapped) != in.x.end() ||
                 std::find(in.pending.begin(), in.pending.end(), snapped) != in.pending.end();
-    if (!seen) {
-      chosen = std::move(snapped);
-      chosen_i = order[t];
-      break;
-    }
+    if (!seen) return {std::move(snapped), order[t]};
   }
-  if (chosen.empty()) chosen = snap(enc, cand[order[0]]);
+  return {snap(enc, sc.points[order[0]]), order[0]};
+}
+
+}  // namespace
+
+Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput& in, ModelState* state) {
+  const Encoding& enc = *in.encoding;
+  const Features f = features_of(enc);
+  const std::vector<size_t> idx = model_points(in, static_cast<size_t>(s.max_model_trials));
+  if (idx.size() < 2) return Status::FailedPrecondition("a single trial: nothing to fit");
+  MatrixXd x;
+  VectorXd y;
+  training_rows(in, f, idx, &x, &y);
+  const Eigen::Index n = x.rows();
+  const double mean = y.mean();
+  const double sd = std::sqrt((y.array() - mean).square().sum() / static_cast<double>(n));
+  if (!(sd > 1e-12 * std::max(1.0, std::fabs(mean))))
+    return Status::FailedPrecondition("all " + std::to_string(n) + " values are equal: nothing to learn from");
+  const VectorXd ys = normal_scores(y);
+  SWEPT_ASSIGN_OR_RETURN(fit, fit_hyperparameters(x, f, ys));
+
+  const int p = f.n_params;
+  Posterior post;
+  post.enc = &enc;
+  post.f = &f;
+  post.x = x;
+  post.inv_ls2 = (-2.0 * fit.theta.head(p)).array().exp();
+  post.s2 = std::exp(fit.theta(p));
+  const double noise = std::exp(fit.theta(p + 1));
+  if (!factor(&post, ys, noise)) return Status::FailedPrecondition("the fitted kernel matrix is not positive definite");
+  const double incumbent = ys.minCoeff();
+  SWEPT_RETURN_IF_ERROR(add_pending(&post, in, ys, noise, static_cast<size_t>(s.max_model_trials)));
+
+  CandidateSampler sampler(in);
+  Scored sc;
+  sc.points = first_candidates(sampler, s, in, idx, ys);
+  score(post, incumbent, s.xi, sc.points, &sc.log_ei, &sc.mu, &sc.var);
+  refine(post, incumbent, s, sampler, &sc);
+  auto [chosen, chosen_i] = choose(enc, in, sc);
 
   state->n_model = static_cast<int>(post.x.rows());
-  state->acquisition = lei[chosen_i];
+  state->acquisition = sc.log_ei[chosen_i];
   state->lengthscales.clear();
-  for (int q = 0; q < p; ++q) state->lengthscales.push_back(std::exp(theta(q)));
+  for (int q = 0; q < p; ++q) state->lengthscales.push_back(std::exp(fit.theta(q)));
   state->signal_variance = post.s2;
   state->noise_variance = noise;
-  state->log_marginal_likelihood = -objective.best_value();
-  state->predicted_quantile = normal_cdf(mu(static_cast<Eigen::Index>(chosen_i)));
-  state->predicted_sd = std::sqrt(var(static_cast<Eigen::Index>(chosen_i)));
+  state->log_marginal_likelihood = -fit.neg_log_posterior;
+  state->predicted_quantile = normal_cdf(sc.mu(static_cast<Eigen::Index>(chosen_i)));
+  state->predicted_sd = std::sqrt(sc.var(static_cast<Eigen::Index>(chosen_i)));
   return chosen;
 }
 

@@ -75,7 +75,7 @@ Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec
   std::vector<char> failed;
   double worst = -std::numeric_limits<double>::infinity();
   for (const Observation& o : history.finished) {
-    auto x = encode(enc, o.params);
+    auto x = to_point(enc, o.params);
     if (!x) continue;  // params the space cannot hold (an older version of the sweep): not evidence here
     const bool ok = o.value && std::isfinite(*o.value);
     in.x.push_back(std::move(*x));
@@ -91,7 +91,7 @@ Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec
   for (size_t i = 0; i < in.y.size(); ++i)
     if (failed[i]) in.y[i] = imputed, ++st.n_failed;
   for (const json& p : history.pending)
-    if (auto x = encode(enc, p)) in.pending.push_back(std::move(*x));
+    if (auto x = to_point(enc, p)) in.pending.push_back(std::move(*x));
 
   const int startup = settings.method == SearchMethod::kBayes ? std::max(2, settings.bayes.n_startup_trials)
                                                               : settings.tpe.n_startup_trials;
@@ -116,7 +116,7 @@ Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec
     return out;
   }
   st.mode = "model";
-  out.params = decode(enc, *point);
+  out.params = to_params(enc, *point);
   return out;
 }
 

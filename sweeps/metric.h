@@ -1,0 +1,18 @@
+// The metric a sweep optimizes: its name and which way is better. Apart from
+// sweep.h so that the stopping rules (stopping/rule.h), which sweep.h's
+// SweepSpec holds, can name a Goal without including sweep.h back.
+// Thread safety: plain values.
+#pragma once
+
+#include <string>
+
+namespace swept::sweeps {
+
+enum class Goal { kMinimize, kMaximize };
+
+struct Metric {
+  std::string name;
+  Goal goal = Goal::kMinimize;
+};
+
+}  // namespace swept::sweeps
