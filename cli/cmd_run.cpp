@@ -4,7 +4,7 @@
 // with it; the main thread shows progress from the database (read-only, as
 // any reader would) until the sweep is over, then prints the best trial and
 // where the results are. This file parses and checks the flags and reads the
-// sweep file (cli/sweep_file.h); cli/run_session.h runs it.
+// sweep file (YAML or JSON, cli/sweep_file.h); cli/run_session.h runs it.
 //
 // Ctrl-C (or SIGTERM): every trial is stopped through the protocol, the
 // database records them as stopped, and the command exits 130. A second
@@ -35,7 +35,7 @@ namespace {
 std::optional<int> parse_run_flags(const std::vector<std::string>& args, RunOptions& o, bool& verbose) {
   agent::AgentOptions& ao = o.agent;
   po::options_description desc("options");
-  desc.add_options()("file", po::value(&o.file), "the sweep file (JSON)")(
+  desc.add_options()("file", po::value(&o.file), "the sweep file (YAML or JSON)")(
       "db", po::value(&o.db)->default_value(o.db), "the results database (created or extended)")(
       "gpus", po::value(&ao.gpus)->default_value("auto"), "GPUs: auto, none, or fake:N[xMEMORY]")(
       "slots", po::value(&ao.slots)->default_value(0), "CPU trials at once (0: one per CPU)")(
