@@ -183,6 +183,17 @@ TEST_CASE("cli: --help on each command and usage errors exit 2") {
   }
 }
 
+// Every command that takes a sweep file reads YAML as well as JSON
+// (cli/sweep_file.h); their help must not say JSON only.
+TEST_CASE("cli: the help of the commands that take a sweep file says YAML or JSON") {
+  for (const char* command : {"run", "submit"}) {
+    INFO(command);
+    const Run help = swept(std::string(command) + " --help");
+    CHECK(help.exit_code == 0);
+    CHECK(help.out.find("the sweep file (YAML or JSON)") != std::string::npos);
+  }
+}
+
 TEST_CASE("cli: expand on bayes/tpe prints the random startup trials only and says the rest depend on results") {
   const std::string path = write_temp("tpe.json", R"({"method": "tpe", "metric": {"name": "loss"}, "seed": 3,
       "tpe": {"n_startup_trials": 4}, "parameters": {"x": {"min": 0.0, "max": 1.0}}})");

@@ -14,8 +14,14 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli/client_common.h"
 #include "cli/command.h"
@@ -81,16 +87,23 @@ std::string bind_problem(const std::string& bind) {
   return "";
 }
 
-int run_scheduler(const std::vector<std::string>& args) {
-  scheduler::BrokerOptions o;
+// What `swept scheduler`'s flags say.
+struct SchedulerFlags {
+  scheduler::BrokerOptions broker;  // its keys are set by load_keys()
   std::string db = "swept.db", endpoint_file, web = "off", level = "info", key_file, authorized_dir, web_token;
   bool insecure = false;
   DashboardTls web_tls;
   int max_unauthenticated = web::ServerOptions{}.max_unauthenticated;
+};
+
+// The flags into `f`. Returns an exit code to return at once (--help, a flag
+// that does not parse), or nullopt.
+std::optional<int> parse_scheduler_flags(const std::vector<std::string>& args, SchedulerFlags& f) {
+  scheduler::BrokerOptions& o = f.broker;
   po::options_description desc("options");
   desc.add_options()("bind", po::value(&o.bind)->default_value(o.bind),
                      "where agents and clients connect; tcp://127.0.0.1:* picks a free port")(
-      "db", po::value(&db)->default_value(db), "the database file (created if missing)")(
+      "db", po::value(&f.db)->default_value(f.db), "the database file (created if missing)")(
       "heartbeat-ms", po::value(&o.heartbeat_ms)->default_value(o.heartbeat_ms), "heartbeat interval, both ways")(
       "liveness", po::value(&o.liveness)->default_value(o.liveness), "heartbeats an agent may miss before it is lost")(
       "recovery-grace-ms", po::value(&o.recovery_grace_ms)->default_value(o.recovery_grace_ms),
@@ -101,23 +114,30 @@ int run_scheduler(const std::vector<std::string>& args) {
       "how long an agent that went away stays in `swept agents` (without --all)")(
       "forget-agents-after-s", po::value(&o.forget_agents_after_s)->default_value(o.forget_agents_after_s),
       "delete the rows of agents gone this long (their trials keep their names)")(
-      "endpoint-file", po::value(&endpoint_file), "write the bound endpoint to this file once listening")(
-      "web", po::value(&web)->default_value(web), "dashboard address HOST:PORT, or off (see swept web)")(
-      "log-level", po::value(&level)->default_value(level), "debug, info, warn or error")(
-      "key", po::value(&key_file), "this scheduler's secret key (swept keygen): agents and clients must use keys")(
-      "authorized", po::value(&authorized_dir),
+      "endpoint-file", po::value(&f.endpoint_file), "write the bound endpoint to this file once listening")(
+      "web", po::value(&f.web)->default_value(f.web), "dashboard address HOST:PORT, or off (see swept web)")(
+      "log-level", po::value(&f.level)->default_value(f.level), "debug, info, warn or error")(
+      "key", po::value(&f.key_file), "this scheduler's secret key (swept keygen): agents and clients must use keys")(
+      "authorized", po::value(&f.authorized_dir),
       "directory of allowed public keys: agents/*.pub may register, clients/*.pub may submit; SIGHUP re-reads it")(
-      "token", po::value(&web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
-                                      "non-loopback --web")(
-      "tls-cert", po::value(&web_tls.cert), kTlsCertHelp)("tls-key", po::value(&web_tls.key), kTlsKeyHelp)(
-      "max-unauthenticated", po::value(&max_unauthenticated)->default_value(max_unauthenticated),
+      "token", po::value(&f.web_token), "the dashboard's bearer token (default: $SWEPT_WEB_TOKEN); needed with a "
+                                        "non-loopback --web")(
+      "tls-cert", po::value(&f.web_tls.cert), kTlsCertHelp)("tls-key", po::value(&f.web_tls.key), kTlsKeyHelp)(
+      "max-unauthenticated", po::value(&f.max_unauthenticated)->default_value(f.max_unauthenticated),
       kMaxUnauthenticatedHelp)(
-      "insecure", po::bool_switch(&insecure), "allow --bind on a network address without --key, and a non-loopback "
-                                              "--web without --token (trusted networks only: anyone reaching the port "
-                                              "can run commands on every agent)");
+      "insecure", po::bool_switch(&f.insecure), "allow --bind on a network address without --key, and a non-loopback "
+                                                "--web without --token (trusted networks only: anyone reaching the port "
+                                                "can run commands on every agent)");
   po::positional_options_description pos;
-  if (auto rc = parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [--key FILE --authorized DIR] [options]", args, desc, pos))
-    return *rc;
+  return parse_flags("scheduler", "swept scheduler [--bind ADDR] [--db FILE] [--key FILE --authorized DIR] [options]",
+                     args, desc, pos);
+}
+
+// The numbers, the address, the log level and the dashboard's flags, each
+// checked before anything starts. Returns kExitUsage (the problem said on
+// stderr), or nullopt.
+std::optional<int> check_scheduler_flags(const SchedulerFlags& f) {
+  const scheduler::BrokerOptions& o = f.broker;
   if (o.heartbeat_ms < 1 || o.liveness < 1 || o.recovery_grace_ms < 0) {
     std::cerr << "swept scheduler: --heartbeat-ms and --liveness must be at least 1, --recovery-grace-ms 0 or more\n";
     return kExitUsage;
@@ -131,47 +151,59 @@ int run_scheduler(const std::vector<std::string>& args) {
     std::cerr << "swept scheduler: " << problem << "\n";
     return kExitUsage;
   }
-  if (level != "debug" && level != "info" && level != "warn" && level != "error") {
-    std::cerr << "swept scheduler: --log-level '" << level << "' is not a level: use debug, info, warn or error\n";
+  if (f.level != "debug" && f.level != "info" && f.level != "warn" && f.level != "error") {
+    std::cerr << "swept scheduler: --log-level '" << f.level << "' is not a level: use debug, info, warn or error\n";
     return kExitUsage;
   }
-  if (!web_tls.cert.empty() || !web_tls.key.empty()) {
-    if (web_tls.cert.empty() || web_tls.key.empty()) {
-      std::cerr << "swept scheduler: " << (web_tls.cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
+  if (!f.web_tls.cert.empty() || !f.web_tls.key.empty()) {
+    if (f.web_tls.cert.empty() || f.web_tls.key.empty()) {
+      std::cerr << "swept scheduler: "
+                << (f.web_tls.cert.empty() ? "--tls-key needs --tls-cert" : "--tls-cert needs --tls-key")
                 << ": HTTPS needs both the certificate and its private key\n";
       return kExitUsage;
     }
-    if (web == "off") {
+    if (f.web == "off") {
       std::cerr << "swept scheduler: --tls-cert/--tls-key are for the dashboard: add --web HOST:PORT\n";
       return kExitUsage;
     }
   }
-  if (Status s = web::check_max_unauthenticated(max_unauthenticated); !s.ok()) {
+  if (Status s = web::check_max_unauthenticated(f.max_unauthenticated); !s.ok()) {
     std::cerr << "swept scheduler: " << s.message() << "\n";
     return kExitUsage;
   }
+  return std::nullopt;
+}
+
+void set_log_level(const std::string& level) {
   log::set_program("swept-scheduler");
   if (level == "debug") log::set_level(log::Level::kDebug);
   else if (level == "warn") log::set_level(log::Level::kWarn);
   else if (level == "error") log::set_level(log::Level::kError);
-  if (key_file.empty() != authorized_dir.empty()) {
+}
+
+// With --key and --authorized: reads the secret key and the allowed public
+// keys into f.broker and `keys`. Without: refuses a network --bind unless
+// --insecure, and warns about whom the socket is open to. Returns an exit
+// code when the scheduler must not start, or nullopt.
+std::optional<int> load_keys(SchedulerFlags& f, std::shared_ptr<scheduler::KeyRing>& keys) {
+  if (f.key_file.empty() != f.authorized_dir.empty()) {
     std::cerr << "swept scheduler: --key and --authorized go together: the scheduler's secret key and the directory "
                  "of the public keys allowed in (swept keygen --out PREFIX makes keys)\n";
     return kExitUsage;
   }
-  std::shared_ptr<scheduler::KeyRing> keys;
-  if (!key_file.empty()) {
-    auto pair = curvezmq::read_secret_key_file(key_file);
+  scheduler::BrokerOptions& o = f.broker;
+  if (!f.key_file.empty()) {
+    auto pair = curvezmq::read_secret_key_file(f.key_file);
     if (!pair.ok()) return report("scheduler", pair.status());
     o.server_key = *pair;
-    keys = std::make_shared<scheduler::KeyRing>(authorized_dir);
+    keys = std::make_shared<scheduler::KeyRing>(f.authorized_dir);
     if (Status s = keys->reload(); !s.ok()) return report("scheduler", s);
     if (keys->size() == 0)
-      log::warn(authorized_dir + " lists no keys yet: nobody can connect until .pub files are added to its agents/ "
+      log::warn(f.authorized_dir + " lists no keys yet: nobody can connect until .pub files are added to its agents/ "
                 "and clients/ folders and the scheduler gets SIGHUP");
     o.keys = keys;
   } else if (std::string reach = reach_of(o.bind); reach == "network") {
-    if (!insecure) {
+    if (!f.insecure) {
       std::cerr << "swept scheduler: refusing to listen on " << o.bind
                 << " without keys: anyone who reaches it could submit commands that every agent runs. Make keys "
                    "(swept keygen --out scheduler; one per agent and client), then pass --key scheduler.key "
@@ -185,59 +217,55 @@ int run_scheduler(const std::vector<std::string>& args) {
     log::warn("no --key: any user of this host can reach " + o.bind + " and submit commands that agents run; use "
               "--key and --authorized wherever other users can log in (docs/deploy.md)");
   }
+  return std::nullopt;
+}
 
-  // One scheduler per database, for its whole life (store/db_lock.h).
-  auto lock = store::DbLock::acquire(db);
-  if (!lock.ok()) return report("scheduler", lock.status());
-  auto store = store::Writer::open(db);
-  if (!store.ok()) return report("scheduler", store.status());
-  scheduler::Broker broker(**store, SteadyClock::instance(), o);
-  // Declared after the broker so it stops before the broker's context ends;
-  // started before bind(): a CURVE socket with no ZAP handler lets anyone in.
-  std::unique_ptr<scheduler::ZapHandler> zap;
+// Starts the ZAP handler that lets in only the keys of `keys`, with SIGHUP
+// re-reading them. It must run before bind(): a CURVE socket with no ZAP
+// handler lets anyone in.
+Result<std::unique_ptr<scheduler::ZapHandler>> start_zap(scheduler::Broker& broker,
+                                                         std::shared_ptr<scheduler::KeyRing> keys) {
+  auto zap = std::make_unique<scheduler::ZapHandler>(broker.context(), std::move(keys));
+  if (Status s = zap->start(&g_scheduler_reload); !s.ok()) return s;
+  struct sigaction hup {};
+  hup.sa_handler = on_scheduler_reload;
+  sigemptyset(&hup.sa_mask);
+  hup.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &hup, nullptr);
+  return zap;
+}
+
+// The dashboard of --web. On a keyed scheduler its cancel link connects
+// with a key of its own, made for this process and authorized as a client.
+Result<std::unique_ptr<web::Server>> start_scheduler_dashboard(const SchedulerFlags& f,
+                                                               const scheduler::Broker& broker,
+                                                               const std::shared_ptr<scheduler::KeyRing>& keys) {
+  curvezmq::ClientKeys dashboard_keys;
   if (keys) {
-    zap = std::make_unique<scheduler::ZapHandler>(broker.context(), keys);
-    if (Status s = zap->start(&g_scheduler_reload); !s.ok()) return report("scheduler", s);
-    struct sigaction hup {};
-    hup.sa_handler = on_scheduler_reload;
-    sigemptyset(&hup.sa_mask);
-    hup.sa_flags = SA_RESTART;
-    sigaction(SIGHUP, &hup, nullptr);
+    auto pair = curvezmq::generate();
+    if (!pair.ok()) return pair.status();
+    keys->add_fixed(pair->public_key, scheduler::KeyRing::Entry{scheduler::KeyRole::kClient, "(the dashboard)"});
+    dashboard_keys.own = *pair;
+    dashboard_keys.server_public = f.broker.server_key->public_key;
   }
-  if (Status s = broker.bind(); !s.ok()) {
-    std::cerr << "swept scheduler: " << s.message() << "\n";
-    return kExitFailure;
-  }
-  (*lock)->set_address(broker.endpoint());
-  if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
-  std::unique_ptr<web::Server> dashboard;
-  if (web != "off") {
-    // On a keyed scheduler the dashboard's cancel link connects with a key
-    // of its own, made for this process and authorized as a client.
-    curvezmq::ClientKeys dashboard_keys;
-    if (keys) {
-      auto pair = curvezmq::generate();
-      if (!pair.ok()) return report("scheduler", pair.status());
-      keys->add_fixed(pair->public_key, scheduler::KeyRing::Entry{scheduler::KeyRole::kClient, "(the dashboard)"});
-      dashboard_keys.own = *pair;
-      dashboard_keys.server_public = o.server_key->public_key;
-    }
-    auto server = start_dashboard(web, db, web_token, broker.endpoint(), insecure, dashboard_keys, web_tls,
-                                  max_unauthenticated);
-    if (!server.ok()) return report("scheduler", server.status());
-    dashboard = std::move(*server);
-    log::info("dashboard at " + dashboard->url());
-  }
+  auto server = start_dashboard(f.web, f.db, f.web_token, broker.endpoint(), f.insecure, dashboard_keys, f.web_tls,
+                                f.max_unauthenticated);
+  if (!server.ok()) return server.status();
+  log::info("dashboard at " + (*server)->url());
+  return server;
+}
 
+// The broker's loop until a stop signal (exit 130) or a failure (exit 1),
+// with --endpoint-file written once it listens.
+int serve(const SchedulerFlags& f, scheduler::Broker& broker, const scheduler::KeyRing* keys) {
   g_scheduler_broker = &broker;
   on_stop_signals(on_scheduler_signal, /*ignore_sigpipe=*/true);
-
-  if (!endpoint_file.empty()) {
-    std::string tmp = endpoint_file + ".tmp";
+  if (!f.endpoint_file.empty()) {
+    std::string tmp = f.endpoint_file + ".tmp";
     std::ofstream(tmp) << broker.endpoint() << "\n";
-    std::rename(tmp.c_str(), endpoint_file.c_str());
+    std::rename(tmp.c_str(), f.endpoint_file.c_str());
   }
-  log::info("listening on " + broker.endpoint() + ", database " + db +
+  log::info("listening on " + broker.endpoint() + ", database " + f.db +
             (keys ? ", CURVE keys required (" + std::to_string(keys->size()) + " authorized)" : ""));
   Status s = broker.run(g_scheduler_stop);
   g_scheduler_broker = nullptr;
@@ -247,6 +275,42 @@ int run_scheduler(const std::vector<std::string>& args) {
   }
   log::info("stopped by signal");
   return kExitInterrupted;
+}
+
+int run_scheduler(const std::vector<std::string>& args) {
+  SchedulerFlags f;
+  if (auto rc = parse_scheduler_flags(args, f)) return *rc;
+  if (auto rc = check_scheduler_flags(f)) return *rc;
+  set_log_level(f.level);
+  std::shared_ptr<scheduler::KeyRing> keys;
+  if (auto rc = load_keys(f, keys)) return *rc;
+
+  // One scheduler per database, for its whole life (store/db_lock.h).
+  auto lock = store::DbLock::acquire(f.db);
+  if (!lock.ok()) return report("scheduler", lock.status());
+  auto store = store::Writer::open(f.db);
+  if (!store.ok()) return report("scheduler", store.status());
+  scheduler::Broker broker(**store, SteadyClock::instance(), f.broker);
+  // Declared after the broker so it stops before the broker's context ends.
+  std::unique_ptr<scheduler::ZapHandler> zap;
+  if (keys) {
+    auto started = start_zap(broker, keys);
+    if (!started.ok()) return report("scheduler", started.status());
+    zap = std::move(*started);
+  }
+  if (Status s = broker.bind(); !s.ok()) {
+    std::cerr << "swept scheduler: " << s.message() << "\n";
+    return kExitFailure;
+  }
+  (*lock)->set_address(broker.endpoint());
+  if (Status s = broker.recover(); !s.ok()) return report("scheduler", s);
+  std::unique_ptr<web::Server> dashboard;
+  if (f.web != "off") {
+    auto server = start_scheduler_dashboard(f, broker, keys);
+    if (!server.ok()) return report("scheduler", server.status());
+    dashboard = std::move(*server);
+  }
+  return serve(f, broker, keys.get());
 }
 
 }  // namespace

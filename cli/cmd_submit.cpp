@@ -1,4 +1,4 @@
-// `swept submit FILE`: sends a sweep file to the scheduler and prints the new
+// `swept submit FILE`: sends a sweep file (YAML or JSON) to the scheduler and prints the new
 // sweep's id on stdout (and nothing else, so scripts can capture it).
 // Exit 2 with one line per problem for a bad file, 6 when the scheduler
 // cannot be reached.
@@ -14,7 +14,7 @@ int run_submit(const std::vector<std::string>& args) {
   ClientFlags flags;
   std::string file;
   po::options_description desc("options");
-  desc.add_options()("file", po::value(&file), "the sweep file (JSON)");
+  desc.add_options()("file", po::value(&file), "the sweep file (YAML or JSON)");
   add_client_flags(desc, flags, /*allow_db=*/false);
   po::positional_options_description pos;
   pos.add("file", 1);
