@@ -1,5 +1,5 @@
 // Mutex, MutexLock and the thread-safety annotations that let clang check
-// them (-Wthread-safety; scripts/thread_safety.sh runs that check in CTest).
+// them (-Wthread-safety; scripts/thread_safety.py runs that check in CTest).
 //
 // A member written as `int n_ SWEPT_GUARDED_BY(mu_);` may only be touched
 // while mu_ is held; a function declared SWEPT_REQUIRES(mu_) may only be

@@ -1,6 +1,6 @@
 // libFuzzer target for the protocol decoder (docs/protocol.md), the code
 // that reads every message an agent or a client sends the scheduler: built
-// with -DSWEPT_FUZZ=ON under clang, run by scripts/fuzz-protocol.sh (CTest:
+// with -DSWEPT_FUZZ=ON under clang, run by scripts/fuzz.sh (CTest:
 // common.fuzz.protocol).
 //
 // An input is one message: when it starts with a byte below 0x20, that

@@ -1,5 +1,5 @@
 // libFuzzer target for the sweep parser (built with -DSWEPT_FUZZ=ON under
-// clang; run by scripts/fuzz-sweep-parser.sh). Every input goes through both
+// clang; run by scripts/fuzz.sh). Every input goes through both
 // readers, JSON and YAML (and the content-sniffing kAuto), and must give
 // either a spec or problems, never a crash, a sanitizer report or a hang; a
 // spec must then expand: its first trials, their commands and its summary.

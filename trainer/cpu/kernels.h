@@ -1,6 +1,6 @@
 // The CPU backend's arithmetic, as single-threaded functions over ranges,
 // templated on the scalar type: float is what the backend runs; double is
-// what the gradient checks run (trainer/cpu/kernels_test.cpp), so the layer
+// what the gradient checks run (trainer/cpu/ops_test.cpp), so the layer
 // math is checked against finite differences without float noise.
 // Matrix products go to oneDNN (float) and OpenBLAS (double); everything else
 // is plain loops over contiguous memory that the compiler vectorizes.
