@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "agent/test_util.h"
+#include "common/testing/eventually.h"
 
 using namespace swept::agent;
 using swept::agent::testing::TempDir;
@@ -44,7 +45,8 @@ struct Trial {
     drain();
   }
   bool run_until(const std::function<bool()>& done, int timeout_ms = 20000) {
-    return swept::agent::testing::wait_until(done, [this](int w) { step(w); }, timeout_ms);
+    return swept::testing::eventually([&] { return done() || (step(100), done()); }, timeout_ms / 1000.0,
+                                      swept::agent::testing::kNoPause);
   }
   bool run_to_end() {
     return run_until([this] { return sup->finished(); });
@@ -275,12 +277,12 @@ TEST_CASE("agent supervisor: what the trial leaves in its process group dies wit
   bool dead = stat.empty() || stat.find(") Z ") != std::string::npos;
   if (!dead) {
     // SIGKILL is delivered asynchronously: wait for the state to change.
-    dead = swept::agent::testing::wait_until(
+    dead = swept::testing::eventually(
         [&] {
           stat = swept::agent::testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
           return stat.empty() || stat.find(") Z ") != std::string::npos;
         },
-        [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }, 5000);
+        5, std::chrono::milliseconds(10));
   }
   CHECK(dead);
 }
