@@ -95,6 +95,7 @@ struct HostedTrial {
   size_t unacked_records = 0;
   int64_t sent_seq = 0;             // batches up to this seq went out on the current connection
   uint64_t dropped_records = 0;     // batches given up unacknowledged (kMaxUnackedRecordsPerTrial)
+  uint64_t dropped_points_logged = 0;  // the supervisor's dropped points, as last logged
   int64_t last_batch_ms = 0;
   bool stopping_for_shutdown = false;
   bool started_reported = false;          // TRIAL_STARTED or REGISTER `running` told the scheduler
@@ -179,6 +180,9 @@ class Agent final : private LeaseHost {
   // Moves the supervisor's pending metrics and log into numbered batches.
   void make_batches(const TrialKey& key, HostedTrial& t, int64_t now);
   void bound_unacked(const TrialKey& key, HostedTrial& t);
+  // Logs the metric points the supervisor had to drop since it was last
+  // asked (SupervisorOptions::max_pending_metrics).
+  void log_dropped_points(const TrialKey& key, HostedTrial& t);
   void apply_acks(const std::vector<pr::MetricsAck>& acks);
   // Sends, in order, the trial's TRIAL_STARTED if it is still due, the
   // batches not yet sent on this connection and then, once they are all out,

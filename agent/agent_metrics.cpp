@@ -19,6 +19,7 @@ constexpr size_t kMaxUnackedRecordsPerTrial = 262144;
 // Moves the supervisor's pending metrics and log into numbered batches.
 void Agent::make_batches(const TrialKey& key, HostedTrial& t, int64_t now) {
   std::vector<MetricPoint> points = t.supervisor->take_metrics();
+  log_dropped_points(key, t);
   PendingLog::Taken log = t.supervisor->take_log();
   t.last_batch_ms = now;
   if (points.empty() && log.text.empty() && log.dropped == 0) return;
@@ -55,6 +56,14 @@ void Agent::bound_unacked(const TrialKey& key, HostedTrial& t) {
     log::warn(describe(key) + ": " + std::to_string(t.dropped_records) +
               " metric records dropped so far, unacknowledged while the scheduler is away");
   }
+}
+
+void Agent::log_dropped_points(const TrialKey& key, HostedTrial& t) {
+  const uint64_t dropped = t.supervisor->dropped_metrics();
+  if (dropped == t.dropped_points_logged) return;
+  t.dropped_points_logged = dropped;
+  log::warn(describe(key) + ": " + std::to_string(dropped) +
+            " metric points dropped so far, printed faster than the agent could take them");
 }
 
 void Agent::apply_acks(const std::vector<pr::MetricsAck>& acks) {

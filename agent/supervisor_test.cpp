@@ -24,9 +24,11 @@ struct Trial {
   std::unique_ptr<TrialSupervisor> sup;
   std::vector<MetricPoint> metrics;
   std::string log;
+  size_t max_pending_metrics = SupervisorOptions{}.max_pending_metrics;
 
   void start(TrialLaunch launch, int grace_ms = 10000, uint64_t max_log_bytes = uint64_t{1} << 30) {
     SupervisorOptions options;
+    options.max_pending_metrics = max_pending_metrics;
     options.max_output_log_bytes = max_log_bytes;
     options.workdir_root = root.path();
     options.stop_grace_ms = grace_ms;
@@ -63,6 +65,19 @@ TrialLaunch shell(const std::string& script) {
 }
 
 }  // namespace
+
+// The agent logs the count (agent_metrics.cpp), so it must be exact.
+TEST_CASE("agent supervisor: points beyond max_pending_metrics are dropped (the newest) and counted") {
+  Trial t;
+  t.max_pending_metrics = 3;
+  // One line, five points: more than the supervisor may hold before any is taken.
+  t.start(shell("echo '{\"step\": 1, \"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}'"));
+  REQUIRE(t.run_to_end());
+  REQUIRE(t.metrics.size() == 3);
+  CHECK(t.metrics[0] == MetricPoint{1, "a", 1});
+  CHECK(t.metrics[2] == MetricPoint{1, "c", 3});
+  CHECK(t.sup->dropped_metrics() == 2);
+}
 
 TEST_CASE("agent supervisor: metric lines become points with steps, other output is log and files") {
   Trial t;
