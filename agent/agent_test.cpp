@@ -20,10 +20,12 @@
 #include "agent/test_util.h"
 #include "common/exit_codes.h"
 #include "common/protocol.h"
+#include "common/testing/eventually.h"
 
 using namespace swept;
 using namespace swept::agent;
 namespace pr = swept::protocol;
+using swept::agent::testing::kNoPause;
 using swept::agent::testing::TempDir;
 
 namespace {
@@ -70,7 +72,9 @@ class FakeScheduler {
       }
       return false;
     };
-    swept::agent::testing::wait_until(take, [this](int w) { pump(w); }, timeout_ms);
+    // Pumping blocks on the socket, so eventually() need not pause between tries.
+    const int step_ms = std::min(timeout_ms, 100);
+    swept::testing::eventually([&] { return take() || (pump(step_ms), take()); }, timeout_ms / 1000.0, kNoPause);
     return found;
   }
 
@@ -483,10 +487,11 @@ TEST_CASE("agent: the `swept agent` process exits 130 on SIGTERM after stopping 
   CHECK(exited->exit_code == 0);
   CHECK(s.wait_for<pr::Disconnect>());
   // The agent's own exit: its pidfd becomes readable.
-  swept::agent::testing::wait_until([&] {
+  swept::testing::eventually([&] {
+    swept::agent::testing::poll_readable({child->pidfd}, 100);
     siginfo_t info{};
     return ::waitid(P_PID, static_cast<id_t>(child->pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
-  }, [&](int w) { swept::agent::testing::poll_readable({child->pidfd}, w); });
+  }, 20, kNoPause);
   int status = 0;
   ::kill(child->pid, SIGKILL);  // no-op when it exited as it should; never leave it behind
   ::waitpid(child->pid, &status, 0);
@@ -519,8 +524,7 @@ TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") 
   ::waitpid(child->pid, &status, 0);
   CHECK(WIFSIGNALED(status));
   pid_t trial = static_cast<pid_t>(started->pid);
-  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial); },
-                                  [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }, 10000);
+  bool gone = swept::testing::eventually([&] { return !alive(trial); }, 10, std::chrono::milliseconds(10));
   if (!gone) ::kill(-trial, SIGKILL);
   CHECK(gone);
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
@@ -714,8 +718,8 @@ TEST_CASE("agent: past its lease without a word from the scheduler it stops its 
   // The link is cut: the scheduler neither answers nor heartbeats.
   s.heartbeats = false;
   const pid_t trial = static_cast<pid_t>(started->pid);
-  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial); },
-                                                [&](int w) { s.wait_for<pr::Disconnect>(nullptr, w); }, 20000);
+  bool gone = swept::testing::eventually(
+      [&] { return !alive(trial) || (s.wait_for<pr::Disconnect>(nullptr, 100), !alive(trial)); }, 20, kNoPause);
   CHECK_MESSAGE(gone, "the trial outlived the agent's lease");
 
   // The link comes back: the agent reports the trial ended by the agent, not by itself.
@@ -792,10 +796,14 @@ void frozen_agent_case(const std::string& containment) {
   // sending heartbeats that nobody reads.
   const int64_t frozen_at = swept::agent::testing::steady_ms();
   REQUIRE(::kill(-agent->pid, SIGSTOP) == 0);
-  REQUIRE(swept::agent::testing::wait_until([&] { return process_state(agent->pid) == 'T'; },
-                                            [&](int w) { s.wait_for<pr::Disconnect>(nullptr, std::min(w, 10)); }));
-  bool gone = swept::agent::testing::wait_until([&] { return !alive(trial) && !alive(escaped); },
-                                                [&](int w) { s.wait_for<pr::Disconnect>(nullptr, std::min(w, 20)); });
+  // The fake scheduler goes on heartbeating while the test waits (its pump).
+  auto stopped = [&] { return process_state(agent->pid) == 'T'; };
+  REQUIRE(swept::testing::eventually(
+      [&] { return stopped() || (s.wait_for<pr::Disconnect>(nullptr, 10), stopped()); }, 20, kNoPause));
+  bool gone = swept::testing::eventually([&] {
+    auto done = [&] { return !alive(trial) && !alive(escaped); };
+    return done() || (s.wait_for<pr::Disconnect>(nullptr, 20), done());
+  }, 20, kNoPause);
   const int64_t gone_after = swept::agent::testing::steady_ms() - frozen_at;
   CHECK_MESSAGE(gone, "the frozen agent's trial outlived its lease");
   CHECK_MESSAGE(process_state(agent->pid) == 'T', "the agent must still be frozen: the keeper did it");
@@ -820,17 +828,19 @@ void frozen_agent_case(const std::string& containment) {
     if (x.trial_id == 10) late = x;
   };
   // The agent's report of trial 9 comes after anything it did with trial 10.
-  swept::agent::testing::wait_until([&] { return ended.has_value(); }, [&](int w) {
-    if (auto st = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 10; }, w / 3))
+  swept::testing::eventually([&] {
+    if (ended) return true;
+    if (auto st = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 10; }, 33))
       late_started = true;
-    if (auto e = s.wait_for<pr::TrialExited>(nullptr, w / 3)) note(*e);
-    if (auto r = s.wait_for<pr::Register>(nullptr, w / 3)) {
+    if (auto e = s.wait_for<pr::TrialExited>(nullptr, 33)) note(*e);
+    if (auto r = s.wait_for<pr::Register>(nullptr, 33)) {
       for (const auto& f : r->finished) note(f);
       for (const auto& rt : r->running)
         if (rt.trial_id == 10) late_started = true;
       s.send(ack_for(*r));
     }
-  });
+    return ended.has_value();
+  }, 20, kNoPause);
   CHECK_FALSE_MESSAGE(late_started, "a START_TRIAL read after the lease ran out was started");
   // Dropped unread with the stale connection, or read and refused: then
   // reported as not started.
@@ -849,8 +859,7 @@ void frozen_agent_case(const std::string& containment) {
   int status = 0;
   ::waitpid(agent->pid, &status, 0);
   // The keeper went with its agent.
-  CHECK(swept::agent::testing::wait_until([&] { return !alive(keepers[0]); },
-                                          [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }));
+  CHECK(swept::testing::eventually([&] { return !alive(keepers[0]); }, 20, std::chrono::milliseconds(10)));
   for (int fd : {agent->stdout_fd, agent->stderr_fd, agent->pidfd}) ::close(fd);
 }
 
@@ -870,8 +879,10 @@ TEST_CASE("agent: a healthy agent's trials are never touched by its lease keeper
   pr::RegisterAck ack = ack_for(*reg);
   ack.lease_ms = 2000;
   s.send(ack);
-  REQUIRE_MESSAGE(swept::agent::testing::wait_until([&] { return !keepers_of(::getpid()).empty(); },
-                                                    [&](int w) { s.wait_for<pr::Disconnect>(nullptr, w); }),
+  auto keeper_runs = [] { return !keepers_of(::getpid()).empty(); };
+  REQUIRE_MESSAGE(swept::testing::eventually(
+                      [&] { return keeper_runs() || (s.wait_for<pr::Disconnect>(nullptr, 100), keeper_runs()); }, 20,
+                      kNoPause),
                   "no lease keeper runs beside the agent");
   // It runs 6 s, three leases, answering SIGTERM loudly.
   s.send(start_trial(5, "trap 'echo got TERM; exit 7' TERM; i=0; while [ $i -lt 60 ]; do sleep 0.1; i=$((i+1)); "

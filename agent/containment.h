@@ -172,8 +172,35 @@ class Containment {
 
  private:
   Containment() = default;
-  // kSubreaper: the pids of the trial's processes now (leader excluded).
+
+  // ---- containment_subreaper.cpp: kSubreaper ----------------------------------
+  // Makes the agent a child subreaper and this containment a subreaper one;
+  // `why_not` (why no cgroup, "" when the subreaper was chosen) goes into
+  // the description. IoError when the kernel refuses.
+  Status become_subreaper(const std::string& why_not);
+  // The pids of the trial's processes now (leader excluded).
   std::vector<pid_t> find_tagged(const TrialContainer& c) const;
+  // Stops and kills them until none is left; the killed wait in to_reap_.
+  void kill_tagged(const TrialContainer& c);
+  // Reaps the killed orphans, and (kSubreaper) those that exited on their
+  // own, never one of `live_leaders`.
+  void reap_orphans(const std::vector<pid_t>& live_leaders);
+
+  // ---- containment_cgroup.cpp: kCgroup ----------------------------------------
+  // Sets this containment up in cgroup mode, in a directory made under the
+  // agent's own cgroup (clearing what dead agents left). "" when done, else
+  // why it cannot be, having left nothing behind.
+  std::string try_cgroup_mode();
+  // An empty cgroup for a trial: the pool's most recently emptied clean one,
+  // else a new one. IoError when none can be made.
+  Result<TrialContainer> take_cgroup();
+  // kill_all_and_release() for a cgroup: back to the pool when clean, else
+  // killed and removed.
+  void release_cgroup(TrialContainer& c);
+  // Retires every cgroup of the pool (the agent is stopping).
+  void release_pool();
+  // Retries the removal of emptied cgroups (to_remove_).
+  void remove_emptied();
 
   // A trial cgroup kept for reuse; `dir` empty: a free slot.
   struct PooledCgroup {

@@ -16,12 +16,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "agent/supervisor.h"
 #include "agent/test_util.h"
+#include "common/testing/eventually.h"
 
 using namespace swept::agent;
+using swept::agent::testing::kNoPause;
 using swept::agent::testing::TempDir;
 
 namespace {
@@ -92,6 +95,7 @@ void run_case(Containment& containment, Ending ending, const std::string& in_cgr
   REQUIRE_FALSE(sup->finished());
 
   std::string log;
+  // One turn of the agent's loop for this trial, blocking at most wait_ms.
   auto step = [&](int wait_ms) {
     int64_t until = sup->next_deadline_ms() - swept::SteadyClock::instance().now_ms();
     swept::agent::testing::poll_readable(sup->poll_fds(), static_cast<int>(std::clamp<int64_t>(until, 0, wait_ms)));
@@ -101,8 +105,12 @@ void run_case(Containment& containment, Ending ending, const std::string& in_cgr
     if (!sup->finished()) leaders.push_back(sup->pid());
     containment.collect(leaders);
   };
-  REQUIRE(swept::agent::testing::wait_until([&] { return log.find("ready") != std::string::npos || sup->finished(); },
-                                            step));
+  // Each wait below steps the trial until its condition holds.
+  auto stepped = [&](const std::function<bool()>& done) {
+    return [&step, done] { return done() || (step(100), done()); };
+  };
+  REQUIRE(swept::testing::eventually(stepped([&] { return log.find("ready") != std::string::npos || sup->finished(); }),
+                                     20, kNoPause));
   REQUIRE_MESSAGE(log.find("ready") != std::string::npos, log);
   std::string pid_text = swept::agent::testing::read_file(sup->working_dir() + "/escaped.pid");
   pid_t escaped = static_cast<pid_t>(std::stol(pid_text));
@@ -117,27 +125,27 @@ void run_case(Containment& containment, Ending ending, const std::string& in_cgr
 
   if (ending == Ending::kStopped) sup->request_stop("stopped by the test");
   if (ending == Ending::kExits) std::ofstream(sup->working_dir() + "/go").put('\n');
-  REQUIRE(swept::agent::testing::wait_until([&] { return sup->finished(); }, step));
+  REQUIRE(swept::testing::eventually(stepped([&] { return sup->finished(); }), 20, kNoPause));
   TrialEnd expected = ending == Ending::kExits     ? TrialEnd::kExited
                       : ending == Ending::kStopped ? TrialEnd::kStopped
                                                    : TrialEnd::kTimedOut;
   CHECK(sup->result().end == expected);
 
   // The escaped process is killed with its trial (a deadline, not a sleep).
-  bool gone = swept::agent::testing::wait_until([&] { return !process_alive(escaped); }, step, 10000);
+  bool gone = swept::testing::eventually(stepped([&] { return !process_alive(escaped); }), 10, kNoPause);
   CHECK_MESSAGE(gone, "pid ", escaped, " outlived its trial");
   if (!gone) ::kill(escaped, SIGKILL);
 
   // Nothing is left behind: no process in any trial cgroup (an emptied one
   // may be kept for the next trial), or the orphan reaped.
   if (containment.mode() == ContainmentMode::kCgroup) {
-    CHECK(swept::agent::testing::wait_until([&] { return trial_cgroups_empty(containment); }, step, 10000));
+    CHECK(swept::testing::eventually(stepped([&] { return trial_cgroups_empty(containment); }), 10, kNoPause));
   } else {
     auto reaped = [&] {
       int status = 0;
       return ::waitpid(escaped, &status, WNOHANG) < 0 && errno == ECHILD;
     };
-    CHECK(swept::agent::testing::wait_until(reaped, step, 10000));
+    CHECK(swept::testing::eventually(stepped(reaped), 10, kNoPause));
   }
 }
 
@@ -181,14 +189,15 @@ CgroupLaunch launch_reading_own_cgroup(Containment& containment, PosixLauncher& 
   if (r.child.ok()) {
     c->leader = r.child->pid;
     std::string chunk;
-    swept::agent::testing::wait_until(
+    swept::testing::eventually(
         [&] {
+          swept::agent::testing::poll_readable({r.child->stdout_fd}, 100);
           char buf[4096];
           ssize_t n = ::read(r.child->stdout_fd, buf, sizeof buf);
           if (n > 0) r.out.append(buf, static_cast<size_t>(n));
           return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
         },
-        [&](int w) { swept::agent::testing::poll_readable({r.child->stdout_fd}, w); });
+        20, kNoPause);
     int status = 0;
     ::waitpid(r.child->pid, &status, 0);
     r.exec = r.child->exec->outcome();
@@ -304,14 +313,15 @@ Ran run_in(TrialContainer& c, PosixLauncher& launcher, const std::vector<std::st
   Containment::launched(c);
   REQUIRE_MESSAGE(child.ok(), child.status().ToString());
   c.leader = child->pid;
-  swept::agent::testing::wait_until(
+  swept::testing::eventually(
       [&] {
+        swept::agent::testing::poll_readable({child->stdout_fd}, 100);
         char buf[4096];
         ssize_t n = ::read(child->stdout_fd, buf, sizeof buf);
         if (n > 0) r.out.append(buf, static_cast<size_t>(n));
         return n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
       },
-      [&](int w) { swept::agent::testing::poll_readable({child->stdout_fd}, w); });
+      20, kNoPause);
   ::waitpid(child->pid, &r.status, 0);
   CHECK(child->exec->outcome().ok());
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
@@ -322,13 +332,13 @@ bool exists(const std::string& path) { return std::filesystem::exists(path); }
 
 // Waits (with a deadline) until `path` is gone, collecting as the agent does.
 bool removed(Containment& containment, const std::string& path) {
-  return swept::agent::testing::wait_until(
-      [&] { return !exists(path); },
-      [&](int w) {
+  return swept::testing::eventually(
+      [&] {
+        if (!exists(path)) return true;
         containment.collect({});
-        swept::agent::testing::poll_readable({}, std::min(w, 5));
+        return !exists(path);
       },
-      10000);
+      10, std::chrono::milliseconds(5));
 }
 
 }  // namespace
@@ -382,9 +392,8 @@ TEST_CASE("containment: an emptied trial cgroup is reused only while clean, and 
   REQUIRE(d.ok());
   CHECK(d->cgroup_dir != idle);
   int status = 0;
-  bool reaped = swept::agent::testing::wait_until([&] { return ::waitpid(intruder, &status, WNOHANG) == intruder; },
-                                                  [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); },
-                                                  10000);
+  bool reaped = swept::testing::eventually([&] { return ::waitpid(intruder, &status, WNOHANG) == intruder; }, 10,
+                                           std::chrono::milliseconds(5));
   CHECK_MESSAGE(reaped, "the process moved into an idle trial cgroup was not killed");
   if (!reaped) ::kill(intruder, SIGKILL);
   CHECK((WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL));
@@ -478,14 +487,15 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
   }
   ::close(report[1]);
   std::string got;
-  swept::agent::testing::wait_until(
+  swept::testing::eventually(
       [&] {
+        swept::agent::testing::poll_readable({report[0]}, 100);
         char buf[512];
         ssize_t n = ::read(report[0], buf, sizeof buf);
         if (n > 0) got.append(buf, static_cast<size_t>(n));
         return n <= 0 || std::count(got.begin(), got.end(), '\n') == 2;
       },
-      [&](int w) { swept::agent::testing::poll_readable({report[0]}, w); });
+      20, kNoPause);
   ::close(report[0]);
   std::istringstream fields(got);
   std::string cgroup;
@@ -495,7 +505,7 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
   const std::string agent_dir = cgroup.substr(0, cgroup.rfind('/'));
   // The escaped process: the one in the trial's cgroup that is not its leader.
   pid_t escaped = -1;
-  swept::agent::testing::wait_until(
+  swept::testing::eventually(
       [&] {
         std::istringstream procs(swept::agent::testing::read_file(cgroup + "/cgroup.procs"));
         for (long p; procs >> p;) {
@@ -503,7 +513,7 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
         }
         return escaped > 0;
       },
-      [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); });
+      20, std::chrono::milliseconds(5));
   ::kill(agent, SIGKILL);
   int status = 0;
   ::waitpid(agent, &status, 0);
@@ -514,9 +524,8 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
   auto next = Containment::create("cgroup");  // the next agent, in the same cgroup
   REQUIRE(next.ok());
   CHECK_FALSE(exists(agent_dir));
-  bool gone = swept::agent::testing::wait_until([&] { return !process_alive(escaped); },
-                                                [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 5)); },
-                                                10000);
+  bool gone =
+      swept::testing::eventually([&] { return !process_alive(escaped); }, 10, std::chrono::milliseconds(5));
   CHECK_MESSAGE(gone, "pid ", escaped, " left by the dead agent's trial still runs");
   if (!gone) ::kill(escaped, SIGKILL);
   ::waitpid(escaped, &status, WNOHANG);  // ours to reap if this process is a subreaper

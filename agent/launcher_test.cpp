@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "agent/test_util.h"
+#include "common/testing/eventually.h"
 
 using namespace swept::agent;
 using swept::agent::testing::TempDir;
@@ -33,25 +34,27 @@ Finished collect(const SpawnedChild& child) {
   int fds[2] = {child.stdout_fd, child.stderr_fd};
   std::string* sinks[2] = {&f.out, &f.err};
   bool open[2] = {true, true};
-  swept::agent::testing::wait_until([&] { return !open[0] && !open[1]; },
-                      [&](int wait_ms) {
-                        std::vector<int> live;
-                        for (int i = 0; i < 2; ++i)
-                          if (open[i]) live.push_back(fds[i]);
-                        swept::agent::testing::poll_readable(live, wait_ms);
-                        for (int i = 0; i < 2; ++i) {
-                          while (open[i]) {
-                            char buf[4096];
-                            ssize_t n = ::read(fds[i], buf, sizeof buf);
-                            if (n > 0) {
-                              sinks[i]->append(buf, static_cast<size_t>(n));
-                            } else if (n == 0 || errno != EINTR) {
-                              if (n == 0 || errno != EAGAIN) open[i] = false;
-                              break;
-                            }
-                          }
-                        }
-                      });
+  swept::testing::eventually(
+      [&] {
+        std::vector<int> live;
+        for (int i = 0; i < 2; ++i)
+          if (open[i]) live.push_back(fds[i]);
+        swept::agent::testing::poll_readable(live, 100);
+        for (int i = 0; i < 2; ++i) {
+          while (open[i]) {
+            char buf[4096];
+            ssize_t n = ::read(fds[i], buf, sizeof buf);
+            if (n > 0) {
+              sinks[i]->append(buf, static_cast<size_t>(n));
+            } else if (n == 0 || errno != EINTR) {
+              if (n == 0 || errno != EAGAIN) open[i] = false;
+              break;
+            }
+          }
+        }
+        return !open[0] && !open[1];
+      },
+      20, swept::agent::testing::kNoPause);
   if (open[0] || open[1]) ::kill(-child.pid, SIGKILL);
   f.ok = !open[0] && !open[1];
   ::waitpid(child.pid, &f.status, 0);
@@ -223,12 +226,13 @@ TEST_CASE("agent launcher: a trial dies with the thread that launched it (the ag
   }).join();
   REQUIRE(child->ok());
   const SpawnedChild& c = **child;
-  bool exited = swept::agent::testing::wait_until(
+  bool exited = swept::testing::eventually(
       [&] {
+        swept::agent::testing::poll_readable({c.pidfd}, 100);
         siginfo_t info{};
         return ::waitid(P_PID, static_cast<id_t>(c.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0;
       },
-      [&](int w) { swept::agent::testing::poll_readable({c.pidfd}, w); });
+      20, swept::agent::testing::kNoPause);
   if (!exited) ::kill(c.pid, SIGKILL);
   CHECK(exited);
   Finished f = collect(c);

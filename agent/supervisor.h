@@ -158,6 +158,8 @@ class TrialSupervisor {
   // Metric points not yet taken, in the order they were printed.
   std::vector<MetricPoint> take_metrics();
   size_t pending_metrics() const { return pending_metrics_.size(); }
+  // Points dropped so far for want of room (max_pending_metrics); the agent
+  // logs the count whenever it grows.
   uint64_t dropped_metrics() const { return dropped_metrics_; }
   // Log output (stderr, and stdout lines that are not metrics) not yet taken.
   PendingLog::Taken take_log() { return log_.take(); }

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "agent/test_util.h"
+#include "common/testing/eventually.h"
 
 using namespace swept::agent;
 using swept::agent::testing::TempDir;
@@ -23,9 +24,11 @@ struct Trial {
   std::unique_ptr<TrialSupervisor> sup;
   std::vector<MetricPoint> metrics;
   std::string log;
+  size_t max_pending_metrics = SupervisorOptions{}.max_pending_metrics;
 
   void start(TrialLaunch launch, int grace_ms = 10000, uint64_t max_log_bytes = uint64_t{1} << 30) {
     SupervisorOptions options;
+    options.max_pending_metrics = max_pending_metrics;
     options.max_output_log_bytes = max_log_bytes;
     options.workdir_root = root.path();
     options.stop_grace_ms = grace_ms;
@@ -44,7 +47,8 @@ struct Trial {
     drain();
   }
   bool run_until(const std::function<bool()>& done, int timeout_ms = 20000) {
-    return swept::agent::testing::wait_until(done, [this](int w) { step(w); }, timeout_ms);
+    return swept::testing::eventually([&] { return done() || (step(100), done()); }, timeout_ms / 1000.0,
+                                      swept::agent::testing::kNoPause);
   }
   bool run_to_end() {
     return run_until([this] { return sup->finished(); });
@@ -61,6 +65,19 @@ TrialLaunch shell(const std::string& script) {
 }
 
 }  // namespace
+
+// The agent logs the count (agent_metrics.cpp), so it must be exact.
+TEST_CASE("agent supervisor: points beyond max_pending_metrics are dropped (the newest) and counted") {
+  Trial t;
+  t.max_pending_metrics = 3;
+  // One line, five points: more than the supervisor may hold before any is taken.
+  t.start(shell("echo '{\"step\": 1, \"a\": 1, \"b\": 2, \"c\": 3, \"d\": 4, \"e\": 5}'"));
+  REQUIRE(t.run_to_end());
+  REQUIRE(t.metrics.size() == 3);
+  CHECK(t.metrics[0] == MetricPoint{1, "a", 1});
+  CHECK(t.metrics[2] == MetricPoint{1, "c", 3});
+  CHECK(t.sup->dropped_metrics() == 2);
+}
 
 TEST_CASE("agent supervisor: metric lines become points with steps, other output is log and files") {
   Trial t;
@@ -275,12 +292,12 @@ TEST_CASE("agent supervisor: what the trial leaves in its process group dies wit
   bool dead = stat.empty() || stat.find(") Z ") != std::string::npos;
   if (!dead) {
     // SIGKILL is delivered asynchronously: wait for the state to change.
-    dead = swept::agent::testing::wait_until(
+    dead = swept::testing::eventually(
         [&] {
           stat = swept::agent::testing::read_file("/proc/" + std::to_string(orphan) + "/stat");
           return stat.empty() || stat.find(") Z ") != std::string::npos;
         },
-        [](int w) { swept::agent::testing::poll_readable({}, std::min(w, 10)); }, 5000);
+        5, std::chrono::milliseconds(10));
   }
   CHECK(dead);
 }

@@ -1,5 +1,7 @@
-// Helpers shared by the agent's tests: temporary directories and waiting on
-// events with a deadline (never a fixed sleep). Test-only; not in the library.
+// Helpers shared by the agent's tests: a scripted launcher, temporary
+// directories, and blocking on descriptors inside the conditions that
+// swept::testing::eventually polls (never a fixed sleep). Test-only; not in
+// the library.
 #pragma once
 
 #include <poll.h>
@@ -10,7 +12,6 @@
 #include <climits>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <sstream>
 #include <optional>
 #include <string>
@@ -72,18 +73,10 @@ inline int64_t steady_ms() {
       .count();
 }
 
-// Calls `step(wait_ms)` until `done()` or the deadline; `step` must block at
-// most wait_ms for its events. Returns done().
-inline bool wait_until(const std::function<bool()>& done, const std::function<void(int)>& step,
-                       int timeout_ms = 20000) {
-  int64_t deadline = steady_ms() + timeout_ms;
-  while (!done()) {
-    int64_t left = deadline - steady_ms();
-    if (left <= 0) return done();
-    step(static_cast<int>(std::min<int64_t>(left, 100)));
-  }
-  return true;
-}
+// For swept::testing::eventually (common/testing/eventually.h) when its
+// condition pumps events itself, blocking on them (poll_readable, a socket):
+// then eventually() need not pause between tries.
+inline constexpr std::chrono::milliseconds kNoPause{0};
 
 // Waits for any of `fds` to be readable, at most wait_ms.
 inline void poll_readable(const std::vector<int>& fds, int wait_ms) {

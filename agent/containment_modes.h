@@ -1,0 +1,33 @@
+// What containment's three files give one another (internal to agent/; the
+// rest of the agent uses containment.h): containment.cpp holds the shared
+// part and chooses the mode, containment_cgroup.cpp the cgroup v2 mode,
+// containment_subreaper.cpp the subreaper fallback. Errors are skipped, as
+// containment.h says of each caller.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "agent/containment.h"
+
+namespace swept::agent::containment_files {
+
+// strerror(e), for messages.
+std::string errno_text(int e);
+
+// Reads `path` whole, up to about `limit` bytes, into `out` (/proc and
+// cgroup files, which are small). False when it cannot be opened.
+bool read_small_file(const std::string& path, std::string& out, size_t limit = 1 << 20);
+
+// kCgroup: the pids listed in `cgroup_dir`/cgroup.procs; none when unreadable.
+std::vector<pid_t> read_procs(const std::string& cgroup_dir);
+
+// signal_every_trial() for each mode (containment_cgroup.cpp,
+// containment_subreaper.cpp).
+int signal_every_cgroup(const TrialsView& view, int sig);
+int signal_every_tagged(const TrialsView& view, int sig);
+
+}  // namespace swept::agent::containment_files
