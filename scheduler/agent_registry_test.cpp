@@ -80,7 +80,7 @@ TEST_CASE("agent registry: an agent registers once per connection and its row is
   CHECK(u.refusal("c2", bad) == "bad_request");
 }
 
-TEST_CASE("agent registry: a second live agent of one name is refused; a reconnect or a silent one is replaced") {
+TEST_CASE("agent registry: a second live agent of one name is refused, a reconnect or a silent one is replaced") {
   AgentRegistryOptions options;
   options.heartbeat_ms = 100;
   options.liveness = 3;
@@ -103,7 +103,7 @@ TEST_CASE("agent registry: a second live agent of one name is refused; a reconne
   CHECK(u.agents->silent().empty());
 }
 
-TEST_CASE("agent registry: a stalled loop does not count against the agents; going away is stored") {
+TEST_CASE("agent registry: a stalled loop does not count against the agents, going away is stored") {
   AgentRegistryOptions options;
   options.heartbeat_ms = 100;
   options.liveness = 3;
@@ -152,7 +152,7 @@ TEST_CASE("agent registry: host faults in a row quarantine an agent until an ope
   CHECK(!*twice);
 }
 
-TEST_CASE("agent registry: a failed self-check quarantines, a passing one lifts it; quarantines survive a restart") {
+TEST_CASE("agent registry: a failed self-check quarantines, a passing one lifts it, quarantines survive a restart") {
   Unit u;
   REQUIRE(!u.admit("c1", Unit::reg("a")).reject);
   AgentSession& s = *u.agents->by_routing("c1");
