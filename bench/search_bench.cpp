@@ -31,6 +31,7 @@
 
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace {
 

@@ -25,6 +25,7 @@
 #include "common/exit_codes.h"
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::cli {
 

@@ -8,7 +8,7 @@
 
 #include "common/log.h"
 #include "sweeps/search/search.h"
-#include "sweeps/stopping/stopping.h"
+#include "sweeps/trial.h"
 
 namespace swept::scheduler {
 namespace {

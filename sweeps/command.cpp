@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 

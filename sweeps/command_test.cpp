@@ -4,6 +4,7 @@
 #include <map>
 
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 namespace {

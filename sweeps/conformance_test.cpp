@@ -25,6 +25,7 @@
 #include "sweeps/space.h"
 #include "sweeps/yaml_writer_test.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 namespace {

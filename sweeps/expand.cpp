@@ -6,6 +6,7 @@
 
 #include "sweeps/space.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 namespace {

@@ -13,6 +13,7 @@
 #include "sweeps/numeric.h"
 #include "sweeps/space.h"
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps {
 namespace {

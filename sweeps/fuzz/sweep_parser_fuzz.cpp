@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "sweeps/sweep.h"
+#include "sweeps/trial.h"
 
 namespace {
 void expand_some(const swept::sweeps::SweepSpec& spec);

@@ -9,6 +9,7 @@
 
 #include "sweeps/search/models.h"
 #include "sweeps/space.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps::search {
 namespace {

@@ -9,6 +9,7 @@
 #include "sweeps/search/encoding.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
+#include "sweeps/trial.h"
 
 namespace swept::sweeps::search {
 namespace {
