@@ -16,16 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<int64_t> parse_gpus(const std::optional<std::string>& text) {
-  std::vector<int64_t> out;
-  if (!text) return out;
-  json j = json::parse(*text, nullptr, false);
-  if (!j.is_array()) return out;
-  for (const auto& v : j)
-    if (v.is_number_integer()) out.push_back(v.get<int64_t>());
-  return out;
-}
-
 // Parameter name -> its key path, from the first trials of the sweep (trials
 // of one sweep share their keys: they come from one sweep file).
 Result<std::map<std::string, std::vector<std::string>>> param_paths(Connection& db, int64_t sweep_id) {
@@ -188,7 +178,7 @@ TrialRow trial_from_row(const Statement& s) {
   r.state = trial_state_named(s.text(3)).value_or(TrialState::kQueued);
   r.attempts = s.int64(4);
   r.agent = s.optional_text(5);
-  r.gpus = parse_gpus(s.optional_text(6));
+  r.gpus = decode_gpu_list<int64_t>(s.optional_text(6));
   r.gpu_fraction = s.optional_real(7);
   r.metric_value = s.optional_real(8);
   r.started_at = s.optional_real(9);
@@ -676,7 +666,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
       AttemptRow a;
       a.attempt = att.int64(0);
       a.agent = att.text(1);
-      a.gpus = parse_gpus(att.optional_text(2));
+      a.gpus = decode_gpu_list<int64_t>(att.optional_text(2));
       a.gpu_fraction = att.optional_real(3);
       a.state = trial_state_named(att.text(4)).value_or(TrialState::kRunning);
       a.exit_code = att.optional_int64(5);
@@ -748,7 +738,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
     auto it = by_name.find(*agent);
     if (it == by_name.end()) continue;
     AgentInfo& a = out[it->second];
-    std::vector<int64_t> indices = parse_gpus(running.optional_text(3));
+    std::vector<int64_t> indices = decode_gpu_list<int64_t>(running.optional_text(3));
     protocol::AgentTrial held{running.int64(0), {}, running.optional_real(4)};
     for (int64_t gi : indices) held.gpus.push_back(static_cast<int>(gi));
     a.running.push_back(std::move(held));

@@ -96,7 +96,7 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
     t.attempts = static_cast<int>(st.int64(4));
     t.agent = st.optional_text(5);
-    t.gpus = parse_gpu_list(st.optional_text(6));
+    t.gpus = decode_gpu_list<int>(st.optional_text(6));
     t.gpu_fraction = st.optional_real(7);
     if (auto ec = st.optional_int64(8)) t.exit_code = static_cast<int>(*ec);
     t.reason = st.optional_text(9);

@@ -32,11 +32,10 @@ namespace swept::store {
 
 namespace {
 
-std::string gpus_json(const std::vector<int>& gpus) { return nlohmann::json(gpus).dump(); }
-
 // One row of "SELECT id, sweep_id, idx, state, attempts, agent, gpus,
-// gpu_fraction, params, command, started_at IS NOT NULL FROM trials".
-TrialRecord read_trial_record(const Statement& st) {
+// gpu_fraction, params, command, started_at IS NOT NULL FROM trials"; a
+// row whose params or command do not decode is Corruption.
+Result<TrialRecord> read_trial_record(const Statement& st) {
   TrialRecord t;
   t.id = st.int64(0);
   t.sweep_id = st.int64(1);
@@ -44,10 +43,12 @@ TrialRecord read_trial_record(const Statement& st) {
   t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
   t.attempts = static_cast<int>(st.int64(4));
   t.agent = st.text(5);
-  t.gpus = parse_gpu_list(st.optional_text(6));
+  t.gpus = decode_gpu_list<int>(st.optional_text(6));
   t.gpu_fraction = st.optional_real(7).value_or(0.0);
-  t.params = st.text(8);
-  t.command = st.text(9);
+  SWEPT_ASSIGN_OR_RETURN(params, decode_params(t.id, st.text(8)));
+  t.params = std::move(params);
+  SWEPT_ASSIGN_OR_RETURN(argv, decode_argv(t.id, st.text(9)));
+  t.argv = std::move(argv);
   t.started = st.int64(10) != 0;
   return t;
 }
@@ -233,7 +234,7 @@ Status Writer::set_trial_suggestion(int64_t trial_id, const std::string& model_j
 Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
   SearchHistoryRows out;
   // Index: trials_by_sweep_state (sweep_id, state).
-  SWEPT_CACHED(ended, "SELECT params, state, metric_value FROM trials WHERE sweep_id = ?1 AND state IN "
+  SWEPT_CACHED(ended, "SELECT params, state, metric_value, id FROM trials WHERE sweep_id = ?1 AND state IN "
                       "(?2, ?3, ?4) ORDER BY ended_at, id");
   ended.bind(1, sweep_id).bind(2, TrialState::kCompleted).bind(3, TrialState::kFailed).bind(4, TrialState::kLost);
   while (true) {
@@ -241,14 +242,16 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
     if (!row) break;
     std::optional<double> value;
     if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
-    out.finished.emplace_back(ended.text(0), value);
+    SWEPT_ASSIGN_OR_RETURN(params, decode_params(ended.int64(3), ended.text(0)));
+    out.finished.emplace_back(std::move(params), value);
   }
-  SWEPT_CACHED(running, "SELECT params FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
+  SWEPT_CACHED(running, "SELECT params, id FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
   running.bind(1, sweep_id).bind(2, TrialState::kRunning);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
-    out.pending.push_back(running.text(0));
+    SWEPT_ASSIGN_OR_RETURN(params, decode_params(running.int64(1), running.text(0)));
+    out.pending.push_back(std::move(params));
   }
   return out;
 }
@@ -389,7 +392,8 @@ Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, Trial
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, st.step());
     if (!row) break;
-    out.push_back(read_trial_record(st));
+    SWEPT_ASSIGN_OR_RETURN(record, read_trial_record(st));
+    out.push_back(std::move(record));
   }
   return out;
 }
@@ -401,7 +405,7 @@ Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
   st.bind(1, trial_id);
   SWEPT_ASSIGN_OR_RETURN(row, st.step());
   if (!row) return Status::NotFound("no trial " + std::to_string(trial_id));
-  TrialRecord t = read_trial_record(st);
+  Result<TrialRecord> t = read_trial_record(st);
   st.reset();
   return t;
 }
@@ -434,7 +438,7 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   // A share of one GPU, or NULL for whole GPUs and CPU trials.
   std::optional<double> fraction;
   if (gpu_fraction > 0) fraction = gpu_fraction;
-  std::string g = gpus_json(gpus);
+  std::string g = encode_gpu_list(gpus);
   SWEPT_CACHED(st,
                 "UPDATE trials SET state=?6, attempts=?1, agent=?2, gpus=?3, gpu_fraction=?4, exit_code=NULL, "
                 "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?5");
