@@ -418,7 +418,7 @@ TrialRow read_trial_row(const Reader& r) {
   t.reason = r.field("reason").opt_str();
   t.metric_value = r.field("metric_value").opt_f64();
   t.params = r.field("params").object();
-  t.command = r.field("command").array();
+  t.command = r.field("command").strings();
   t.started_at = r.field("started_at").opt_f64();
   t.ended_at = r.field("ended_at").opt_f64();
   Reader latest = r.field("latest");
@@ -756,7 +756,7 @@ nlohmann::json to_json(const TrialRow& t) {
           {"reason", opt(t.reason)},
           {"metric_value", opt(t.metric_value)},
           {"params", t.params.is_null() ? json::object() : t.params},
-          {"command", t.command.is_null() ? json::array() : t.command},
+          {"command", t.command},
           {"started_at", opt(t.started_at)},
           {"ended_at", opt(t.ended_at)},
           {"latest", t.latest},

@@ -102,7 +102,9 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.reason = st.optional_text(9);
     t.metric_value = st.optional_real(10);
     t.params = parse_json_or(st.text(11), json::object());
-    t.command = parse_json_or(st.text(12), json::array());
+    // A damaged command reads as none: the query still answers for the
+    // sweep's other trials (the writer refuses such a row: Corruption).
+    if (auto argv = decode_argv(t.id, st.text(12)); argv.ok()) t.command = std::move(*argv);
     t.started_at = st.optional_real(13);
     t.ended_at = st.optional_real(14);
     if (auto text = st.optional_text(15)) t.suggestion = parse_json_or(*text, json());

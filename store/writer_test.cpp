@@ -216,7 +216,7 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   CHECK((*rows)[0].state == swept::TrialState::kCompleted);
   CHECK((*rows)[0].gpus == std::vector<int>{0});
   CHECK((*rows)[0].latest.at("loss") == doctest::Approx(0.8));
-  CHECK((*rows)[0].command == nlohmann::json::array({"run"}));
+  CHECK((*rows)[0].command == std::vector<std::string>{"run"});
   CHECK((*rows)[2].state == swept::TrialState::kQueued);
 
   auto agents = agent_rows(s.connection());
