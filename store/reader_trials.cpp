@@ -149,6 +149,231 @@ Result<std::shared_ptr<const std::vector<ParamSortCache::Key>>> ParamSortCache::
   return result;
 }
 
+namespace {
+
+// The trials a page is drawn from: the sweep's, filtered by state. `where`
+// is its SQL on `trials t`; bind() binds its parameters from `first` and
+// returns the next free index.
+struct PageFilter {
+  const TrialQuery& q;
+  std::string where = " WHERE t.sweep_id = ?";
+
+  explicit PageFilter(const TrialQuery& query) : q(query) {
+    if (q.states.empty()) return;
+    where += " AND t.state IN (";
+    for (size_t i = 0; i < q.states.size(); ++i) where += i ? ",?" : "?";
+    where += ")";
+  }
+  int bind(Statement& st, int first) const {
+    st.bind(first++, q.sweep_id);
+    for (TrialState s : q.states) st.bind(first++, s);
+    return first;
+  }
+  std::string direction() const { return q.descending ? " DESC" : " ASC"; }
+};
+
+// How phase 1 finds the ids of a page: an SQL order (`expr`, NULLs last
+// when `nullable`, with an optional join on a metric's name) that
+// ids_in_sql_order runs, or, when `expr` is empty, the ids a plan chose
+// itself.
+struct PageOrder {
+  std::string expr;
+  bool nullable = true;
+  std::string join, join_name;
+  std::vector<int64_t> ids;
+};
+
+// Total for the pager. Index: trials_by_sweep_state (covering).
+Result<int64_t> count_matching(Connection& db, const PageFilter& f) {
+  SWEPT_ASSIGN_OR_RETURN(count, db.prepare("SELECT count(*) FROM trials t" + f.where));
+  f.bind(count, 1);
+  SWEPT_ASSIGN_OR_RETURN(has_count, count.step());
+  return has_count ? count.int64(0) : 0;
+}
+
+// A page sorted by a parameter, from the cache's sorted keys (kept to the
+// filter's states). Ascending: as sorted. Descending: present values
+// reversed, then the trials without the parameter (still last), by idx
+// descending.
+Result<std::vector<int64_t>> page_from_sorted_keys(Connection& db, const PageFilter& f,
+                                                   const std::vector<ParamSortCache::Key>& keys) {
+  const TrialQuery& q = f.q;
+  std::set<int64_t> allowed;
+  if (!q.states.empty()) {
+    SWEPT_ASSIGN_OR_RETURN(st, db.prepare("SELECT t.id FROM trials t" + f.where));
+    f.bind(st, 1);
+    while (true) {
+      SWEPT_ASSIGN_OR_RETURN(row, st.step());
+      if (!row) break;
+      allowed.insert(st.int64(0));
+    }
+  }
+  size_t present = 0;
+  while (present < keys.size() && keys[present].kind != 2) ++present;
+  std::vector<size_t> order;
+  order.reserve(keys.size());
+  if (q.descending) {
+    for (size_t i = present; i-- > 0;) order.push_back(i);
+    for (size_t i = keys.size(); i-- > present;) order.push_back(i);
+  } else {
+    for (size_t i = 0; i < keys.size(); ++i) order.push_back(i);
+  }
+  std::vector<int64_t> ids;
+  int64_t skipped = 0;
+  for (size_t i : order) {
+    if (!q.states.empty() && !allowed.count(keys[i].id)) continue;
+    if (skipped++ < q.offset) continue;
+    ids.push_back(keys[i].id);
+    if (static_cast<int64_t>(ids.size()) >= q.limit) break;
+  }
+  return ids;
+}
+
+// sort=param:NAME: through the cache when there is one, else in SQL.
+Result<PageOrder> order_by_param(Connection& db, const PageFilter& f, const std::string& name,
+                                 const std::map<std::string, std::vector<std::string>>& paths,
+                                 ParamSortCache* param_cache) {
+  auto p = paths.find(name);
+  if (p == paths.end())
+    return Status::InvalidArgument("unknown parameter '" + name +
+                                   "' in sort; the sweep's parameters are listed in columns.params");
+  SWEPT_ASSIGN_OR_RETURN(path, json_path(p->second, name));
+  PageOrder order;
+  if (param_cache) {
+    SWEPT_ASSIGN_OR_RETURN(sorted, param_cache->sorted(db, f.q.sweep_id, path));
+    SWEPT_ASSIGN_OR_RETURN(ids, page_from_sorted_keys(db, f, *sorted));
+    order.ids = std::move(ids);
+    return order;
+  }
+  std::string literal;
+  for (char c : path) literal += (c == '\'' ? std::string("''") : std::string(1, c));
+  // A damaged row (params not JSON) sorts as a missing value, not an error.
+  order.expr = "(CASE WHEN json_valid(t.params) THEN json_extract(t.params, '" + literal + "') END)";
+  return order;
+}
+
+// Appends the ids a statement returns (its column 0).
+Status append_ids(Statement& st, std::vector<int64_t>& ids) {
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    ids.push_back(st.int64(0));
+  }
+  return Status::Ok();
+}
+
+// sort=metric:NAME by walking trial_latest_by_name_value (name, value) in
+// order, keeping this sweep's trials; past the trials with the metric,
+// those without it follow, by idx.
+Result<std::vector<int64_t>> metric_walk_page(Connection& db, const PageFilter& f, const std::string& name) {
+  const TrialQuery& q = f.q;
+  const std::string dir = f.direction();
+  std::vector<int64_t> ids;
+  SWEPT_ASSIGN_OR_RETURN(walk, db.prepare("SELECT t.id FROM trial_latest s CROSS JOIN trials t ON t.id = s.trial_id" +
+                                          f.where + " AND s.name = ? ORDER BY s.value" + dir + ", t.idx" + dir +
+                                          " LIMIT ? OFFSET ?"));
+  int bi = f.bind(walk, 1);
+  walk.bind(bi, std::string_view(name));
+  walk.bind(bi + 1, q.limit);
+  walk.bind(bi + 2, q.offset);
+  SWEPT_RETURN_IF_ERROR(append_ids(walk, ids));
+  if (static_cast<int64_t>(ids.size()) >= q.limit) return ids;
+  int64_t with_metric = q.offset + static_cast<int64_t>(ids.size());
+  if (ids.empty() && q.offset > 0) {
+    SWEPT_ASSIGN_OR_RETURN(count_with, db.prepare(
+        "SELECT count(*) FROM trials t" + f.where +
+        " AND EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?)"));
+    int ci = f.bind(count_with, 1);
+    count_with.bind(ci, std::string_view(name));
+    SWEPT_ASSIGN_OR_RETURN(counted, count_with.step());
+    with_metric = counted ? count_with.int64(0) : 0;
+  }
+  SWEPT_ASSIGN_OR_RETURN(rest, db.prepare(
+      "SELECT t.id FROM trials t" + f.where +
+      " AND NOT EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?) ORDER BY t.idx" + dir +
+      " LIMIT ? OFFSET ?"));
+  int ri = f.bind(rest, 1);
+  rest.bind(ri, std::string_view(name));
+  rest.bind(ri + 1, q.limit - static_cast<int64_t>(ids.size()));
+  rest.bind(ri + 2, std::max<int64_t>(0, q.offset - with_metric));
+  SWEPT_RETURN_IF_ERROR(append_ids(rest, ids));
+  return ids;
+}
+
+// sort=metric:NAME. Two plans. Walking the (name, value) index stops after
+// about (offset + limit) * (all trials / matching trials) index entries:
+// cheap for the first pages of a large sweep. Looking up trial_latest's
+// primary key once per trial of the sweep costs the sweep's size. Take the
+// cheaper estimate (or the plan the query forces).
+Result<PageOrder> order_by_metric(Connection& db, const PageFilter& f, const std::string& name,
+                                  const std::vector<std::string>& metrics, int64_t total, int64_t sweep_size) {
+  const TrialQuery& q = f.q;
+  if (std::find(metrics.begin(), metrics.end(), name) == metrics.end())
+    return Status::InvalidArgument("unknown metric '" + name +
+                                   "' in sort; the sweep's metrics are listed in columns.metrics");
+  SWEPT_ASSIGN_OR_RETURN(max_id, db.prepare("SELECT max(id) FROM trials"));
+  SWEPT_ASSIGN_OR_RETURN(has_max, max_id.step());
+  const double all_trials = has_max && !max_id.is_null(0) ? static_cast<double>(max_id.int64(0)) : 0.0;
+  const double walk_cost =
+      static_cast<double>(q.offset + q.limit) * all_trials / static_cast<double>(std::max<int64_t>(1, total));
+  const bool walk_plan = q.metric_plan == TrialQuery::MetricPlan::kAuto
+                             ? walk_cost < static_cast<double>(sweep_size)
+                             : q.metric_plan == TrialQuery::MetricPlan::kIndexWalk;
+  PageOrder order;
+  if (walk_plan) {
+    SWEPT_ASSIGN_OR_RETURN(ids, metric_walk_page(db, f, name));
+    order.ids = std::move(ids);
+    return order;
+  }
+  order.join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
+  order.join_name = name;
+  order.expr = "s.value";
+  return order;
+}
+
+// The plan for q.sort: a column, a parameter or a metric.
+Result<PageOrder> page_order(Connection& db, const PageFilter& f,
+                             const std::map<std::string, std::vector<std::string>>& paths,
+                             const std::vector<std::string>& metrics, ParamSortCache* param_cache, int64_t total,
+                             int64_t sweep_size) {
+  const std::string& sort = f.q.sort;
+  static const std::map<std::string, std::pair<std::string, bool>> kColumns = {  // expr, nullable
+      {"id", {"t.id", false}},          {"idx", {"t.idx", false}},
+      {"state", {"t.state", false}},    {"attempts", {"t.attempts", false}},
+      {"agent", {"t.agent", true}},     {"metric", {"t.metric_value", true}},
+      {"started_at", {"t.started_at", true}}, {"ended_at", {"t.ended_at", true}}};
+  if (auto it = kColumns.find(sort); it != kColumns.end()) {
+    PageOrder order;
+    order.expr = it->second.first;
+    order.nullable = it->second.second;
+    return order;
+  }
+  if (sort.rfind("param:", 0) == 0) return order_by_param(db, f, sort.substr(6), paths, param_cache);
+  if (sort.rfind("metric:", 0) == 0) return order_by_metric(db, f, sort.substr(7), metrics, total, sweep_size);
+  return Status::InvalidArgument("unknown sort key '" + sort +
+                                 "'; use id, idx, state, attempts, agent, metric, started_at, ended_at, "
+                                 "param:NAME or metric:NAME");
+}
+
+// Phase 1 in SQL: the ids of the page in `order`. NULLs last in either
+// direction; ties broken by idx for stable paging.
+Result<std::vector<int64_t>> ids_in_sql_order(Connection& db, const PageFilter& f, const PageOrder& order) {
+  const std::string dir = f.direction();
+  std::string sql = " ORDER BY " + order.expr + dir + (order.nullable ? " NULLS LAST" : "") +
+                    (order.expr == "t.idx" ? "" : ", t.idx" + dir);
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT t.id FROM trials t" + order.join + f.where + sql + " LIMIT ? OFFSET ?"));
+  int bi = 1;
+  if (!order.join.empty()) stmt.bind(bi++, std::string_view(order.join_name));
+  bi = f.bind(stmt, bi);
+  stmt.bind(bi, f.q.limit);
+  stmt.bind(bi + 1, f.q.offset);
+  std::vector<int64_t> ids;
+  SWEPT_RETURN_IF_ERROR(append_ids(stmt, ids));
+  return ids;
+}
+
+}  // namespace
+
 Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCache* param_cache) {
   if (q.limit < 1 || q.limit > 1000) return Status::InvalidArgument("limit must be between 1 and 1000");
   if (q.offset < 0) return Status::InvalidArgument("offset must be 0 or more");
@@ -162,165 +387,16 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   for (const auto& [name, _] : paths) page.columns.params.push_back(name);
   SWEPT_ASSIGN_OR_RETURN(metrics, metric_names(db, q.sweep_id));
   page.columns.metrics = metrics;
-
-  std::string where = " WHERE t.sweep_id = ?";
-  if (!q.states.empty()) {
-    where += " AND t.state IN (";
-    for (size_t i = 0; i < q.states.size(); ++i) where += i ? ",?" : "?";
-    where += ")";
-  }
-  auto bind_where = [&](Statement& st, int first) {
-    st.bind(first++, q.sweep_id);
-    for (TrialState s : q.states) st.bind(first++, s);
-    return first;
-  };
-  // Total for the pager. Index: trials_by_sweep_state (covering).
-  SWEPT_ASSIGN_OR_RETURN(count, db.prepare("SELECT count(*) FROM trials t" + where));
-  bind_where(count, 1);
-  SWEPT_ASSIGN_OR_RETURN(has_count, count.step());
-  page.total = has_count ? count.int64(0) : 0;
-
+  const PageFilter filter(q);
+  SWEPT_ASSIGN_OR_RETURN(total, count_matching(db, filter));
+  page.total = total;
   // Phase 1: the ids of the page, ordered; only ids and sort keys go through
   // the sorter. Phase 2 (rows_by_id) reads the full rows of those ids.
-  std::vector<int64_t> ids;
-  const std::string dir = q.descending ? " DESC" : " ASC";
-  static const std::map<std::string, std::pair<std::string, bool>> kColumns = {  // expr, nullable
-      {"id", {"t.id", false}},          {"idx", {"t.idx", false}},
-      {"state", {"t.state", false}},    {"attempts", {"t.attempts", false}},
-      {"agent", {"t.agent", true}},     {"metric", {"t.metric_value", true}},
-      {"started_at", {"t.started_at", true}}, {"ended_at", {"t.ended_at", true}}};
-  std::string sort_expr, join, join_name;
-  bool nullable = true;
-  if (auto it = kColumns.find(q.sort); it != kColumns.end()) {
-    sort_expr = it->second.first;
-    nullable = it->second.second;
-  } else if (q.sort.rfind("param:", 0) == 0) {
-    std::string name = q.sort.substr(6);
-    auto p = paths.find(name);
-    if (p == paths.end())
-      return Status::InvalidArgument("unknown parameter '" + name +
-                                     "' in sort; the sweep's parameters are listed in columns.params");
-    SWEPT_ASSIGN_OR_RETURN(path, json_path(p->second, name));
-    if (param_cache) {
-      SWEPT_ASSIGN_OR_RETURN(sorted, param_cache->sorted(db, q.sweep_id, path));
-      std::set<int64_t> allowed;
-      if (!q.states.empty()) {
-        SWEPT_ASSIGN_OR_RETURN(st, db.prepare("SELECT t.id FROM trials t" + where));
-        bind_where(st, 1);
-        while (true) {
-          SWEPT_ASSIGN_OR_RETURN(row, st.step());
-          if (!row) break;
-          allowed.insert(st.int64(0));
-        }
-      }
-      // Ascending: as sorted. Descending: present values reversed, then the
-      // trials without the parameter (still last), by idx descending.
-      const auto& keys = *sorted;
-      size_t present = 0;
-      while (present < keys.size() && keys[present].kind != 2) ++present;
-      std::vector<size_t> order;
-      order.reserve(keys.size());
-      if (q.descending) {
-        for (size_t i = present; i-- > 0;) order.push_back(i);
-        for (size_t i = keys.size(); i-- > present;) order.push_back(i);
-      } else {
-        for (size_t i = 0; i < keys.size(); ++i) order.push_back(i);
-      }
-      int64_t skipped = 0;
-      for (size_t i : order) {
-        if (!q.states.empty() && !allowed.count(keys[i].id)) continue;
-        if (skipped++ < q.offset) continue;
-        ids.push_back(keys[i].id);
-        if (static_cast<int64_t>(ids.size()) >= q.limit) break;
-      }
-    } else {
-      std::string literal;
-      for (char c : path) literal += (c == '\'' ? std::string("''") : std::string(1, c));
-      // A damaged row (params not JSON) sorts as a missing value, not an error.
-      sort_expr = "(CASE WHEN json_valid(t.params) THEN json_extract(t.params, '" + literal + "') END)";
-    }
-  } else if (q.sort.rfind("metric:", 0) == 0) {
-    std::string name = q.sort.substr(7);
-    if (std::find(metrics.begin(), metrics.end(), name) == metrics.end())
-      return Status::InvalidArgument("unknown metric '" + name +
-                                     "' in sort; the sweep's metrics are listed in columns.metrics");
-    // Two plans. Walking trial_latest_by_name_value (name, value) in order and
-    // keeping this sweep's trials stops after about (offset + limit) *
-    // (all trials / matching trials) index entries: cheap for the first pages
-    // of a large sweep. Looking up trial_latest's primary key once per trial
-    // of the sweep costs the sweep's size. Take the cheaper estimate.
-    SWEPT_ASSIGN_OR_RETURN(max_id, db.prepare("SELECT max(id) FROM trials"));
-    SWEPT_ASSIGN_OR_RETURN(has_max, max_id.step());
-    const double all_trials = has_max && !max_id.is_null(0) ? static_cast<double>(max_id.int64(0)) : 0.0;
-    const double walk_cost = static_cast<double>(q.offset + q.limit) * all_trials /
-                             static_cast<double>(std::max<int64_t>(1, page.total));
-    const int64_t sweep_size = sweep.trials_created;
-    bool walk_plan = q.metric_plan == TrialQuery::MetricPlan::kAuto ? walk_cost < static_cast<double>(sweep_size)
-                                                                     : q.metric_plan == TrialQuery::MetricPlan::kIndexWalk;
-    if (walk_plan) {
-      SWEPT_ASSIGN_OR_RETURN(walk, db.prepare(
-          "SELECT t.id FROM trial_latest s CROSS JOIN trials t ON t.id = s.trial_id" + where +
-          " AND s.name = ? ORDER BY s.value" + dir + ", t.idx" + dir + " LIMIT ? OFFSET ?"));
-      int bi = bind_where(walk, 1);
-      walk.bind(bi, std::string_view(name));
-      walk.bind(bi + 1, q.limit);
-      walk.bind(bi + 2, q.offset);
-      while (true) {
-        SWEPT_ASSIGN_OR_RETURN(row, walk.step());
-        if (!row) break;
-        ids.push_back(walk.int64(0));
-      }
-      if (static_cast<int64_t>(ids.size()) < q.limit) {
-        // Past the trials with the metric: those without it follow, by idx.
-        int64_t with_metric = q.offset + static_cast<int64_t>(ids.size());
-        if (ids.empty() && q.offset > 0) {
-          SWEPT_ASSIGN_OR_RETURN(count_with, db.prepare(
-              "SELECT count(*) FROM trials t" + where +
-              " AND EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?)"));
-          int ci = bind_where(count_with, 1);
-          count_with.bind(ci, std::string_view(name));
-          SWEPT_ASSIGN_OR_RETURN(counted, count_with.step());
-          with_metric = counted ? count_with.int64(0) : 0;
-        }
-        SWEPT_ASSIGN_OR_RETURN(rest, db.prepare(
-            "SELECT t.id FROM trials t" + where +
-            " AND NOT EXISTS (SELECT 1 FROM trial_latest s WHERE s.trial_id = t.id AND s.name = ?) ORDER BY t.idx" +
-            dir + " LIMIT ? OFFSET ?"));
-        int ri = bind_where(rest, 1);
-        rest.bind(ri, std::string_view(name));
-        rest.bind(ri + 1, q.limit - static_cast<int64_t>(ids.size()));
-        rest.bind(ri + 2, std::max<int64_t>(0, q.offset - with_metric));
-        while (true) {
-          SWEPT_ASSIGN_OR_RETURN(row, rest.step());
-          if (!row) break;
-          ids.push_back(rest.int64(0));
-        }
-      }
-    } else {
-      join = " LEFT JOIN trial_latest s ON s.trial_id = t.id AND s.name = ?";
-      join_name = name;
-      sort_expr = "s.value";
-    }
-  } else {
-    return Status::InvalidArgument("unknown sort key '" + q.sort +
-                                   "'; use id, idx, state, attempts, agent, metric, started_at, ended_at, "
-                                   "param:NAME or metric:NAME");
-  }
-  if (!sort_expr.empty()) {
-    // NULLs last in either direction; ties broken by idx for stable paging.
-    std::string order = " ORDER BY " + sort_expr + dir + (nullable ? " NULLS LAST" : "") +
-                        (sort_expr == "t.idx" ? "" : ", t.idx" + dir);
-    SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT t.id FROM trials t" + join + where + order + " LIMIT ? OFFSET ?"));
-    int bi = 1;
-    if (!join.empty()) stmt.bind(bi++, std::string_view(join_name));
-    bi = bind_where(stmt, bi);
-    stmt.bind(bi, q.limit);
-    stmt.bind(bi + 1, q.offset);
-    while (true) {
-      SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-      if (!row) break;
-      ids.push_back(stmt.int64(0));
-    }
+  SWEPT_ASSIGN_OR_RETURN(order, page_order(db, filter, paths, metrics, param_cache, page.total, sweep.trials_created));
+  std::vector<int64_t> ids = std::move(order.ids);
+  if (!order.expr.empty()) {
+    SWEPT_ASSIGN_OR_RETURN(sorted, ids_in_sql_order(db, filter, order));
+    ids = std::move(sorted);
   }
   SWEPT_ASSIGN_OR_RETURN(rows, rows_by_id(db, ids));
   page.rows = std::move(rows);
