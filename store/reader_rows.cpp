@@ -1,7 +1,8 @@
 // The read model in the protocol's types (reader.h, last section): the
 // scheduler's answers to client queries and the CLI's --db commands. Sweeps
-// and agents come from the dashboard's own queries (reader.cpp), so "best",
-// the counts and what runs where have one definition each.
+// and agents come from the dashboard's own queries (reader.cpp,
+// reader_agents.cpp), so "best", the counts and what runs where have one
+// definition each.
 #include <unordered_map>
 
 #include "store/reader.h"
