@@ -1,4 +1,4 @@
-// CurveZMQ keys and handshakes: see curve.h.
+// CurveZMQ keys and handshakes: see curvezmq.h.
 #include "common/curvezmq.h"
 
 #include <fcntl.h>

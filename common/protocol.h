@@ -364,7 +364,7 @@ struct TrialRow {
   std::optional<std::string> reason;
   std::optional<double> metric_value;
   nlohmann::json params;   // object
-  nlohmann::json command;  // array of strings
+  std::vector<std::string> command;  // the argv, as StartTrial.argv (a JSON array of strings)
   std::optional<double> started_at;
   std::optional<double> ended_at;
   std::map<std::string, double> latest;  // latest value of each metric

@@ -150,7 +150,7 @@ std::vector<Message> every_message() {
   t.reason = "exit code 0";
   t.metric_value = 0.12;
   t.params = json{{"lr", 0.1}};
-  t.command = json::array({"swept-train", "--lr=0.1"});
+  t.command = {"swept-train", "--lr=0.1"};
   t.started_at = 10.0;
   t.ended_at = 20.0;
   t.latest = {{"loss", 0.1}, {"val_loss", 0.12}};
@@ -160,7 +160,6 @@ std::vector<Message> every_message() {
   queued.sweep_id = 3;
   queued.state = swept::TrialState::kQueued;
   queued.params = json::object();
-  queued.command = json::array();
   TrialRow stopped = queued;
   stopped.id = 19;
   stopped.state = swept::TrialState::kEarlyStopped;

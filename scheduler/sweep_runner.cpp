@@ -193,12 +193,8 @@ Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t 
   t.sweep_id = s.id;
   t.index = rec->index;
   t.previous_attempts = rec->attempts;
-  t.params = nlohmann::json::parse(rec->params, nullptr, false);
-  nlohmann::json argv = nlohmann::json::parse(rec->command, nullptr, false);
-  if (argv.is_array())
-    for (const auto& a : argv)
-      if (a.is_string()) t.argv.push_back(a.get<std::string>());
-  if (t.params.is_discarded()) t.params = nlohmann::json::object();
+  t.params = std::move(rec->params);
+  t.argv = std::move(rec->argv);
   return std::optional<TrialToStart>(std::move(t));
 }
 
@@ -247,15 +243,8 @@ Result<sweeps::search::Suggestion> SweepRunner::suggest(const Active& s, int64_t
   auto rows = store_.search_history(s.id);
   if (!rows.ok()) return rows.status();
   sweeps::search::SearchHistory history;
-  for (const auto& [params, value] : rows->finished) {
-    nlohmann::json p = nlohmann::json::parse(params, nullptr, false);
-    if (p.is_discarded()) continue;
-    history.finished.push_back({std::move(p), value});
-  }
-  for (const std::string& params : rows->pending) {
-    nlohmann::json p = nlohmann::json::parse(params, nullptr, false);
-    if (!p.is_discarded()) history.pending.push_back(std::move(p));
-  }
+  for (auto& [params, value] : rows->finished) history.finished.push_back({std::move(params), value});
+  for (auto& params : rows->pending) history.pending.push_back(std::move(params));
   auto out = sweeps::search::suggest(*s.spec.search, s.spec, history, index);
   if (!out.ok()) return out.status().WithContext("sweep " + std::to_string(s.id) + " trial " + std::to_string(index));
   if (out->model.mode == "fallback")

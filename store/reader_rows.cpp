@@ -1,7 +1,8 @@
 // The read model in the protocol's types (reader.h, last section): the
 // scheduler's answers to client queries and the CLI's --db commands. Sweeps
-// and agents come from the dashboard's own queries (reader.cpp), so "best",
-// the counts and what runs where have one definition each.
+// and agents come from the dashboard's own queries (reader.cpp,
+// reader_agents.cpp), so "best", the counts and what runs where have one
+// definition each.
 #include <unordered_map>
 
 #include "store/reader.h"
@@ -96,13 +97,15 @@ Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep
     t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
     t.attempts = static_cast<int>(st.int64(4));
     t.agent = st.optional_text(5);
-    t.gpus = parse_gpu_list(st.optional_text(6));
+    t.gpus = decode_gpu_list<int>(st.optional_text(6));
     t.gpu_fraction = st.optional_real(7);
     if (auto ec = st.optional_int64(8)) t.exit_code = static_cast<int>(*ec);
     t.reason = st.optional_text(9);
     t.metric_value = st.optional_real(10);
     t.params = parse_json_or(st.text(11), json::object());
-    t.command = parse_json_or(st.text(12), json::array());
+    // A damaged command reads as none: the query still answers for the
+    // sweep's other trials (the writer refuses such a row: Corruption).
+    if (auto argv = decode_argv(t.id, st.text(12)); argv.ok()) t.command = std::move(*argv);
     t.started_at = st.optional_real(13);
     t.ended_at = st.optional_real(14);
     if (auto text = st.optional_text(15)) t.suggestion = parse_json_or(*text, json());

@@ -15,14 +15,48 @@ Result<int> read_schema_version(Connection& db) {
   return row ? std::atoi(st.text(0).c_str()) : 0;
 }
 
-std::vector<int> parse_gpu_list(const std::optional<std::string>& text) {
-  std::vector<int> out;
+std::string encode_gpu_list(const std::vector<int>& gpus) { return nlohmann::json(gpus).dump(); }
+
+template <typename Int>
+std::vector<Int> decode_gpu_list(const std::optional<std::string>& text) {
+  std::vector<Int> out;
   if (!text) return out;
   nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
   if (!j.is_array()) return out;
   for (const auto& v : j)
-    if (v.is_number_integer()) out.push_back(v.get<int>());
+    if (v.is_number_integer()) out.push_back(v.get<Int>());
   return out;
+}
+template std::vector<int> decode_gpu_list<int>(const std::optional<std::string>&);
+template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optional<std::string>&);
+
+namespace {
+
+// What a bad row says: which trial, which column, what was expected, so
+// that an operator can find it (swept's own writes never produce one).
+Status bad_column(int64_t trial_id, const char* column, const char* expected) {
+  return Status::Corruption("trial " + std::to_string(trial_id) + ": its stored " + column + " (trials." + column +
+                            ") is not " + expected + "; the database is damaged");
+}
+
+}  // namespace
+
+Result<nlohmann::json> decode_params(int64_t trial_id, const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return bad_column(trial_id, "params", "a JSON object");
+  return j;
+}
+
+Result<std::vector<std::string>> decode_argv(int64_t trial_id, const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_array()) return bad_column(trial_id, "command", "a JSON array of strings");
+  std::vector<std::string> argv;
+  argv.reserve(j.size());
+  for (const auto& a : j) {
+    if (!a.is_string()) return bad_column(trial_id, "command", "a JSON array of strings");
+    argv.push_back(a.get<std::string>());
+  }
+  return argv;
 }
 
 }  // namespace swept::store

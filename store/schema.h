@@ -1,12 +1,15 @@
 // The schema contract shared by the writer and the read model: its version,
-// its text (store/schema.sql, compiled in), and the decoding of the JSON
-// columns both sides read.
+// its text (store/schema.sql, compiled in), and the one codec of the JSON
+// columns both sides read (GPU lists, parameters, commands).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 
@@ -27,8 +30,22 @@ inline constexpr size_t kLogTailBytes = 64 * 1024;
 // error when there is no meta table: not a swept database).
 Result<int> read_schema_version(Connection& db);
 
-// trials.gpus / attempts.gpus: a JSON array of GPU indices (empty when NULL
-// or not an array).
-std::vector<int> parse_gpu_list(const std::optional<std::string>& text);
+// ---- the JSON columns ----
+// trials.gpus / attempts.gpus: a JSON array of GPU indices. Decoding is
+// lenient, as the dashboard shows what it can: NULL or text that is not an
+// array is no GPUs, and an element that is not an integer is skipped. `Int`
+// is the row type's element (int or int64_t; instantiated for both).
+std::string encode_gpu_list(const std::vector<int>& gpus);
+template <typename Int>
+std::vector<Int> decode_gpu_list(const std::optional<std::string>& text);
+extern template std::vector<int> decode_gpu_list<int>(const std::optional<std::string>&);
+extern template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optional<std::string>&);
+
+// trials.params: a JSON object, nested as in the sweep file. Corruption,
+// naming the trial and the column, when the text is not one.
+Result<nlohmann::json> decode_params(int64_t trial_id, const std::string& text);
+// trials.command: the argv, a JSON array of strings. Corruption, naming the
+// trial and the column, when the text is not one.
+Result<std::vector<std::string>> decode_argv(int64_t trial_id, const std::string& text);
 
 }  // namespace swept::store

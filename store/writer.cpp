@@ -1,42 +1,29 @@
 // Writer: the scheduler's side of the store. See writer.h for the contract
-// and schema.sql for the tables and their invariants.
-//
-// Migrations: version 1 is schema.sql (compiled in) with its state CHECK
-// lists filled from common/states.h (state_checks.h); each later version is
-// one step in migrate() that moves a database from N-1 to N in the same
-// transaction that records the new version in meta.schema_version. After
-// the steps, the same transaction brings every state CHECK to the tables of
-// common/states.h (a no-op when they match). A database whose version is
-// newer than kSchemaVersion is refused rather than misread.
+// and schema.sql for the tables and their invariants. This file opens the
+// database (WAL mode, the checkpoint hook), runs transactions and writes
+// sweeps and trials; migrations.cpp upgrades older files, writer_metrics.cpp
+// stores metrics and logs, writer_agents.cpp the agents.
 #include "store/writer.h"
 
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <iterator>
-#include <string_view>
 #include <unordered_map>
 
 #include "common/log.h"
 #include "store/sigbus_guard.h"
 #include "store/sqlite.h"
-#include "store/state_checks.h"
+#include "store/writer_cached.h"
 
 namespace swept::store {
 
-// A cached statement of the writer's connection, as `Statement& var`.
-#define SWEPT_CACHED(var, sql)                                \
-  SWEPT_ASSIGN_OR_RETURN(var##_ptr, conn_->cached(sql));      \
-  Statement& var = *var##_ptr
-
 namespace {
 
-std::string gpus_json(const std::vector<int>& gpus) { return nlohmann::json(gpus).dump(); }
-
 // One row of "SELECT id, sweep_id, idx, state, attempts, agent, gpus,
-// gpu_fraction, params, command, started_at IS NOT NULL FROM trials".
-TrialRecord read_trial_record(const Statement& st) {
+// gpu_fraction, params, command, started_at IS NOT NULL FROM trials"; a
+// row whose params or command do not decode is Corruption.
+Result<TrialRecord> read_trial_record(const Statement& st) {
   TrialRecord t;
   t.id = st.int64(0);
   t.sweep_id = st.int64(1);
@@ -44,10 +31,12 @@ TrialRecord read_trial_record(const Statement& st) {
   t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
   t.attempts = static_cast<int>(st.int64(4));
   t.agent = st.text(5);
-  t.gpus = parse_gpu_list(st.optional_text(6));
+  t.gpus = decode_gpu_list<int>(st.optional_text(6));
   t.gpu_fraction = st.optional_real(7).value_or(0.0);
-  t.params = st.text(8);
-  t.command = st.text(9);
+  SWEPT_ASSIGN_OR_RETURN(params, decode_params(t.id, st.text(8)));
+  t.params = std::move(params);
+  SWEPT_ASSIGN_OR_RETURN(argv, decode_argv(t.id, st.text(9)));
+  t.argv = std::move(argv);
   t.started = st.int64(10) != 0;
   return t;
 }
@@ -121,63 +110,6 @@ Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const Writ
 Writer::Writer(std::unique_ptr<Connection> conn) : conn_(std::move(conn)) {}
 Writer::~Writer() = default;
 
-Status Writer::migrate() {
-  SWEPT_RETURN_IF_ERROR(conn_->exec("BEGIN IMMEDIATE"));
-  auto fail = [&](Status s) {
-    (void)conn_->exec("ROLLBACK");
-    return s;
-  };
-  Status s = conn_->exec("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)");
-  if (!s.ok()) return fail(s.WithContext("not a swept database?"));
-  auto read = read_schema_version(*conn_);
-  if (!read.ok()) return fail(read.status());
-  int version = *read;
-  if (version > kSchemaVersion)
-    return fail(Status::Corruption("schema version " + std::to_string(version) + " is newer than this swept (" +
-                                   std::to_string(kSchemaVersion) + "): use a newer swept"));
-  // Step v-1 takes a database from version v-1 to v; each runs in this
-  // transaction, so a failed upgrade leaves the file as it was.
-  static const char* const kSteps[] = {
-      // v1: schema.sql, its state CHECKs filled from common/states.h.
-      schema_sql().c_str(),
-      // v2: the highest stored METRICS batch per attempt, so re-sent batches
-      // (at-least-once delivery, docs/protocol.md) are recognised after a
-      // scheduler restart.
-      "ALTER TABLE attempts ADD COLUMN metrics_seq INTEGER NOT NULL DEFAULT 0",
-      // v3: the model state that produced a bayes/tpe trial (why it was chosen).
-      "ALTER TABLE trials ADD COLUMN suggestion TEXT",
-      // v4 (issue 16): the early-termination decision that stopped a trial
-      // (and early_stopped in trials.state's CHECK, synced below).
-      "ALTER TABLE trials ADD COLUMN stop_rule TEXT;"
-      "ALTER TABLE trials ADD COLUMN stop_at INTEGER;"
-      "ALTER TABLE trials ADD COLUMN stop_step INTEGER;"
-      "ALTER TABLE trials ADD COLUMN stop_value REAL;"
-      "ALTER TABLE trials ADD COLUMN stop_threshold REAL;"
-      "ALTER TABLE trials ADD COLUMN stop_reason TEXT;"
-      "ALTER TABLE trials ADD COLUMN stop_decided_at REAL;",
-      // v5: why an agent is quarantined (host faults); NULL: it may have work.
-      "ALTER TABLE agents ADD COLUMN quarantine TEXT",
-      // v6: the agent's trial containment mode, as its REGISTER said; NULL: unsaid.
-      "ALTER TABLE agents ADD COLUMN containment TEXT",
-  };
-  static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
-  for (; version < kSchemaVersion; ++version) {
-    s = conn_->exec(kSteps[version]);
-    if (!s.ok()) return fail(s);
-  }
-  // Every state CHECK (trials, sweeps, agents) is common/states.h's table:
-  // a table whose list differs is rebuilt here (state_checks.h).
-  auto synced = sync_state_checks(*conn_, state_columns());
-  if (!synced.ok()) return fail(synced.status());
-  std::string set = "INSERT INTO meta(key, value) VALUES('schema_version', '" + std::to_string(version) +
-                    "') ON CONFLICT(key) DO UPDATE SET value=excluded.value";
-  s = conn_->exec(set.c_str());
-  if (!s.ok()) return fail(s);
-  SWEPT_RETURN_IF_ERROR(conn_->exec("COMMIT"));
-  schema_version_ = version;
-  return Status::Ok();
-}
-
 // BEGIN and COMMIT run once per broker turn: prepared once, like the rest.
 Status Writer::begin() {
   if (in_tx_) return Status::Internal("Writer::begin: a transaction is already open");
@@ -233,7 +165,7 @@ Status Writer::set_trial_suggestion(int64_t trial_id, const std::string& model_j
 Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
   SearchHistoryRows out;
   // Index: trials_by_sweep_state (sweep_id, state).
-  SWEPT_CACHED(ended, "SELECT params, state, metric_value FROM trials WHERE sweep_id = ?1 AND state IN "
+  SWEPT_CACHED(ended, "SELECT params, state, metric_value, id FROM trials WHERE sweep_id = ?1 AND state IN "
                       "(?2, ?3, ?4) ORDER BY ended_at, id");
   ended.bind(1, sweep_id).bind(2, TrialState::kCompleted).bind(3, TrialState::kFailed).bind(4, TrialState::kLost);
   while (true) {
@@ -241,14 +173,16 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
     if (!row) break;
     std::optional<double> value;
     if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
-    out.finished.emplace_back(ended.text(0), value);
+    SWEPT_ASSIGN_OR_RETURN(params, decode_params(ended.int64(3), ended.text(0)));
+    out.finished.emplace_back(std::move(params), value);
   }
-  SWEPT_CACHED(running, "SELECT params FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
+  SWEPT_CACHED(running, "SELECT params, id FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
   running.bind(1, sweep_id).bind(2, TrialState::kRunning);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, running.step());
     if (!row) break;
-    out.pending.push_back(running.text(0));
+    SWEPT_ASSIGN_OR_RETURN(params, decode_params(running.int64(1), running.text(0)));
+    out.pending.push_back(std::move(params));
   }
   return out;
 }
@@ -389,7 +323,8 @@ Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, Trial
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, st.step());
     if (!row) break;
-    out.push_back(read_trial_record(st));
+    SWEPT_ASSIGN_OR_RETURN(record, read_trial_record(st));
+    out.push_back(std::move(record));
   }
   return out;
 }
@@ -401,7 +336,7 @@ Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
   st.bind(1, trial_id);
   SWEPT_ASSIGN_OR_RETURN(row, st.step());
   if (!row) return Status::NotFound("no trial " + std::to_string(trial_id));
-  TrialRecord t = read_trial_record(st);
+  Result<TrialRecord> t = read_trial_record(st);
   st.reset();
   return t;
 }
@@ -434,7 +369,7 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   // A share of one GPU, or NULL for whole GPUs and CPU trials.
   std::optional<double> fraction;
   if (gpu_fraction > 0) fraction = gpu_fraction;
-  std::string g = gpus_json(gpus);
+  std::string g = encode_gpu_list(gpus);
   SWEPT_CACHED(st,
                 "UPDATE trials SET state=?6, attempts=?1, agent=?2, gpus=?3, gpu_fraction=?4, exit_code=NULL, "
                 "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?5");
@@ -535,181 +470,6 @@ Status Writer::set_trial_state(int64_t trial_id, TrialState state, std::optional
   st.bind(5, start ? std::optional<std::string>(start->env_json) : std::nullopt);
   st.bind(6, start ? std::optional<double>(start->started_at) : std::nullopt);
   st.bind(7, trial_id);
-  SWEPT_RETURN_IF_ERROR(st.run());
-  return Status::Ok();
-}
-
-// ---- metrics ----
-
-Result<int64_t> Writer::metrics_seq(int64_t trial_id, int attempt) {
-  SWEPT_CACHED(st, "SELECT metrics_seq FROM attempts WHERE trial_id=? AND attempt=?");
-  st.bind(1, trial_id);
-  st.bind(2, attempt);
-  SWEPT_ASSIGN_OR_RETURN(row, st.step());
-  int64_t seq = row ? st.int64(0) : 0;
-  st.reset();
-  return seq;
-}
-
-Result<bool> Writer::add_metrics(const protocol::Metrics& batch, const std::optional<std::string>& metric_name) {
-  auto stored = metrics_seq(batch.trial_id, batch.attempt);
-  if (!stored.ok()) return stored.status();
-  if (batch.seq <= *stored) return false;
-
-  SWEPT_CACHED(ins,
-                "INSERT INTO metrics(trial_id, name, step, value) VALUES(?,?,?,?) "
-                "ON CONFLICT(trial_id, name, step) DO UPDATE SET value=excluded.value");
-  // The latest value per name within this batch: the highest step, the last
-  // one printed on ties (docs/metrics.md: a repeated step keeps the last).
-  std::unordered_map<std::string_view, const protocol::MetricRecord*> latest;
-  const protocol::MetricRecord* metric_last = nullptr;
-  for (const auto& r : batch.records) {
-    ins.bind(1, batch.trial_id);
-    ins.bind(2, std::string_view(r.name));
-    ins.bind(3, r.step);
-    ins.bind(4, r.value);
-    SWEPT_RETURN_IF_ERROR(ins.run());
-    auto& slot = latest[r.name];
-    if (!slot || r.step >= slot->step) slot = &r;
-    if (metric_name && r.name == *metric_name) metric_last = &r;
-  }
-  SWEPT_CACHED(lat,
-                "INSERT INTO trial_latest(trial_id, name, step, value) VALUES(?,?,?,?) "
-                "ON CONFLICT(trial_id, name) DO UPDATE SET step=excluded.step, value=excluded.value "
-                "WHERE excluded.step >= trial_latest.step");
-  for (const auto& [name, r] : latest) {
-    lat.bind(1, batch.trial_id);
-    lat.bind(2, std::string_view(r->name));
-    lat.bind(3, r->step);
-    lat.bind(4, r->value);
-    SWEPT_RETURN_IF_ERROR(lat.run());
-  }
-  if (metric_last) {
-    SWEPT_CACHED(mv, "UPDATE trials SET metric_value=? WHERE id=?");
-    mv.bind(1, metric_last->value);
-    mv.bind(2, batch.trial_id);
-    SWEPT_RETURN_IF_ERROR(mv.run());
-  }
-  SWEPT_CACHED(seq, "UPDATE attempts SET metrics_seq=? WHERE trial_id=? AND attempt=?");
-  seq.bind(1, batch.seq);
-  seq.bind(2, batch.trial_id);
-  seq.bind(3, batch.attempt);
-  SWEPT_RETURN_IF_ERROR(seq.run());
-  if (!batch.log.empty()) SWEPT_RETURN_IF_ERROR(append_log(batch.trial_id, batch.log));
-  return true;
-}
-
-Status Writer::append_log(int64_t trial_id, const std::string& chunk) {
-  if (chunk.empty()) return Status::Ok();
-  std::string tail;
-  SWEPT_CACHED(get, "SELECT tail FROM trial_logs WHERE trial_id=?");
-  get.bind(1, trial_id);
-  SWEPT_ASSIGN_OR_RETURN(row, get.step());
-  if (row) tail = get.text(0);
-  get.reset();
-  tail += chunk;
-  if (tail.size() > kLogTailBytes) {
-    size_t cut = tail.size() - kLogTailBytes;
-    // Do not start in the middle of a UTF-8 sequence.
-    while (cut < tail.size() && (static_cast<unsigned char>(tail[cut]) & 0xC0) == 0x80) ++cut;
-    tail.erase(0, cut);
-  }
-  SWEPT_CACHED(put,
-                "INSERT INTO trial_logs(trial_id, tail) VALUES(?,?) ON CONFLICT(trial_id) DO UPDATE SET "
-                "tail=excluded.tail");
-  put.bind(1, trial_id);
-  put.bind(2, tail);
-  SWEPT_RETURN_IF_ERROR(put.run());
-  return Status::Ok();
-}
-
-// ---- agents ----
-
-Status Writer::upsert_agent(const std::string& name, const std::string& host, int slots,
-                           const std::vector<protocol::GpuInfo>& gpus, double now, const std::string& containment) {
-  SWEPT_CACHED(st,
-                "INSERT INTO agents(name, host, state, slots, registered_at, last_seen, containment) "
-                "VALUES(?1,?2,?6,?3,?4,?5,NULLIF(?7,'')) "
-                "ON CONFLICT(name) DO UPDATE SET host=excluded.host, state=excluded.state, slots=excluded.slots, "
-                "registered_at=excluded.registered_at, last_seen=excluded.last_seen, containment=excluded.containment");
-  st.bind(6, AgentState::kAlive);
-  st.bind(7, containment);
-  st.bind(1, name);
-  st.bind(2, host);
-  st.bind(3, slots);
-  st.bind(4, now);
-  st.bind(5, now);
-  SWEPT_RETURN_IF_ERROR(st.run());
-  SWEPT_CACHED(del, "DELETE FROM agent_gpus WHERE agent=?");
-  del.bind(1, name);
-  SWEPT_RETURN_IF_ERROR(del.run());
-  SWEPT_CACHED(ins, "INSERT INTO agent_gpus(agent, idx, uuid, name, memory_bytes) VALUES(?,?,?,?,?)");
-  for (const auto& g : gpus) {
-    ins.bind(1, name);
-    ins.bind(2, g.index);
-    ins.bind(3, g.uuid);
-    ins.bind(4, g.name);
-    ins.bind(5, g.memory_bytes);
-    SWEPT_RETURN_IF_ERROR(ins.run());
-  }
-  return Status::Ok();
-}
-
-Status Writer::set_agent_state(const std::string& name, AgentState state, double now) {
-  SWEPT_CACHED(st, "UPDATE agents SET state=?, last_seen=? WHERE name=?");
-  st.bind(1, state);
-  st.bind(2, now);
-  st.bind(3, name);
-  SWEPT_RETURN_IF_ERROR(st.run());
-  return Status::Ok();
-}
-
-Status Writer::set_agent_quarantine(const std::string& name, const std::optional<std::string>& reason) {
-  SWEPT_CACHED(st, "UPDATE agents SET quarantine=? WHERE name=?");
-  if (reason)
-    st.bind(1, *reason);
-  else
-    st.bind_null(1);
-  st.bind(2, name);
-  return st.run();
-}
-
-Result<std::map<std::string, std::string>> Writer::quarantined_agents() {
-  SWEPT_CACHED(st, "SELECT name, quarantine FROM agents WHERE quarantine IS NOT NULL");
-  std::map<std::string, std::string> out;
-  while (true) {
-    SWEPT_ASSIGN_OR_RETURN(row, st.step());
-    if (!row) break;
-    out[st.text(0)] = st.text(1);
-  }
-  return out;
-}
-
-Result<int64_t> Writer::forget_agents(double gone_before) {
-  // Which: gone or lost before the cut-off, not quarantined (an operator
-  // should see those until released). Trials keep the name as text.
-  // (State names are bound from common/states.h, never spelled here.)
-  SWEPT_CACHED(count, "SELECT COUNT(*) FROM agents WHERE state <> ?2 AND last_seen < ?1 AND quarantine IS NULL");
-  count.bind(1, gone_before).bind(2, AgentState::kAlive);
-  SWEPT_ASSIGN_OR_RETURN(row, count.step());
-  const int64_t n = row ? count.int64(0) : 0;
-  count.reset();
-  if (n == 0) return n;
-  // Their GPUs first: agent_gpus references agents.
-  SWEPT_CACHED(gpus, "DELETE FROM agent_gpus WHERE agent IN (SELECT name FROM agents WHERE state <> ?2 AND "
-                     "last_seen < ?1 AND quarantine IS NULL)");
-  gpus.bind(1, gone_before).bind(2, AgentState::kAlive);
-  SWEPT_RETURN_IF_ERROR(gpus.run());
-  SWEPT_CACHED(del, "DELETE FROM agents WHERE state <> ?2 AND last_seen < ?1 AND quarantine IS NULL");
-  del.bind(1, gone_before).bind(2, AgentState::kAlive);
-  SWEPT_RETURN_IF_ERROR(del.run());
-  return n;
-}
-
-Status Writer::mark_all_agents(AgentState from_state, AgentState to_state) {
-  SWEPT_CACHED(st, "UPDATE agents SET state=? WHERE state=?");
-  st.bind(1, to_state);
-  st.bind(2, from_state);
   SWEPT_RETURN_IF_ERROR(st.run());
   return Status::Ok();
 }

@@ -64,8 +64,8 @@ struct TrialRecord {
   std::string agent;
   std::vector<int> gpus;
   double gpu_fraction = 0;
-  std::string params;   // JSON text
-  std::string command;  // JSON text
+  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
+  std::vector<std::string> argv;                      // the command, macros expanded
   bool started = false;  // the current attempt reported TRIAL_STARTED
 };
 
@@ -117,7 +117,9 @@ class Writer {
   // sweep's next_index to index+1. Returns the trial id.
   Result<int64_t> insert_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
                                const std::string& command_json, double now);
-  // Trials of a sweep in a state, ordered by index.
+  // Trials of a sweep in a state, ordered by index. A row whose params or
+  // command do not decode is kCorruption naming the trial and the column
+  // (schema.h's codec), never a record with a guessed value.
   Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
@@ -167,7 +169,7 @@ class Writer {
   Status set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                          const std::optional<std::string>& reason, std::optional<double> ended_at,
                          const StartRecord* start = nullptr);
-  // One trial as trials_in_state() returns it, or kNotFound.
+  // One trial as trials_in_state() returns it (kCorruption alike), or kNotFound.
   Result<TrialRecord> trial_record(int64_t trial_id);
   // How many of the trial's attempts ended in `attempt_state` (the broker
   // counts the `queued` ones, requeued at no cost, out of the retries spent).
@@ -178,10 +180,11 @@ class Writer {
   // (completed, failed, lost) in completion order (ended_at, then id), with
   // trials.metric_value for completed ones and nullopt for the rest (a
   // completed trial that never reported the metric has nullopt too), and the
-  // params of its running trials (out on agents), by index.
+  // params of its running trials (out on agents), by index. Params are
+  // decoded; a row whose params do not is kCorruption naming the trial.
   struct SearchHistoryRows {
-    std::vector<std::pair<std::string, std::optional<double>>> finished;  // params JSON, value
-    std::vector<std::string> pending;                                       // params JSON
+    std::vector<std::pair<nlohmann::json, std::optional<double>>> finished;  // params, value
+    std::vector<nlohmann::json> pending;                                       // params
   };
   Result<SearchHistoryRows> search_history(int64_t sweep_id);
   // ---- early termination (issue 16; schema v4) ----

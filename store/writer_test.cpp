@@ -216,7 +216,7 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   CHECK((*rows)[0].state == swept::TrialState::kCompleted);
   CHECK((*rows)[0].gpus == std::vector<int>{0});
   CHECK((*rows)[0].latest.at("loss") == doctest::Approx(0.8));
-  CHECK((*rows)[0].command == nlohmann::json::array({"run"}));
+  CHECK((*rows)[0].command == std::vector<std::string>{"run"});
   CHECK((*rows)[2].state == swept::TrialState::kQueued);
 
   auto agents = agent_rows(s.connection());
@@ -337,11 +337,85 @@ TEST_CASE("store: v3: a trial's suggestion is stored, the search history is in c
   auto h = w.search_history(*sweep);
   REQUIRE(h.ok());
   REQUIRE(h->finished.size() == 2);
-  CHECK(h->finished[0].first == "{\"x\":2}");
+  CHECK(h->finished[0].first == nlohmann::json{{"x", 2}});
   REQUIRE(h->finished[0].second.has_value());
   CHECK(*h->finished[0].second == 0.5);
-  CHECK(h->finished[1].first == "{\"x\":0}");
+  CHECK(h->finished[1].first == nlohmann::json{{"x", 0}});
   CHECK(!h->finished[1].second.has_value());
-  CHECK(h->pending == std::vector<std::string>{"{\"x\":1}", "{\"x\":3}"});
+  CHECK(h->pending == std::vector<nlohmann::json>{{{"x", 1}}, {{"x", 3}}});
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE suggestion IS NOT NULL") == 1);
+}
+
+TEST_CASE("writer: trial records come decoded, and a row that does not decode is Corruption naming it") {
+  TempDb t;
+  auto store = Writer::open(t.path);
+  REQUIRE(store.ok());
+  Writer& w = **store;
+  const int64_t sid = *w.insert_sweep(sweep());
+  const int64_t good = *w.insert_trial(sid, 0, R"({"opt":{"lr":0.1}})", R"(["train","--lr=0.1"])", 1);
+  auto rec = w.trial_record(good);
+  REQUIRE(rec.ok());
+  CHECK(rec->params == nlohmann::json{{"opt", {{"lr", 0.1}}}});
+  CHECK(rec->argv == std::vector<std::string>{"train", "--lr=0.1"});
+
+  // Rows swept never writes, put there by raw SQL: each read is refused
+  // with the trial and the column named, never given a guessed value.
+  struct Bad {
+    const char* params;
+    const char* command;
+    const char* column;
+  };
+  const Bad bad[] = {{"not json", R"(["x"])", "trials.params"},
+                     {"[1,2]", R"(["x"])", "trials.params"},
+                     {"{}", "not json", "trials.command"},
+                     {"{}", R"({"argv":["x"]})", "trials.command"},
+                     {"{}", R"(["x", 3])", "trials.command"}};
+  int64_t index = 1;
+  for (const Bad& b : bad) {
+    CAPTURE(b.params);
+    CAPTURE(b.command);
+    const int64_t id = *w.insert_trial(sid, index++, "{}", "[]", 1);
+    auto put = w.connection().prepare("UPDATE trials SET params = ?, command = ? WHERE id = ?");
+    REQUIRE(put.ok());
+    put->bind(1, b.params).bind(2, b.command).bind(3, id);
+    REQUIRE(put->run().ok());
+    auto one = w.trial_record(id);
+    REQUIRE_FALSE(one.ok());
+    CHECK(one.status().code() == swept::StatusCode::kCorruption);
+    CHECK(one.status().message().find("trial " + std::to_string(id)) != std::string::npos);
+    CHECK(one.status().message().find(b.column) != std::string::npos);
+    auto queued = w.trials_in_state(sid, swept::TrialState::kQueued);
+    REQUIRE_FALSE(queued.ok());
+    CHECK(queued.status().code() == swept::StatusCode::kCorruption);
+    // Put right again, so that the next case is the only bad row.
+    REQUIRE(w.connection().exec("UPDATE trials SET params = '{}', command = '[]'").ok());
+  }
+  REQUIRE(w.trials_in_state(sid, swept::TrialState::kQueued).ok());
+}
+
+TEST_CASE("writer: search_history decodes params, and a row that does not decode is Corruption naming it") {
+  TempDb t;
+  auto store = Writer::open(t.path);
+  REQUIRE(store.ok());
+  Writer& w = **store;
+  const int64_t sid = *w.insert_sweep(sweep());
+  const int64_t done = *w.insert_trial(sid, 0, R"({"x":1})", "[]", 1);
+  const int64_t running = *w.insert_trial(sid, 1, R"({"x":2})", "[]", 1);
+  REQUIRE(w.set_trial_state(done, swept::TrialState::kCompleted, 0, std::nullopt, 5.0).ok());
+  REQUIRE(w.start_attempt(running, 1, "a", {}, 0, 1).ok());
+  REQUIRE(w.search_history(sid).ok());
+
+  for (const int64_t bad : {done, running}) {
+    CAPTURE(bad);
+    auto put = w.connection().prepare("UPDATE trials SET params = 'not json' WHERE id = ?");
+    REQUIRE(put.ok());
+    put->bind(1, bad);
+    REQUIRE(put->run().ok());
+    auto h = w.search_history(sid);
+    REQUIRE_FALSE(h.ok());
+    CHECK(h.status().code() == swept::StatusCode::kCorruption);
+    CHECK(h.status().message().find("trial " + std::to_string(bad)) != std::string::npos);
+    CHECK(h.status().message().find("trials.params") != std::string::npos);
+    REQUIRE(w.connection().exec("UPDATE trials SET params = '{}'").ok());
+  }
 }

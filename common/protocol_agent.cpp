@@ -1,0 +1,262 @@
+// The codec's agent messages (docs/protocol.md: an agent and the scheduler):
+// REGISTER and its answers, HEARTBEAT, START_TRIAL, STOP_TRIAL,
+// TRIAL_STARTED, METRICS, TRIAL_EXITED, EXIT_ACK, DISCONNECT; and the names
+// of the exit causes. See protocol_codec.h for the parts' contract.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/protocol_codec.h"
+
+namespace swept::protocol {
+namespace {
+
+struct CauseName {
+  ExitCause cause;
+  const char* name;
+};
+constexpr CauseName kCauseNames[] = {
+    {ExitCause::kExited, "exited"},         {ExitCause::kSignaled, "signaled"},
+    {ExitCause::kTimeout, "timeout"},       {ExitCause::kLaunchFailed, "launch_failed"},
+    {ExitCause::kStopped, "stopped"},       {ExitCause::kAgentShutdown, "agent_shutdown"},
+    {ExitCause::kNotRunning, "not_running"},
+};
+
+}  // namespace
+
+const char* exit_cause_name(ExitCause cause) {
+  for (const auto& c : kCauseNames)
+    if (c.cause == cause) return c.name;
+  return "exited";
+}
+
+namespace codec {
+namespace {
+
+// ---- writing ----
+
+json acks_json(const std::vector<MetricsAck>& acks) {
+  json a = json::array();
+  for (const auto& k : acks) a.push_back(json::array({k.trial_id, k.attempt, k.seq}));
+  return a;
+}
+
+json exited_json(const TrialExited& m) {
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt},       {"cause", exit_cause_name(m.cause)},
+            {"exit_code", opt(m.exit_code)}, {"signal", opt(m.signal)}, {"timed_out", m.timed_out},
+            {"reason", m.reason},     {"ended_at", m.ended_at},     {"last_seq", m.last_seq}};
+  if (m.host_fault) j["host_fault"] = true;
+  if (m.diverged) j["diverged"] = true;
+  return j;
+}
+
+void put_health(json& j, const std::optional<bool>& healthy, const std::string& health) {
+  if (!healthy) return;
+  j["healthy"] = *healthy;
+  if (!health.empty()) j["health"] = health;
+}
+
+// ---- reading ----
+
+ExitCause read_cause(const Reader& r) {
+  std::string s = r.str();
+  for (const auto& c : kCauseNames)
+    if (s == c.name) return c.cause;
+  throw FieldError(r.path() + ": unknown exit cause \"" + s +
+                   "\" (expected exited, signaled, timeout, launch_failed, stopped, agent_shutdown or not_running)");
+}
+
+std::vector<MetricsAck> read_acks(const Reader& r) {
+  std::vector<MetricsAck> out;
+  for (size_t i = 0, n = r.size(); i < n; ++i) {
+    Reader e = r.at(i);
+    if (e.size() != 3) e.fail("[trial_id, attempt, seq]");
+    out.push_back({e.at(0).i64(), e.at(1).i32(), e.at(2).i64()});
+  }
+  return out;
+}
+
+TrialExited read_exited(const Reader& r) {
+  TrialExited m;
+  m.trial_id = r.field("trial_id").i64();
+  m.attempt = r.field("attempt").i32();
+  m.cause = read_cause(r.field("cause"));
+  m.exit_code = r.has("exit_code") ? r.field("exit_code").opt_i32() : std::nullopt;
+  m.signal = r.has("signal") ? r.field("signal").opt_i32() : std::nullopt;
+  m.timed_out = r.has("timed_out") ? r.field("timed_out").boolean() : false;
+  m.reason = opt_field_str(r, "reason");
+  m.ended_at = r.field("ended_at").f64();
+  m.last_seq = opt_field_i64(r, "last_seq", 0);
+  m.host_fault = r.has("host_fault") ? r.field("host_fault").boolean() : false;
+  m.diverged = r.has("diverged") ? r.field("diverged").boolean() : false;
+  return m;
+}
+
+template <typename M>
+void read_health(const Reader& r, M& m) {
+  if (r.has("healthy")) m.healthy = r.field("healthy").boolean();
+  m.health = opt_field_str(r, "health");
+}
+
+}  // namespace
+
+json body(const Register& m) {
+  json gpus = json::array(), running = json::array(), finished = json::array();
+  for (const auto& g : m.gpus) gpus.push_back(gpu_json(g));
+  for (const auto& r : m.running)
+    running.push_back({{"trial_id", r.trial_id}, {"attempt", r.attempt}, {"pid", r.pid}, {"started_at", r.started_at}});
+  for (const auto& f : m.finished) finished.push_back(exited_json(f));
+  json j = {{"name", m.name}, {"host", m.host},       {"session", m.session},   {"pid", m.pid},
+            {"slots", m.slots}, {"gpus", gpus}, {"running", running}, {"finished", finished}};
+  if (!m.features.empty()) j["features"] = m.features;
+  put_health(j, m.healthy, m.health);
+  if (m.draining) j["draining"] = true;
+  if (!m.containment.empty()) j["containment"] = m.containment;
+  return j;
+}
+json body(const RegisterAck& m) {
+  json j = {{"session", m.session}, {"heartbeat_ms", m.heartbeat_ms}, {"liveness", m.liveness}, {"acked", acks_json(m.acked)}};
+  if (m.lease_ms > 0) j["lease_ms"] = m.lease_ms;
+  return j;
+}
+json body(const RegisterReject& m) {
+  return {{"code", m.code}, {"message", m.message}, {"retry_after_ms", m.retry_after_ms}};
+}
+json body(const Heartbeat& m) {
+  json j = json::object();
+  if (!m.acked.empty()) j["acked"] = acks_json(m.acked);
+  put_health(j, m.healthy, m.health);
+  if (m.draining) j["draining"] = true;
+  return j;
+}
+json body(const StartTrial& m) {
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"sweep_id", m.sweep_id}, {"argv", m.argv},
+            {"env", m.env},           {"params", m.params},   {"workdir", m.workdir},   {"gpus", m.gpus},
+            {"gpu_fraction", m.gpu_fraction}, {"timeout_s", m.timeout_s}};
+  if (m.after_trial_id > 0) j["after"] = json::array({m.after_trial_id, m.after_attempt});
+  return j;
+}
+json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
+json body(const TrialStarted& m) {
+  return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"pid", m.pid},
+          {"started_at", m.started_at}, {"workdir", m.workdir}, {"env", m.env}};
+}
+json body(const Metrics& m) {
+  json records = json::array();
+  for (const auto& r : m.records) records.push_back(json::array({r.step, r.name, r.value}));
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"seq", m.seq}, {"records", std::move(records)}};
+  if (!m.log.empty()) j["log"] = m.log;
+  if (m.log_dropped != 0) j["log_dropped"] = m.log_dropped;
+  return j;
+}
+json body(const TrialExited& m) { return exited_json(m); }
+json body(const ExitAck& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}}; }
+json body(const Disconnect& m) { return {{"reason", m.reason}}; }
+
+// ---- reading ----
+
+void read(const Reader& r, Register& m) {
+  m.name = r.field("name").str();
+  m.host = r.field("host").str();
+  m.session = r.field("session").str();
+  m.pid = r.field("pid").i64();
+  m.slots = r.field("slots").i32();
+  Reader gpus = r.field("gpus");
+  for (size_t i = 0, n = gpus.size(); i < n; ++i) m.gpus.push_back(read_gpu(gpus.at(i)));
+  Reader running = r.field("running");
+  for (size_t i = 0, n = running.size(); i < n; ++i) {
+    Reader e = running.at(i);
+    m.running.push_back(
+        {e.field("trial_id").i64(), e.field("attempt").i32(), opt_field_i64(e, "pid", 0),
+         e.has("started_at") ? e.field("started_at").f64() : 0.0});
+  }
+  Reader finished = r.field("finished");
+  for (size_t i = 0, n = finished.size(); i < n; ++i) m.finished.push_back(read_exited(finished.at(i)));
+  if (r.has("features")) m.features = r.field("features").strings();
+  read_health(r, m);
+  m.draining = r.has("draining") ? r.field("draining").boolean() : false;
+  if (r.has("containment")) {
+    m.containment = r.field("containment").str();
+    if (m.containment.empty() || m.containment.size() > kMaxContainmentBytes)
+      r.field("containment").fail("a containment mode name of 1 to " + std::to_string(kMaxContainmentBytes) +
+                                  " bytes");
+  }
+}
+
+void read(const Reader& r, RegisterAck& m) {
+  m.session = r.field("session").str();
+  m.heartbeat_ms = r.field("heartbeat_ms").i32();
+  m.liveness = r.field("liveness").i32();
+  if (r.has("acked")) m.acked = read_acks(r.field("acked"));
+  m.lease_ms = opt_field_i64(r, "lease_ms", 0);
+}
+
+void read(const Reader& r, RegisterReject& m) {
+  m = RegisterReject{r.field("code").str(), opt_field_str(r, "message"), opt_field_i64(r, "retry_after_ms", 0)};
+}
+
+void read(const Reader& r, Heartbeat& m) {
+  if (!r.raw().is_object()) r.fail("an object");
+  if (r.has("acked")) m.acked = read_acks(r.field("acked"));
+  read_health(r, m);
+  m.draining = r.has("draining") ? r.field("draining").boolean() : false;
+}
+
+void read(const Reader& r, StartTrial& m) {
+  m.trial_id = r.field("trial_id").i64();
+  m.attempt = r.field("attempt").i32();
+  m.sweep_id = r.field("sweep_id").i64();
+  m.argv = r.field("argv").strings();
+  if (m.argv.empty()) throw FieldError(r.path() + ".argv: must not be empty");
+  m.env = r.has("env") ? r.field("env").string_map() : std::map<std::string, std::string>{};
+  m.params = r.has("params") ? r.field("params").object() : json::object();
+  m.workdir = r.field("workdir").str();
+  m.gpus = r.has("gpus") ? r.field("gpus").ints() : std::vector<int>{};
+  m.gpu_fraction = r.has("gpu_fraction") ? r.field("gpu_fraction").f64() : 0.0;
+  m.timeout_s = r.has("timeout_s") ? r.field("timeout_s").f64() : 0.0;
+  if (r.has("after")) {
+    Reader a = r.field("after");
+    if (a.size() != 2) a.fail("[trial_id, attempt]");
+    m.after_trial_id = a.at(0).i64();
+    m.after_attempt = a.at(1).i32();
+    if (m.after_trial_id <= 0) throw FieldError(a.path() + ": the trial id must be positive");
+  }
+}
+
+void read(const Reader& r, StopTrial& m) {
+  m = StopTrial{r.field("trial_id").i64(), r.field("attempt").i32(), opt_field_str(r, "reason")};
+}
+
+void read(const Reader& r, TrialStarted& m) {
+  m.trial_id = r.field("trial_id").i64();
+  m.attempt = r.field("attempt").i32();
+  m.pid = opt_field_i64(r, "pid", 0);
+  m.started_at = r.field("started_at").f64();
+  m.workdir = opt_field_str(r, "workdir");
+  if (r.has("env")) m.env = r.field("env").string_map();
+}
+
+void read(const Reader& r, Metrics& m) {
+  m.trial_id = r.field("trial_id").i64();
+  m.attempt = r.field("attempt").i32();
+  m.seq = r.field("seq").i64();
+  Reader records = r.field("records");
+  size_t n = records.size();
+  m.records.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    Reader e = records.at(i);
+    if (e.size() != 3) e.fail("[step, name, value]");
+    int64_t step = e.at(0).i64();
+    if (step < 0) throw FieldError(e.path() + "[0]: step must be 0 or more");
+    m.records.push_back({step, e.at(1).str(), e.at(2).f64()});
+  }
+  m.log = opt_field_str(r, "log");
+  m.log_dropped = opt_field_i64(r, "log_dropped", 0);
+}
+
+void read(const Reader& r, TrialExited& m) { m = read_exited(r); }
+void read(const Reader& r, ExitAck& m) { m = ExitAck{r.field("trial_id").i64(), r.field("attempt").i32()}; }
+void read(const Reader& r, Disconnect& m) { m = Disconnect{opt_field_str(r, "reason")}; }
+
+}  // namespace codec
+}  // namespace swept::protocol

@@ -1,0 +1,175 @@
+// The codec's query rows (docs/protocol.md, "Rows"): a sweep summary, a
+// trial row, an agent row, and a GPU, written and read. Their JSON is also
+// the CLI's --json output and, for sweeps, the dashboard API's (protocol.h).
+#include <string>
+
+#include "common/protocol_codec.h"
+
+namespace swept::protocol {
+namespace codec {
+
+json gpu_json(const GpuInfo& g) {
+  return {{"index", g.index}, {"uuid", g.uuid}, {"name", g.name}, {"memory_bytes", g.memory_bytes}};
+}
+
+GpuInfo read_gpu(const Reader& r) {
+  return {r.field("index").i32(), r.field("uuid").str(), r.field("name").str(), r.field("memory_bytes").i64()};
+}
+
+SweepSummary read_sweep_summary(const Reader& r) {
+  SweepSummary s;
+  s.id = r.field("id").i64();
+  s.name = r.field("name").str();
+  s.method = r.field("method").str();
+  s.state = read_state(r.field("state"), sweep_state_named, "a sweep state");
+  Reader metric = r.field("metric");
+  s.metric_name = metric.field("name").opt_str();
+  s.metric_goal = metric.field("goal").opt_str();
+  s.total_trials = r.field("total_trials").opt_i64();
+  s.created_at = r.field("created_at").f64();
+  s.finished_at = r.field("finished_at").opt_f64();
+  Reader c = r.field("counts");
+  // A state this side does not know is refused by read_state elsewhere; a
+  // count missing for a state the peer does not know yet is 0.
+  for (const auto& st : kTrialStates) {
+    std::string key(st.name);
+    if (c.has(key.c_str())) s.counts[st.state] = c.field(key.c_str()).i64();
+  }
+  Reader best = r.field("best");
+  if (!best.raw().is_null()) {
+    s.best_trial_id = best.field("trial_id").i64();
+    s.best_value = best.field("value").opt_f64();
+    s.best_params = best.field("params").object();
+  }
+  if (r.has("metric_missing")) {
+    Reader m = r.field("metric_missing");
+    s.metric_missing = MetricMissing{m.field("completed").i64(), m.field("reported").strings()};
+  }
+  return s;
+}
+
+TrialRow read_trial_row(const Reader& r) {
+  TrialRow t;
+  t.id = r.field("id").i64();
+  t.sweep_id = r.field("sweep_id").i64();
+  t.index = r.field("index").i64();
+  t.state = read_state(r.field("state"), trial_state_named, "a trial state");
+  t.attempts = r.field("attempts").i32();
+  t.agent = r.field("agent").opt_str();
+  t.gpus = r.field("gpus").ints();
+  t.gpu_fraction = r.field("gpu_fraction").opt_f64();
+  t.exit_code = r.field("exit_code").opt_i32();
+  t.reason = r.field("reason").opt_str();
+  t.metric_value = r.field("metric_value").opt_f64();
+  t.params = r.field("params").object();
+  t.command = r.field("command").strings();
+  t.started_at = r.field("started_at").opt_f64();
+  t.ended_at = r.field("ended_at").opt_f64();
+  Reader latest = r.field("latest");
+  if (!latest.raw().is_object()) latest.fail("an object of numbers");
+  for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
+    t.latest[it.key()] = Reader(it.value(), latest.path() + "." + it.key()).f64();
+  if (r.has("suggestion")) t.suggestion = r.field("suggestion").object();
+  if (r.has("stop") && !r.field("stop").raw().is_null()) {
+    Reader s = r.field("stop");
+    t.stop = TrialRow::Stop{s.field("rule").str(),         s.field("at").i64(),
+                            s.field("step").i64(),         s.field("value").opt_f64(),
+                            s.field("threshold").opt_f64(), s.field("reason").str(),
+                            s.field("decided_at").f64()};
+  }
+  return t;
+}
+
+AgentRow read_agent_row(const Reader& r) {
+  AgentRow a;
+  a.name = r.field("name").str();
+  a.host = r.field("host").str();
+  a.state = read_state(r.field("state"), agent_state_named, "an agent state");
+  a.slots = r.field("slots").i32();
+  a.last_seen = r.field("last_seen").f64();
+  Reader gpus = r.field("gpus");
+  for (size_t i = 0, n = gpus.size(); i < n; ++i) a.gpus.push_back(read_gpu(gpus.at(i)));
+  Reader running = r.field("running");
+  for (size_t i = 0, n = running.size(); i < n; ++i) {
+    Reader e = running.at(i);
+    a.running.push_back({e.field("trial_id").i64(), e.field("gpus").ints(), e.field("gpu_fraction").opt_f64()});
+  }
+  if (r.has("quarantine")) a.quarantine = r.field("quarantine").opt_str();
+  if (r.has("containment")) a.containment = r.field("containment").opt_str();
+  return a;
+}
+
+}  // namespace codec
+
+using codec::gpu_json;
+using codec::json;
+using codec::opt;
+
+nlohmann::json counts_json(const StateCounts& counts) {
+  json j = json::object();
+  for (const auto& st : kTrialStates) j[std::string(st.name)] = counts[st.state];
+  return j;
+}
+
+nlohmann::json to_json(const SweepSummary& s) {
+  json best = nullptr;
+  if (s.best_trial_id)
+    best = {{"trial_id", *s.best_trial_id},
+            {"value", opt(s.best_value)},
+            {"params", s.best_params.is_object() ? s.best_params : json::object()}};
+  json j = {{"id", s.id},
+            {"name", s.name},
+            {"method", s.method},
+            {"state", name(s.state)},
+            {"metric", {{"name", opt(s.metric_name)}, {"goal", opt(s.metric_goal)}}},
+            {"total_trials", opt(s.total_trials)},
+            {"created_at", s.created_at},
+            {"finished_at", opt(s.finished_at)},
+            {"counts", counts_json(s.counts)},
+            {"best", std::move(best)}};
+  if (s.metric_missing)
+    j["metric_missing"] = {{"completed", s.metric_missing->completed}, {"reported", s.metric_missing->reported}};
+  return j;
+}
+
+nlohmann::json to_json(const TrialRow& t) {
+  return {{"id", t.id},
+          {"sweep_id", t.sweep_id},
+          {"index", t.index},
+          {"state", name(t.state)},
+          {"attempts", t.attempts},
+          {"agent", opt(t.agent)},
+          {"gpus", t.gpus},
+          {"gpu_fraction", opt(t.gpu_fraction)},
+          {"exit_code", opt(t.exit_code)},
+          {"reason", opt(t.reason)},
+          {"metric_value", opt(t.metric_value)},
+          {"params", t.params.is_null() ? json::object() : t.params},
+          {"command", t.command},
+          {"started_at", opt(t.started_at)},
+          {"ended_at", opt(t.ended_at)},
+          {"latest", t.latest},
+          {"suggestion", t.suggestion},
+          {"stop", t.stop ? json{{"rule", t.stop->rule},
+                                 {"at", t.stop->at},
+                                 {"step", t.stop->step},
+                                 {"value", opt(t.stop->value)},
+                                 {"threshold", opt(t.stop->threshold)},
+                                 {"reason", t.stop->reason},
+                                 {"decided_at", t.stop->decided_at}}
+                          : json(nullptr)}};
+}
+
+nlohmann::json to_json(const AgentRow& a) {
+  json gpus = json::array(), running = json::array();
+  for (const auto& g : a.gpus) gpus.push_back(gpu_json(g));
+  for (const auto& r : a.running)
+    running.push_back({{"trial_id", r.trial_id}, {"gpus", r.gpus}, {"gpu_fraction", opt(r.gpu_fraction)}});
+  json j = {{"name", a.name}, {"host", a.host},         {"state", name(a.state)}, {"slots", a.slots},
+            {"last_seen", a.last_seen}, {"gpus", gpus}, {"running", running}};
+  if (a.quarantine) j["quarantine"] = *a.quarantine;
+  if (a.containment) j["containment"] = *a.containment;
+  return j;
+}
+
+}  // namespace swept::protocol
