@@ -100,17 +100,17 @@ class ResultSource {
     return s;
   }
 
-  Result<std::vector<protocol::SweepSummary>> sweeps(std::optional<int64_t> id) {
+  Result<std::vector<SweepRow>> sweeps(std::optional<int64_t> id) {
     if (db_) return store::sweep_summaries(*db_, id);
     auto r = client_->call(protocol::QuerySweeps{"", id});
     if (!r.ok()) return r.status();
     if (auto* s = std::get_if<protocol::Sweeps>(&*r)) return std::move(s->sweeps);
     return unexpected(*r);
   }
-  Result<std::vector<protocol::TrialRow>> trials(int64_t sweep_id) {
+  Result<std::vector<TrialRow>> trials(int64_t sweep_id) {
     if (db_) return store::trial_rows(*db_, sweep_id);
     // Page by page (QUERY_TRIALS is paged): the whole sweep for the caller.
-    std::vector<protocol::TrialRow> all;
+    std::vector<TrialRow> all;
     protocol::QueryTrials q{"", sweep_id, -1, protocol::kTrialsPageDefault};
     while (true) {
       auto r = client_->call(q);
@@ -123,11 +123,11 @@ class ResultSource {
     }
   }
   // `all`: every agent kept; else the live view (docs/protocol.md, QUERY_AGENTS).
-  Result<std::vector<protocol::AgentRow>> agents(bool all = false) {
+  Result<std::vector<AgentRow>> agents(bool all = false) {
     if (db_) {
       std::optional<double> since;
       if (!all) since = double(::time(nullptr)) - protocol::kAgentDisplaySeconds;
-      return store::agent_rows(*db_, since);
+      return store::list_agents(*db_, since);
     }
     auto r = client_->call(protocol::QueryAgents{"", all});
     if (!r.ok()) return r.status();
@@ -176,7 +176,7 @@ inline std::string params_text(const nlohmann::json& j) {
 
 // "14 completed, 1 failed, 0 stopped, 0 lost, 0 early-stopped": every final
 // state's count, in the order of common/states.h, by its display name.
-inline std::string final_counts_text(const protocol::StateCounts& c) {
+inline std::string final_counts_text(const StateCounts& c) {
   std::string s;
   for (const auto& st : kTrialStates) {
     if (!st.final) continue;
@@ -189,7 +189,7 @@ inline std::string final_counts_text(const protocol::StateCounts& c) {
 }
 
 // Trials not in a final state (queued or running).
-inline int64_t unfinished_count(const protocol::StateCounts& c) { return c.total() - c.done(); }
+inline int64_t unfinished_count(const StateCounts& c) { return c.total() - c.done(); }
 
 // Text from the database or a peer (sweep names, parameter values, agent
 // names, reasons) made safe to print on a terminal: C0 controls (ESC, CR,
@@ -252,14 +252,13 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
-// The sweep's best trial: the row of summary.best_trial_id, which the store
+// The sweep's best trial: the row of summary.best, which the store
 // computes (store/reader.h, "Best": one definition for the dashboard,
 // `swept status` and `swept best`), never recomputed here.
-inline std::optional<protocol::TrialRow> best_trial(const protocol::SweepSummary& s,
-                                                    const std::vector<protocol::TrialRow>& trials) {
-  if (!s.best_trial_id) return std::nullopt;
+inline std::optional<TrialRow> best_trial(const SweepRow& s, const std::vector<TrialRow>& trials) {
+  if (!s.best) return std::nullopt;
   for (const auto& t : trials)
-    if (t.id == *s.best_trial_id) return t;
+    if (t.id == s.best->trial_id) return t;
   return std::nullopt;
 }
 

@@ -8,14 +8,14 @@ namespace swept::cli {
 namespace {
 
 // The names a sweep's completed trials reported instead of its metric.
-std::string reported_text(const protocol::MetricMissing& m) {
+std::string reported_text(const MetricMissing& m) {
   if (m.reported.empty()) return "they reported no metrics at all (a metric line is one JSON object per line)";
   std::string out = "they reported: ";
   for (size_t i = 0; i < m.reported.size(); ++i) out += (i ? ", " : "") + m.reported[i];
   return out;
 }
 
-std::string progress(const protocol::SweepSummary& s) {
+std::string progress(const SweepRow& s) {
   int64_t done = s.counts.done();
   return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
 }
@@ -51,7 +51,8 @@ int run_status(const std::vector<std::string>& args) {
              std::to_string(s.counts[TrialState::kRunning]), std::to_string(s.counts[TrialState::kQueued]),
              std::to_string(s.counts[TrialState::kFailed]),
              s.metric_name ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")" : "-",
-             s.metric_missing ? std::string("never reported") : fmt_opt(s.best_value)});
+             s.metric_missing ? std::string("never reported")
+                               : fmt_opt(s.best ? std::optional<double>(s.best->value) : std::nullopt)});
     t.print(std::cout);
     return kExitOk;
   }
@@ -64,9 +65,9 @@ int run_status(const std::vector<std::string>& args) {
               << s.counts[st.state];
   std::cout << "\n";
   if (s.metric_name) {
-    if (s.best_trial_id)
-      std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(*s.best_value) << " (trial "
-                << *s.best_trial_id << "): " << terminal_safe(params_text(s.best_params)) << "\n";
+    if (s.best)
+      std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(s.best->value) << " (trial "
+                << s.best->trial_id << "): " << terminal_safe(params_text(s.best->params)) << "\n";
     else if (s.metric_missing)
       std::cout << "  warning: " << s.metric_missing->completed << " trial"
                 << (s.metric_missing->completed == 1 ? " has" : "s have") << " completed and none reported the metric '"

@@ -9,7 +9,7 @@
 namespace swept::cli {
 namespace {
 
-std::string gpus_text(const protocol::TrialRow& t) {
+std::string gpus_text(const TrialRow& t) {
   if (t.gpus.empty()) return "-";
   std::string s;
   // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)

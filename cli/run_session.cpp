@@ -47,7 +47,7 @@ std::string clock_text(double seconds) {
 // One progress line: bar, counts, elapsed, ETA, best so far. Written to a
 // stream: GCC 12's -Wrestrict misreads `"[" + std::string(...)` once inlined
 // here, and warnings are errors.
-std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
+std::string progress_line(const SweepRow& s, double elapsed) {
   const int64_t done = s.counts.done();
   std::ostringstream line;
   if (s.total_trials && *s.total_trials > 0) {
@@ -62,8 +62,8 @@ std::string progress_line(const protocol::SweepSummary& s, double elapsed) {
   for (TrialState shown : {TrialState::kCompleted, TrialState::kRunning, TrialState::kFailed})
     line << "  " << name(shown) << ' ' << s.counts[shown];
   line << "  elapsed " << clock_text(elapsed) << "  ETA " << eta;
-  if (s.metric_name && s.best_value)
-    line << "  best " << *s.metric_name << ' ' << fmt_num(*s.best_value) << " (trial " << *s.best_trial_id << ')';
+  if (s.metric_name && s.best)
+    line << "  best " << *s.metric_name << ' ' << fmt_num(s.best->value) << " (trial " << s.best->trial_id << ')';
   return line.str();
 }
 
@@ -269,7 +269,7 @@ std::optional<int> RunSession::stopped_enough(std::chrono::steady_clock::time_po
 // Draws the progress (a bar redrawn in place, or a line every 10 s), and
 // returns the exit code once the sweep is over.
 std::optional<int> RunSession::show_progress(std::chrono::steady_clock::time_point now) {
-  const protocol::SweepSummary& s = *last_;
+  const SweepRow& s = *last_;
   const double elapsed = seconds_between(started_, now);
   if (tty_) {
     std::cerr << "\r" << progress_line(s, elapsed) << "\033[K" << std::flush;

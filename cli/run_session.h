@@ -126,7 +126,7 @@ class RunSession {
   std::chrono::steady_clock::time_point started_{}, last_line_{}, stop_deadline_{};
   bool stopping_ = false;  // every trial has been told to stop
   int stop_exit_ = 0;      // the exit code once they have
-  std::optional<protocol::SweepSummary> last_;
+  std::optional<SweepRow> last_;
   int64_t changes_ = 0;
 };
 

@@ -32,4 +32,10 @@ std::vector<FlatParam> flatten_params(const nlohmann::json& params) {
   return out;
 }
 
+nlohmann::json flat_params_object(const nlohmann::json& params) {
+  nlohmann::json flat = nlohmann::json::object();
+  for (const auto& p : flatten_params(params)) flat[p.name] = *p.value;
+  return flat;
+}
+
 }  // namespace swept

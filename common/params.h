@@ -20,5 +20,8 @@ struct FlatParam {
 // Every leaf of `params` (a scalar, an array or an empty object), in key
 // order. Not an object: none. The result points into `params`.
 std::vector<FlatParam> flatten_params(const nlohmann::json& params);
+// The same leaves as one object, flattened name -> value ({"opt.lr": 0.1}):
+// the dashboard API's shape of a trial's parameters (docs/api.md).
+nlohmann::json flat_params_object(const nlohmann::json& params);
 
 }  // namespace swept

@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rows.h"
 #include "common/states.h"
 
 namespace swept::protocol {
@@ -49,13 +50,8 @@ inline constexpr size_t kMaxContainmentBytes = 32;
 
 // ---- pieces ----------------------------------------------------------------
 
-struct GpuInfo {
-  int index = 0;
-  std::string uuid;
-  std::string name;
-  int64_t memory_bytes = 0;
-  bool operator==(const GpuInfo&) const = default;
-};
+// A GPU as REGISTER offers it: a row of agent_gpus (common/rows.h).
+using swept::GpuInfo;
 
 struct RunningTrial {
   int64_t trial_id = 0;
@@ -283,58 +279,11 @@ struct QuerySweeps {
   bool operator==(const QuerySweeps&) const = default;
 };
 
-// Trials of a sweep per state (common/states.h), indexed by the state.
-struct StateCounts {
-  std::array<int64_t, kTrialStateCount> n{};
-  int64_t& operator[](TrialState s) { return n[index_of(s)]; }
-  int64_t operator[](TrialState s) const { return n[index_of(s)]; }
-  int64_t total() const {
-    int64_t t = 0;
-    for (int64_t v : n) t += v;
-    return t;
-  }
-  // Trials in a final state.
-  int64_t done() const {
-    int64_t t = 0;
-    for (const auto& s : kTrialStates)
-      if (s.final) t += n[index_of(s.state)];
-    return t;
-  }
-  bool operator==(const StateCounts&) const = default;
-};
-
-// A sweep's metric that no trial reports (docs/metrics.md): the number of
-// its trials that completed without any trial of the sweep reporting it, and
-// the metric names those trials did report (a typo shows as a near miss).
-struct MetricMissing {
-  int64_t completed = 0;
-  std::vector<std::string> reported;
-  bool operator==(const MetricMissing&) const = default;
-};
-
-struct SweepSummary {
-  int64_t id = 0;
-  std::string name;
-  std::string method;
-  SweepState state = SweepState::kRunning;
-  std::optional<std::string> metric_name;
-  std::optional<std::string> metric_goal;  // minimize | maximize
-  std::optional<int64_t> total_trials;
-  double created_at = 0;
-  std::optional<double> finished_at;
-  StateCounts counts;
-  std::optional<int64_t> best_trial_id;
-  std::optional<double> best_value;
-  nlohmann::json best_params;  // null when no best
-  // Set when the metric is missing (MetricMissing); optional on the wire
-  // (absent when not set, and from older schedulers).
-  std::optional<MetricMissing> metric_missing;
-  bool operator==(const SweepSummary&) const = default;
-};
-
+// SWEEPS and TRIALS carry the store's rows (common/rows.h): one type per
+// table from SQLite to the wire.
 struct Sweeps {
   std::string request_id;
-  std::vector<SweepSummary> sweeps;
+  std::vector<SweepRow> sweeps;
   bool operator==(const Sweeps&) const = default;
 };
 
@@ -349,42 +298,6 @@ struct QueryTrials {
   int64_t after_index = -1;  // optional on the wire; -1: from the first trial
   int64_t limit = kTrialsPageDefault;  // optional on the wire; 1..kTrialsPageMax
   bool operator==(const QueryTrials&) const = default;
-};
-
-struct TrialRow {
-  int64_t id = 0;
-  int64_t sweep_id = 0;
-  int64_t index = 0;
-  TrialState state = TrialState::kQueued;
-  int attempts = 0;
-  std::optional<std::string> agent;
-  std::vector<int> gpus;
-  std::optional<double> gpu_fraction;
-  std::optional<int> exit_code;
-  std::optional<std::string> reason;
-  std::optional<double> metric_value;
-  nlohmann::json params;   // object
-  std::vector<std::string> command;  // the argv, as StartTrial.argv (a JSON array of strings)
-  std::optional<double> started_at;
-  std::optional<double> ended_at;
-  std::map<std::string, double> latest;  // latest value of each metric
-  // method bayes/tpe: the model state that chose this trial's params
-  // (search::ModelState::to_json); null for grid and random trials.
-  // Optional on the wire (absent from older schedulers).
-  nlohmann::json suggestion;
-  // The early_terminate decision that stopped it (store/schema.sql v4,
-  // trials.stop_*); absent on the wire (or null) when none.
-  struct Stop {
-    std::string rule;  // hyperband | asha | median
-    int64_t at = -1;   // band (iterations), rung or step it judged at
-    int64_t step = 0;  // the step of the value judged
-    std::optional<double> value, threshold;
-    std::string reason;
-    double decided_at = 0;
-    bool operator==(const Stop&) const = default;
-  };
-  std::optional<Stop> stop;
-  bool operator==(const TrialRow&) const = default;
 };
 
 struct Trials {
@@ -408,29 +321,9 @@ struct QueryAgents {
   bool operator==(const QueryAgents&) const = default;
 };
 
-struct AgentTrial {
-  int64_t trial_id = 0;
-  std::vector<int> gpus;
-  std::optional<double> gpu_fraction;
-  bool operator==(const AgentTrial&) const = default;
-};
-
-struct AgentRow {
-  std::string name;
-  std::string host;
-  AgentState state = AgentState::kAlive;
-  int slots = 0;
-  double last_seen = 0;
-  std::vector<GpuInfo> gpus;
-  std::vector<AgentTrial> running;
-  // Why the scheduler sends it no work (host faults); nullopt when it may
-  // have work. Optional on the wire.
-  std::optional<std::string> quarantine;
-  // The containment mode its last REGISTER named ("cgroup", "subreaper");
-  // nullopt when it named none. Optional on the wire.
-  std::optional<std::string> containment;
-  bool operator==(const AgentRow&) const = default;
-};
+// AGENTS carries the store's agent rows (common/rows.h: AgentRow, with
+// what runs on each agent as AgentTrial).
+using swept::AgentTrial;
 
 struct Agents {
   std::string request_id;
@@ -487,7 +380,7 @@ Decoded decode(const Frames& frames);
 nlohmann::json counts_json(const StateCounts& counts);
 // The one JSON shape of a sweep summary: the SWEEPS reply's and the
 // dashboard API's (docs/api.md, GET /api/sweeps) alike.
-nlohmann::json to_json(const SweepSummary& s);
+nlohmann::json to_json(const SweepRow& s);
 nlohmann::json to_json(const TrialRow& t);
 nlohmann::json to_json(const AgentRow& a);
 

@@ -101,7 +101,7 @@ void read(const Reader& r, QuerySweeps& m) {
 void read(const Reader& r, Sweeps& m) {
   m.request_id = r.field("request_id").str();
   Reader a = r.field("sweeps");
-  for (size_t i = 0, n = a.size(); i < n; ++i) m.sweeps.push_back(read_sweep_summary(a.at(i)));
+  for (size_t i = 0, n = a.size(); i < n; ++i) m.sweeps.push_back(read_sweep_row(a.at(i)));
 }
 
 void read(const Reader& r, QueryTrials& m) {

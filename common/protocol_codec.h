@@ -198,7 +198,7 @@ SWEPT_PROTOCOL_KINDS(SWEPT_DECLARE_BODY)
 // Pieces more than one part writes or reads (protocol_rows.cpp).
 json gpu_json(const GpuInfo& g);
 GpuInfo read_gpu(const Reader& r);
-SweepSummary read_sweep_summary(const Reader& r);
+SweepRow read_sweep_row(const Reader& r);
 TrialRow read_trial_row(const Reader& r);
 AgentRow read_agent_row(const Reader& r);
 

@@ -16,8 +16,8 @@ GpuInfo read_gpu(const Reader& r) {
   return {r.field("index").i32(), r.field("uuid").str(), r.field("name").str(), r.field("memory_bytes").i64()};
 }
 
-SweepSummary read_sweep_summary(const Reader& r) {
-  SweepSummary s;
+SweepRow read_sweep_row(const Reader& r) {
+  SweepRow s;
   s.id = r.field("id").i64();
   s.name = r.field("name").str();
   s.method = r.field("method").str();
@@ -37,9 +37,10 @@ SweepSummary read_sweep_summary(const Reader& r) {
   }
   Reader best = r.field("best");
   if (!best.raw().is_null()) {
-    s.best_trial_id = best.field("trial_id").i64();
-    s.best_value = best.field("value").opt_f64();
-    s.best_params = best.field("params").object();
+    // The scheduler sends a value with every best (the read model's "best"
+    // has one by definition); a null reads as 0.
+    s.best = BestTrial{best.field("trial_id").i64(), best.field("value").opt_f64().value_or(0.0),
+                       best.field("params").object()};
   }
   if (r.has("metric_missing")) {
     Reader m = r.field("metric_missing");
@@ -72,7 +73,7 @@ TrialRow read_trial_row(const Reader& r) {
   if (r.has("suggestion")) t.suggestion = r.field("suggestion").object();
   if (r.has("stop") && !r.field("stop").raw().is_null()) {
     Reader s = r.field("stop");
-    t.stop = TrialRow::Stop{s.field("rule").str(),         s.field("at").i64(),
+    t.stop = TrialStop{s.field("rule").str(),         s.field("at").i64(),
                             s.field("step").i64(),         s.field("value").opt_f64(),
                             s.field("threshold").opt_f64(), s.field("reason").str(),
                             s.field("decided_at").f64()};
@@ -92,7 +93,11 @@ AgentRow read_agent_row(const Reader& r) {
   Reader running = r.field("running");
   for (size_t i = 0, n = running.size(); i < n; ++i) {
     Reader e = running.at(i);
-    a.running.push_back({e.field("trial_id").i64(), e.field("gpus").ints(), e.field("gpu_fraction").opt_f64()});
+    AgentTrial t;
+    t.trial_id = e.field("trial_id").i64();
+    t.gpus = e.field("gpus").ints();
+    t.gpu_fraction = e.field("gpu_fraction").opt_f64();
+    a.running.push_back(std::move(t));
   }
   if (r.has("quarantine")) a.quarantine = r.field("quarantine").opt_str();
   if (r.has("containment")) a.containment = r.field("containment").opt_str();
@@ -111,12 +116,12 @@ nlohmann::json counts_json(const StateCounts& counts) {
   return j;
 }
 
-nlohmann::json to_json(const SweepSummary& s) {
+nlohmann::json to_json(const SweepRow& s) {
   json best = nullptr;
-  if (s.best_trial_id)
-    best = {{"trial_id", *s.best_trial_id},
-            {"value", opt(s.best_value)},
-            {"params", s.best_params.is_object() ? s.best_params : json::object()}};
+  if (s.best)
+    best = {{"trial_id", s.best->trial_id},
+            {"value", s.best->value},
+            {"params", s.best->params.is_object() ? s.best->params : json::object()}};
   json j = {{"id", s.id},
             {"name", s.name},
             {"method", s.method},

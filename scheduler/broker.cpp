@@ -485,7 +485,7 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
     // The live view: alive agents and those seen within the display window.
     std::optional<double> seen_since;
     if (!q->all) seen_since = clock_.wall_seconds() - options_.agent_display_s;
-    auto rows = store::agent_rows(store_.connection(), seen_since);
+    auto rows = store::list_agents(store_.connection(), seen_since);
     if (!rows.ok()) return rows.status();
     send_later(routing_id, Agents{q->request_id, std::move(*rows)});
     return Status::Ok();

@@ -65,7 +65,8 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE env IS NOT NULL AND started_at IS NOT NULL") == 3);
   auto sums = store::sweep_summaries(f.store->connection(), sub->sweep_id);
   REQUIRE(sums.ok());
-  CHECK(sums->front().best_value == doctest::Approx(0.5));
+  REQUIRE(sums->front().best);
+  CHECK(sums->front().best->value == doctest::Approx(0.5));
 }
 
 TEST_CASE("an agent silent past liveness loses its trials, requeued once its lease is over, and run elsewhere") {
@@ -614,7 +615,8 @@ TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says w
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(t1)) == 2);
   auto sums = store::sweep_summaries(f.store->connection(), std::nullopt);
   REQUIRE(sums.ok());
-  CHECK(sums->front().best_value == doctest::Approx(2.0));
+  REQUIRE(sums->front().best);
+  CHECK(sums->front().best->value == doctest::Approx(2.0));
 }
 
 TEST_CASE("a lost trial is final: its agent coming back still running it gets a STOP_TRIAL, not the trial") {

@@ -361,7 +361,7 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   return ExitOutcome::kNotCurrent;
 }
 
-Status TrialLifecycle::record_late_result(const store::TrialRecord& rec, const std::string& agent,
+Status TrialLifecycle::record_late_result(const TrialRow& rec, const std::string& agent,
                                           const TrialExited& e, TrialState late, const std::string& reason) {
   // Given up while its agent was away (requeued, or lost with no retries
   // left), but it finished: its result stands.

@@ -288,7 +288,7 @@ class TrialLifecycle {
   // A trial reached a final state: the event for the runner, the counters.
   void ended(int64_t trial_id, int64_t sweep_id, TrialState state, bool was_running);
   // How a given-up attempt's result is recorded when its agent reports it (exited()).
-  Status record_late_result(const store::TrialRecord& rec, const std::string& agent,
+  Status record_late_result(const TrialRow& rec, const std::string& agent,
                             const protocol::TrialExited& e, TrialState late, const std::string& reason);
 
   store::Writer& store_;

@@ -51,7 +51,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
       // of a running sweep waits in the runner's queue): take it back.
       LiveTrial lt = make_live(rec->id, rec->sweep_id, rt.attempt, agent);
       lt.gpus = rec->gpus;
-      lt.gpu_fraction = rec->gpu_fraction;
+      lt.gpu_fraction = rec->gpu_fraction.value_or(0);
       lt.started = true;
       events_.push_back(TrialAdopted{rec->id, rec->sweep_id});
       SWEPT_RETURN_IF_ERROR(store_.reopen_attempt(rec->id, rt.attempt, agent));

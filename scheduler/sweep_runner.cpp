@@ -67,7 +67,7 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
   std::vector<RecoveredTrial> running;
   auto sweeps = store_.sweeps_in_state(SweepState::kRunning);
   if (!sweeps.ok()) return sweeps.status();
-  for (const store::SweepRecord& r : *sweeps) {
+  for (const SweepRow& r : *sweeps) {
     auto spec = parse_or_explain(r.spec);
     if (!spec.ok()) {
       // The file was valid when submitted; a newer sweeps/ may disagree.
@@ -94,8 +94,9 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       a.metric_seen = summary->best || summary->metric_missing;
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
-    for (const store::TrialRecord& t : *live) {
-      RecoveredTrial rt{t.id, t.sweep_id, t.attempts, t.agent, t.gpus, t.gpu_fraction, t.started, false};
+    for (const TrialRow& t : *live) {
+      RecoveredTrial rt{t.id,   t.sweep_id, t.attempts, t.agent.value_or(""), t.gpus, t.gpu_fraction.value_or(0),
+                        t.started_at.has_value(), false};
       rt.stop_decided = a.stopper && a.stopper->decided(t.id);
       running.push_back(std::move(rt));
     }
@@ -135,7 +136,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   Active a;
   a.spec = std::move(*spec);
   a.total = sweeps::trial_count(a.spec);
-  store::SweepRecord r;
+  SweepRow r;
   r.name = a.spec.name;
   r.method = method_name(a.spec.method);
   if (a.spec.metric) {
@@ -194,7 +195,7 @@ Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t 
   t.index = rec->index;
   t.previous_attempts = rec->attempts;
   t.params = std::move(rec->params);
-  t.argv = std::move(rec->argv);
+  t.argv = std::move(rec->command);
   return std::optional<TrialToStart>(std::move(t));
 }
 
@@ -323,7 +324,7 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
   if (sweep->best) it->second.metric_seen = true;  // reported: nothing to say, ever
   if (!sweep->metric_missing) return Status::Ok();
   it->second.metric_seen = true;
-  const protocol::MetricMissing& m = *sweep->metric_missing;
+  const MetricMissing& m = *sweep->metric_missing;
   std::string names;
   for (const auto& n : m.reported) names += (names.empty() ? "" : ", ") + log_safe(n);
   // Said once the completions it counts are stored: a scheduler killed
@@ -427,7 +428,7 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id, bool early_stopped) 
     if (!all.ok()) return all.status();
     auto running = store_.sweeps_in_state(all->front().state);
     if (!running.ok()) return running.status();
-    for (const store::SweepRecord& r : *running) {
+    for (const SweepRow& r : *running) {
       if (r.id != sweep_id) continue;
       auto spec = parse_or_explain(r.spec);
       if (!spec.ok()) return spec.status();

@@ -79,10 +79,10 @@ TEST_CASE("store: a database written by swept 0.1.0 opens, is upgraded in place 
   CHECK(s.state == swept::SweepState::kCompleted);
   CHECK(s.counts[swept::TrialState::kCompleted] == 14);
   CHECK(s.counts.done() == 14);
-  REQUIRE(s.best_trial_id);
-  CHECK(*s.best_trial_id == 9);
-  CHECK(*s.best_value == doctest::Approx(0.0));
-  CHECK(s.best_params["lr"] == doctest::Approx(0.5));
+  REQUIRE(s.best);
+  CHECK(s.best->trial_id == 9);
+  CHECK(s.best->value == doctest::Approx(0.0));
+  CHECK(s.best->params["lr"] == doctest::Approx(0.5));
 
   auto rows = trial_rows((*writer)->connection(), s.id);
   REQUIRE(rows.ok());
@@ -94,7 +94,7 @@ TEST_CASE("store: a database written by swept 0.1.0 opens, is upgraded in place 
 
   // The upgraded file takes writes: a new sweep and trial.
   REQUIRE((*writer)->begin().ok());
-  SweepRecord r;
+  swept::SweepRow r;
   r.name = "after-upgrade";
   r.method = "grid";
   r.spec = "{}";

@@ -60,25 +60,6 @@ Result<std::vector<std::string>> metric_names(Connection& db, int64_t sweep_id) 
 
 namespace {
 
-// Reads one sweeps row (the columns of kSweepColumns) into a summary.
-constexpr const char* kSweepColumns =
-    "id, name, method, metric_name, metric_goal, state, total_trials, created_at, finished_at, next_index";
-
-SweepSummary sweep_from_row(const Statement& s) {
-  SweepSummary sw;
-  sw.id = s.int64(0);
-  sw.name = s.text(1);
-  sw.method = s.text(2);
-  sw.metric_name = s.optional_text(3);
-  sw.metric_goal = s.optional_text(4);
-  sw.state = sweep_state_named(s.text(5)).value_or(SweepState::kRunning);
-  sw.total_trials = s.optional_int64(6);
-  sw.created_at = s.real(7);
-  sw.finished_at = s.optional_real(8);
-  sw.trials_created = s.int64(9);
-  return sw;
-}
-
 // The states whose trials may be "best" (common/states.h), as a quoted SQL
 // list built from the table's counts_for_best column.
 std::string best_states_sql() {
@@ -87,7 +68,7 @@ std::string best_states_sql() {
 
 // The sweep's best trial: the one definition (reader.h, "Best"). Index:
 // trials_by_sweep_metric (sweep_id, metric_value).
-Status fill_best(Connection& db, SweepSummary& sw) {
+Status fill_best(Connection& db, SweepRow& sw) {
   if (!sw.metric_name) return Status::Ok();
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
   std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
@@ -104,7 +85,7 @@ Status fill_best(Connection& db, SweepSummary& sw) {
 }
 
 // "A metric never reported" (reader.h), for a summary with its counts and best.
-Status fill_metric_missing(Connection& db, SweepSummary& sw) {
+Status fill_metric_missing(Connection& db, SweepRow& sw) {
   const int64_t completed = sw.counts[TrialState::kCompleted];
   if (!sw.metric_name || sw.best || completed < kMetricMissingAfter) return Status::Ok();
   // Index: trials_by_sweep_metric (sweep_id, metric_value).
@@ -118,7 +99,7 @@ Status fill_metric_missing(Connection& db, SweepSummary& sw) {
       "SELECT DISTINCT l.name FROM trial_latest l WHERE l.trial_id IN (SELECT id FROM trials WHERE sweep_id = ? AND "
       "state = ? ORDER BY id LIMIT ?) ORDER BY l.name LIMIT 100"));
   names.bind(1, sw.id).bind(2, TrialState::kCompleted).bind(3, kMetricMissingNamesFrom);
-  protocol::MetricMissing missing;
+  MetricMissing missing;
   missing.completed = completed;
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, names.step());
@@ -130,8 +111,8 @@ Status fill_metric_missing(Connection& db, SweepSummary& sw) {
 }
 
 // Counts per state. Index: trials_by_sweep_state (covering).
-Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optional<int64_t> only) {
-  std::map<int64_t, SweepSummary*> by_id;
+Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<int64_t> only) {
+  std::map<int64_t, SweepRow*> by_id;
   for (auto& sw : sweeps) by_id[sw.id] = &sw;
   std::string sql = "SELECT sweep_id, state, count(*) FROM trials ";
   if (only) sql += "WHERE sweep_id = ? ";
@@ -152,8 +133,8 @@ Status fill_counts(Connection& db, std::vector<SweepSummary>& sweeps, std::optio
 
 // Sweep rows with their best trial; with `with_counts`, also the counts per
 // state (one scan of the trials_by_sweep_state index range).
-Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts) {
-  std::vector<SweepSummary> out;
+Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts) {
+  std::vector<SweepRow> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
@@ -161,7 +142,7 @@ Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int6
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
-    out.push_back(sweep_from_row(stmt));
+    out.push_back(read_sweep_row(stmt));
   }
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) {
@@ -175,13 +156,13 @@ namespace {
 
 // Every stride-th trial of the sweep (by idx) that has a metric value, plus
 // the `best_count` best ones, with params and metric_value.
-Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_t max_points, int64_t best_count) {
+Result<SweepPoints> sample_points(Connection& db, const SweepRow& sw, int64_t max_points, int64_t best_count) {
   SweepPoints out;
   out.metric_name = sw.metric_name;
   out.metric_goal = sw.metric_goal;
   SWEPT_ASSIGN_OR_RETURN(paths, param_paths(db, sw.id));
   for (const auto& [name, _] : paths) out.params.push_back(name);
-  out.population = sw.trials_created;
+  out.population = sw.next_index;
   if (out.population == 0) return out;
   out.stride = std::max<int64_t>(1, (out.population + max_points - 1) / max_points);
   std::set<int64_t> seen;
@@ -195,7 +176,7 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
-    out.points.push_back(trial_from_row(stmt));
+    out.points.push_back(read_trial_row(stmt));
     seen.insert(out.points.back().id);
   }
   if (best_count > 0) {
@@ -208,7 +189,7 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
     while (true) {
       SWEPT_ASSIGN_OR_RETURN(row, best.step());
       if (!row) break;
-      if (seen.insert(best.int64(0)).second) out.points.push_back(trial_from_row(best));
+      if (seen.insert(best.int64(0)).second) out.points.push_back(read_trial_row(best));
     }
   }
   return out;
@@ -216,15 +197,15 @@ Result<SweepPoints> sample_points(Connection& db, const SweepSummary& sw, int64_
 
 }  // namespace
 
-Result<std::vector<SweepSummary>> list_sweeps(Connection& db) {
+Result<std::vector<SweepRow>> list_sweeps(Connection& db) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
-  if (!schema) return std::vector<SweepSummary>{};
+  if (!schema) return std::vector<SweepRow>{};
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   return read_sweeps(db, std::nullopt);
 }
 
-Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts) {
+Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
   SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
@@ -232,7 +213,7 @@ Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool wit
   return sweeps.front();
 }
 
-Result<SweepSummary> get_sweep(Connection& db, int64_t sweep_id) {
+Result<SweepRow> get_sweep(Connection& db, int64_t sweep_id) {
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
   return get_sweep_in_txn(db, sweep_id);

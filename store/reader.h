@@ -58,25 +58,12 @@ Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
 inline constexpr int64_t kMetricMissingAfter = 1;
 inline constexpr int64_t kMetricMissingNamesFrom = 20;
 
-struct BestTrial {
-  int64_t trial_id = 0;
-  double value = 0;
-  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
-};
-
-struct SweepSummary {
-  int64_t id = 0;
-  std::string name, method;
-  SweepState state = SweepState::kRunning;
-  std::optional<std::string> metric_name, metric_goal;
-  std::optional<int64_t> total_trials;
-  int64_t trials_created = 0;  // next_index: trials 0..trials_created-1 exist
-  double created_at = 0;
-  std::optional<double> finished_at;
-  protocol::StateCounts counts;           // per trial state (common/states.h)
-  std::optional<BestTrial> best;          // see "Best" above
-  std::optional<protocol::MetricMissing> metric_missing;  // see "A metric never reported" below
-};
+// The rows of sweeps and trials are common/rows.h's SweepRow and TrialRow,
+// one type per table for the writer, this read model and the protocol.
+// Here a SweepRow comes with its counts, best and metric_missing; a TrialRow
+// of a page with its latest values (`latest`), its params nested as in the
+// sweep file (the API flattens them: docs/api.md), and `damaged` saying why
+// a row could not be read whole.
 
 // A parameter or metric column of a sweep's table. Flattened parameter names
 // join nested keys with '.' ("optimizer.lr").
@@ -96,17 +83,6 @@ struct TrialQuery {
   int64_t offset = 0;  // >= 0
   // How to sort by metric:NAME (see list_trials); tests force each plan.
   enum class MetricPlan { kAuto, kIndexWalk, kPerTrial } metric_plan = MetricPlan::kAuto;
-};
-
-struct TrialRow {
-  int64_t id = 0, sweep_id = 0, idx = 0, attempts = 0;
-  TrialState state = TrialState::kQueued;
-  std::optional<std::string> agent;
-  std::vector<int64_t> gpus;
-  std::optional<double> gpu_fraction, metric_value, started_at, ended_at;
-  nlohmann::json params = nlohmann::json::object();   // flattened name -> value
-  std::map<std::string, double> final_metrics;         // trial_latest: name -> value
-  std::optional<std::string> damaged;  // why the row could not be read whole (shown, not a failure)
 };
 
 struct TrialPage {
@@ -140,39 +116,14 @@ struct MetricSeries {
 };
 
 struct TrialDetail {
-  TrialRow row;
+  TrialRow row;  // with its command, exit, reason, latest values and suggestion
   std::string sweep_name;
   std::optional<std::string> sweep_metric;
-  std::vector<std::string> command;
   std::map<std::string, std::string> env;
-  std::optional<int64_t> exit_code;
-  std::optional<std::string> reason;
   double created_at = 0;
   std::string log_tail;
-  nlohmann::json suggestion;  // the searcher's model state (bayes/tpe), else null
   std::vector<AttemptRow> attempts;
   std::vector<MetricSeries> series;
-};
-
-struct GpuHolder {
-  int64_t trial_id = 0, sweep_id = 0;
-  std::optional<double> fraction;  // nullopt: the whole GPU
-};
-struct GpuInfo {
-  int64_t index = 0, memory_bytes = 0;
-  std::string uuid, name;
-  std::vector<GpuHolder> holders;
-};
-struct AgentInfo {
-  std::string name, host;
-  AgentState state = AgentState::kAlive;
-  int64_t slots = 0;
-  double registered_at = 0, last_seen = 0;
-  std::vector<GpuInfo> gpus;
-  std::vector<int64_t> cpu_trials;  // running trials without GPUs
-  std::vector<protocol::AgentTrial> running;  // every running trial here, by id
-  std::optional<std::string> quarantine;      // why it gets no work (schema v4); nullopt: it may
-  std::optional<std::string> containment;     // its REGISTER's containment mode (schema v6); nullopt: unsaid
 };
 
 struct SweepPoints {
@@ -207,7 +158,7 @@ struct OptimizationHistory {
 // Running trials and per-sweep state counts: what the live-update poller
 // compares between polls.
 struct LiveSnapshot {
-  std::vector<SweepSummary> sweeps;
+  std::vector<SweepRow> sweeps;
   std::map<int64_t, int64_t> running;  // trial id -> sweep id
   int64_t max_trial_id = 0;
 };
@@ -244,8 +195,8 @@ class ParamSortCache {
   std::map<std::pair<int64_t, std::string>, Entry> entries_ SWEPT_GUARDED_BY(mu_);
 };
 
-Result<std::vector<SweepSummary>> list_sweeps(Connection& db);
-Result<SweepSummary> get_sweep(Connection& db, int64_t sweep_id);
+Result<std::vector<SweepRow>> list_sweeps(Connection& db);
+Result<SweepRow> get_sweep(Connection& db, int64_t sweep_id);
 Result<SweepColumns> sweep_columns(Connection& db, int64_t sweep_id);
 // `param_cache` (may be null: sort in SQL) serves sorts by parameter.
 Result<TrialPage> list_trials(Connection& db, const TrialQuery& query, ParamSortCache* param_cache = nullptr);
@@ -254,9 +205,11 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
 // to at most `max_points`. Unknown trial ids yield no series.
 Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vector<int64_t>& trial_ids,
                                                 const std::string& metric, size_t max_points);
-// `seen_since` (Unix seconds): only agents alive or last seen since then
-// (the live view); nullopt: every agent the database keeps.
-Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double> seen_since = std::nullopt);
+// Agents by name, each with its GPUs and running trials: the dashboard's
+// list, QUERY_AGENTS' answer and `swept agents --db` alike. `seen_since`
+// (Unix seconds): only agents alive or last seen since then (the live
+// view); nullopt: every agent the database keeps.
+Result<std::vector<AgentRow>> list_agents(Connection& db, std::optional<double> seen_since = std::nullopt);
 // Every stride-th trial (by idx) with a metric value, at most `max_points`,
 // plus the `best_count` best ones.
 Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count = 20);
@@ -268,18 +221,16 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
 Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_id, int64_t max_points);
 
 // ---- the rows of the protocol (common/protocol.h) ----
-// A sweep summary in the protocol's type (whose JSON, protocol::to_json, is
-// the one shape of a sweep summary on the wire and in the dashboard's API).
-protocol::SweepSummary to_protocol(const SweepSummary& s);
 // What the scheduler answers to QUERY_SWEEPS / QUERY_TRIALS / QUERY_AGENTS
-// and what the CLI's --db commands print: the same queries as above, in the
-// protocol's types. sweep_summaries(id) is NotFound for an unknown id.
-Result<std::vector<protocol::SweepSummary>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
+// and what the CLI's --db commands print: the same rows as above, in the
+// protocol's order. sweep_summaries(id) is NotFound for an unknown id; all
+// sweeps come by id (the dashboard's list is newest first).
+Result<std::vector<SweepRow>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
 // trial_rows: the trials of a sweep with index above `after_index`, at most
-// `limit` (-1: all), in index order.
-Result<std::vector<protocol::TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index = -1,
-                                                   int64_t limit = -1);
-Result<std::vector<protocol::AgentRow>> agent_rows(Connection& db, std::optional<double> seen_since = std::nullopt);
+// `limit` (-1: all), in index order, with their latest values, suggestion
+// and stop decision.
+Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index = -1,
+                                         int64_t limit = -1);
 // The bounded tail of a trial's output ("" when it printed nothing).
 Result<std::string> trial_log_tail(Connection& db, int64_t trial_id);
 

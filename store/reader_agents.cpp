@@ -1,12 +1,12 @@
 // The read model's agents (reader.h, list_agents): each agent with its GPUs
-// and what runs where, derived from the running trials.
+// and what runs there, derived from the running trials.
 #include "store/reader.h"
 #include "store/schema.h"
 
 namespace swept::store {
 
-Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double> seen_since) {
-  std::vector<AgentInfo> out;
+Result<std::vector<AgentRow>> list_agents(Connection& db, std::optional<double> seen_since) {
+  std::vector<AgentRow> out;
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return out;
   ReadTransaction txn(db);
@@ -22,11 +22,11 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, agents.step());
     if (!row) break;
-    AgentInfo a;
+    AgentRow a;
     a.name = agents.text(0);
     a.host = agents.text(1);
     a.state = agent_state_named(agents.text(2)).value_or(AgentState::kAlive);
-    a.slots = agents.int64(3);
+    a.slots = static_cast<int>(agents.int64(3));
     a.registered_at = agents.real(4);
     a.last_seen = agents.real(5);
     a.quarantine = agents.optional_text(6);
@@ -41,7 +41,7 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
     auto it = by_name.find(gpus.text(0));
     if (it == by_name.end()) continue;
     GpuInfo g;
-    g.index = gpus.int64(1);
+    g.index = static_cast<int>(gpus.int64(1));
     g.uuid = gpus.text(2);
     g.name = gpus.text(3);
     g.memory_bytes = gpus.int64(4);
@@ -58,20 +58,8 @@ Result<std::vector<AgentInfo>> list_agents(Connection& db, std::optional<double>
     if (!agent) continue;
     auto it = by_name.find(*agent);
     if (it == by_name.end()) continue;
-    AgentInfo& a = out[it->second];
-    std::vector<int64_t> indices = decode_gpu_list<int64_t>(running.optional_text(3));
-    protocol::AgentTrial held{running.int64(0), {}, running.optional_real(4)};
-    for (int64_t gi : indices) held.gpus.push_back(static_cast<int>(gi));
-    a.running.push_back(std::move(held));
-    if (indices.empty()) {
-      a.cpu_trials.push_back(running.int64(0));
-      continue;
-    }
-    for (int64_t gi : indices) {
-      for (auto& g : a.gpus) {
-        if (g.index == gi) g.holders.push_back({running.int64(0), running.int64(1), running.optional_real(4)});
-      }
-    }
+    std::vector<int> indices = decode_gpu_list<int>(running.optional_text(3));
+    out[it->second].running.push_back({running.int64(0), std::move(indices), running.optional_real(4), running.int64(1)});
   }
   return out;
 }

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "store/reader.h"
+#include "store/rows.h"
 #include "store/sqlite.h"
 
 namespace swept::store {
@@ -22,17 +23,8 @@ Result<std::vector<std::string>> metric_names(Connection& db, int64_t sweep_id);
 
 // Sweep rows (one, or all newest first) with their best trial; with
 // `with_counts`, also the counts per state and the never-reported metric.
-Result<std::vector<SweepSummary>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true);
+Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true);
 // One sweep, or NotFound saying how to list them.
-Result<SweepSummary> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true);
-
-// The trials columns trial_from_row reads, in its order (`t` is trials).
-inline constexpr const char* kTrialColumns =
-    "t.id, t.sweep_id, t.idx, t.state, t.attempts, t.agent, t.gpus, t.gpu_fraction, t.metric_value, "
-    "t.started_at, t.ended_at, t.params";
-// One row of kTrialColumns; damaged params are said in `damaged`, not failed.
-TrialRow trial_from_row(const Statement& s);
-// Attaches trial_latest values to the rows (one IN query for the page).
-Status fill_final_metrics(Connection& db, std::vector<TrialRow>& rows);
+Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true);
 
 }  // namespace swept::store

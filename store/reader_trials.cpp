@@ -14,45 +14,6 @@ namespace swept::store {
 
 using nlohmann::json;
 
-TrialRow trial_from_row(const Statement& s) {
-  TrialRow r;
-  r.id = s.int64(0);
-  r.sweep_id = s.int64(1);
-  r.idx = s.int64(2);
-  r.state = trial_state_named(s.text(3)).value_or(TrialState::kQueued);
-  r.attempts = s.int64(4);
-  r.agent = s.optional_text(5);
-  r.gpus = decode_gpu_list<int64_t>(s.optional_text(6));
-  r.gpu_fraction = s.optional_real(7);
-  r.metric_value = s.optional_real(8);
-  r.started_at = s.optional_real(9);
-  r.ended_at = s.optional_real(10);
-  json params = json::parse(s.text(11), nullptr, false);
-  if (!params.is_object()) r.damaged = "its stored parameters are not a JSON object (the row is damaged)";
-  for (const auto& p : flatten_params(params)) r.params[p.name] = *p.value;
-  return r;
-}
-
-// Attaches trial_latest values to the rows (one IN query for the page).
-Status fill_final_metrics(Connection& db, std::vector<TrialRow>& rows) {
-  if (rows.empty()) return Status::Ok();
-  std::string sql = "SELECT trial_id, name, value FROM trial_latest WHERE trial_id IN (";
-  for (size_t i = 0; i < rows.size(); ++i) sql += i ? ",?" : "?";
-  sql += ")";
-  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  std::map<int64_t, TrialRow*> by_id;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    stmt.bind(static_cast<int>(i + 1), rows[i].id);
-    by_id[rows[i].id] = &rows[i];
-  }
-  while (true) {
-    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-    if (!row) break;
-    by_id[stmt.int64(0)]->final_metrics[stmt.text(1)] = stmt.real(2);
-  }
-  return Status::Ok();
-}
-
 namespace {
 
 // A JSON path for json_extract: $."a"."b". Keys holding '"' cannot be quoted
@@ -81,7 +42,7 @@ Result<std::vector<TrialRow>> rows_by_id(Connection& db, const std::vector<int64
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
-    TrialRow r = trial_from_row(stmt);
+    TrialRow r = read_trial_row(stmt);
     by_id.emplace(r.id, std::move(r));
   }
   for (int64_t id : ids) {
@@ -392,7 +353,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   page.total = total;
   // Phase 1: the ids of the page, ordered; only ids and sort keys go through
   // the sorter. Phase 2 (rows_by_id) reads the full rows of those ids.
-  SWEPT_ASSIGN_OR_RETURN(order, page_order(db, filter, paths, metrics, param_cache, page.total, sweep.trials_created));
+  SWEPT_ASSIGN_OR_RETURN(order, page_order(db, filter, paths, metrics, param_cache, page.total, sweep.next_index));
   std::vector<int64_t> ids = std::move(order.ids);
   if (!order.expr.empty()) {
     SWEPT_ASSIGN_OR_RETURN(sorted, ids_in_sql_order(db, filter, order));
@@ -400,7 +361,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   }
   SWEPT_ASSIGN_OR_RETURN(rows, rows_by_id(db, ids));
   page.rows = std::move(rows);
-  SWEPT_RETURN_IF_ERROR(fill_final_metrics(db, page.rows));
+  SWEPT_RETURN_IF_ERROR(fill_latest(db, page.rows));
   return page;
 }
 
@@ -471,31 +432,26 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     ReadTransaction txn(db);
     SWEPT_RETURN_IF_ERROR(txn.status());
     SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
-    std::string sql = std::string("SELECT ") + kTrialColumns +
-                      ", t.command, t.env, t.exit_code, t.reason, t.created_at, s.name, s.metric_name, " +
+    std::string sql = std::string("SELECT ") + kTrialColumns + ", t.env, t.created_at, s.name, s.metric_name, " +
                       (version >= 3 ? "t.suggestion" : "NULL") +
                       " FROM trials t JOIN sweeps s ON s.id = t.sweep_id WHERE t.id = ?";
     SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
     stmt.bind(1, trial_id);
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) return Status::NotFound(missing);
-    d.row = trial_from_row(stmt);
-    json command = json::parse(stmt.text(12), nullptr, false);
-    if (command.is_array())
-      for (const auto& a : command) d.command.push_back(a.is_string() ? a.get<std::string>() : a.dump());
-    if (auto env_text = stmt.optional_text(13)) {
+    d.row = read_trial_row(stmt);
+    constexpr int kMore = kTrialColumnCount;  // the columns after the row's
+    if (auto env_text = stmt.optional_text(kMore)) {
       json env = json::parse(*env_text, nullptr, false);
       if (env.is_object())
         for (auto it = env.begin(); it != env.end(); ++it)
           d.env[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
     }
-    d.exit_code = stmt.optional_int64(14);
-    d.reason = stmt.optional_text(15);
-    d.created_at = stmt.real(16);
-    d.sweep_name = stmt.text(17);
-    d.sweep_metric = stmt.optional_text(18);
-    if (auto text = stmt.optional_text(19)) d.suggestion = json::parse(*text, nullptr, false);
-    if (d.suggestion.is_discarded()) d.suggestion = nullptr;
+    d.created_at = stmt.real(kMore + 1);
+    d.sweep_name = stmt.text(kMore + 2);
+    d.sweep_metric = stmt.optional_text(kMore + 3);
+    if (auto text = stmt.optional_text(kMore + 4)) d.row.suggestion = json::parse(*text, nullptr, false);
+    if (d.row.suggestion.is_discarded()) d.row.suggestion = nullptr;
 
     SWEPT_ASSIGN_OR_RETURN(log, trial_log_tail(db, trial_id));
     d.log_tail = std::move(log);
@@ -520,7 +476,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
       d.attempts.push_back(std::move(a));
     }
     std::vector<TrialRow> one{d.row};
-    SWEPT_RETURN_IF_ERROR(fill_final_metrics(db, one));
+    SWEPT_RETURN_IF_ERROR(fill_latest(db, one));
     d.row = std::move(one.front());
   }
   SWEPT_ASSIGN_OR_RETURN(series, metric_series(db, {trial_id}, "", max_points));

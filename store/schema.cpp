@@ -34,8 +34,8 @@ namespace {
 
 // What a bad row says: which trial, which column, what was expected, so
 // that an operator can find it (swept's own writes never produce one).
-Status bad_column(int64_t trial_id, const char* column, const char* expected) {
-  return Status::Corruption("trial " + std::to_string(trial_id) + ": its stored " + column + " (trials." + column +
+Status bad_column(int64_t trial_id, const char* column, const char* what, const char* expected) {
+  return Status::Corruption("trial " + std::to_string(trial_id) + ": its stored " + what + " (trials." + column +
                             ") is not " + expected + "; the database is damaged");
 }
 
@@ -43,17 +43,17 @@ Status bad_column(int64_t trial_id, const char* column, const char* expected) {
 
 Result<nlohmann::json> decode_params(int64_t trial_id, const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_object()) return bad_column(trial_id, "params", "a JSON object");
+  if (!j.is_object()) return bad_column(trial_id, "params", "parameters", "a JSON object");
   return j;
 }
 
 Result<std::vector<std::string>> decode_argv(int64_t trial_id, const std::string& text) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-  if (!j.is_array()) return bad_column(trial_id, "command", "a JSON array of strings");
+  if (!j.is_array()) return bad_column(trial_id, "command", "command", "a JSON array of strings");
   std::vector<std::string> argv;
   argv.reserve(j.size());
   for (const auto& a : j) {
-    if (!a.is_string()) return bad_column(trial_id, "command", "a JSON array of strings");
+    if (!a.is_string()) return bad_column(trial_id, "command", "command", "a JSON array of strings");
     argv.push_back(a.get<std::string>());
   }
   return argv;

@@ -53,8 +53,8 @@ ChildResult run_in_child(const std::function<void()>& body) {
   return r;
 }
 
-SweepRecord sweep(int i) {
-  SweepRecord s;
+swept::SweepRow sweep(int i) {
+  swept::SweepRow s;
   s.name = std::to_string(i);
   s.method = "grid";
   s.spec = std::string(2000, 'x');  // a page's worth per commit, so the WAL grows

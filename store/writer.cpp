@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "store/rows.h"
 #include "store/sigbus_guard.h"
 #include "store/sqlite.h"
 #include "store/writer_cached.h"
@@ -19,27 +20,6 @@
 namespace swept::store {
 
 namespace {
-
-// One row of "SELECT id, sweep_id, idx, state, attempts, agent, gpus,
-// gpu_fraction, params, command, started_at IS NOT NULL FROM trials"; a
-// row whose params or command do not decode is Corruption.
-Result<TrialRecord> read_trial_record(const Statement& st) {
-  TrialRecord t;
-  t.id = st.int64(0);
-  t.sweep_id = st.int64(1);
-  t.index = st.int64(2);
-  t.state = trial_state_named(st.text(3)).value_or(TrialState::kQueued);
-  t.attempts = static_cast<int>(st.int64(4));
-  t.agent = st.text(5);
-  t.gpus = decode_gpu_list<int>(st.optional_text(6));
-  t.gpu_fraction = st.optional_real(7).value_or(0.0);
-  SWEPT_ASSIGN_OR_RETURN(params, decode_params(t.id, st.text(8)));
-  t.params = std::move(params);
-  SWEPT_ASSIGN_OR_RETURN(argv, decode_argv(t.id, st.text(9)));
-  t.argv = std::move(argv);
-  t.started = st.int64(10) != 0;
-  return t;
-}
 
 }  // namespace
 
@@ -241,7 +221,7 @@ Result<std::vector<Writer::CurveRows>> Writer::metric_curves(int64_t sweep_id, c
   return out;
 }
 
-Result<int64_t> Writer::insert_sweep(const SweepRecord& s) {
+Result<int64_t> Writer::insert_sweep(const SweepRow& s) {
   SWEPT_CACHED(st,
                 "INSERT INTO sweeps(name, method, metric_name, metric_goal, spec, state, total_trials, next_index, "
                 "created_at) VALUES(?,?,?,?,?,?,?,0,?)");
@@ -257,27 +237,15 @@ Result<int64_t> Writer::insert_sweep(const SweepRecord& s) {
   return conn_->last_insert_rowid();
 }
 
-Result<std::vector<SweepRecord>> Writer::sweeps_in_state(SweepState state) {
-  SWEPT_CACHED(st,
-                "SELECT id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at "
-                "FROM sweeps WHERE state=? ORDER BY id");
+Result<std::vector<SweepRow>> Writer::sweeps_in_state(SweepState state) {
+  static const std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps WHERE state=? ORDER BY id";
+  SWEPT_CACHED(st, sql.c_str());
   st.bind(1, state);
-  std::vector<SweepRecord> out;
+  std::vector<SweepRow> out;
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, st.step());
     if (!row) break;
-    SweepRecord r;
-    r.id = st.int64(0);
-    r.name = st.text(1);
-    r.method = st.text(2);
-    r.metric_name = st.optional_text(3);
-    r.metric_goal = st.optional_text(4);
-    r.spec = st.text(5);
-    r.state = sweep_state_named(st.text(6)).value_or(SweepState::kRunning);
-    r.total_trials = st.optional_int64(7);
-    r.next_index = st.int64(8);
-    r.created_at = st.real(9);
-    out.push_back(std::move(r));
+    out.push_back(read_sweep_row(st));
   }
   return out;
 }
@@ -313,30 +281,31 @@ Result<int64_t> Writer::insert_trial(int64_t sweep_id, int64_t index, const std:
   return id;
 }
 
-Result<std::vector<TrialRecord>> Writer::trials_in_state(int64_t sweep_id, TrialState state) {
-  SWEPT_CACHED(st,
-                "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
-                "started_at IS NOT NULL FROM trials WHERE sweep_id=? AND state=? ORDER BY idx");
+// The scheduler's reads of trials refuse a damaged row (sound_trial_row):
+// it never runs a trial from a guess at its parameters or command.
+Result<std::vector<TrialRow>> Writer::trials_in_state(int64_t sweep_id, TrialState state) {
+  static const std::string sql =
+      std::string("SELECT ") + kTrialColumns + " FROM trials t WHERE t.sweep_id=? AND t.state=? ORDER BY t.idx";
+  SWEPT_CACHED(st, sql.c_str());
   st.bind(1, sweep_id);
   st.bind(2, state);
-  std::vector<TrialRecord> out;
+  std::vector<TrialRow> out;
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, st.step());
     if (!row) break;
-    SWEPT_ASSIGN_OR_RETURN(record, read_trial_record(st));
+    SWEPT_ASSIGN_OR_RETURN(record, sound_trial_row(st));
     out.push_back(std::move(record));
   }
   return out;
 }
 
-Result<TrialRecord> Writer::trial_record(int64_t trial_id) {
-  SWEPT_CACHED(st,
-                "SELECT id, sweep_id, idx, state, attempts, agent, gpus, gpu_fraction, params, command, "
-                "started_at IS NOT NULL FROM trials WHERE id=?");
+Result<TrialRow> Writer::trial_record(int64_t trial_id) {
+  static const std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trials t WHERE t.id=?";
+  SWEPT_CACHED(st, sql.c_str());
   st.bind(1, trial_id);
   SWEPT_ASSIGN_OR_RETURN(row, st.step());
   if (!row) return Status::NotFound("no trial " + std::to_string(trial_id));
-  Result<TrialRecord> t = read_trial_record(st);
+  Result<TrialRow> t = sound_trial_row(st);
   st.reset();
   return t;
 }

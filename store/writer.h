@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/protocol.h"
+#include "common/rows.h"
 #include "common/states.h"
 #include "common/status.h"
 #include "store/schema.h"
@@ -40,34 +41,6 @@ namespace swept::store {
 
 class Connection;
 struct WalWatch;
-
-struct SweepRecord {
-  int64_t id = 0;
-  std::string name;
-  std::string method;
-  std::optional<std::string> metric_name;
-  std::optional<std::string> metric_goal;
-  std::string spec;
-  SweepState state = SweepState::kRunning;
-  std::optional<int64_t> total_trials;
-  int64_t next_index = 0;
-  double created_at = 0;
-};
-
-// A trial that is not final, as the store knows it (for recovery and queues).
-struct TrialRecord {
-  int64_t id = 0;
-  int64_t sweep_id = 0;
-  int64_t index = 0;
-  TrialState state = TrialState::kQueued;
-  int attempts = 0;
-  std::string agent;
-  std::vector<int> gpus;
-  double gpu_fraction = 0;
-  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
-  std::vector<std::string> argv;                      // the command, macros expanded
-  bool started = false;  // the current attempt reported TRIAL_STARTED
-};
 
 struct WriterOptions {
   // A registered SQLite VFS by name; nullptr: the default. Tests put a
@@ -108,8 +81,8 @@ class Writer {
   int schema_version() const { return schema_version_; }
 
   // ---- sweeps ----
-  Result<int64_t> insert_sweep(const SweepRecord& s);
-  Result<std::vector<SweepRecord>> sweeps_in_state(SweepState state);
+  Result<int64_t> insert_sweep(const SweepRow& s);
+  Result<std::vector<SweepRow>> sweeps_in_state(SweepState state);
   Status set_sweep_state(int64_t sweep_id, SweepState state, std::optional<double> finished_at);
 
   // ---- trials ----
@@ -120,7 +93,7 @@ class Writer {
   // Trials of a sweep in a state, ordered by index. A row whose params or
   // command do not decode is kCorruption naming the trial and the column
   // (schema.h's codec), never a record with a guessed value.
-  Result<std::vector<TrialRecord>> trials_in_state(int64_t sweep_id, TrialState state);
+  Result<std::vector<TrialRow>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
                        double gpu_fraction, double now);
@@ -170,7 +143,7 @@ class Writer {
                          const std::optional<std::string>& reason, std::optional<double> ended_at,
                          const StartRecord* start = nullptr);
   // One trial as trials_in_state() returns it (kCorruption alike), or kNotFound.
-  Result<TrialRecord> trial_record(int64_t trial_id);
+  Result<TrialRow> trial_record(int64_t trial_id);
   // How many of the trial's attempts ended in `attempt_state` (the broker
   // counts the `queued` ones, requeued at no cost, out of the retries spent).
   Result<int> count_attempts(int64_t trial_id, TrialState attempt_state);

@@ -25,8 +25,8 @@ namespace {
 using testing::TempDb;
 using testing::query_int;
 
-SweepRecord sweep(const char* goal = "minimize") {
-  SweepRecord s;
+swept::SweepRow sweep(const char* goal = "minimize") {
+  swept::SweepRow s;
   s.name = "test";
   s.method = "grid";
   s.metric_name = "loss";
@@ -205,9 +205,10 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   CHECK(sum.counts[swept::TrialState::kRunning] == 1);
   CHECK(sum.counts[swept::TrialState::kQueued] == 1);
   // Best is among completed trials only: 0.8, though a running one shows 0.9.
-  CHECK(sum.best_trial_id == ids[0]);
-  CHECK(sum.best_value == doctest::Approx(0.8));
-  CHECK(sum.best_params["i"] == 0);
+  REQUIRE(sum.best);
+  CHECK(sum.best->trial_id == ids[0]);
+  CHECK(sum.best->value == doctest::Approx(0.8));
+  CHECK(sum.best->params["i"] == 0);
   CHECK_FALSE(sweep_summaries(s.connection(), sid + 100).ok());
 
   auto rows = trial_rows(s.connection(), sid);
@@ -219,7 +220,7 @@ TEST_CASE("queries: summaries with counts and best, trial rows, agents") {
   CHECK((*rows)[0].command == std::vector<std::string>{"run"});
   CHECK((*rows)[2].state == swept::TrialState::kQueued);
 
-  auto agents = agent_rows(s.connection());
+  auto agents = list_agents(s.connection());
   REQUIRE(agents.ok());
   REQUIRE(agents->size() == 1);
   CHECK((*agents)[0].gpus.size() == 1);
@@ -257,7 +258,7 @@ TEST_CASE("recovery reads unfinished trials and running sweeps back") {
   REQUIRE(running->size() == 1);
   CHECK(running->front().agent == "a");
   CHECK(running->front().gpus == std::vector<int>{1, 2});
-  CHECK_FALSE(running->front().started);
+  CHECK_FALSE(running->front().started_at);
   CHECK(s.trials_in_state(sid, swept::TrialState::kQueued)->size() == 1);
 }
 
@@ -309,7 +310,7 @@ TEST_CASE("store: v3: a trial's suggestion is stored, the search history is in c
   auto store = Writer::open(t.path);
   REQUIRE(store.ok());
   Writer& w = **store;
-  SweepRecord s;
+  swept::SweepRow s;
   s.name = "b";
   s.method = "tpe";
   s.spec = "{}";
@@ -356,7 +357,7 @@ TEST_CASE("writer: trial records come decoded, and a row that does not decode is
   auto rec = w.trial_record(good);
   REQUIRE(rec.ok());
   CHECK(rec->params == nlohmann::json{{"opt", {{"lr", 0.1}}}});
-  CHECK(rec->argv == std::vector<std::string>{"train", "--lr=0.1"});
+  CHECK(rec->command == std::vector<std::string>{"train", "--lr=0.1"});
 
   // Rows swept never writes, put there by raw SQL: each read is refused
   // with the trial and the column named, never given a guessed value.

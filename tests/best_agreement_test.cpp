@@ -29,7 +29,7 @@ struct TrialSpec {
 // Writes one sweep and its trials through the writer, as the broker would.
 int64_t write_sweep(swept::store::Writer& w, const char* name, std::optional<std::string> goal,
                     const std::vector<TrialSpec>& trials) {
-  swept::store::SweepRecord r;
+  swept::SweepRow r;
   r.name = name;
   r.method = "grid";
   if (goal) {

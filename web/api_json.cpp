@@ -1,7 +1,10 @@
 // JSON of the dashboard's API (docs/api.md): see api_json.h.
 #include "web/api_json.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "common/params.h"
 
 namespace swept::web {
 
@@ -22,14 +25,14 @@ json state_names(const std::vector<TrialState>& states) {
 }  // namespace
 
 // One shape for a sweep summary, the SWEEPS reply's (common/protocol.h).
-json sweep_json(const store::SweepSummary& s) { return protocol::to_json(store::to_protocol(s)); }
+json sweep_json(const SweepRow& s) { return protocol::to_json(s); }
 
-json trial_row_json(const store::TrialRow& r) {
+json trial_row_json(const TrialRow& r) {
   json metrics = json::object();
-  for (const auto& [name, value] : r.final_metrics) metrics[name] = number(value);
+  for (const auto& [name, value] : r.latest) metrics[name] = number(value);
   json j = {{"id", r.id},
           {"sweep_id", r.sweep_id},
-          {"index", r.idx},
+          {"index", r.index},
           {"state", name(r.state)},
           {"attempts", r.attempts},
           {"agent", opt(r.agent)},
@@ -38,7 +41,7 @@ json trial_row_json(const store::TrialRow& r) {
           {"metric_value", opt_number(r.metric_value)},
           {"started_at", opt_number(r.started_at)},
           {"ended_at", opt_number(r.ended_at)},
-          {"params", r.params},
+          {"params", flat_params_object(r.params)},
           {"metrics", metrics}};
   if (r.damaged) j["damaged"] = *r.damaged;  // shown on the row; the page still answers
   return j;
@@ -79,13 +82,13 @@ json trial_detail_json(const store::TrialDetail& d) {
   json j = trial_row_json(d.row);
   j["sweep_name"] = d.sweep_name;
   j["sweep_metric"] = opt(d.sweep_metric);
-  j["command"] = d.command;
+  j["command"] = d.row.command;
   j["env"] = d.env;
-  j["exit_code"] = opt(d.exit_code);
-  j["reason"] = opt(d.reason);
+  j["exit_code"] = opt(d.row.exit_code);
+  j["reason"] = opt(d.row.reason);
   j["created_at"] = d.created_at;
   j["log_tail"] = d.log_tail;
-  j["suggestion"] = d.suggestion;
+  j["suggestion"] = d.row.suggestion;
   json attempts = json::array();
   for (const auto& a : d.attempts) {
     attempts.push_back({{"attempt", a.attempt},
@@ -105,18 +108,24 @@ json trial_detail_json(const store::TrialDetail& d) {
   return j;
 }
 
-json agent_json(const store::AgentInfo& a) {
+json agent_json(const AgentRow& a) {
+  // Each GPU with the running trials that hold it (a share or the whole);
+  // trials without GPUs are the agent's CPU trials.
   json gpus = json::array();
   for (const auto& g : a.gpus) {
     json holders = json::array();
-    for (const auto& h : g.holders)
-      holders.push_back({{"trial_id", h.trial_id}, {"sweep_id", h.sweep_id}, {"fraction", opt_number(h.fraction)}});
+    for (const auto& t : a.running)
+      if (std::find(t.gpus.begin(), t.gpus.end(), g.index) != t.gpus.end())
+        holders.push_back({{"trial_id", t.trial_id}, {"sweep_id", t.sweep_id}, {"fraction", opt_number(t.gpu_fraction)}});
     gpus.push_back({{"index", g.index},
                     {"uuid", g.uuid},
                     {"name", g.name},
                     {"memory_bytes", g.memory_bytes},
                     {"trials", holders}});
   }
+  json cpu_trials = json::array();
+  for (const auto& t : a.running)
+    if (t.gpus.empty()) cpu_trials.push_back(t.trial_id);
   return {{"name", a.name},
           {"host", a.host},
           {"state", name(a.state)},
@@ -124,7 +133,7 @@ json agent_json(const store::AgentInfo& a) {
           {"registered_at", a.registered_at},
           {"last_seen", a.last_seen},
           {"gpus", gpus},
-          {"cpu_trials", a.cpu_trials},
+          {"cpu_trials", cpu_trials},
           {"quarantine", a.quarantine ? json(*a.quarantine) : json(nullptr)},
           {"containment", a.containment ? json(*a.containment) : json(nullptr)}};
 }
@@ -132,8 +141,8 @@ json agent_json(const store::AgentInfo& a) {
 json points_json(const store::SweepPoints& p) {
   json points = json::array();
   for (const auto& r : p.points)
-    points.push_back({{"id", r.id}, {"index", r.idx}, {"state", name(r.state)},
-                      {"metric_value", opt_number(r.metric_value)}, {"params", r.params}});
+    points.push_back({{"id", r.id}, {"index", r.index}, {"state", name(r.state)},
+                      {"metric_value", opt_number(r.metric_value)}, {"params", flat_params_object(r.params)}});
   return {{"params", p.params},
           {"metric", {{"name", opt(p.metric_name)}, {"goal", opt(p.metric_goal)}}},
           {"population", p.population},

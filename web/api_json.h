@@ -10,12 +10,12 @@
 
 namespace swept::web {
 
-nlohmann::json sweep_json(const store::SweepSummary& sweep);
-nlohmann::json trial_row_json(const store::TrialRow& row);
+nlohmann::json sweep_json(const SweepRow& sweep);
+nlohmann::json trial_row_json(const TrialRow& row);
 nlohmann::json trial_page_json(const store::TrialPage& page);
 nlohmann::json trial_detail_json(const store::TrialDetail& detail);
 nlohmann::json series_json(const store::MetricSeries& series);
-nlohmann::json agent_json(const store::AgentInfo& agent);
+nlohmann::json agent_json(const AgentRow& agent);
 nlohmann::json points_json(const store::SweepPoints& points);
 nlohmann::json history_json(const store::OptimizationHistory& history);
 nlohmann::json importance_json(const ImportanceReport& report);

@@ -549,7 +549,7 @@ TEST_CASE("web: a sweep whose metric no trial reports says so, with the names it
     if (s["id"] == 1 || s["id"] == 2 || s["id"] == 5) CHECK_MESSAGE(!s.contains("metric_missing"), s["id"]);
   }
   CHECK(listed);
-  // `swept status` reads the same summary (the protocol's SweepSummary).
+  // `swept status` reads the same summary (the protocol's SweepRow).
   auto reader = swept::store::open_reader(db.path());
   REQUIRE(reader.ok());
   auto sums = swept::store::sweep_summaries(**reader, 4);

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "common/params.h"
+
 namespace swept::web {
 namespace {
 
@@ -24,11 +26,12 @@ Result<ImportanceReport> sweep_importance(store::Connection& db, int64_t sweep_i
     in.values.assign(in.names.size(), std::vector<ParamValue>(sample.points.size()));
     in.present.assign(in.names.size(), std::vector<bool>(sample.points.size(), false));
     for (size_t t = 0; t < sample.points.size(); ++t) {
-      const store::TrialRow& r = sample.points[t];
+      const TrialRow& r = sample.points[t];
       in.metric.push_back(r.metric_value.value_or(NAN));
+      const nlohmann::json flat = flat_params_object(r.params);  // the names are flattened ("opt.lr")
       for (size_t p = 0; p < in.names.size(); ++p) {
-        auto it = r.params.find(in.names[p]);
-        if (it == r.params.end()) continue;
+        auto it = flat.find(in.names[p]);
+        if (it == flat.end()) continue;
         in.present[p][t] = true;
         if (it->is_number()) {
           in.values[p][t] = param_number_or_nan(*it);

@@ -1,0 +1,163 @@
+// The rows of the store's tables, one type per table (issue 24): what the
+// writer reads back for the scheduler, what the read model answers the
+// dashboard and the CLI, and what the protocol's SWEEPS and TRIALS carry
+// (docs/protocol.md), so that a column has one name and one type from
+// SQLite to the wire. store/ reads each with one row reader
+// (store/rows.h); common/protocol_rows.cpp writes them on the wire.
+//
+// A row holds every column a reader may ask for; each reader says which it
+// fills (a field it does not fill keeps its default). Values are plain:
+// copy and compare them like any value.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/states.h"
+
+namespace swept {
+
+// Trials of a sweep per state (common/states.h), indexed by the state.
+struct StateCounts {
+  std::array<int64_t, kTrialStateCount> n{};
+  int64_t& operator[](TrialState s) { return n[index_of(s)]; }
+  int64_t operator[](TrialState s) const { return n[index_of(s)]; }
+  int64_t total() const {
+    int64_t t = 0;
+    for (int64_t v : n) t += v;
+    return t;
+  }
+  // Trials in a final state.
+  int64_t done() const {
+    int64_t t = 0;
+    for (const auto& s : kTrialStates)
+      if (s.final) t += n[index_of(s.state)];
+    return t;
+  }
+  bool operator==(const StateCounts&) const = default;
+};
+
+// A sweep's metric that no trial reports (docs/metrics.md): the number of
+// its trials that completed without any trial of the sweep reporting it, and
+// the metric names those trials did report (a typo shows as a near miss).
+struct MetricMissing {
+  int64_t completed = 0;
+  std::vector<std::string> reported;
+  bool operator==(const MetricMissing&) const = default;
+};
+
+// A row of agent_gpus: one GPU of an agent, as its REGISTER offered it.
+struct GpuInfo {
+  int index = 0;
+  std::string uuid;
+  std::string name;
+  int64_t memory_bytes = 0;
+  bool operator==(const GpuInfo&) const = default;
+};
+
+// A running trial on an agent, and the GPUs (or share of one) it holds.
+struct AgentTrial {
+  int64_t trial_id = 0;
+  std::vector<int> gpus;
+  std::optional<double> gpu_fraction;
+  int64_t sweep_id = 0;  // not on the wire
+  bool operator==(const AgentTrial&) const = default;
+};
+
+// A row of `agents` (store/schema.sql), with its GPUs and what runs there
+// (derived from the running trials).
+struct AgentRow {
+  std::string name;
+  std::string host;
+  AgentState state = AgentState::kAlive;
+  int slots = 0;
+  double registered_at = 0;  // not on the wire
+  double last_seen = 0;
+  std::vector<GpuInfo> gpus;
+  std::vector<AgentTrial> running;  // every running trial here, by id
+  // Why the scheduler sends it no work (host faults); nullopt when it may
+  // have work. Optional on the wire.
+  std::optional<std::string> quarantine;
+  // The containment mode its last REGISTER named ("cgroup", "subreaper");
+  // nullopt when it named none. Optional on the wire.
+  std::optional<std::string> containment;
+  bool operator==(const AgentRow&) const = default;
+};
+
+// A sweep's best trial, as store/reader.h defines "best".
+struct BestTrial {
+  int64_t trial_id = 0;
+  double value = 0;
+  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
+  bool operator==(const BestTrial&) const = default;
+};
+
+// A row of `sweeps` (store/schema.sql), with what the read model derives
+// from the sweep's trials.
+struct SweepRow {
+  int64_t id = 0;
+  std::string name;
+  std::string method;
+  SweepState state = SweepState::kRunning;
+  std::optional<std::string> metric_name;
+  std::optional<std::string> metric_goal;  // minimize | maximize
+  std::string spec;                        // the sweep file as submitted (the writer's reads; not on the wire)
+  std::optional<int64_t> total_trials;     // nullopt: unbounded
+  int64_t next_index = 0;                  // trials 0..next_index-1 exist (not on the wire)
+  double created_at = 0;
+  std::optional<double> finished_at;
+  // Derived by the read model (not by the writer's reads):
+  StateCounts counts;                           // per trial state
+  std::optional<BestTrial> best;                // see store/reader.h, "Best"
+  std::optional<MetricMissing> metric_missing;  // see store/reader.h, "A metric never reported"
+  bool operator==(const SweepRow&) const = default;
+};
+
+// The early_terminate decision that stopped a trial (store/schema.sql v4,
+// trials.stop_*).
+struct TrialStop {
+  std::string rule;  // hyperband | asha | median
+  int64_t at = -1;   // band (iterations), rung or step it judged at
+  int64_t step = 0;  // the step of the value judged
+  std::optional<double> value, threshold;
+  std::string reason;
+  double decided_at = 0;
+  bool operator==(const TrialStop&) const = default;
+};
+
+// A row of `trials` (store/schema.sql), with its latest metric values.
+struct TrialRow {
+  int64_t id = 0;
+  int64_t sweep_id = 0;
+  int64_t index = 0;  // trials.idx: its place in the sweep
+  TrialState state = TrialState::kQueued;
+  int attempts = 0;
+  std::optional<std::string> agent;  // where its current (or last) attempt runs
+  std::vector<int> gpus;
+  std::optional<double> gpu_fraction;
+  std::optional<int> exit_code;
+  std::optional<std::string> reason;
+  std::optional<double> metric_value;  // the sweep's metric (trials.metric_value)
+  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
+  std::vector<std::string> command;                  // the argv, macros expanded
+  std::optional<double> started_at;  // set once its current attempt reported TRIAL_STARTED
+  std::optional<double> ended_at;
+  // Filled by the readers that ask for them:
+  std::map<std::string, double> latest;  // the latest value of each metric (trial_latest)
+  // method bayes/tpe: the model state that chose its params
+  // (search::ModelState::to_json); null for grid and random trials.
+  nlohmann::json suggestion;
+  std::optional<TrialStop> stop;
+  // Why the row could not be read whole (the dashboard shows it; the
+  // scheduler's reads refuse such a row with Corruption instead).
+  std::optional<std::string> damaged;
+  bool operator==(const TrialRow&) const = default;
+};
+
+}  // namespace swept

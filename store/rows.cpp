@@ -1,0 +1,92 @@
+// The row readers of store/rows.h. Values are decoded once here: states by
+// their names (common/states.h), GPU lists, parameters and commands through
+// schema.h's codec.
+#include "store/rows.h"
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "store/schema.h"
+
+namespace swept::store {
+
+SweepRow read_sweep_row(const Statement& s) {
+  SweepRow sw;
+  sw.id = s.int64(0);
+  sw.name = s.text(1);
+  sw.method = s.text(2);
+  sw.metric_name = s.optional_text(3);
+  sw.metric_goal = s.optional_text(4);
+  sw.spec = s.text(5);
+  sw.state = sweep_state_named(s.text(6)).value_or(SweepState::kRunning);
+  sw.total_trials = s.optional_int64(7);
+  sw.next_index = s.int64(8);
+  sw.created_at = s.real(9);
+  sw.finished_at = s.optional_real(10);
+  return sw;
+}
+
+namespace {
+void note_damage(TrialRow& r, const Status& why) {
+  r.damaged = r.damaged ? *r.damaged + "; " + why.message() : why.message();
+}
+}  // namespace
+
+TrialRow read_trial_row(const Statement& s) {
+  TrialRow r;
+  r.id = s.int64(0);
+  r.sweep_id = s.int64(1);
+  r.index = s.int64(2);
+  r.state = trial_state_named(s.text(3)).value_or(TrialState::kQueued);
+  r.attempts = static_cast<int>(s.int64(4));
+  r.agent = s.optional_text(5);
+  r.gpus = decode_gpu_list<int>(s.optional_text(6));
+  r.gpu_fraction = s.optional_real(7);
+  if (auto code = s.optional_int64(8)) r.exit_code = static_cast<int>(*code);
+  r.reason = s.optional_text(9);
+  r.metric_value = s.optional_real(10);
+  if (auto params = decode_params(r.id, s.text(11)); params.ok())
+    r.params = std::move(*params);
+  else
+    note_damage(r, params.status());
+  if (auto argv = decode_argv(r.id, s.text(12)); argv.ok()) {
+    r.command = std::move(*argv);
+  } else {
+    note_damage(r, argv.status());
+    // What can be shown of it: its strings, anything else as JSON text.
+    nlohmann::json j = nlohmann::json::parse(s.text(12), nullptr, false);
+    if (j.is_array())
+      for (const auto& a : j) r.command.push_back(a.is_string() ? a.get<std::string>() : a.dump());
+  }
+  r.started_at = s.optional_real(13);
+  r.ended_at = s.optional_real(14);
+  return r;
+}
+
+Result<TrialRow> sound_trial_row(const Statement& s) {
+  TrialRow r = read_trial_row(s);
+  if (r.damaged) return Status::Corruption(*r.damaged);
+  return r;
+}
+
+Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
+  if (rows.empty()) return Status::Ok();
+  std::string sql = "SELECT trial_id, name, value FROM trial_latest WHERE trial_id IN (";
+  for (size_t i = 0; i < rows.size(); ++i) sql += i ? ",?" : "?";
+  sql += ")";
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
+  std::map<int64_t, TrialRow*> by_id;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    stmt.bind(static_cast<int>(i + 1), rows[i].id);
+    by_id[rows[i].id] = &rows[i];
+  }
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    by_id[stmt.int64(0)]->latest[stmt.text(1)] = stmt.real(2);
+  }
+  return Status::Ok();
+}
+
+}  // namespace swept::store
