@@ -16,6 +16,7 @@
 #include "cli/dashboard.h"
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "store/integrity.h"
 #include "web/server.h"
 
 namespace po = boost::program_options;
@@ -78,6 +79,12 @@ int run_web(const std::vector<std::string>& args) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
+  // A damaged database is refused at once (exit 2), as the scheduler and the
+  // --db commands refuse it; one that does not exist yet is served empty.
+  if (auto sound = swept::store::check_database_file(options.db_path); !sound.ok()) {
+    std::cerr << "swept web: " << sound.message() << "\n";
+    return sound.code() == swept::StatusCode::kCorruption ? swept::kExitUsage : swept::kExitFailure;
+  }
   auto server = swept::web::Server::start(options);
   if (!server.ok()) {
     std::cerr << "swept web: " << server.status().message() << "\n";

@@ -5,6 +5,7 @@
 // definition each.
 #include <unordered_map>
 
+#include "store/integrity.h"
 #include "store/reader.h"
 #include "store/rows.h"
 #include "store/schema.h"
@@ -32,6 +33,7 @@ Result<std::unique_ptr<Connection>> open_reader(const std::string& path) {
     return Status::Corruption(path + " has schema version " + std::to_string(*version) +
                               ", newer than this swept understands (" + std::to_string(kSchemaVersion) +
                               "): use a newer swept");
+  SWEPT_RETURN_IF_ERROR(check_integrity(**conn, path));
   return conn;
 }
 

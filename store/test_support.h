@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 
 #include <doctest/doctest.h>
 
 #include "common/testing/temp_dir.h"
+#include "store/writer.h"
 
 namespace swept::store::testing {
 
@@ -113,5 +115,38 @@ inline std::string state_probe_error(const std::string& path, const std::string&
   REQUIRE_MESSAGE(!insert.empty(), "no state column in table ", table);
   return exec_error(path, "BEGIN; " + insert + "; ROLLBACK;");
 }
+
+// A swept database with a sweep and enough trials to span many pages, closed
+// (its WAL checkpointed into the file).
+inline void make_database(const std::string& path) {
+  auto w = swept::store::Writer::open(path);
+  REQUIRE(w.ok());
+  REQUIRE((*w)->begin().ok());
+  swept::SweepRow s;
+  s.name = "damage";
+  s.method = "grid";
+  s.spec = "{}";
+  s.created_at = 1;
+  auto sid = (*w)->insert_sweep(s);
+  REQUIRE(sid.ok());
+  const std::string params = R"({"lr": 0.001, "note": ")" + std::string(200, 'x') + "\"}";
+  for (int i = 0; i < 400; ++i) REQUIRE((*w)->insert_trial(*sid, i, params, R"(["true"])", 1).ok());
+  REQUIRE((*w)->commit().ok());
+}
+
+// Overwrites pages `first`..`last` (1-based) of the file with bytes that are
+// no b-tree page.
+inline void damage_pages(const std::string& path, int first, int last) {
+  const int64_t page_size = query_int(path, "PRAGMA page_size");
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  REQUIRE(f.good());
+  const std::string junk(static_cast<size_t>(page_size), '\x5a');
+  for (int p = first; p <= last; ++p) {
+    f.seekp(static_cast<std::streamoff>((p - 1) * page_size));
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  REQUIRE(f.good());
+}
+
 
 }  // namespace swept::store::testing

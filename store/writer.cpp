@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/log.h"
+#include "store/integrity.h"
 #include "store/rows.h"
 #include "store/sigbus_guard.h"
 #include "store/sqlite.h"
@@ -76,6 +77,9 @@ Result<std::unique_ptr<Writer>> Writer::open(const std::string& path, const Writ
   if (!s.ok())
     return Status::Corruption(path + " cannot be used as a swept database (" + s.message() +
                               "): pass another --db file");
+  // A damaged file is refused before anything is written to it (integrity.h).
+  s = check_integrity(*w->conn_, path);
+  if (!s.ok()) return s;
   install_sigbus_guard(path);
   w->wal_watch_ = std::make_unique<WalWatch>();
   w->wal_watch_->db_path = path;
