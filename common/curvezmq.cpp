@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 
 #include "common/random_id.h"
 
@@ -71,6 +72,30 @@ Status write_new_file(const std::string& path, const std::string& text, mode_t m
   return Status::Ok();
 }
 
+// Where a public key was given as the secret one (--key alice.pub), says so
+// and names the secret key; nullopt otherwise. It runs before the mode check,
+// which would otherwise advise chmod 600 on the .pub, after which the client
+// used the public key as its secret (issue 26). Two signs, each sure: the
+// .pub name keygen gives public keys, or the very key of the file's own
+// PREFIX.pub (alice.key overwritten by a copy of alice.pub).
+std::optional<Status> public_key_as_secret(const std::string& path) {
+  const std::string pub_ext = ".pub";
+  if (path.size() > pub_ext.size() && path.compare(path.size() - pub_ext.size(), pub_ext.size(), pub_ext) == 0)
+    return Status::InvalidArgument(path + " is a public key: --key and SWEPT_KEY take this peer's secret key, " +
+                                   path.substr(0, path.size() - pub_ext.size()) +
+                                   ".key (written with it by swept keygen; keep it private)");
+  size_t base = path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1;
+  size_t dot = path.rfind('.');
+  std::string own_pub = (dot != std::string::npos && dot > base ? path.substr(0, dot) : path) + pub_ext;
+  auto key = read_key_line(path, "secret key");
+  auto pub = read_key_line(own_pub, "public key");
+  if (key.ok() && pub.ok() && *key == *pub)
+    return Status::InvalidArgument(path + " holds the public key of " + own_pub +
+                                   ", not a secret key: pass the secret key made with it by swept keygen (if it "
+                                   "is lost, make a new pair and authorize its .pub)");
+  return std::nullopt;
+}
+
 std::string from_env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
@@ -102,6 +127,7 @@ Status write_key_files(const std::string& prefix, const KeyPair& keys) {
 }
 
 Result<KeyPair> read_secret_key_file(const std::string& path) {
+  if (std::optional<Status> wrong = public_key_as_secret(path)) return *wrong;
   struct stat st;
   if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077))
     return Status::InvalidArgument(path + " is readable by other users (mode " +

@@ -34,7 +34,9 @@ Result<KeyPair> generate();
 // when either exists: a key is never overwritten.
 Status write_key_files(const std::string& prefix, const KeyPair& keys);
 // Reads a .key file; the public half is derived. InvalidArgument naming the
-// file when it is missing or not a Z85 key.
+// file when it is missing or not a Z85 key, when others may read it (chmod
+// 600), or when it is a public key (a .pub name, or the key of its own
+// PREFIX.pub): then it names the .key file to pass instead.
 Result<KeyPair> read_secret_key_file(const std::string& path);
 // Reads a .pub file (one Z85 key).
 Result<std::string> read_public_key_file(const std::string& path);

@@ -1,5 +1,6 @@
 // Tests of the key files: keygen's files round-trip, the secret is 0600 and
-// never overwritten, bad files and half-given flags are refused by name.
+// never overwritten, bad files and half-given flags are refused by name, a
+// public key given as the secret one is named as such (issue 26).
 #include "common/curvezmq.h"
 
 #include <doctest/doctest.h>
@@ -88,4 +89,46 @@ TEST_CASE("client keys: both flags or neither, one alone says which is missing")
   REQUIRE(from_env.ok());
   CHECK(from_env->enabled());
   CHECK(from_env->server_public == *curvezmq::read_public_key_file(sched + ".pub"));
+}
+
+TEST_CASE("a public key given as the secret key is called one, and chmod is never advised for it (issue 26)") {
+  TempDir dir;
+  std::string alice = (dir.path / "alice").string();
+  REQUIRE(curvezmq::write_key_files(alice, *curvezmq::generate()).ok());
+  // The .pub as keygen leaves it (0644): the mode check used to answer
+  // first, advising chmod 600 alice.pub, which only made the next try use
+  // the public key as the secret.
+  auto pub = curvezmq::read_secret_key_file(alice + ".pub");
+  REQUIRE(!pub.ok());
+  CHECK(pub.status().code() == StatusCode::kInvalidArgument);
+  CHECK(pub.status().message().find("is a public key") != std::string::npos);
+  CHECK(pub.status().message().find(alice + ".key") != std::string::npos);
+  CHECK(pub.status().message().find("chmod") == std::string::npos);
+  // After following that advice: still refused, not read as a secret.
+  ::chmod((alice + ".pub").c_str(), 0600);
+  auto private_pub = curvezmq::read_secret_key_file(alice + ".pub");
+  REQUIRE(!private_pub.ok());
+  CHECK(private_pub.status().message().find("is a public key") != std::string::npos);
+  // Through SWEPT_KEY, as the attack did it.
+  ::setenv("SWEPT_KEY", (alice + ".pub").c_str(), 1);
+  auto through_env = curvezmq::client_keys("", alice + ".pub");
+  ::unsetenv("SWEPT_KEY");
+  CHECK(through_env.status().message().find("is a public key") != std::string::npos);
+
+  // A .key file that holds its own .pub's key (cp alice.pub alice.key) is
+  // a public key too, whatever its mode.
+  std::string bob = (dir.path / "bob").string();
+  REQUIRE(curvezmq::write_key_files(bob, *curvezmq::generate()).ok());
+  fs::copy_file(bob + ".pub", bob + ".key", fs::copy_options::overwrite_existing);
+  ::chmod((bob + ".key").c_str(), 0644);
+  auto copied = curvezmq::read_secret_key_file(bob + ".key");
+  REQUIRE(!copied.ok());
+  CHECK(copied.status().message().find("public key") != std::string::npos);
+  CHECK(copied.status().message().find("chmod") == std::string::npos);
+
+  // A real secret key with a loose mode still gets the chmod advice.
+  std::string carol = (dir.path / "carol").string();
+  REQUIRE(curvezmq::write_key_files(carol, *curvezmq::generate()).ok());
+  ::chmod((carol + ".key").c_str(), 0640);
+  CHECK(curvezmq::read_secret_key_file(carol + ".key").status().message().find("chmod 600") != std::string::npos);
 }

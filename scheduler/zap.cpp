@@ -3,6 +3,7 @@
 
 #include <zmq_addon.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <iterator>
 #include <vector>
@@ -66,6 +67,51 @@ size_t KeyRing::size() const {
   return keys_.size();
 }
 
+void RefusalLog::refused(int64_t now_ms, const std::string& address, std::string_view reason) {
+  flush(now_ms);
+  if (count_ == 0) window_start_ms_ = now_ms;
+  ++count_;
+  if (auto it = by_address_.find(address); it != by_address_.end())
+    ++it->second;
+  else if (by_address_.size() < kMaxAddresses)
+    by_address_.emplace(address, 1);
+  else
+    addresses_overflowed_ = true;
+  if (shown_ < burst_) {
+    ++shown_;
+    log::warn("refused a connection from " + address + ": " + std::string(reason));
+  }
+}
+
+void RefusalLog::flush(int64_t now_ms) {
+  if (count_ > 0 && now_ms - window_start_ms_ >= window_ms_) summarize(now_ms);
+}
+
+void RefusalLog::finish(int64_t now_ms) {
+  if (count_ > 0) summarize(now_ms);
+}
+
+void RefusalLog::summarize(int64_t now_ms) {
+  if (count_ > shown_) {
+    // The busiest address: the one an operator would block first.
+    auto most = by_address_.begin();
+    for (auto it = by_address_.begin(); it != by_address_.end(); ++it)
+      if (it->second > most->second) most = it;
+    const size_t n = by_address_.size();
+    // The window as configured once it is over; the time so far when the handler stops early.
+    const int64_t span_ms = std::min(now_ms - window_start_ms_, window_ms_);
+    const std::string span = span_ms == 60'000 ? "minute" : std::to_string((span_ms + 999) / 1000) + " s";
+    log::warn(std::to_string(count_) + " refused handshakes from " + (addresses_overflowed_ ? "more than " : "") +
+              std::to_string(n) + (n == 1 && !addresses_overflowed_ ? " address" : " addresses") + " in the last " +
+              span + " (" + std::to_string(shown_) + " shown above; the most, " + std::to_string(most->second) +
+              ", from " + most->first + ")");
+  }
+  count_ = 0;
+  shown_ = 0;
+  addresses_overflowed_ = false;
+  by_address_.clear();
+}
+
 Status ZapHandler::start(std::atomic<bool>* reload) {
   reload_ = reload;
   zmq::socket_t socket;
@@ -83,7 +129,17 @@ void ZapHandler::stop() {
 }
 
 void ZapHandler::loop(zmq::socket_t socket) {
+  // A few lines a minute whatever the flood; the summary comes from the
+  // 100 ms poll below even when the flood stops (issue 26), and what is
+  // still counted when the handler stops is written then, not lost.
+  RefusalLog refusals(10, 60'000);
+  struct Finish {
+    RefusalLog& log;
+    const Clock& clock;
+    ~Finish() { log.finish(clock.now_ms()); }
+  } finish{refusals, clock_};
   while (!stop_) {
+    refusals.flush(clock_.now_ms());
     if (reload_ && reload_->exchange(false)) {
       Status s = keys_->reload();
       if (s.ok())
@@ -120,7 +176,7 @@ void ZapHandler::loop(zmq::socket_t socket) {
       }
       if (status != "200") {
         refused_++;
-        log::warn("refused a connection from " + address + ": " + text);
+        refusals.refused(clock_.now_ms(), address, text);
       }
       std::vector<zmq::const_buffer> reply = {zmq::buffer(version),
                                               zmq::buffer(request_id), zmq::buffer(status), zmq::buffer(text),

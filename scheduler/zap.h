@@ -11,18 +11,26 @@
 // in the same KeyRing, so a key dropped from DIR (reload() on SIGHUP) loses
 // its live sessions at its next message, not only its next handshake.
 //
+// Refusals are logged through a RefusalLog: anyone who reaches the port can
+// cause one per connection, so only the first few of each minute get a line
+// of their own and a summary counts the rest (issue 26).
+//
 // Thread safety: KeyRing is safe from any thread (one mutex); ZapHandler
-// runs its own thread, started and stopped by its owner.
+// runs its own thread, started and stopped by its owner; a RefusalLog
+// belongs to one thread (the handler's).
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <zmq.hpp>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -59,12 +67,48 @@ class KeyRing {
   std::map<std::string, Entry> fixed_ SWEPT_GUARDED_BY(mu_);  // add_fixed(): kept across reloads
 };
 
+// The log of refused handshakes. Within a window of `window_ms` (from the
+// first refusal after the previous window), the first `burst` refusals get a
+// WARN line each; the rest are only counted. Once the window is over (seen
+// by the next refusal or by flush(), which the handler calls every 100 ms
+// whether or not requests come), one WARN line sums it up:
+//   "12600 refused handshakes from 3 addresses in the last minute (10 shown
+//    above; the most, 12000, from 10.1.2.3)"
+// It is written only when some refusals went unshown. Distinct addresses
+// are counted up to kMaxAddresses (memory stays bounded whatever the flood);
+// beyond that the summary says "more than". Times come from the caller's
+// clock (tests use a fake one).
+class RefusalLog {
+ public:
+  static constexpr size_t kMaxAddresses = 4096;
+  RefusalLog(int burst, int64_t window_ms) : burst_(burst), window_ms_(window_ms) {}
+  // One refused handshake from `address` (the peer's IP, as ZAP gives it).
+  void refused(int64_t now_ms, const std::string& address, std::string_view reason);
+  // Writes the summary of a window that is over.
+  void flush(int64_t now_ms);
+  // Writes the summary of the window so far, over or not (the handler stops).
+  void finish(int64_t now_ms);
+
+ private:
+  void summarize(int64_t now_ms);
+
+  int burst_;
+  int64_t window_ms_;
+  int64_t window_start_ms_ = 0;
+  int64_t count_ = 0;   // refusals in this window (0: no window open)
+  int64_t shown_ = 0;   // of which had a line of their own
+  bool addresses_overflowed_ = false;
+  std::map<std::string, int64_t> by_address_;  // at most kMaxAddresses
+};
+
 // The ZAP handler: a REP socket on inproc://zeromq.zap.01 in the broker's
 // context, answering from a KeyRing. start() before the broker binds: with
-// no handler, libzmq lets every CURVE client in.
+// no handler, libzmq lets every CURVE client in. Refusals are logged
+// through a RefusalLog of 10 lines a minute on `clock`.
 class ZapHandler {
  public:
-  ZapHandler(zmq::context_t& context, std::shared_ptr<KeyRing> keys) : context_(context), keys_(std::move(keys)) {}
+  ZapHandler(zmq::context_t& context, std::shared_ptr<KeyRing> keys, const Clock& clock = SteadyClock::instance())
+      : context_(context), keys_(std::move(keys)), clock_(clock) {}
   ~ZapHandler() { stop(); }
   // Binds the handler's socket and starts its thread. When `reload` is not
   // null, the thread re-reads the KeyRing within 100 ms of it becoming true
@@ -78,6 +122,7 @@ class ZapHandler {
 
   zmq::context_t& context_;
   std::shared_ptr<KeyRing> keys_;
+  const Clock& clock_;
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool>* reload_ = nullptr;
