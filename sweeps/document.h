@@ -31,7 +31,8 @@ struct Document {
 // The size and UTF-8 gates both readers run first; a problem or nullopt.
 std::optional<Problem> text_gate(std::string_view text);
 
-// JSON (RFC 8259) with duplicate keys and numbers beyond a double refused.
+// JSON (RFC 8259) with duplicate keys, integers beyond 64 bits and numbers
+// beyond a double refused.
 Document read_json(std::string_view text);
 
 // YAML: one document, a mapping at the top; anchors, aliases and merge keys

@@ -17,6 +17,8 @@
 // three casings), a YAML 1.1 integer (decimal, 0x, 0b, 0-octal, with '_',
 // sexagesimal), a decimal number in any spelling (1e-5, 3E6, .5, +2: YAML
 // 1.1 calls 1e-5 a string, W&B's server reads it as a number), or a string.
+// An integer beyond 64 bits and a number beyond a double are refused, with
+// the JSON reader's words (checks.h), not read as strings or rounded.
 // Every scalar whose spelling is not its value's JSON text is recorded as a
 // Reading, for --explain.
 #include <yaml-cpp/depthguard.h>
@@ -203,7 +205,7 @@ std::optional<json> yaml11_integer(std::string_view text) {
   for (char c : clean) {
     const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10);
     if (value > (std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) {
-      return json(negative ? -HUGE_VAL : HUGE_VAL);  // beyond range: reported as not finite
+      return json(negative ? -HUGE_VAL : HUGE_VAL);  // beyond 64 bits: refused by resolve_plain
     }
     value = value * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
   }
@@ -212,7 +214,8 @@ std::optional<json> yaml11_integer(std::string_view text) {
     return json(value);
   }
   if (value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return json(-static_cast<int64_t>(value));
-  return json(-static_cast<double>(value));
+  if (value == uint64_t{1} << 63) return json(std::numeric_limits<int64_t>::min());
+  return json(-HUGE_VAL);  // below int64: as JSON's reader, no double stands in for it
 }
 
 struct Resolved {
@@ -235,7 +238,7 @@ Resolved resolve_plain(const std::string& text) {
     return {json(), "", "expected a finite number, found " + text + " (YAML's infinity or not-a-number)"};
   }
   if (auto i = yaml11_integer(text)) {
-    if (i->is_number_float()) return {json(), "", "expected numbers within the range of a double, found " + text};
+    if (i->is_number_float()) return {json(), "", integer_range_message(text)};
     return {*i, i->dump() == text ? "" : "a YAML 1.1 integer (0x hex, 0b binary, leading-0 octal, '_' or base 60)", ""};
   }
   // Floats: YAML 1.1's (a '.' required, '_' allowed) and any decimal spelling.
@@ -252,6 +255,9 @@ Resolved resolve_plain(const std::string& text) {
     else if (d->dump() != text) rule = "a YAML number";
     return {*d, rule, ""};
   }
+  // 1e400 is a number to W&B's server (a float beyond a double, which JSON
+  // refuses too), not the string "1e400".
+  if (decimal_beyond_double(underscores ? clean : text)) return {json(), "", not_finite_message(text)};
   return {json(text), "", ""};
 }
 

@@ -213,6 +213,7 @@ TEST_CASE("sweeps.yaml: malformed files - one problem each, with its path, line 
       {"two-documents.yaml", "", "found a second one", 5, 1},
       {"unclosed-flow.yaml", "parameters.lr.values[1]", "expected valid YAML", 5, 5},
       {"infinity.yaml", "parameters.lr.min", "expected a finite number", 3, 13},
+      {"beyond-double.yaml", "parameters.lr.max", "found 1e400, a number beyond the range of a double", 3, 24},
       {"foreign-tag.yaml", "parameters.lr", "found the tag", 3, 7},
       {"control-char.yaml", "", "control character 0x01", 4, 7},
       {"empty-document.yaml", "", "found no document", 0, 0},
