@@ -23,6 +23,7 @@ struct Position {
 struct Document {
   nlohmann::json root;                       // valid only when problems is empty
   std::vector<Problem> problems;             // syntax and limits; the tree is not checked
+  std::vector<Problem> warnings;             // what W&B's client reads silently (a YAML key written twice)
   bool syntax_error = false;                 // the text is not in the reader's syntax at all
   std::map<std::string, Position> positions;  // path (as checks.h writes it) -> where its value starts
   std::vector<Reading> readings;             // scalars read by a rule (YAML 1.1 forms, 1e-5, ...)
@@ -36,7 +37,7 @@ std::optional<Problem> text_gate(std::string_view text);
 Document read_json(std::string_view text);
 
 // YAML: one document, a mapping at the top; anchors, aliases and merge keys
-// (<<); duplicate keys refused; plain scalars resolved as W&B reads them
+// (<<); a key written twice keeps its last value, with a warning; plain scalars resolved as W&B reads them
 // (docs/sweep-format.md, "YAML"); aliases expanded up to kMaxYamlValues.
 Document read_yaml(std::string_view text);
 

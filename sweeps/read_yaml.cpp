@@ -26,8 +26,10 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -388,8 +390,34 @@ class Converter {
     return k.kind == Node::Kind::kScalar && ((k.tag == "?" && k.text == "<<") || k.tag == std::string(kTagPrefix) + "merge");
   }
 
+  // A key written again in one mapping: PyYAML (W&B's client) keeps the
+  // last value silently, and real W&B files repeat `values:`. So the last is
+  // kept here too, and a warning (a problem under --strict) names both
+  // lines. What was read of the earlier value goes, so that positions and
+  // readings describe the value kept; a problem in it stays.
+  // Warned once, where the mapping is written, not at each alias to it.
+  void repeated_key(const std::string& here, int earlier_line, Position at, bool via_alias) {
+    if (!via_alias && doc_.warnings.size() < kMaxProblems) {
+      doc_.warnings.push_back({here, "expected each key once in a mapping, found it at lines " +
+                                         std::to_string(earlier_line) + " and " + std::to_string(at.line) +
+                                         "; the last value is kept, as W&B's client (PyYAML) keeps it: delete the "
+                                         "one not meant",
+                               at.line, at.column});
+    }
+    auto under = [&here](const std::string& p) {
+      return p.rfind(here, 0) == 0 && (p.size() == here.size() || p[here.size()] == '.' || p[here.size()] == '[');
+    };
+    for (auto it = doc_.positions.lower_bound(here); it != doc_.positions.end() && it->first.rfind(here, 0) == 0;) {
+      it = under(it->first) ? doc_.positions.erase(it) : std::next(it);
+    }
+    doc_.readings.erase(std::remove_if(doc_.readings.begin(), doc_.readings.end(),
+                                       [&](const Reading& r) { return under(r.path); }),
+                        doc_.readings.end());
+  }
+
   bool convert_map(const Node& n, const std::string& path, int depth, bool via_alias, json& out) {
     out = json::object();
+    std::map<std::string, int> key_lines;  // key -> the line it was last written on
     std::vector<size_t> merges;  // value nodes of << keys, in order
     for (size_t i = 0; i + 1 < n.children.size(); i += 2) {
       const Node& key = nodes_[n.children[i]];
@@ -400,10 +428,9 @@ class Converter {
       auto name = key_text(n.children[i], path);
       if (!name) continue;
       const std::string here = join(path, *name);
-      if (out.contains(*name)) {
-        problem(here, key.at, "expected each key once in a mapping, found a duplicate (first at line " +
-                                  std::to_string(doc_.positions.count(here) ? doc_.positions[here].line : 0) + ")");
-        continue;
+      if (auto [seen, first] = key_lines.emplace(*name, key.at.line); !first) {
+        repeated_key(here, seen->second, key.at, via_alias);
+        seen->second = key.at.line;
       }
       json value;
       const Node& value_node = nodes_[n.children[i + 1]];
