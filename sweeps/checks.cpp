@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 
 namespace swept::sweeps {
@@ -11,6 +12,16 @@ namespace swept::sweeps {
 using json = nlohmann::json;
 
 const char* const kNotFinite = "expected a finite number, found a number beyond the range of a double";
+
+std::string not_finite_message(const std::string& spelling) {
+  return "expected a finite number, found " + spelling + ", a number beyond the range of a double (about 1.8e308)";
+}
+
+std::string integer_range_message(const std::string& spelling) {
+  const bool negative = !spelling.empty() && spelling[0] == '-';
+  return "expected an integer from -9223372036854775808 to 18446744073709551615, found " + spelling +
+         ", an integer too " + (negative ? "small" : "large") + " for 64 bits; add '.0' if a float is meant";
+}
 
 std::string found(const json& v) {
   switch (v.type()) {
@@ -90,7 +101,11 @@ std::string unknown_key_message(const std::string& key, const std::vector<std::s
   return m + "; expected one of: " + list_of(allowed);
 }
 
-std::optional<json> decimal_number(std::string_view text) {
+namespace {
+
+// The value of a decimal spelling (checks.h's decimal_number), or nullopt when
+// `text` is not one; an infinity when beyond a double.
+std::optional<json> decimal_value(std::string_view text) {
   size_t i = 0;
   const size_t n = text.size();
   bool negative = false;
@@ -122,8 +137,28 @@ std::optional<json> decimal_number(std::string_view text) {
   }
   double d = 0;
   const auto r = std::from_chars(body.data(), body.data() + body.size(), d);
-  if (r.ec != std::errc() || r.ptr != body.data() + body.size() || !std::isfinite(d)) return std::nullopt;
+  if (r.ec == std::errc::result_out_of_range) {
+    // from_chars leaves `d` alone out of range; strtod (the "C" locale's '.':
+    // swept never calls setlocale) says which side, as nlohmann's reader does:
+    // HUGE_VAL beyond a double, 0 or a subnormal below its smallest.
+    d = std::strtod(body.c_str(), nullptr);
+  } else if (r.ec != std::errc() || r.ptr != body.data() + body.size()) {
+    return std::nullopt;
+  }
   return json(negative ? -d : d);
+}
+
+}  // namespace
+
+std::optional<json> decimal_number(std::string_view text) {
+  auto v = decimal_value(text);
+  if (v && v->is_number_float() && !std::isfinite(v->get<double>())) return std::nullopt;
+  return v;
+}
+
+bool decimal_beyond_double(std::string_view text) {
+  const auto v = decimal_value(text);
+  return v && v->is_number_float() && !std::isfinite(v->get<double>());
 }
 
 LineColumn line_column(std::string_view text, size_t offset) {

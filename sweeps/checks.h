@@ -19,6 +19,13 @@ namespace swept::sweeps {
 
 extern const char* const kNotFinite;
 
+// The two readers' messages for a number literal no JSON value holds, the
+// same for JSON and YAML: `spelling` beyond a double (1e400), and an integer
+// spelling beyond the 64-bit integers (99999999999999999999, and in YAML
+// 0x1_0000_0000_0000_0000), which says the integer is too large or small.
+std::string not_finite_message(const std::string& spelling);
+std::string integer_range_message(const std::string& spelling);
+
 // A short, printable rendering of what was found ("\"abc\"", "0.0", "an object").
 std::string found(const nlohmann::json& v);
 
@@ -38,7 +45,10 @@ std::string unknown_key_message(const std::string& key, const std::vector<std::s
 // -0.25, 10 (no hex, no underscores, no inf/nan). An integer spelling (no '.'
 // and no exponent) that fits int64 gives a JSON integer, anything else a
 // float; nullopt when `text` is not such a number or is beyond a double.
+// Below a double's smallest (1e-400) it is 0 or a subnormal, as in JSON.
 std::optional<nlohmann::json> decimal_number(std::string_view text);
+// Whether `text` is spelt as decimal_number reads but is beyond a double (1e400).
+bool decimal_beyond_double(std::string_view text);
 
 // 1-based line and column (in characters) of a byte offset.
 struct LineColumn {

@@ -23,6 +23,7 @@ struct Position {
 struct Document {
   nlohmann::json root;                       // valid only when problems is empty
   std::vector<Problem> problems;             // syntax and limits; the tree is not checked
+  std::vector<Problem> warnings;             // what W&B's client reads silently (a YAML key written twice)
   bool syntax_error = false;                 // the text is not in the reader's syntax at all
   std::map<std::string, Position> positions;  // path (as checks.h writes it) -> where its value starts
   std::vector<Reading> readings;             // scalars read by a rule (YAML 1.1 forms, 1e-5, ...)
@@ -31,11 +32,12 @@ struct Document {
 // The size and UTF-8 gates both readers run first; a problem or nullopt.
 std::optional<Problem> text_gate(std::string_view text);
 
-// JSON (RFC 8259) with duplicate keys and numbers beyond a double refused.
+// JSON (RFC 8259) with duplicate keys, integers beyond 64 bits and numbers
+// beyond a double refused.
 Document read_json(std::string_view text);
 
 // YAML: one document, a mapping at the top; anchors, aliases and merge keys
-// (<<); duplicate keys refused; plain scalars resolved as W&B reads them
+// (<<); a key written twice keeps its last value, with a warning; plain scalars resolved as W&B reads them
 // (docs/sweep-format.md, "YAML"); aliases expanded up to kMaxYamlValues.
 Document read_yaml(std::string_view text);
 

@@ -565,6 +565,7 @@ ParseOutcome check_document(Document doc, Format format) {
                    ", found " + (root.is_string() ? "the text " : "") + found(root));
   }
   for (Problem& p : doc.problems) ck.problems.push_back(std::move(p));
+  for (Problem& w : doc.warnings) ck.warnings.push_back(std::move(w));
   SweepSpec spec;
   auto space = std::make_shared<ParameterSpace>();
   if (ck.problems.empty()) {

@@ -103,7 +103,8 @@ const std::vector<Malformed>& malformed_files() {
       {"min of the wrong type", param(R"({"min": "zero", "max": 1.0})"),
        {"parameters.p.min: expected a number, found \"zero\""}},
       {"infinite bound", param(R"({"min": 0, "max": 1e999})"),
-       {"expected numbers within the range of a double, found 1e999 (line 1, column 60)"}},
+       {"parameters.p.max: expected a finite number, found 1e999, a number beyond the range of a double (about "
+        "1.8e308) (line 1, column 60)"}},
       {"int_uniform with float bounds", param(R"({"distribution": "int_uniform", "min": 0.0, "max": 1.0})"),
        {"parameters.p.min: expected an integer (int_uniform), found 0.0",
         "parameters.p.max: expected an integer (int_uniform), found 1.0"}},
@@ -241,6 +242,60 @@ struct Lenient {
   std::string text;
   std::vector<std::string> warnings;  // Problem::ToString(), in order
 };
+
+// The same field in both formats, on line 4: {"value": LIT} or {"values": [1, LIT]}.
+std::string json_with(const std::string& literal, bool list) {
+  return "{\"method\": \"grid\",\n \"parameters\": {\n  \"x\": {\n   " +
+         (list ? "\"values\": [1, " + literal + "]" : "\"value\": " + literal) + "}}}";
+}
+std::string yaml_with(const std::string& literal, bool list) {
+  return "method: grid\nparameters:\n  x:\n    " + (list ? "values: [1, " + literal + "]" : "value: " + literal) + "\n";
+}
+
+TEST_CASE("sweeps.parse: numbers beyond a double or a 64-bit integer are refused alike in JSON and YAML, naming the field") {
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"1e400", "expected a finite number, found 1e400, a number beyond the range of a double"},
+      {"-2.5e999", "expected a finite number, found -2.5e999, a number beyond the range of a double"},
+      {"99999999999999999999", "expected an integer from -9223372036854775808 to 18446744073709551615, found "
+                               "99999999999999999999, an integer too large for 64 bits"},
+      {"18446744073709551616", "found 18446744073709551616, an integer too large for 64 bits"},
+      {"-9223372036854775809", "found -9223372036854775809, an integer too small for 64 bits"},
+  };
+  for (const auto& [literal, says] : refused) {
+    for (const bool list : {false, true}) {
+      INFO(literal << std::string(list ? " in a list" : " as a value"));
+      const ParseOutcome from_json = parse_sweep(json_with(literal, list), Format::kJson);
+      const ParseOutcome from_yaml = parse_sweep(yaml_with(literal, list), Format::kYaml);
+      CHECK_FALSE(from_json.spec.has_value());
+      CHECK_FALSE(from_yaml.spec.has_value());
+      CHECK(from_json.problems.size() == 1);
+      CHECK(from_yaml.problems.size() == 1);
+      if (from_json.problems.size() != 1 || from_yaml.problems.size() != 1) continue;
+      const std::string path = list ? "parameters.x.values[1]" : "parameters.x.value";
+      CHECK(from_json.problems[0].path == path);
+      CHECK(from_yaml.problems[0].path == path);
+      CHECK_MESSAGE(from_yaml.problems[0].message.find(says) != std::string::npos, from_yaml.problems[0].message);
+      CHECK(from_json.problems[0].message == from_yaml.problems[0].message);  // both formats say the same
+      CHECK(from_yaml.problems[0].line == 4);
+    }
+  }
+  // YAML's other integer spellings have the same limit.
+  const ParseOutcome hex = parse_sweep(yaml_with("0x1_0000_0000_0000_0000", false), Format::kYaml);
+  CHECK(hex.problems.size() == 1);
+  if (!hex.problems.empty()) CHECK(hex.problems[0].message.find("found 0x1_0000_0000_0000_0000, an integer too large") != std::string::npos);
+  // At the limits, and below a double's smallest: read, and read alike.
+  for (const std::string literal : {"18446744073709551615", "-9223372036854775808", "1e308", "1e-400", "-1e-400"}) {
+    INFO(literal);
+    const ParseOutcome from_json = parse_sweep(json_with(literal, false), Format::kJson);
+    const ParseOutcome from_yaml = parse_sweep(yaml_with(literal, false), Format::kYaml);
+    CHECK(from_json.spec);
+    CHECK(from_yaml.spec);
+    if (!from_json.spec || !from_yaml.spec) continue;
+    const json a = trial_at(*from_json.spec, 0).params["x"], b = trial_at(*from_yaml.spec, 0).params["x"];
+    CHECK(a.is_number());
+    CHECK(a.dump() == b.dump());
+  }
+}
 
 TEST_CASE("sweeps.parse: W&B's leniency - warnings and a spec, never a silent change") {
   const std::vector<Lenient> cases = {

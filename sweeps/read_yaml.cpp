@@ -17,6 +17,8 @@
 // three casings), a YAML 1.1 integer (decimal, 0x, 0b, 0-octal, with '_',
 // sexagesimal), a decimal number in any spelling (1e-5, 3E6, .5, +2: YAML
 // 1.1 calls 1e-5 a string, W&B's server reads it as a number), or a string.
+// An integer beyond 64 bits and a number beyond a double are refused, with
+// the JSON reader's words (checks.h), not read as strings or rounded.
 // Every scalar whose spelling is not its value's JSON text is recorded as a
 // Reading, for --explain.
 #include <yaml-cpp/depthguard.h>
@@ -24,8 +26,10 @@
 #include <yaml-cpp/exceptions.h>
 #include <yaml-cpp/parser.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -203,7 +207,7 @@ std::optional<json> yaml11_integer(std::string_view text) {
   for (char c : clean) {
     const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : (std::tolower(c) - 'a' + 10);
     if (value > (std::numeric_limits<uint64_t>::max() - static_cast<uint64_t>(d)) / static_cast<uint64_t>(base)) {
-      return json(negative ? -HUGE_VAL : HUGE_VAL);  // beyond range: reported as not finite
+      return json(negative ? -HUGE_VAL : HUGE_VAL);  // beyond 64 bits: refused by resolve_plain
     }
     value = value * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
   }
@@ -212,7 +216,8 @@ std::optional<json> yaml11_integer(std::string_view text) {
     return json(value);
   }
   if (value <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) return json(-static_cast<int64_t>(value));
-  return json(-static_cast<double>(value));
+  if (value == uint64_t{1} << 63) return json(std::numeric_limits<int64_t>::min());
+  return json(-HUGE_VAL);  // below int64: as JSON's reader, no double stands in for it
 }
 
 struct Resolved {
@@ -235,7 +240,7 @@ Resolved resolve_plain(const std::string& text) {
     return {json(), "", "expected a finite number, found " + text + " (YAML's infinity or not-a-number)"};
   }
   if (auto i = yaml11_integer(text)) {
-    if (i->is_number_float()) return {json(), "", "expected numbers within the range of a double, found " + text};
+    if (i->is_number_float()) return {json(), "", integer_range_message(text)};
     return {*i, i->dump() == text ? "" : "a YAML 1.1 integer (0x hex, 0b binary, leading-0 octal, '_' or base 60)", ""};
   }
   // Floats: YAML 1.1's (a '.' required, '_' allowed) and any decimal spelling.
@@ -252,6 +257,9 @@ Resolved resolve_plain(const std::string& text) {
     else if (d->dump() != text) rule = "a YAML number";
     return {*d, rule, ""};
   }
+  // 1e400 is a number to W&B's server (a float beyond a double, which JSON
+  // refuses too), not the string "1e400".
+  if (decimal_beyond_double(underscores ? clean : text)) return {json(), "", not_finite_message(text)};
   return {json(text), "", ""};
 }
 
@@ -382,8 +390,34 @@ class Converter {
     return k.kind == Node::Kind::kScalar && ((k.tag == "?" && k.text == "<<") || k.tag == std::string(kTagPrefix) + "merge");
   }
 
+  // A key written again in one mapping: PyYAML (W&B's client) keeps the
+  // last value silently, and real W&B files repeat `values:`. So the last is
+  // kept here too, and a warning (a problem under --strict) names both
+  // lines. What was read of the earlier value goes, so that positions and
+  // readings describe the value kept; a problem in it stays.
+  // Warned once, where the mapping is written, not at each alias to it.
+  void repeated_key(const std::string& here, int earlier_line, Position at, bool via_alias) {
+    if (!via_alias && doc_.warnings.size() < kMaxProblems) {
+      doc_.warnings.push_back({here, "expected each key once in a mapping, found it at lines " +
+                                         std::to_string(earlier_line) + " and " + std::to_string(at.line) +
+                                         "; the last value is kept, as W&B's client (PyYAML) keeps it: delete the "
+                                         "one not meant",
+                               at.line, at.column});
+    }
+    auto under = [&here](const std::string& p) {
+      return p.rfind(here, 0) == 0 && (p.size() == here.size() || p[here.size()] == '.' || p[here.size()] == '[');
+    };
+    for (auto it = doc_.positions.lower_bound(here); it != doc_.positions.end() && it->first.rfind(here, 0) == 0;) {
+      it = under(it->first) ? doc_.positions.erase(it) : std::next(it);
+    }
+    doc_.readings.erase(std::remove_if(doc_.readings.begin(), doc_.readings.end(),
+                                       [&](const Reading& r) { return under(r.path); }),
+                        doc_.readings.end());
+  }
+
   bool convert_map(const Node& n, const std::string& path, int depth, bool via_alias, json& out) {
     out = json::object();
+    std::map<std::string, int> key_lines;  // key -> the line it was last written on
     std::vector<size_t> merges;  // value nodes of << keys, in order
     for (size_t i = 0; i + 1 < n.children.size(); i += 2) {
       const Node& key = nodes_[n.children[i]];
@@ -394,10 +428,9 @@ class Converter {
       auto name = key_text(n.children[i], path);
       if (!name) continue;
       const std::string here = join(path, *name);
-      if (out.contains(*name)) {
-        problem(here, key.at, "expected each key once in a mapping, found a duplicate (first at line " +
-                                  std::to_string(doc_.positions.count(here) ? doc_.positions[here].line : 0) + ")");
-        continue;
+      if (auto [seen, first] = key_lines.emplace(*name, key.at.line); !first) {
+        repeated_key(here, seen->second, key.at, via_alias);
+        seen->second = key.at.line;
       }
       json value;
       const Node& value_node = nodes_[n.children[i + 1]];

@@ -108,6 +108,27 @@ TEST_CASE("sweeps.yaml: YAML 1.1 scalars read as W&B's client reads them, quoted
   CHECK(trials[2]["augment"] == false);
 }
 
+TEST_CASE("sweeps.yaml: a key written twice in a mapping - the last value kept, as PyYAML keeps it, and a warning") {
+  const ParseOutcome o = parse_file("duplicate-key.yaml");
+  REQUIRE_MESSAGE(o.spec.has_value(), shown(o));
+  // One warning per repeat, naming the key (its path) and both lines, at the kept one.
+  REQUIRE_MESSAGE(o.warnings.size() == 2, shown(o));
+  CHECK(o.warnings[0].path == "parameters.lr");
+  CHECK_MESSAGE(o.warnings[0].message.find("lines 6 and 7") != std::string::npos, o.warnings[0].message);
+  CHECK_MESSAGE(o.warnings[0].message.find("PyYAML") != std::string::npos, o.warnings[0].message);
+  CHECK(o.warnings[0].line == 7);
+  CHECK(o.warnings[1].path == "parameters.batch.values");
+  CHECK_MESSAGE(o.warnings[1].message.find("lines 9 and 10") != std::string::npos, o.warnings[1].message);
+  CHECK(o.warnings[1].line == 10);
+  // The last values are the ones swept.
+  const auto trials = all_trials(*o.spec);
+  REQUIRE(trials.size() == 1);
+  CHECK(same_typed(trials[0], json::parse(R"({"batch": 64, "lr": 2})")));
+  // A problem in the value that is dropped is still a problem (nothing read is hidden).
+  const ParseOutcome bad = parse_sweep("method: grid\nparameters:\n  lr: {values: [.inf]}\n  lr: {values: [2]}\n", Format::kYaml);
+  CHECK_FALSE(bad.spec.has_value());
+}
+
 TEST_CASE("sweeps.yaml: anchors, aliases and merge keys (explicit keys win, the first merged mapping wins)") {
   const SweepSpec spec = parse_ok("anchors.yaml");
   const auto trials = all_trials(spec);
@@ -208,11 +229,11 @@ TEST_CASE("sweeps.yaml: malformed files - one problem each, with its path, line 
       {"unclosed-quote.yaml", "parameters.lr.values[0]", "expected valid YAML", 5, 1},
       {"scalar-for-mapping.yaml", "parameters", "expected an object of parameters", 2, 13},
       {"top-sequence.yaml", "", "expected a YAML mapping at the top level", 1, 1},
-      {"duplicate-key.yaml", "parameters.lr", "found a duplicate (first at line 3)", 4, 3},
       {"unknown-alias.yaml", "parameters.lr", "anchor is not defined", 3, 7},
       {"two-documents.yaml", "", "found a second one", 5, 1},
       {"unclosed-flow.yaml", "parameters.lr.values[1]", "expected valid YAML", 5, 5},
       {"infinity.yaml", "parameters.lr.min", "expected a finite number", 3, 13},
+      {"beyond-double.yaml", "parameters.lr.max", "found 1e400, a number beyond the range of a double", 3, 24},
       {"foreign-tag.yaml", "parameters.lr", "found the tag", 3, 7},
       {"control-char.yaml", "", "control character 0x01", 4, 7},
       {"empty-document.yaml", "", "found no document", 0, 0},

@@ -4,14 +4,22 @@
 // test makes with OpenSSL. Also: plain HTTP to the TLS port gets no answer,
 // the token still guards every request, and every bad certificate or key
 // (one without the other, missing, not PEM, not the certificate's, behind a
-// passphrase) is refused with a message naming the file.
+// passphrase) is refused with a message naming the file. And the ciphers
+// offered (issue 26): raw handshakes, as `openssl s_client -tls1_2 -cipher X`
+// makes them, from a client that offers even what the server must refuse.
+#include <arpa/inet.h>
 #include <doctest/doctest.h>
 #include <httplib.h>
+#include <netinet/in.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rsa.h>
 #include <openssl/x509.h>
+#include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <functional>
@@ -41,9 +49,12 @@ void write_pem(const std::string& path, const std::function<int(FILE*)>& write) 
   ::chmod(path.c_str(), 0600);
 }
 
+// An ECDSA (P-256) key, or an RSA one where `rsa` (RSA key exchange, the kind
+// without forward secrecy, needs an RSA certificate to be offered at all).
 CertFiles make_self_signed(const swept::testing::TempDir& dir, const std::string& name,
-                           const char* passphrase = nullptr) {
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(EVP_EC_gen("P-256"), EVP_PKEY_free);
+                           const char* passphrase = nullptr, bool rsa = false) {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256"),
+                                                          EVP_PKEY_free);
   REQUIRE(key);
   std::unique_ptr<X509, decltype(&X509_free)> x(X509_new(), X509_free);
   REQUIRE(x);
@@ -94,6 +105,42 @@ std::unique_ptr<httplib::SSLClient> https_client(int port, const std::string& ca
   c->set_connection_timeout(5);
   c->set_read_timeout(5);
   return c;
+}
+
+// What a raw handshake with 127.0.0.1:`port` agreed: the protocol and
+// cipher names, or empty ones when it failed. The client offers exactly
+// `version` (0: TLS 1.2 and 1.3) and, for TLS 1.2, only `ciphers`, at
+// OpenSSL's security level 0 so that it offers even weak ciphers: only the
+// server's configuration decides. Certificates are not verified here.
+struct Handshake {
+  std::string protocol, cipher;
+};
+Handshake handshake(int port, int version, const char* ciphers = nullptr) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  REQUIRE(ctx);
+  SSL_CTX_set_security_level(ctx.get(), 0);
+  SSL_CTX_set_min_proto_version(ctx.get(), version ? version : TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(ctx.get(), version ? version : TLS1_3_VERSION);
+  if (ciphers) REQUIRE(SSL_CTX_set_cipher_list(ctx.get(), ciphers) == 1);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval five{5, 0};  // a server that never answers fails the test instead of hanging it
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &five, sizeof five);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  REQUIRE(ssl);
+  SSL_set_fd(ssl.get(), fd);
+  Handshake agreed;
+  if (SSL_connect(ssl.get()) == 1) {
+    agreed = {SSL_get_version(ssl.get()), SSL_get_cipher_name(ssl.get())};
+    SSL_shutdown(ssl.get());
+  }
+  ::close(fd);
+  return agreed;
 }
 
 std::string start_error(const ServerOptions& o) {
@@ -149,6 +196,41 @@ TEST_CASE("tls: a client that does not trust the certificate is refused, and pla
   auto again = https_client((*server)->port(), files.cert)->Get("/api/info");
   REQUIRE(again);
   CHECK(again->status == 200);
+}
+
+TEST_CASE("tls: only ECDHE with AEAD for TLS 1.2 (Mozilla's intermediate profile), and TLS 1.3 preferred") {
+  swept::testing::TempDir dir;
+  REQUIRE(!dir.path().empty());
+  // An RSA certificate: with it a server could agree to RSA key exchange.
+  CertFiles rsa = make_self_signed(dir, "rsa", nullptr, /*rsa=*/true);
+  auto server = Server::start(tls_options(dir, rsa));
+  REQUIRE_MESSAGE(server.ok(), server.status().message());
+  const int port = (*server)->port();
+
+  // Refused: RSA key exchange (no forward secrecy), CBC with SHA-1 or SHA-256, DHE.
+  for (const char* weak : {"AES128-SHA", "AES256-GCM-SHA384", "AES128-GCM-SHA256", "ECDHE-RSA-AES128-SHA",
+                           "ECDHE-RSA-AES256-SHA384", "DHE-RSA-AES128-GCM-SHA256"}) {
+    INFO(std::string(weak));
+    CHECK(handshake(port, TLS1_2_VERSION, weak).cipher.empty());
+  }
+  // Agreed: ECDHE with AES-GCM or ChaCha20-Poly1305.
+  for (const char* strong : {"ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-RSA-CHACHA20-POLY1305"}) {
+    INFO(std::string(strong));
+    const Handshake h = handshake(port, TLS1_2_VERSION, strong);
+    CHECK(h.protocol == "TLSv1.2");
+    CHECK(h.cipher == strong);
+  }
+  CHECK(handshake(port, TLS1_3_VERSION).protocol == "TLSv1.3");
+  CHECK(handshake(port, 0).protocol == "TLSv1.3");  // offered both, the server picks 1.3
+  CHECK(handshake(port, TLS1_1_VERSION, "ALL").protocol.empty());
+
+  // The same with the ECDSA certificate the other tests use.
+  CertFiles ec = make_self_signed(dir, "ec");
+  auto ec_server = Server::start(tls_options(dir, ec));
+  REQUIRE_MESSAGE(ec_server.ok(), ec_server.status().message());
+  CHECK(handshake((*ec_server)->port(), TLS1_2_VERSION, "ECDHE-ECDSA-AES128-SHA").cipher.empty());
+  CHECK(handshake((*ec_server)->port(), TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256").cipher ==
+        "ECDHE-ECDSA-AES128-GCM-SHA256");
 }
 
 TEST_CASE("tls: the token guards every request over HTTPS - its cookie is Secure") {
