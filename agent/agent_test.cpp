@@ -612,6 +612,10 @@ TEST_CASE("agent: a START_TRIAL with `after` waits for that trial's end and then
   REQUIRE(ended);
   REQUIRE(started);
   CHECK(started->started_at >= ended->ended_at);
+  // The exit says when its process started (what a scheduler that never
+  // stored TRIAL_STARTED records as the start).
+  CHECK(ended->started_at > 0);
+  CHECK(ended->started_at <= ended->ended_at);
   auto done = s.wait_for<pr::TrialExited>(is(2));
   REQUIRE(done);
   CHECK(done->exit_code == 0);

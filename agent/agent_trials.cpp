@@ -196,6 +196,7 @@ void Agent::record_exit(const TrialKey& key, HostedTrial& t) {
   e.signal = r.signal;
   e.reason = r.reason;
   e.ended_at = r.ended_at;
+  if (r.end != TrialEnd::kLaunchFailed) e.started_at = r.started_at;  // it ran
   e.last_seq = t.next_seq - 1;
   e.diverged = r.diverged;
   switch (r.end) {

@@ -102,6 +102,11 @@ struct TrialExited {
   // a searcher counts it as the worst. Optional ("diverged": true), absent
   // when false.
   bool diverged = false;
+  // When its process started (wall seconds); 0 when it never started.
+  // Optional on the wire ("started_at"), absent when 0: it lets a scheduler
+  // that never stored the attempt's TRIAL_STARTED (killed before it was
+  // written) still record when the attempt ran.
+  double started_at = 0;
   bool operator==(const TrialExited&) const = default;
 };
 

@@ -47,6 +47,7 @@ json exited_json(const TrialExited& m) {
             {"reason", m.reason},     {"ended_at", m.ended_at},     {"last_seq", m.last_seq}};
   if (m.host_fault) j["host_fault"] = true;
   if (m.diverged) j["diverged"] = true;
+  if (m.started_at > 0) j["started_at"] = m.started_at;
   return j;
 }
 
@@ -89,6 +90,7 @@ TrialExited read_exited(const Reader& r) {
   m.last_seq = opt_field_i64(r, "last_seq", 0);
   m.host_fault = r.has("host_fault") ? r.field("host_fault").boolean() : false;
   m.diverged = r.has("diverged") ? r.field("diverged").boolean() : false;
+  m.started_at = r.has("started_at") ? r.field("started_at").f64() : 0.0;
   return m;
 }
 

@@ -23,6 +23,7 @@ TrialExited sample_exit() {
   e.reason = "killed by signal 9";
   e.ended_at = 1763762100.25;
   e.last_seq = 40;
+  e.started_at = 1763762090.5;
   return e;
 }
 

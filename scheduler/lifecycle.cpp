@@ -130,6 +130,7 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     lt.gpus = t.gpus;
     lt.gpu_fraction = t.gpu_fraction;
     lt.started = t.started;
+    lt.start_recorded = t.started;
     lt.stop_on_record = t.stop_decided;
     SWEPT_ASSIGN_OR_RETURN(seq, store_.metrics_seq(t.trial_id, t.attempt));
     lt.stored_seq = seq;
@@ -227,6 +228,7 @@ Status TrialLifecycle::write_start(LiveTrial& lt) {
   if (!lt.start_env_json) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   SWEPT_RETURN_IF_ERROR(store_.confirm_started(lt.trial_id, lt.attempt, *lt.start_env_json, lt.start_started_at));
+  lt.start_recorded = true;
   lt.start_env_json.reset();
   pending_starts_.erase(lt.trial_id);
   return Status::Ok();
@@ -372,6 +374,7 @@ Status TrialLifecycle::record_late_result(const TrialRow& rec, const std::string
   end.trial_state = late;
   end.trial_ended_at = e.ended_at;
   SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  if (!rec.started_at && e.started_at > 0) SWEPT_RETURN_IF_ERROR(store_.fill_started_at(rec.id, e.attempt, e.started_at));
   finished_++;
   ended(rec.id, rec.sweep_id, late, /*was_running=*/false);
   log::info("trial " + to_s(e.trial_id) + " finished on " + agent + " while given up: recorded as " +
@@ -417,12 +420,18 @@ Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExi
     if (lt.start_env_json) {
       end.start = store::Writer::StartRecord{std::move(*lt.start_env_json), lt.start_started_at};
       pending_starts_.erase(trial_id);
+      lt.start_recorded = true;
     }
     // A diverged trial that still exited 0: its last finite value is no
     // result, so it must not be best; with none it counts as the worst.
     end.forget_metric_value = state == TrialState::kCompleted && e && e->diverged;
   }
   SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  // Its TRIAL_STARTED never reached the store (the scheduler was killed
+  // before writing it, and the trial ended while it was away): the start
+  // time its agent reports with the exit stands in.
+  if (!lt.cancelled && !lt.start_recorded && e && e->started_at > 0)
+    SWEPT_RETURN_IF_ERROR(store_.fill_started_at(trial_id, lt.attempt, e->started_at));
   finished_++;  // a run that ended with its process (stats: trials_finished)
   ended(trial_id, lt.sweep_id, lt.cancelled ? TrialState::kStopped : state, /*was_running=*/true);
   return Status::Ok();

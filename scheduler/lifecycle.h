@@ -79,6 +79,7 @@ struct LiveTrial {
   int cpus = 0;
   // What the scheduler knows of it.
   bool started = false;      // TRIAL_STARTED received (or adopted running)
+  bool start_recorded = false;  // the trial's started_at is in the store (or goes in with its end)
   bool cancelled = false;    // the user stopped it: already `stopped` in the store
   bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
   bool stop_on_record = false;  // a previous scheduler recorded that decision (see RecoveredTrial)

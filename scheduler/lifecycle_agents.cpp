@@ -32,8 +32,10 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
     if (it != live_.end() && it->second.agent == agent && it->second.attempt == rt.attempt) {
       LiveTrial& lt = it->second;
       // A start the scheduler had not written when it stopped: its time at least.
-      if (!lt.started && rt.started_at > 0)
+      if (!lt.start_recorded && rt.started_at > 0) {
         SWEPT_RETURN_IF_ERROR(store_.fill_started_at(rt.trial_id, rt.attempt, rt.started_at));
+        lt.start_recorded = true;
+      }
       lt.started = true;
       lt.await_deadline_ms = 0;
       lt.lease_wait = false;  // back before its lease ran out: it goes on here
@@ -53,6 +55,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
       lt.gpus = rec->gpus;
       lt.gpu_fraction = rec->gpu_fraction.value_or(0);
       lt.started = true;
+      lt.start_recorded = rec->started_at.has_value();
       events_.push_back(TrialAdopted{rec->id, rec->sweep_id});
       SWEPT_RETURN_IF_ERROR(store_.reopen_attempt(rec->id, rt.attempt, agent));
       auto seq = store_.metrics_seq(rec->id, rt.attempt);

@@ -295,6 +295,24 @@ TEST_CASE("lifecycle: after a restart a running trial is adopted by its agent, a
   CHECK(u.q("SELECT COUNT(*)" + u.trial(other.trial_id) + " AND state='completed'") == 1);
 }
 
+TEST_CASE("lifecycle: a trial whose start was never stored and that ended while the scheduler was away has its start time") {
+  // Issue 26: after scheduler SIGKILLs, completed trials had no started_at.
+  // The start record waits for a commit (write_starts); a scheduler killed
+  // before it is written never stores it, and the trial then ends while the
+  // scheduler is away: its agent reports the exit, with when it started, in
+  // REGISTER.finished.
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.run(sweep, "a", /*t0=*/5.0);  // TRIAL_STARTED received, its record held
+  u.restart(/*grace_ms=*/60000);                   // killed before the record was written
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND started_at IS NULL") == 1);
+  TrialExited done = Unit::exit_record(st, ExitCause::kExited, 0, /*ended_at=*/9.0);
+  done.started_at = 5.0;
+  auto r = u.life->reconcile("a", {}, {done}, u.clock.now_ms() + 300);
+  REQUIRE(r.ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed' AND started_at = 5.0") == 1);
+}
+
 TEST_CASE("lifecycle: a recovered trial whose agent does not return by the deadline is lost") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(0));
