@@ -286,7 +286,7 @@ class TrialLifecycle {
   LiveTrial make_live(int64_t trial_id, int64_t sweep_id, int attempt, const std::string& agent) const;
   // The sweep's metric (for trials.metric_value): its terms', else the store's.
   std::optional<std::string> metric_of(int64_t sweep_id);
-  // A trial reached a final state: the event for the runner, the counters.
+  // A trial reached a final state: its event for the runner; a place may be free.
   void ended(int64_t trial_id, int64_t sweep_id, TrialState state, bool was_running);
   // How a given-up attempt's result is recorded when its agent reports it (exited()).
   Status record_late_result(const TrialRow& rec, const std::string& agent,
