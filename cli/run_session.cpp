@@ -170,7 +170,8 @@ void RunSession::start_threads() {
 }
 
 std::optional<int> RunSession::open_reader_and_announce() {
-  auto reader = store::open_reader(options_.db);
+  // The scheduler's Writer checked the file's integrity when it opened it.
+  auto reader = store::open_reader(options_.db, store::ReaderCheck::kCheckedByWriter);
   if (!reader.ok()) {
     stop_agent_thread();
     stop_broker_thread();

@@ -181,11 +181,6 @@ Demand SweepRunner::demand(int64_t sweep_id) const {
   return it == sweeps_.end() ? Demand{} : demand_of(it->second.spec);
 }
 
-const sweeps::SweepSpec* SweepRunner::spec(int64_t sweep_id) const {
-  auto it = sweeps_.find(sweep_id);
-  return it == sweeps_.end() ? nullptr : &it->second.spec;
-}
-
 Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t trial_id) {
   auto rec = store_.trial_record(trial_id);
   if (!rec.ok()) return rec.status();
@@ -374,11 +369,6 @@ Result<std::optional<StopVerdict>> SweepRunner::observe_metrics(int64_t sweep_id
   log::info("sweep " + std::to_string(sweep_id) + " trial " + std::to_string(trial_id) + " early-stopped at step " +
             std::to_string(v->step) + ": " + v->decision.reason);
   return v;
-}
-
-bool SweepRunner::stop_decided(int64_t sweep_id, int64_t trial_id) const {
-  auto it = sweeps_.find(sweep_id);
-  return it != sweeps_.end() && it->second.stopper && it->second.stopper->decided(trial_id);
 }
 
 Status SweepRunner::maybe_complete(int64_t sweep_id) {

@@ -95,8 +95,6 @@ class SweepRunner {
   // (trials.stop_*) and returned; the broker has the lifecycle send the stop.
   Result<std::optional<StopVerdict>> observe_metrics(int64_t sweep_id, int64_t trial_id,
                                                      const std::vector<protocol::MetricRecord>& records);
-  // Whether a decision to stop the trial is on record (this run or before a restart).
-  bool stop_decided(int64_t sweep_id, int64_t trial_id) const;
 
   // Marks the sweep completed when nothing remains; no-op otherwise.
   Status maybe_complete(int64_t sweep_id);
@@ -114,7 +112,6 @@ class SweepRunner {
   bool is_running(int64_t sweep_id) const { return sweeps_.count(sweep_id) != 0; }
   // How many sweeps have ended (completed or cancelled) since construction.
   int64_t ended_count() const { return ended_count_; }
-  const sweeps::SweepSpec* spec(int64_t sweep_id) const;
   Demand demand(int64_t sweep_id) const;
 
  private:

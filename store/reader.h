@@ -51,9 +51,12 @@
 namespace swept::store {
 
 // Opens an existing database read-only for the read model: NotFound when
-// the file does not exist, Corruption when it is not a swept database or
-// comes from a newer swept.
-Result<std::unique_ptr<Connection>> open_reader(const std::string& path);
+// the file does not exist, Corruption when it is not a swept database, comes
+// from a newer swept, or is damaged (store/integrity.h). kCheckedByWriter:
+// this process's Writer opened the file a moment ago and ran that check
+// (swept run), so it is not run a second time.
+enum class ReaderCheck { kIntegrity, kCheckedByWriter };
+Result<std::unique_ptr<Connection>> open_reader(const std::string& path, ReaderCheck check = ReaderCheck::kIntegrity);
 
 inline constexpr int64_t kMetricMissingAfter = 1;
 inline constexpr int64_t kMetricMissingNamesFrom = 20;

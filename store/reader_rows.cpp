@@ -23,7 +23,7 @@ json parse_json_or(const std::string& text, json fallback) {
 
 }  // namespace
 
-Result<std::unique_ptr<Connection>> open_reader(const std::string& path) {
+Result<std::unique_ptr<Connection>> open_reader(const std::string& path, ReaderCheck check) {
   auto conn = Connection::open(path, Connection::Mode::kReadOnly, 5000);
   if (!conn.ok()) return conn.status();
   auto version = read_schema_version(**conn);
@@ -33,7 +33,7 @@ Result<std::unique_ptr<Connection>> open_reader(const std::string& path) {
     return Status::Corruption(path + " has schema version " + std::to_string(*version) +
                               ", newer than this swept understands (" + std::to_string(kSchemaVersion) +
                               "): use a newer swept");
-  SWEPT_RETURN_IF_ERROR(check_integrity(**conn, path));
+  if (check == ReaderCheck::kIntegrity) SWEPT_RETURN_IF_ERROR(check_integrity(**conn, path));
   return conn;
 }
 

@@ -21,7 +21,6 @@ namespace swept::store {
 // unaliased).
 inline constexpr const char* kSweepColumns =
     "id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at, finished_at";
-inline constexpr int kSweepColumnCount = 11;
 // One sweeps row; counts, best and metric_missing are left to the read model.
 SweepRow read_sweep_row(const Statement& s);
 
