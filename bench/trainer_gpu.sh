@@ -67,6 +67,22 @@ if [[ -n "$PACK" ]]; then
   mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/mnist"
   cp "$BIN" "$TESTS" "$STAGE/bin/"
   cp "$0" "$STAGE/trainer_gpu.sh"
+  # swept itself, for gpu_sweep.sh (a sweep run as a user runs it); its
+  # libraries go to swlib/, used by swept alone (not by PyTorch's Python).
+  SWEPT_BIN="$(dirname "$BIN")/swept"
+  if [[ -x "$SWEPT_BIN" ]]; then
+    mkdir -p "$STAGE/swlib"
+    cp "$SWEPT_BIN" "$STAGE/bin/"
+    cp "$ROOT/bench/gpu_sweep.sh" "$STAGE/gpu_sweep.sh"
+    ldd "$SWEPT_BIN" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+      case "$(basename "$lib")" in
+        libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
+        *) cp -L "$lib" "$STAGE/swlib/" ;;
+      esac
+    done
+  else
+    echo "trainer_gpu.sh --pack: no $SWEPT_BIN: the bundle will not run gpu_sweep.sh" >&2
+  fi
   [[ -n "$PEER" && -f "$PEER" ]] && cp "$PEER" "$STAGE/torch_mnist.py"
   # Every shared library ldd resolves outside glibc's own set.
   ldd "$BIN" "$TESTS" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
@@ -115,6 +131,12 @@ done < <("$T" --list-test-cases --no-intro=true --no-version=true | grep -v '^\[
 echo "gpu tests: $passed passed, $failed failed, $skipped skipped"
 echo "== benchmark"
 PEER="$HERE/torch_mnist.py" "$HERE/trainer_gpu.sh" --bin "$HERE/bin/swept-train" --data "$HERE/mnist-raw" "$@"
+bench=$?
+if [[ -x "$HERE/gpu_sweep.sh" ]]; then
+  echo "== sweeps on the GPU"
+  "$HERE/gpu_sweep.sh" "$HERE"
+fi
+[[ $failed -eq 0 && $bench -eq 0 ]]
 RUN
   chmod +x "$STAGE/run.sh"
   tar czf "$PACK" -C "$STAGE" .
