@@ -133,6 +133,15 @@ struct Register {
   // "cgroup" or "subreaper"); "" when it does not say (optional on the wire,
   // at most kMaxContainmentBytes).
   std::string containment;
+  // Multi-node trials (issue 25), optional on the wire. `addr`: the address
+  // other hosts reach this one at (--advertise-addr, else the local address
+  // of the connection to the scheduler); "" when it does not say. The
+  // rendezvous ports: the range [ports_lo, ports_hi] the scheduler picks a
+  // gang's MASTER_PORT from when this agent holds its node 0 (0, 0: none).
+  // An agent that runs gangs lists the feature "gang".
+  std::string addr;
+  int ports_lo = 0;
+  int ports_hi = 0;
   bool operator==(const Register&) const = default;
 };
 
@@ -185,6 +194,21 @@ struct RegisterReject {
 // command that names it.
 inline constexpr std::string_view kParamsFileName = "swept-params.json";
 
+// A multi-node (or multi-process) trial's place in its gang: START_TRIAL
+// `gang` (docs/protocol.md). Absent: one process on one node.
+struct Gang {
+  int nodes = 1;           // agents the trial spans
+  int node_rank = 0;       // this agent's node: 0 .. nodes-1 (torchrun's GROUP_RANK)
+  int procs_per_node = 1;  // processes on each node (LOCAL_WORLD_SIZE)
+  std::string master_addr; // node 0's advertised address (MASTER_ADDR)
+  int master_port = 0;     // free on node 0 when the trial starts (MASTER_PORT)
+  bool operator==(const Gang&) const = default;
+};
+inline constexpr int kMaxGangNodes = 1024;
+inline constexpr int kMaxProcsPerNode = 64;
+// The REGISTER feature an agent lists when it runs START_TRIAL `gang`.
+inline constexpr const char* kFeatureGang = "gang";
+
 struct StartTrial {
   int64_t trial_id = 0;
   int attempt = 0;
@@ -200,6 +224,7 @@ struct StartTrial {
   // in its place (docs/protocol.md, START_TRIAL `after`).
   int64_t after_trial_id = 0;
   int after_attempt = 0;
+  std::optional<Gang> gang;  // a node of a multi-node trial (issue 25)
   bool operator==(const StartTrial&) const = default;
 };
 

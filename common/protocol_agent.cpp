@@ -114,6 +114,8 @@ json body(const Register& m) {
   put_health(j, m.healthy, m.health);
   if (m.draining) j["draining"] = true;
   if (!m.containment.empty()) j["containment"] = m.containment;
+  if (!m.addr.empty()) j["addr"] = m.addr;
+  if (m.ports_lo > 0) j["rendezvous_ports"] = json::array({m.ports_lo, m.ports_hi});
   return j;
 }
 json body(const RegisterAck& m) {
@@ -136,6 +138,12 @@ json body(const StartTrial& m) {
             {"env", m.env},           {"params", m.params},   {"workdir", m.workdir},   {"gpus", m.gpus},
             {"gpu_fraction", m.gpu_fraction}, {"timeout_s", m.timeout_s}};
   if (m.after_trial_id > 0) j["after"] = json::array({m.after_trial_id, m.after_attempt});
+  if (m.gang)
+    j["gang"] = {{"nodes", m.gang->nodes},
+                 {"node_rank", m.gang->node_rank},
+                 {"procs_per_node", m.gang->procs_per_node},
+                 {"master_addr", m.gang->master_addr},
+                 {"master_port", m.gang->master_port}};
   return j;
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
@@ -183,6 +191,16 @@ void read(const Reader& r, Register& m) {
       r.field("containment").fail("a containment mode name of 1 to " + std::to_string(kMaxContainmentBytes) +
                                   " bytes");
   }
+  m.addr = opt_field_str(r, "addr");
+  if (m.addr.size() > 255) throw FieldError(r.path() + ".addr: must be a host address of at most 255 bytes");
+  if (r.has("rendezvous_ports")) {
+    Reader p = r.field("rendezvous_ports");
+    if (p.size() != 2) p.fail("[first port, last port]");
+    m.ports_lo = p.at(0).i32();
+    m.ports_hi = p.at(1).i32();
+    if (m.ports_lo < 1 || m.ports_hi > 65535 || m.ports_lo > m.ports_hi)
+      throw FieldError(p.path() + ": must be a port range [lo, hi] with 1 <= lo <= hi <= 65535");
+  }
 }
 
 void read(const Reader& r, RegisterAck& m) {
@@ -222,6 +240,25 @@ void read(const Reader& r, StartTrial& m) {
     m.after_trial_id = a.at(0).i64();
     m.after_attempt = a.at(1).i32();
     if (m.after_trial_id <= 0) throw FieldError(a.path() + ": the trial id must be positive");
+  }
+  if (r.has("gang")) {
+    Reader g = r.field("gang");
+    Gang gang;
+    gang.nodes = g.field("nodes").i32();
+    gang.node_rank = g.field("node_rank").i32();
+    gang.procs_per_node = g.field("procs_per_node").i32();
+    gang.master_addr = g.field("master_addr").str();
+    gang.master_port = g.field("master_port").i32();
+    auto bad = [&](const char* field, const std::string& want) {
+      throw FieldError(g.path() + "." + field + ": must be " + want);
+    };
+    if (gang.nodes < 1 || gang.nodes > kMaxGangNodes) bad("nodes", "1 to " + std::to_string(kMaxGangNodes));
+    if (gang.node_rank < 0 || gang.node_rank >= gang.nodes) bad("node_rank", "0 to nodes - 1");
+    if (gang.procs_per_node < 1 || gang.procs_per_node > kMaxProcsPerNode)
+      bad("procs_per_node", "1 to " + std::to_string(kMaxProcsPerNode));
+    if (gang.master_addr.empty() || gang.master_addr.size() > 255) bad("master_addr", "a host address of 1 to 255 bytes");
+    if (gang.master_port < 1 || gang.master_port > 65535) bad("master_port", "a port, 1 to 65535");
+    m.gang = std::move(gang);
   }
 }
 

@@ -48,6 +48,11 @@ std::vector<Message> every_message() {
   all.push_back(reg);
   reg.containment = "cgroup";  // optional: how the agent contains its trials
   all.push_back(reg);
+  reg.addr = "10.1.2.3";  // optional: multi-node trials (issue 25)
+  reg.ports_lo = 29500;
+  reg.ports_hi = 29999;
+  reg.features = {"start_after", "gang"};
+  all.push_back(reg);
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {{17, 1, 12}, {18, 3, 0}}});
   all.push_back(RegisterAck{"0123456789abcdef", 250, 4, {}, 2000});
   TrialExited diverged = sample_exit();  // a trial that reported "diverged": true
@@ -76,6 +81,11 @@ std::vector<Message> every_message() {
   st.after_trial_id = 16;  // waits for trial 16, attempt 3, to end
   st.after_attempt = 3;
   all.push_back(st);
+  st.after_trial_id = 0;
+  st.after_attempt = 0;
+  st.gang = Gang{4, 2, 8, "10.1.2.3", 29517};  // node 2 of a 4-node trial (issue 25)
+  all.push_back(st);
+  st.gang.reset();
   all.push_back(StopTrial{17, 2, "cancelled by the user"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
   Metrics m;
@@ -242,6 +252,12 @@ TEST_CASE("malformed messages name the field") {
        DecodeFailure::kMalformed, "START_TRIAL.after: expected [trial_id, attempt], found an array"},
       {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","after":[0,1]})"),
        DecodeFailure::kMalformed, "START_TRIAL.after: the trial id must be positive"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
+                                R"("gang":{"nodes":2,"node_rank":2,"procs_per_node":1,"master_addr":"h","master_port":1}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.gang.node_rank: must be 0 to nodes - 1"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
+                                R"("gang":{"nodes":2,"node_rank":0,"procs_per_node":65,"master_addr":"h","master_port":1}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.gang.procs_per_node: must be 1 to 64"},
       {frames_of("CANCEL", R"({"request_id":"r","sweep_id":1180591620717411303424})"), DecodeFailure::kMalformed,
        "CANCEL.sweep_id: expected an integer, found an integer too large (at most 2^53 in magnitude)"},
       {frames_of("CANCEL", R"({"request_id":"r","sweep_id":18446744073709551615})"), DecodeFailure::kMalformed,
