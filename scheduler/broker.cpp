@@ -582,7 +582,7 @@ Status Broker::dispatch() {
     unplaceable_ = unplaceable;
   }
   warn_all_held(caps.empty() && waiting ? held : std::vector<std::string>{});
-  std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues));
+  std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues)).starts;
   for (const Dispatch& d : plan) {
     bool started = false;
     SWEPT_RETURN_IF_ERROR(

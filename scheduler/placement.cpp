@@ -6,6 +6,11 @@
 
 namespace swept::scheduler {
 
+namespace {
+// Whether a node of `demand` may go to `a` at all (reserved, gang feature).
+bool eligible(const AgentCapacity& a, const Demand& demand) { return !a.reserved && (a.gangs || !demand.gang()); }
+}  // namespace
+
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand) {
   if (demand.gpus > 0) {
     // A gang of whole GPUs on one agent: the agent with the fewest free GPUs
@@ -13,6 +18,7 @@ std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, c
     std::optional<Placement> best;
     size_t best_free = 0;
     for (size_t a = 0; a < agents.size(); ++a) {
+      if (!eligible(agents[a], demand)) continue;
       std::vector<int> free;
       for (const auto& g : agents[a].gpus)
         if (g.free()) free.push_back(g.index);
@@ -30,6 +36,7 @@ std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, c
     std::optional<Placement> best;
     double best_used = -1;
     for (size_t a = 0; a < agents.size(); ++a) {
+      if (!eligible(agents[a], demand)) continue;
       for (const auto& g : agents[a].gpus) {
         if (g.whole) continue;
         if (g.fraction_used + demand.gpu_fraction > 1.0 + kFractionEpsilon) continue;
@@ -45,6 +52,7 @@ std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, c
   std::optional<Placement> best;
   int best_free = 0;
   for (size_t a = 0; a < agents.size(); ++a) {
+    if (!eligible(agents[a], demand)) continue;
     if (agents[a].free_slots >= cpus && agents[a].free_slots > best_free) {
       best_free = agents[a].free_slots;
       best = Placement{a, {}, 0.0, cpus};
@@ -75,19 +83,94 @@ void reserve(std::vector<AgentCapacity>& agents, const Placement& p) {
   }
 }
 
-bool could_ever_fit(const std::vector<AgentCapacity>& agents, const Demand& demand) {
-  std::vector<AgentCapacity> empty = agents;
-  for (auto& a : empty) {
-    a.free_slots = a.total_slots;
-    for (auto& g : a.gpus) g = GpuUse{g.index, false, 0.0};
+std::optional<std::vector<Placement>> place_nodes(const std::vector<AgentCapacity>& agents, const Demand& demand) {
+  // Nodes are independent of one another except that each needs its own
+  // agent, so placing them one by one (best fit each) finds N whenever N
+  // agents can each take one.
+  std::vector<AgentCapacity> view = agents;
+  std::vector<Placement> nodes;
+  for (int n = 0; n < std::max(1, demand.nodes); ++n) {
+    auto p = place_trial(view, demand);
+    if (!p) return std::nullopt;
+    view[p->agent].reserved = true;  // one node per agent
+    nodes.push_back(*p);
   }
-  return place_trial(empty, demand).has_value();
+  return nodes;
 }
 
-std::vector<Dispatch> plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sweeps) {
-  std::vector<Dispatch> plan;
+namespace {
+std::vector<AgentCapacity> emptied(std::vector<AgentCapacity> agents) {
+  for (auto& a : agents) {
+    a.free_slots = a.total_slots;
+    a.reserved = false;
+    for (auto& g : a.gpus) g = GpuUse{g.index, false, 0.0};
+  }
+  return agents;
+}
+
+// Marks the agents a waiting multi-node trial is to have: those a node fits
+// on now, then those it would fit on once empty, the emptiest first. Returns
+// their names (empty when too few agents could ever take a node).
+std::vector<std::string> reserve_agents(std::vector<AgentCapacity>& agents, const Demand& demand) {
+  const std::vector<AgentCapacity> idle = emptied(agents);
+  std::vector<size_t> fit_now, fit_later;
+  for (size_t a = 0; a < agents.size(); ++a) {
+    if (agents[a].reserved) continue;
+    std::vector<AgentCapacity> one = {agents[a]}, one_idle = {idle[a]};
+    if (place_trial(one, demand))
+      fit_now.push_back(a);
+    else if (place_trial(one_idle, demand))
+      fit_later.push_back(a);
+  }
+  auto used = [&](size_t a) {
+    int busy_gpus = 0;
+    for (const auto& g : agents[a].gpus) busy_gpus += g.free() ? 0 : 1;
+    return std::make_pair(busy_gpus, agents[a].total_slots - agents[a].free_slots);
+  };
+  std::stable_sort(fit_later.begin(), fit_later.end(), [&](size_t x, size_t y) { return used(x) < used(y); });
+  std::vector<size_t> pick = fit_now;
+  pick.insert(pick.end(), fit_later.begin(), fit_later.end());
+  if (pick.size() < static_cast<size_t>(demand.nodes)) return {};
+  pick.resize(static_cast<size_t>(demand.nodes));
+  std::vector<std::string> names;
+  for (size_t a : pick) {
+    agents[a].reserved = true;
+    names.push_back(agents[a].name);
+  }
+  return names;
+}
+}  // namespace
+
+bool could_ever_fit(const std::vector<AgentCapacity>& agents, const Demand& demand) {
+  return place_nodes(emptied(agents), demand).has_value();
+}
+
+Plan plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sweeps, int64_t reserve_after_ms) {
+  Plan plan;
   // Sweeps that cannot place their next trial now drop out of this round.
   std::vector<bool> blocked(sweeps.size(), false);
+  // The multi-node trial that has waited longest, past the bound: placed
+  // first if it fits, else it gets its agents reserved.
+  size_t head = sweeps.size();
+  for (size_t i = 0; i < sweeps.size(); ++i) {
+    const SweepQueue& s = sweeps[i];
+    if (s.demand.nodes <= 1 || s.available <= 0 || s.waiting_ms < reserve_after_ms) continue;
+    if (s.max_parallel > 0 && s.running >= s.max_parallel) continue;
+    if (head == sweeps.size() || s.waiting_ms > sweeps[head].waiting_ms) head = i;
+  }
+  if (head < sweeps.size()) {
+    SweepQueue& s = sweeps[head];
+    if (auto nodes = place_nodes(agents, s.demand)) {
+      for (const auto& p : *nodes) reserve(agents, p);
+      plan.starts.push_back({s.sweep_id, nodes->front(), {nodes->begin() + 1, nodes->end()}});
+      s.running += 1;
+      s.available -= 1;
+    } else {
+      plan.reserved = reserve_agents(agents, s.demand);
+      if (!plan.reserved.empty()) plan.reserved_for = s.sweep_id;
+      blocked[head] = true;
+    }
+  }
   for (;;) {
     // The sweep with the fewest running trials, ties to the earliest.
     size_t pick = sweeps.size();
@@ -101,13 +184,13 @@ std::vector<Dispatch> plan_dispatch(std::vector<AgentCapacity> agents, std::vect
     }
     if (pick == sweeps.size()) break;
     SweepQueue& s = sweeps[pick];
-    auto p = place_trial(agents, s.demand);
-    if (!p) {
+    auto nodes = place_nodes(agents, s.demand);
+    if (!nodes) {
       blocked[pick] = true;
       continue;
     }
-    reserve(agents, *p);
-    plan.push_back({s.sweep_id, *p});
+    for (const auto& p : *nodes) reserve(agents, p);
+    plan.starts.push_back({s.sweep_id, nodes->front(), {nodes->begin() + 1, nodes->end()}});
     s.running += 1;
     s.available -= 1;
   }

@@ -15,6 +15,15 @@
 //  - Sweeps share the cluster fairly: each free place goes to the sweep with
 //    the fewest running trials, ties to the earliest submitted; a sweep whose
 //    next trial does not fit anywhere does not block the others.
+//  - `nodes: N` (issue 25) takes one node's demand on each of N different
+//    agents that run gangs, all N or none: nothing is held for a trial that
+//    is not placed whole, so two multi-node trials can never deadlock on
+//    halves. A multi-node trial that has waited `reserve_after_ms` or more
+//    (the longest-waiting one, one at a time) has N agents reserved for it:
+//    those it fits on now first, then the emptiest; nothing else is placed on
+//    them until it starts, so a stream of one-node trials cannot starve it
+//    (Slurm's backfill reserves nodes for the job at the head of its queue
+//    the same way).
 // Thread safety: pure functions on values.
 #pragma once
 
@@ -40,13 +49,20 @@ struct AgentCapacity {
   int total_slots = 0;
   int free_slots = 0;
   std::vector<GpuUse> gpus;
+  bool gangs = false;     // runs nodes of multi-node trials (the REGISTER feature "gang")
+  bool reserved = false;  // held for a waiting multi-node trial: nothing else goes here
 };
 
+// Per node: a trial with `nodes` > 1 asks for all of it on each node.
 struct Demand {
   int gpus = 0;               // whole GPUs
   double gpu_fraction = 0.0;  // share of one GPU; 0 = none
   int cpus = 1;               // CPU slots, used only when the trial needs no GPU
+  int nodes = 1;              // different agents, started together
+  int procs_per_node = 1;     // processes per node (the agent must run gangs when > 1)
   bool needs_gpu() const { return gpus > 0 || gpu_fraction > 0; }
+  // Whether its agents must implement START_TRIAL `gang`.
+  bool gang() const { return nodes > 1 || procs_per_node > 1; }
 };
 
 struct Placement {
@@ -57,8 +73,14 @@ struct Placement {
   bool operator==(const Placement&) const = default;
 };
 
-// Where a trial with `demand` fits, or nullopt. Does not change `agents`.
+// Where one node of a trial with `demand` fits, or nullopt: never on a
+// reserved agent, and only on agents that run gangs when demand.gang().
+// Does not change `agents`.
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand);
+
+// Where all `demand.nodes` nodes fit, one per agent, node 0 first; nullopt
+// unless all of them do. Does not change `agents`.
+std::optional<std::vector<Placement>> place_nodes(const std::vector<AgentCapacity>& agents, const Demand& demand);
 
 // Takes the resources of `p` from `agents` (after place_trial said it fits).
 // Nothing gives them back: capacities are rebuilt from the live trials each
@@ -76,16 +98,28 @@ struct SweepQueue {
   int running = 0;
   int max_parallel = 0;      // 0: no limit
   int64_t available = 0;     // trials ready to start (queued + not yet generated)
+  int64_t waiting_ms = 0;    // multi-node sweeps: how long its next trial has found no place
 };
 
 struct Dispatch {
   int64_t sweep_id = 0;
-  Placement placement;
+  Placement placement;                // node 0 (the only one of a one-node trial)
+  std::vector<Placement> more_nodes;  // nodes 1 .. N-1 of a multi-node trial
   bool operator==(const Dispatch&) const = default;
+};
+
+// A multi-node trial waiting this long has agents reserved for it (see above).
+inline constexpr int64_t kGangReserveAfterMs = 30'000;
+
+struct Plan {
+  std::vector<Dispatch> starts;
+  int64_t reserved_for = 0;           // the sweep whose waiting trial holds reservations; 0: none
+  std::vector<std::string> reserved;  // the agents held for it
 };
 
 // Plans as many starts as fit now, fairly across sweeps (see above). Pure:
 // `agents` is taken by value and the plan already accounts for each start.
-std::vector<Dispatch> plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sweeps);
+Plan plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sweeps,
+                   int64_t reserve_after_ms = kGangReserveAfterMs);
 
 }  // namespace swept::scheduler

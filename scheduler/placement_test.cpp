@@ -119,7 +119,7 @@ TEST_CASE("plan_dispatch respects max_parallel and shares fairly in submission o
       {2, Demand{}, 0, 1, 100},
       {3, Demand{}, 0, 0, 100},
   };
-  auto plan = plan_dispatch(agents, sweeps);
+  auto plan = plan_dispatch(agents, sweeps).starts;
   std::map<int64_t, int> n;
   for (const auto& d : plan) n[d.sweep_id]++;
   CHECK(plan.size() == 5);
@@ -133,7 +133,7 @@ TEST_CASE("plan_dispatch respects max_parallel and shares fairly in submission o
 
   // max_parallel is a ceiling even with room left.
   std::vector<AgentCapacity> big = {agent("a", 0, 50)};
-  auto capped = plan_dispatch(big, {{7, Demand{}, 1, 3, 100}});
+  auto capped = plan_dispatch(big, {{7, Demand{}, 1, 3, 100}}).starts;
   CHECK(capped.size() == 2);
 }
 
@@ -144,14 +144,14 @@ TEST_CASE("a sweep that does not fit does not block the others") {
       {2, Demand{1, 0, 1}, 0, 0, 10},
       {3, Demand{}, 0, 0, 10},
   };
-  auto plan = plan_dispatch(agents, sweeps);
+  auto plan = plan_dispatch(agents, sweeps).starts;
   std::map<int64_t, int> n;
   for (const auto& d : plan) n[d.sweep_id]++;
   CHECK(n[1] == 0);
   CHECK(n[2] == 2);
   CHECK(n[3] == 1);
   // Nothing placed beyond what is available.
-  auto few = plan_dispatch(agents, {{5, Demand{}, 0, 0, 0}});
+  auto few = plan_dispatch(agents, {{5, Demand{}, 0, 0, 0}}).starts;
   CHECK(few.empty());
 }
 
@@ -200,4 +200,112 @@ TEST_CASE("no two whole-GPU trials ever share a GPU across a random workload") {
     CHECK(slots[0] <= 4);
     CHECK(slots[1] <= 2);
   }
+}
+
+// ---- multi-node trials (issue 25) ----
+
+namespace {
+AgentCapacity gang_agent(std::string name, int gpus, int slots) {
+  AgentCapacity a = agent(std::move(name), gpus, slots);
+  a.gangs = true;
+  return a;
+}
+Demand nodes_of(int nodes, int gpus = 0) {
+  Demand d;
+  d.nodes = nodes;
+  d.gpus = gpus;
+  return d;
+}
+}  // namespace
+
+TEST_CASE("a multi-node trial takes one node on each of N different agents that run gangs, or none") {
+  std::vector<AgentCapacity> agents = {gang_agent("a", 2, 1), agent("old", 8, 8), gang_agent("b", 1, 1),
+                                       gang_agent("c", 4, 1)};
+  auto nodes = place_nodes(agents, nodes_of(3, 1));
+  REQUIRE(nodes);
+  REQUIRE(nodes->size() == 3);
+  std::set<size_t> used;
+  for (const auto& p : *nodes) {
+    used.insert(p.agent);
+    CHECK(p.gpus.size() == 1);
+  }
+  CHECK(used == std::set<size_t>{0, 2, 3});  // never "old", which lacks the feature
+  CHECK_FALSE(place_nodes(agents, nodes_of(4, 1)));  // only three agents run gangs
+  CHECK_FALSE(place_nodes(agents, nodes_of(2, 3)));  // only c has 3 GPUs
+  CHECK(could_ever_fit(agents, nodes_of(3, 1)));
+  CHECK_FALSE(could_ever_fit(agents, nodes_of(4)));
+  // One process per node on an old agent is still a plain trial.
+  CHECK(place_nodes(agents, Demand{8, 0, 1})->front().agent == 1);
+  // Several processes on one node need the feature too.
+  Demand procs;
+  procs.procs_per_node = 2;
+  procs.gpus = 5;
+  CHECK_FALSE(place_nodes(agents, procs));
+}
+
+TEST_CASE("two multi-node trials never hold halves: a plan places each whole or not at all") {
+  // Two agents, one slot each, and two 2-node sweeps: one trial runs on both,
+  // the other waits whole (no agent is held by a trial that is not placed).
+  std::vector<AgentCapacity> agents = {gang_agent("a", 0, 1), gang_agent("b", 0, 1)};
+  std::vector<SweepQueue> sweeps = {{1, nodes_of(2), 0, 0, 5}, {2, nodes_of(2), 0, 0, 5}};
+  Plan plan = plan_dispatch(agents, sweeps);
+  REQUIRE(plan.starts.size() == 1);
+  CHECK(plan.starts[0].sweep_id == 1);
+  CHECK(plan.starts[0].more_nodes.size() == 1);
+  CHECK(plan.starts[0].placement.agent != plan.starts[0].more_nodes[0].agent);
+}
+
+TEST_CASE("a multi-node trial that waits past the bound gets its agents, whatever one-node trials keep coming") {
+  // Fake time: each round is 1 s. Two one-slot agents; sweep 1 keeps them
+  // busy with one-node trials of 3 s each, one ending every round or so;
+  // sweep 2 (later) needs both agents at once.
+  const std::vector<AgentCapacity> idle = {gang_agent("a", 0, 1), gang_agent("b", 0, 1)};
+  struct Run {
+    size_t agent;
+    int64_t sweep;
+    int ends_at;
+  };
+  std::vector<Run> running = {{0, 1, 1}, {1, 1, 2}};  // staggered: the agents never free up together
+  int64_t waited_ms = 0;
+  int gang_started_at = -1;
+  const int64_t bound_ms = 5'000;
+  for (int t = 0; t < 60 && gang_started_at < 0; ++t) {
+    std::erase_if(running, [&](const Run& r) { return r.ends_at <= t; });
+    std::vector<AgentCapacity> agents = idle;
+    for (const auto& r : running) reserve(agents, Placement{r.agent, {}, 0, 1});
+    int ones = 0, gangs = 0;
+    for (const auto& r : running) (r.sweep == 1 ? ones : gangs)++;
+    std::vector<SweepQueue> sweeps = {{1, Demand{}, ones, 0, 1000}, {2, nodes_of(2), gangs, 0, 1, waited_ms}};
+    Plan plan = plan_dispatch(agents, sweeps, bound_ms);
+    bool gang_placed = false;
+    for (const auto& d : plan.starts) {
+      running.push_back({d.placement.agent, d.sweep_id, t + 3});
+      for (const auto& p : d.more_nodes) running.push_back({p.agent, d.sweep_id, t + 3});
+      if (d.sweep_id == 2) gang_placed = true;
+    }
+    if (gang_placed) gang_started_at = t;
+    waited_ms += 1000;
+    if (waited_ms > bound_ms) {
+      // Past the bound, the reservation holds both agents: no one-node trial starts.
+      for (const auto& d : plan.starts) CHECK(d.sweep_id == 2);
+      if (!gang_placed) {
+        CHECK(plan.reserved_for == 2);
+        CHECK(std::set<std::string>(plan.reserved.begin(), plan.reserved.end()) == std::set<std::string>{"a", "b"});
+      }
+    }
+  }
+  // Without the reservation the one-node stream keeps one agent busy for
+  // ever; with it the gang starts within the bound plus one trial's length.
+  REQUIRE(gang_started_at >= 0);
+  CHECK(gang_started_at <= 5 + 3 + 1);
+}
+
+TEST_CASE("without a waiting bound reached, one-node trials take what is free") {
+  std::vector<AgentCapacity> agents = {gang_agent("a", 0, 1), gang_agent("b", 0, 1)};
+  reserve(agents, Placement{0, {}, 0, 1});
+  std::vector<SweepQueue> sweeps = {{1, Demand{}, 1, 0, 10}, {2, nodes_of(2), 0, 0, 1, 1000}};
+  Plan plan = plan_dispatch(agents, sweeps, 5000);
+  REQUIRE(plan.starts.size() == 1);
+  CHECK(plan.starts[0].sweep_id == 1);
+  CHECK(plan.reserved.empty());
 }

@@ -210,7 +210,7 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
     ck.add("resources", "expected an object like {\"gpus\": 1, \"cpus\": 2}, found " + found(r));
     return;
   }
-  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus"});
+  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus", "nodes", "procs_per_node"});
   if (r.contains("gpus")) {
     if (auto v = ck.integer(r["gpus"], "resources.gpus", 0, 1024, "a whole number of GPUs from 0 to 1024")) {
       spec.resources.gpus = static_cast<int>(*v);
@@ -229,8 +229,26 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
       spec.resources.cpus = static_cast<int>(*v);
     }
   }
+  if (r.contains("nodes")) {
+    if (auto v = ck.integer(r["nodes"], "resources.nodes", 1, 1024,
+                            "a whole number of nodes (agents the trial spans) from 1 to 1024")) {
+      spec.resources.nodes = static_cast<int>(*v);
+    }
+  }
+  if (r.contains("procs_per_node")) {
+    if (auto v = ck.integer(r["procs_per_node"], "resources.procs_per_node", 1, 64,
+                            "a whole number of processes per node from 1 to 64")) {
+      spec.resources.procs_per_node = static_cast<int>(*v);
+    }
+  }
   if (spec.resources.gpus > 0 && spec.resources.gpu_memory_fraction > 0) {
     ck.add("resources", "expected either gpus (whole GPUs) or gpu_memory_fraction (a share of one GPU), found both");
+  }
+  // Several processes would share one GPU's memory share with no say in how:
+  // each would believe the whole share is its own.
+  if (spec.resources.procs_per_node > 1 && spec.resources.gpu_memory_fraction > 0) {
+    ck.add("resources.procs_per_node", "several processes per node cannot share one gpu_memory_fraction; use "
+                                       "gpus: N (whole GPUs, one per process) or procs_per_node: 1");
   }
 }
 

@@ -189,7 +189,16 @@ const std::vector<Malformed>& malformed_files() {
       {"negative gpus", with(R"(, "resources": {"gpus": -1})"),
        {"resources.gpus: expected a whole number of GPUs from 0 to 1024, found -1"}},
       {"unknown resource", with(R"(, "resources": {"memory": 4})"),
-       {"resources.memory: unknown key; expected one of: gpus, gpu_memory_fraction, cpus"}},
+       {"resources.memory: unknown key; expected one of: gpus, gpu_memory_fraction, cpus, nodes, procs_per_node"}},
+      {"nodes above the limit", with(R"(, "resources": {"nodes": 1025})"),
+       {"resources.nodes: expected a whole number of nodes (agents the trial spans) from 1 to 1024, found 1025"}},
+      {"zero nodes", with(R"(, "resources": {"nodes": 0})"),
+       {"resources.nodes: expected a whole number of nodes (agents the trial spans) from 1 to 1024, found 0"}},
+      {"procs_per_node above the limit", with(R"(, "resources": {"procs_per_node": 65})"),
+       {"resources.procs_per_node: expected a whole number of processes per node from 1 to 64, found 65"}},
+      {"procs_per_node with a gpu share", with(R"(, "resources": {"procs_per_node": 2, "gpu_memory_fraction": 0.5})"),
+       {"resources.procs_per_node: several processes per node cannot share one gpu_memory_fraction; use gpus: N "
+        "(whole GPUs, one per process) or procs_per_node: 1"}},
       {"seed negative", with(R"(, "seed": -1)"), {"seed: expected an integer from 0 to 18446744073709551615, found -1"}},
       {"max_parallel zero", with(R"(, "max_parallel": 0)"),
        {"max_parallel: expected a positive integer (omit it for no limit), found 0"}},
@@ -512,7 +521,7 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
     "metric": {"name": "val_loss", "goal": "maximize", "target": 0.1},
     "program": "train.py", "command": ["${env}", "${interpreter}", "${program}", "${args}"],
     "early_terminate": {"type": "hyperband", "min_iter": 3},
-    "resources": {"gpus": 2, "cpus": 4}, "max_parallel": 3, "max_retries": 1, "timeout_s": 90.5,
+    "resources": {"gpus": 2, "cpus": 4, "nodes": 3, "procs_per_node": 2}, "max_parallel": 3, "max_retries": 1, "timeout_s": 90.5,
     "entity": "me", "project": "p", "controller": {"type": "local"}, "kind": "sweep", "apiVersion": "v1",
     "parameters": {"lr": {"distribution": "log_uniform_values", "min": 1e-4, "max": 1e-1}}})");
   REQUIRE(outcome.problems.empty());
@@ -536,6 +545,8 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   CHECK(hyperband.eta == 3.0);
   CHECK(hyperband.strict);
   CHECK(s.resources.gpus == 2);
+  CHECK(s.resources.nodes == 3);
+  CHECK(s.resources.procs_per_node == 2);
   CHECK(s.resources.cpus == 4);
   CHECK(s.resources.gpu_memory_fraction == 0.0);
   CHECK(s.max_parallel == 3);

@@ -60,10 +60,14 @@ namespace search {
 struct SearchSettings;  // search/search.h
 }
 // swept's `resources` key.
+// Per node: a trial with `nodes` > 1 takes all of this on each of `nodes`
+// different agents (issue 25).
 struct Resources {
-  int gpus = 0;                      // whole GPUs per trial (a gang on one agent)
+  int gpus = 0;                      // whole GPUs per node (a gang on one agent)
   double gpu_memory_fraction = 0.0;  // share of one GPU in (0, 1]; 0 = none
-  int cpus = 1;                      // CPU slots per trial
+  int cpus = 1;                      // CPU slots per node
+  int nodes = 1;                     // agents the trial spans, started together (1 to 1024)
+  int procs_per_node = 1;            // processes on each node, torchrun's --nproc_per_node (1 to 64)
 };
 
 struct ParameterSpace;  // the parsed parameter tree; opaque outside sweeps/
