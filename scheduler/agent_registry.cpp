@@ -113,6 +113,10 @@ Result<AgentRegistry::Admission> AgentRegistry::admit(const std::string& routing
   s.pid = r.pid;
   s.gpus = r.gpus;
   s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
+  s.gangs = std::find(r.features.begin(), r.features.end(), protocol::kFeatureGang) != r.features.end();
+  s.addr = r.addr;
+  s.ports_lo = r.ports_lo;
+  s.ports_hi = r.ports_hi;
   // Whether it is leaving is what this REGISTER says (a reconnect on the
   // same connection keeps the session), not what it reports stopped: trials
   // its lease stopped end agent_shutdown too, by an agent that stays.

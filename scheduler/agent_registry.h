@@ -55,6 +55,9 @@ struct AgentSession {
   int64_t last_heard_ms = 0;
   int64_t last_sent_ms = 0;
   bool start_after = false;     // it implements START_TRIAL `after` (REGISTER features)
+  bool gangs = false;           // it implements START_TRIAL `gang` (REGISTER feature "gang")
+  std::string addr;             // where other hosts reach it (REGISTER `addr`; "" : its host name)
+  int ports_lo = 0, ports_hi = 0;  // its rendezvous ports (REGISTER `rendezvous_ports`)
   std::string key;              // the Z85 public key it connected with; empty without CURVE
   std::optional<bool> healthy;  // its last self-check (REGISTER / HEARTBEAT); nullopt: none reported
   // It says it drains or shuts down (REGISTER / HEARTBEAT `draining`): it is

@@ -548,6 +548,7 @@ Status Broker::dispatch() {
     AgentCapacity c;
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
+    c.gangs = s.gangs;
     for (const auto& g : s.gpus) c.gpus.push_back({g.index, false, 0.0});
     all.push_back(c);
     if (agents_.held(s)) {  // host faults, or leaving: what it frees goes to the others
@@ -561,8 +562,15 @@ Status Broker::dispatch() {
     if (lt.after) continue;  // its predecessor still holds the place
     auto it = index.find(lt.agent);
     if (it != index.end()) reserve(caps, Placement{it->second, lt.gpus, lt.gpu_fraction, lt.cpus});
+    for (const GangNode& n : lt.more_nodes)
+      if (auto m = index.find(n.agent); m != index.end() && !n.ended)
+        reserve(caps, Placement{m->second, n.gpus, n.gpu_fraction, n.cpus});
   }
   std::vector<SweepQueue> queues = runner_.queues();
+  const int64_t now_ms = clock_.now_ms();
+  for (SweepQueue& q : queues)
+    if (auto w = gang_waiting_since_ms_.find(q.sweep_id); w != gang_waiting_since_ms_.end())
+      q.waiting_ms = now_ms - w->second;
   std::set<int64_t> unplaceable;
   bool waiting = false;  // a trial waits that some agent could run
   for (const SweepQueue& q : queues) {
@@ -582,11 +590,15 @@ Status Broker::dispatch() {
     unplaceable_ = unplaceable;
   }
   warn_all_held(caps.empty() && waiting ? held : std::vector<std::string>{});
-  std::vector<Dispatch> plan = plan_dispatch(caps, std::move(queues)).starts;
-  for (const Dispatch& d : plan) {
+  const Plan plan = plan_dispatch(caps, queues, options_.gang_reserve_after_ms);
+  note_gang_waits(queues, plan);
+  for (const Dispatch& d : plan.starts) {
     bool started = false;
-    SWEPT_RETURN_IF_ERROR(
-        start_next_trial(lifecycle_, runner_, d.sweep_id, caps[d.placement.agent].name, d.placement, 0, &started));
+    const Demand demand = runner_.demand(d.sweep_id);
+    std::optional<GangDispatch> gang;
+    if (demand.gang()) gang = gang_of(d, caps, demand.procs_per_node);
+    SWEPT_RETURN_IF_ERROR(start_next_trial(lifecycle_, runner_, d.sweep_id, caps[d.placement.agent].name,
+                                           d.placement, 0, &started, gang ? &*gang : nullptr));
     if (!started) dirty_ = true;  // the plan counted trials that were not there; look again
   }
   if (!options_.commit.successors) return Status::Ok();

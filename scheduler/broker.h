@@ -113,6 +113,9 @@ struct BrokerOptions {
   // key. Null: no authentication (loopback and inproc only, or --insecure).
   std::optional<curvezmq::KeyPair> server_key;
   std::shared_ptr<const KeyRing> keys;
+  // A multi-node trial that has found no place for this long gets agents
+  // reserved for it (placement.h; docs/protocol.md, "Multi-node trials").
+  int64_t gang_reserve_after_ms = kGangReserveAfterMs;
 };
 
 struct BrokerStats {
@@ -239,6 +242,12 @@ class Broker {
   // says so (once per change), with how to release them.
   void warn_all_held(const std::vector<std::string>& held);
   Status dispatch();
+  // Multi-node trials (broker_gangs.cpp): the rendezvous of a planned gang
+  // (its nodes' agents, node 0's address and a port of its range), and how
+  // long each multi-node sweep's next trial has waited for a place.
+  GangDispatch gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, int procs_per_node);
+  int pick_master_port(const AgentSession& node0);
+  void note_gang_waits(const std::vector<SweepQueue>& queues, const Plan& plan);
   void send_heartbeats();
 
   store::Writer& store_;
@@ -266,6 +275,9 @@ class Broker {
   std::set<int64_t> unplaceable_ SWEPT_GUARDED_BY(unplaceable_mutex_);
   std::string all_quarantined_ SWEPT_GUARDED_BY(unplaceable_mutex_);  // see all_quarantined()
   std::atomic<size_t> live_count_{0};
+  std::map<int64_t, int64_t> gang_waiting_since_ms_;  // by sweep: when its next multi-node trial began to wait
+  std::map<std::string, int> next_port_;              // by agent: where the next rendezvous port search starts
+  std::string reserved_logged_;                       // the reservation last logged ("": none)
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;
   Mutex change_mutex_;

@@ -13,14 +13,14 @@ Status pass_events(TrialLifecycle& lifecycle, SweepRunner& runner) {
 }
 
 Status start_next_trial(TrialLifecycle& lifecycle, SweepRunner& runner, int64_t sweep_id, const std::string& agent,
-                        const Placement& placement, int64_t before, bool* started) {
+                        const Placement& placement, int64_t before, bool* started, const GangDispatch* gang) {
   *started = false;
   SWEPT_ASSIGN_OR_RETURN(next, runner.take_next(sweep_id));
   if (!next) {
     SWEPT_RETURN_IF_ERROR(runner.maybe_complete(sweep_id));
     return pass_events(lifecycle, runner);
   }
-  SWEPT_RETURN_IF_ERROR(lifecycle.dispatch(std::move(*next), agent, placement, before));
+  SWEPT_RETURN_IF_ERROR(lifecycle.dispatch(std::move(*next), agent, placement, before, gang));
   *started = true;
   return Status::Ok();
 }

@@ -25,10 +25,12 @@ namespace swept::scheduler {
 Status pass_events(TrialLifecycle& lifecycle, SweepRunner& runner);
 
 // Starts the sweep's next trial on `agent` (as the successor of `before`
-// when not 0): the runner gives the trial, the lifecycle sends it. *started
-// false when the sweep had none to give (it may be complete now).
+// when not 0; a gang's node 0 with `gang`): the runner gives the trial, the
+// lifecycle sends it. *started false when the sweep had none to give (it
+// may be complete now).
 Status start_next_trial(TrialLifecycle& lifecycle, SweepRunner& runner, int64_t sweep_id, const std::string& agent,
-                        const Placement& placement, int64_t before, bool* started);
+                        const Placement& placement, int64_t before, bool* started,
+                        const GangDispatch* gang = nullptr);
 
 // Short trials of the one sweep that alone has trials waiting (a successor
 // keeps its predecessor's place for the same sweep, so with several sweeps

@@ -25,9 +25,21 @@ std::string to_s(int64_t v) { return std::to_string(v); }
 // rule: the state's display name ("early-stopped"), then why.
 std::string early_stop_reason(const std::string& why) { return display_name(TrialState::kEarlyStopped) + ": " + why; }
 
+// The end of an attempt in the history (Writer::end_trial); the caller adds
+// the rest (reason, exit, the trial's own state).
+store::Writer::TrialEnd attempt_end(int64_t trial_id, int attempt, TrialState attempt_state) {
+  store::Writer::TrialEnd end;
+  end.trial_id = trial_id;
+  end.attempt = attempt;
+  end.attempt_state = attempt_state;
+  return end;
+}
+
+}  // namespace
+
 // What a TRIAL_EXITED means for the trial: the event (the process ended
 // with an outcome, or the agent lost it) and the reason shown.
-TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
+TrialEvent TrialLifecycle::event_for_exit(const TrialExited& e, std::string* reason) {
   TrialEvent event = TrialEvent::finish(TrialState::kFailed);
   std::string why;
   switch (e.cause) {
@@ -53,18 +65,6 @@ TrialEvent event_for_exit(const TrialExited& e, std::string* reason) {
   *reason = e.reason.empty() ? why : e.reason;
   return event;
 }
-
-// The end of an attempt in the history (Writer::end_trial); the caller adds
-// the rest (reason, exit, the trial's own state).
-store::Writer::TrialEnd attempt_end(int64_t trial_id, int attempt, TrialState attempt_state) {
-  store::Writer::TrialEnd end;
-  end.trial_id = trial_id;
-  end.attempt = attempt;
-  end.attempt_state = attempt_state;
-  return end;
-}
-
-}  // namespace
 
 const LiveTrial* TrialLifecycle::find(int64_t trial_id) const {
   auto it = live_.find(trial_id);
@@ -144,7 +144,7 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
 // ---- dispatch ----
 
 Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const Placement& placement,
-                                int64_t before_id) {
+                                int64_t before_id, const GangDispatch* gang) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   const int attempt = t.previous_attempts + 1;
   SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
@@ -167,12 +167,32 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
-  if (auto b = live_.find(before_id); before_id && b != live_.end()) {
+  if (auto b = live_.find(before_id); before_id && !gang && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;
     st.after_trial_id = before_id;
     st.after_attempt = b->second.attempt;
     successors_++;
+  }
+  if (gang) {
+    // One START_TRIAL per node, the same trial and attempt, each with its
+    // place in the gang; node 0 (metrics, MASTER_ADDR) is `agent`.
+    std::erase_if(gang_ended_, [&](const auto& k) { return k.first == t.trial_id; });
+    lt.gang = true;
+    lt.master_port = gang->master_port;
+    const int nodes = static_cast<int>(gang->more_nodes.size()) + 1;
+    protocol::Gang g{nodes, 0, gang->procs_per_node, gang->master_addr, gang->master_port};
+    for (int n = 1; n < nodes; ++n) {
+      const auto& [name, p] = gang->more_nodes[static_cast<size_t>(n) - 1];
+      lt.more_nodes.push_back(GangNode{name, p.gpus, p.gpu_fraction, p.cpus});
+      StartTrial node = st;
+      node.gpus = p.gpus;
+      node.gpu_fraction = p.gpu_fraction;
+      node.gang = g;
+      node.gang->node_rank = n;
+      mail_.push_back({name, std::move(node)});
+    }
+    st.gang = g;
   }
   live_[t.trial_id] = std::move(lt);
   mail_.push_back({agent, std::move(st)});
@@ -190,7 +210,8 @@ std::vector<TrialLifecycle::SuccessorPlace> TrialLifecycle::successor_places(int
   if (mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return places;
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_) {
-    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
+    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0 || lt.gang)
+      continue;
     if (agents.count(lt.agent)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
@@ -212,7 +233,13 @@ bool TrialLifecycle::successor_waits(const StartTrial& st) const {
 
 bool TrialLifecycle::started(const std::string& agent, const TrialStarted& m) {
   auto it = live_.find(m.trial_id);
-  if (it == live_.end() || it->second.agent != agent || it->second.attempt != m.attempt) return false;
+  if (it == live_.end() || it->second.attempt != m.attempt) return false;
+  const int node = it->second.node_of(agent);
+  if (node < 0) return false;
+  if (node > 0) {  // a gang's other node: node 0's start is the trial's record
+    it->second.more_nodes[static_cast<size_t>(node) - 1].started = true;
+    return true;
+  }
   LiveTrial& lt = it->second;
   lt.await_deadline_ms = 0;
   if (lt.started) return true;
@@ -306,7 +333,7 @@ void TrialLifecycle::stop_early(int64_t trial_id, const std::string& why) {
 void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
   lt.early_stop = true;
   lt.early_stop_reason = reason;
-  mail_.push_back({lt.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+  mail_stop(lt, reason);
 }
 
 std::optional<StopTrial> TrialLifecycle::stop_owed(LiveTrial& lt) {
@@ -324,6 +351,8 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   TrialEvent event = event_for_exit(e, &reason);
   const bool lost = event.kind == TrialEventKind::kLose || event.kind == TrialEventKind::kRequeue;
   auto it = live_.find(e.trial_id);
+  if (it != live_.end() && it->second.gang && it->second.attempt == e.attempt && it->second.node_of(agent) >= 0)
+    return gang_node_exited(it->second, it->second.node_of(agent), agent, e);
   if (it != live_.end() && it->second.agent == agent && it->second.attempt == e.attempt) {
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
       SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "agent " + agent + " could not start it: " + reason));
@@ -344,8 +373,13 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
     return e.cause == ExitCause::kLaunchFailed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }
   if (it != live_.end() && it->second.attempt == e.attempt) return ExitOutcome::kNotCurrent;  // another agent's
+  // A node of a gang attempt that already ended as one: history only.
+  if (gang_ended_.count({e.trial_id, e.attempt})) return ExitOutcome::kNotCurrent;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   auto rec = store_.trial_record(e.trial_id);
+  // The attempt is on record on another agent (a gang's other node): its
+  // node 0's exit is the attempt's result, not this one.
+  if (rec.ok() && rec->attempts == e.attempt && rec->agent && *rec->agent != agent) return ExitOutcome::kNotCurrent;
   std::optional<TrialState> late;  // a given-up attempt's result (queued or lost -> outcome)
   if (rec.ok() && rec->attempts == e.attempt && !lost && rec->state != TrialState::kRunning)
     late = next_trial_state(rec->state, event, 0);
@@ -522,6 +556,10 @@ Result<std::optional<LiveTrial>> TrialLifecycle::take_for_rerun(int64_t trial_id
 LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {
   LiveTrial lt = std::move(it->second);
   live_.erase(it);
+  if (lt.gang) {
+    if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
+    gang_ended_.insert({lt.trial_id, lt.attempt});
+  }
   // Its successor now holds the place; a successor that ends first frees it.
   if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
   if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;
@@ -550,7 +588,7 @@ Status TrialLifecycle::cancel_trial(int64_t trial_id, const std::string& reason)
     lt.cancelled = true;
     const TrialState stopped = next_trial_state(TrialState::kRunning, {TrialEventKind::kCancel}, 0).value();
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, stopped, std::nullopt, reason, clock_.wall_seconds()));
-    mail_.push_back({lt.agent, StopTrial{trial_id, lt.attempt, reason}});
+    mail_stop(lt, reason);
     changed_ = true;
     return Status::Ok();
   }

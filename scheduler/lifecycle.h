@@ -66,6 +66,26 @@
 
 namespace swept::scheduler {
 
+// A node past node 0 of a multi-node trial (issue 25): where it runs, and
+// whether its agent has reported its end.
+struct GangNode {
+  std::string agent;
+  std::vector<int> gpus;
+  double gpu_fraction = 0;
+  int cpus = 0;
+  bool started = false;  // its TRIAL_STARTED came
+  bool ended = false;    // its TRIAL_EXITED came
+};
+
+// How a multi-node trial is sent (dispatch): its nodes past node 0 and the
+// rendezvous every process gets.
+struct GangDispatch {
+  std::vector<std::pair<std::string, Placement>> more_nodes;  // nodes 1 .. N-1: agent, placement
+  int procs_per_node = 1;
+  std::string master_addr;  // node 0's advertised address
+  int master_port = 0;
+};
+
 // One trial out on an agent (dispatched or adopted, not yet ended).
 struct LiveTrial {
   // Which attempt, and where it runs.
@@ -99,6 +119,25 @@ struct LiveTrial {
   // on the agent; until then it holds no resources of its own.
   int64_t after = 0;      // the live trial it waits for; 0 once that one ended
   int64_t successor = 0;  // the live trial waiting for this one's place
+  // A gang (START_TRIAL `gang`: several nodes, or several processes on one).
+  // `agent`, `gpus` above are node 0's, where the metrics come from; the
+  // attempt ends as one when every node has ended, or when one fails or its
+  // agent is lost (the others are then sent STOP_TRIAL).
+  bool gang = false;
+  bool stops_sent = false;  // every node that had not ended was sent STOP_TRIAL (mail_stop)
+  std::vector<GangNode> more_nodes;
+  int master_port = 0;  // node 0's rendezvous port, while the trial lives
+  bool node0_ended = false;
+  std::optional<protocol::TrialExited> node0_exit;  // held until the other nodes end
+  // Which node `agent` runs: 0 for node 0, k for more_nodes[k-1], -1 for none.
+  int node_of(const std::string& name) const {
+    if (name == agent) return 0;
+    for (size_t k = 0; k < more_nodes.size(); ++k)
+      if (more_nodes[k].agent == name) return static_cast<int>(k) + 1;
+    return -1;
+  }
+  // Whether node `n`'s agent has reported its end.
+  bool node_ended(int n) const { return n == 0 ? node0_ended : more_nodes[static_cast<size_t>(n) - 1].ended; }
 };
 
 // A message for the agent NAME (sent only while that agent is connected).
@@ -180,8 +219,11 @@ class TrialLifecycle {
   // ---- dispatch ----
   // Sends `trial` (the runner's next, counted as running there) to `agent`
   // with `placement`; with `before` (a live trial id, not 0), as that
-  // trial's successor. The attempt is recorded as running.
-  Status dispatch(TrialToStart trial, const std::string& agent, const Placement& placement, int64_t before);
+  // trial's successor. The attempt is recorded as running. With `gang`, a
+  // START_TRIAL goes to each node (node 0 on `agent`), and the trial is
+  // never a successor.
+  Status dispatch(TrialToStart trial, const std::string& agent, const Placement& placement, int64_t before,
+                  const GangDispatch* gang = nullptr);
   // Where successors of `sweep_id` may wait: at most `available` places, one
   // per running trial of the sweep on the agents in `agents` (those that
   // implement `after` and take work), and only when the sweep's trials are
@@ -263,6 +305,9 @@ class TrialLifecycle {
   Status requeue(int64_t trial_id, const std::string& reason);
 
  private:
+  // What a TRIAL_EXITED means for the trial: the event (the process ended
+  // with an outcome, or the agent lost it) and the reason shown.
+  static TrialEvent event_for_exit(const protocol::TrialExited& e, std::string* reason);
   Status ensure_tx();
   // Writes one trial's held start (before its end is written).
   Status write_start(LiveTrial& lt);
@@ -275,8 +320,15 @@ class TrialLifecycle {
   // A live trial the user stopped or the rule stopped: the STOP_TRIAL that
   // its agent must get again when it re-registers still running it.
   std::optional<protocol::StopTrial> stop_owed(LiveTrial& lt);
-  // Removes a live trial, unlinking it from its successor or predecessor.
+  // Removes a live trial, unlinking it from its successor or predecessor; a
+  // gang's nodes that have not ended are sent STOP_TRIAL (no rank of an
+  // ended attempt may keep running), and its late exits are history only.
   LiveTrial take(std::unordered_map<int64_t, LiveTrial>::iterator it);
+  // Sends STOP_TRIAL to each node of `lt` that has not ended.
+  void mail_stop(LiveTrial& lt, const std::string& reason);
+  // A TRIAL_EXITED of node `node` of a gang's current attempt (exited()).
+  Result<ExitOutcome> gang_node_exited(LiveTrial& lt, int node, const std::string& agent,
+                                       const protocol::TrialExited& e);
   // The opening of lose() and requeue(): a live attempt that ends without a
   // result of its own. Writes its pending start, takes it out of the live
   // trials and opens the transaction. Empty when it is not live, or when its
@@ -301,6 +353,12 @@ class TrialLifecycle {
   std::map<int64_t, double> mean_run_seconds_;   // by sweep: how long its trials run
   std::vector<AgentMail> mail_;
   std::vector<LifecycleEvent> events_;
+  // Gang attempts that ended while some node still ran: (trial, attempt).
+  // Their nodes' late TRIAL_EXITEDs are history only, never a late result.
+  std::set<std::pair<int64_t, int>> gang_ended_;
+  // Gangs one of whose agents went silent: lost at the next check_deadlines
+  // (a gang cannot wait out one node's lease: its collectives are broken).
+  std::vector<std::pair<int64_t, std::string>> gang_losses_;
   bool changed_ = true;
   std::atomic<int64_t> finished_{0}, dispatched_{0}, successors_{0};
 };

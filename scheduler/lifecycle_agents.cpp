@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <utility>
 
 #include "common/log.h"
 
@@ -29,6 +30,15 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
   for (const RunningTrial& rt : running) {
     reported.insert(rt.trial_id);
     auto it = live_.find(rt.trial_id);
+    if (it != live_.end() && it->second.attempt == rt.attempt && it->second.node_of(agent) > 0 &&
+        !it->second.node_ended(it->second.node_of(agent))) {
+      // A gang's other node, still running: it goes on (node 0 keeps the
+      // trial's record, acks and deadlines); a stop decided meanwhile again.
+      LiveTrial& lt = it->second;
+      lt.more_nodes[static_cast<size_t>(lt.node_of(agent)) - 1].started = true;
+      if (auto stop = stop_owed(lt)) out.stops.push_back(*stop);
+      continue;
+    }
     if (it != live_.end() && it->second.agent == agent && it->second.attempt == rt.attempt) {
       LiveTrial& lt = it->second;
       // A start the scheduler had not written when it stopped: its time at least.
@@ -99,7 +109,13 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
   }
   std::vector<int64_t> missing;
   for (auto& [id, lt] : live_) {
-    if (lt.agent != agent || reported.count(id)) continue;
+    if (reported.count(id)) continue;
+    if (const int node = lt.node_of(agent); node > 0) {
+      // A gang's node that its agent no longer runs: the attempt is broken.
+      if (!lt.node_ended(node)) missing.push_back(id);
+      continue;
+    }
+    if (lt.agent != agent) continue;
     if (!lt.started) {
       // Never confirmed: its START_TRIAL may have crossed this REGISTER (sent
       // on the agent's previous connection, read after). Wait a liveness
@@ -123,6 +139,12 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
 
 void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
   for (auto& [id, lt] : live_) {
+    if (lt.gang && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
+      // A gang cannot wait out one node's lease: its other ranks are stuck in
+      // their collectives. Lost at the next check; the others are stopped.
+      gang_losses_.push_back({id, "agent " + agent + " went silent"});
+      continue;
+    }
     if (lt.agent != agent) continue;
     lt.lease_wait = true;
     lt.await_deadline_ms = until_ms;
@@ -133,13 +155,14 @@ void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
 Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& reason) {
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_)
-    if (lt.agent == agent) ids.push_back(id);
+    if (lt.agent == agent || (lt.gang && lt.node_of(agent) > 0 && !lt.node_ended(lt.node_of(agent)))) ids.push_back(id);
   for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " lost: " + reason));
   changed_ = true;
   return Status::Ok();
 }
 
 Status TrialLifecycle::check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms) {
+  for (const auto& [id, why] : std::exchange(gang_losses_, {})) SWEPT_RETURN_IF_ERROR(lose(id, why));
   const int64_t now = clock_.now_ms();
   std::vector<int64_t> orphans, unconfirmed, leased;
   for (const auto& [id, lt] : live_) {

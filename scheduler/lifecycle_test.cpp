@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -606,4 +607,139 @@ TEST_CASE("lifecycle: a trial given up while its agent was away, reported finish
   // Its late result counts, with every row the trial printed.
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed'") == 1);
   CHECK(u.q("SELECT COUNT(*) FROM metrics WHERE trial_id=" + std::to_string(st.trial_id)) == 3);
+}
+
+// ---- multi-node trials (issue 25) ----
+
+namespace {
+// Dispatches the sweep's next trial as a gang: node 0 on `agents[0]`, the
+// others on the rest. Returns the START_TRIAL of each node, in node order.
+std::vector<StartTrial> dispatch_gang(Unit& u, int64_t sweep, const std::vector<std::string>& agents, int procs = 1) {
+  GangDispatch g;
+  g.procs_per_node = procs;
+  g.master_addr = "10.0.0.1";
+  g.master_port = 29517;
+  for (size_t n = 1; n < agents.size(); ++n) g.more_nodes.push_back({agents[n], Placement{n, {}, 0.0, 1}});
+  bool started = false;
+  REQUIRE(start_next_trial(*u.life, *u.runner, sweep, agents[0], Placement{0, {}, 0.0, 1}, 0, &started, &g).ok());
+  REQUIRE(started);
+  std::vector<StartTrial> nodes(agents.size());
+  for (auto& m : u.life->take_mail()) {
+    auto* st = std::get_if<StartTrial>(&m.message);
+    REQUIRE(st != nullptr);
+    REQUIRE(st->gang);
+    CHECK(m.agent == agents[static_cast<size_t>(st->gang->node_rank)]);
+    nodes[static_cast<size_t>(st->gang->node_rank)] = *st;
+  }
+  for (size_t n = 0; n < agents.size(); ++n) {
+    REQUIRE(nodes[n].gang);
+    CHECK(nodes[n].gang->nodes == static_cast<int>(agents.size()));
+    CHECK(nodes[n].gang->master_addr == "10.0.0.1");
+    CHECK(nodes[n].gang->master_port == 29517);
+    CHECK(nodes[n].gang->procs_per_node == procs);
+    CHECK(nodes[n].trial_id == nodes[0].trial_id);
+    CHECK(nodes[n].attempt == nodes[0].attempt);
+    REQUIRE(u.life->started(agents[n], TrialStarted{nodes[n].trial_id, nodes[n].attempt, 7, 1.0, "w", {}}));
+  }
+  return nodes;
+}
+// The agents a batch of mail stops, sorted.
+std::vector<std::string> stopped_agents(std::vector<AgentMail> mail) {
+  std::vector<std::string> out;
+  for (const auto& m : mail)
+    if (std::holds_alternative<StopTrial>(m.message)) out.push_back(m.agent);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("lifecycle: a gang completes only once every node has exited 0, with node 0's metrics") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+      "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})");
+  auto nodes = dispatch_gang(u, sweep, {"a", "b", "c"});
+  u.metrics("a", nodes[0], 1, {{0, "loss", 0.5}});
+  CHECK(u.exit("a", nodes[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->size() == 1);  // b and c still run
+  CHECK(u.exit("c", nodes[2], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  CHECK(u.exit("b", nodes[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->size() == 0);
+  CHECK(u.life->take_mail().empty());  // nothing left to stop
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='completed' AND agent='a'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts") == 1);  // one attempt for all its nodes
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+}
+
+TEST_CASE("lifecycle: one failing node stops the others and fails the attempt as one") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(u.exit("b", nodes[1], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed' AND reason LIKE 'node 1 (agent b)%'") ==
+        1);
+  // Node 0's exit after the stop is history: no late result replaces the failure.
+  CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.exit("a", nodes[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
+  CHECK(u.life->take_mail().empty());
+}
+
+TEST_CASE("lifecycle: a gang whose node's agent is lost or silent is lost as one, the other nodes stopped") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 3,
+      "parameters": {"x": {"values": [1]}}})");
+  auto nodes = dispatch_gang(u, sweep, {"a", "b", "c"});
+  REQUIRE(u.life->agent_gone("c", "it disconnected").ok());
+  // (c is sent one too: mail to an agent that is gone is dropped, and one that
+  // is only silent must stop the node if it comes back.)
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued'") == 1);
+  // A silent agent: the gang does not wait out its lease.
+  auto again = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("b", u.clock.now_ms() + 60000);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(again[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
+  // A node's agent that comes back without it breaks the attempt too.
+  auto third = dispatch_gang(u, sweep, {"a", "b"});
+  auto rec = u.life->reconcile("b", {}, {}, u.clock.now_ms() + 1000);
+  REQUIRE(rec.ok());
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(third[0].trial_id) + " AND state='queued' AND attempts=3") == 1);
+  // ... while one that comes back still running it keeps it.
+  auto fourth = dispatch_gang(u, sweep, {"a", "b"});
+  auto kept = u.life->reconcile("b", {{fourth[1].trial_id, fourth[1].attempt, 9, 1.0}}, {}, u.clock.now_ms() + 1000);
+  REQUIRE(kept.ok());
+  CHECK(kept->stops.empty());
+  CHECK(u.life->size() == 1);
+  // Its sweep's rule stops it: every node is told.
+  u.life->stop_early(fourth[0].trial_id, "below the median");
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.exit("b", fourth[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(fourth[0].trial_id) + " AND state='early_stopped'") == 1);
+  CHECK(u.life->take_mail().empty());  // a was already told
+}
+
+TEST_CASE("lifecycle: cancel and early stop reach every node of a gang, and a host fault requeues it at no cost") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"],
+      "parameters": {"x": {"values": [1, 2]}}})");
+  auto nodes = dispatch_gang(u, sweep, {"a", "b", "c"});
+  REQUIRE(u.life->cancel_trial(nodes[0].trial_id, "cancelled by the user").ok());
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b", "c"});
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->size() == 0);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='stopped'") == 1);
+  // The next trial: node 1's agent cannot bind... its host's fault: requeued, no retry spent.
+  auto second = dispatch_gang(u, sweep, {"a", "b"});
+  TrialExited fault = Unit::exit_record(second[1], ExitCause::kLaunchFailed);
+  fault.host_fault = true;
+  auto out = u.life->exited("b", fault);
+  REQUIRE(out.ok());
+  CHECK(*out == TrialLifecycle::ExitOutcome::kHostFault);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(second[0].trial_id) + " AND state='queued'") == 1);
 }

@@ -58,6 +58,8 @@ Demand demand_of(const sweeps::SweepSpec& spec) {
   d.gpus = spec.resources.gpus;
   d.gpu_fraction = spec.resources.gpu_memory_fraction;
   d.cpus = std::max(1, spec.resources.cpus);
+  d.nodes = std::max(1, spec.resources.nodes);
+  d.procs_per_node = std::max(1, spec.resources.procs_per_node);
   return d;
 }
 

@@ -1,0 +1,64 @@
+// TrialLifecycle, multi-node trials (issue 25; lifecycle.h): a gang's
+// attempt runs as one START_TRIAL per node, and ends as one. Every node must
+// exit 0 for it to complete; the first node that fails, cannot start or
+// loses its agent ends the attempt for all (take() sends the others
+// STOP_TRIAL), as torchrun ends a job when one worker fails.
+#include "scheduler/lifecycle.h"
+
+#include <string>
+
+#include "common/log.h"
+
+namespace swept::scheduler {
+
+using namespace swept::protocol;
+
+void TrialLifecycle::mail_stop(LiveTrial& lt, const std::string& reason) {
+  lt.stops_sent = true;
+  if (!lt.node0_ended) mail_.push_back({lt.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+  for (const GangNode& n : lt.more_nodes)
+    if (!n.ended) mail_.push_back({n.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+}
+
+Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& lt, int node,
+                                                                     const std::string& agent,
+                                                                     const TrialExited& e) {
+  if (lt.node_ended(node)) return ExitOutcome::kNotCurrent;  // a repeated report
+  std::string reason;
+  const TrialEvent event = event_for_exit(e, &reason);
+  if (node == 0) {
+    lt.node0_ended = true;
+    lt.node0_exit = e;
+  } else {
+    lt.more_nodes[static_cast<size_t>(node) - 1].ended = true;
+  }
+  const int64_t id = lt.trial_id;
+  const std::string who = "node " + std::to_string(node) + " (agent " + agent + ")";
+  const bool launch_failed = e.cause == ExitCause::kLaunchFailed;
+  if (event.kind == TrialEventKind::kRequeue && launch_failed) {  // its host could not start it
+    SWEPT_RETURN_IF_ERROR(requeue(id, who + " could not start it: " + reason));
+    return ExitOutcome::kHostFault;
+  }
+  if (event.kind == TrialEventKind::kRequeue) {  // not the trial's doing: that agent drains
+    SWEPT_RETURN_IF_ERROR(requeue(id, who + ": " + reason));
+    return ExitOutcome::kRan;
+  }
+  if (event.kind == TrialEventKind::kLose) {
+    SWEPT_RETURN_IF_ERROR(lose(id, who + ": " + reason));
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
+  if (event.outcome != TrialState::kCompleted) {
+    // One rank failed (or was stopped): the attempt ends now, for every node.
+    SWEPT_RETURN_IF_ERROR(finish(id, event.outcome, &e, who + ": " + reason));
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
+  bool all = lt.node0_ended;
+  for (const GangNode& n : lt.more_nodes) all = all && n.ended;
+  if (!all) return ExitOutcome::kRan;  // the others still run
+  // Every node exited 0: node 0's exit (its time, its metrics' end) is the trial's.
+  const TrialExited last = lt.node0_exit.value_or(e);
+  SWEPT_RETURN_IF_ERROR(finish(id, TrialState::kCompleted, &last, reason));
+  return ExitOutcome::kRan;
+}
+
+}  // namespace swept::scheduler
