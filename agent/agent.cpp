@@ -249,7 +249,10 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
     // Under Slurm (or any CUDA_VISIBLE_DEVICES), `auto` offers only the GPUs
     // this process was given, not every GPU of the node.
     if (parse_gpu_spec(options.gpus)->kind == GpuSpec::Kind::kAuto) {
-      if (auto allocated = gpu_allocation([](const char* v) { return static_cast<const char*>(std::getenv(v)); })) {
+      auto allocated = options.gpu_allocation
+                           ? options.gpu_allocation
+                           : gpu_allocation([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
+      if (allocated) {
         auto mine = restrict_to_allocation(*gpus, *allocated);
         if (!mine.ok()) {
           log::error(mine.status().message());

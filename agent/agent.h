@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/curvezmq.h"
@@ -37,6 +39,10 @@ struct AgentOptions {
   // "auto" inside an allocation (SLURM_STEP_GPUS, SLURM_JOB_GPUS or
   // CUDA_VISIBLE_DEVICES set) offers only the allocated GPUs.
   std::string gpus = "auto";
+  // With "auto": the GPUs this agent is given (indices or UUIDs), in place of
+  // the environment's allocation; `swept run --local-agents` shares the
+  // machine's GPUs out so. nullopt: the environment's, if any.
+  std::optional<std::vector<std::string>> gpu_allocation;
   // Trials without GPU resources that may run at once. 0: the CPUs this
   // process may use (its affinity; SLURM_CPUS_PER_TASK under Slurm).
   int slots = 0;

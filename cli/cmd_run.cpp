@@ -23,6 +23,7 @@
 
 #include "cli/client_common.h"
 #include "cli/command.h"
+#include "cli/local_agents.h"
 #include "cli/run_session.h"
 #include "cli/sweep_file.h"
 #include "common/log.h"
@@ -39,6 +40,8 @@ std::optional<int> parse_run_flags(const std::vector<std::string>& args, RunOpti
       "db", po::value(&o.db)->default_value(o.db), "the results database (created or extended)")(
       "gpus", po::value(&ao.gpus)->default_value("auto"), "GPUs: auto, none, or fake:N[xMEMORY]")(
       "slots", po::value(&ao.slots)->default_value(0), "CPU trials at once (0: one per CPU)")(
+      "local-agents", po::value(&o.local_agents)->default_value(1),
+      "agents in this process, sharing the slots and GPUs (multi-node trials on one machine)")(
       "workdir", po::value(&ao.workdir)->default_value(ao.workdir), "where trials' directories and logs go")(
       "dashboard", po::value(&o.dashboard)->default_value(o.dashboard), "dashboard address HOST:PORT, or off")(
       "tls-cert", po::value(&o.tls.cert), kTlsCertHelp)("tls-key", po::value(&o.tls.key), kTlsKeyHelp)(
@@ -74,6 +77,10 @@ std::optional<int> check_run_flags(const RunOptions& o) {
   }
   if (!o.tls.cert.empty() && o.dashboard == "off") {
     std::cerr << "swept run: --tls-cert/--tls-key are for the dashboard, which --dashboard off turns off\n";
+    return kExitUsage;
+  }
+  if (o.local_agents < 1 || o.local_agents > kMaxLocalAgents) {
+    std::cerr << "swept run: --local-agents must be 1 to " << kMaxLocalAgents << ", not " << o.local_agents << "\n";
     return kExitUsage;
   }
   if (Status s = web::check_max_unauthenticated(o.max_unauthenticated); !s.ok()) {

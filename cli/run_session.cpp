@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/client_common.h"
+#include "cli/local_agents.h"
 #include "cli/signals.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
@@ -76,7 +77,7 @@ double seconds_between(std::chrono::steady_clock::time_point from, std::chrono::
 RunSession::RunSession(RunOptions options) : options_(std::move(options)) {}
 
 RunSession::~RunSession() {
-  if (agent_thread_.joinable()) stop_agent_thread();
+  if (!agents_.empty()) stop_agent_thread();
   if (broker_thread_.joinable()) stop_broker_thread();
 }
 
@@ -91,6 +92,7 @@ int RunSession::run(const std::string& sweep_text) {
 // ---- Phase 1: start the parts ----
 
 std::optional<int> RunSession::start(const std::string& sweep_text) {
+  if (auto rc = make_agents()) return rc;  // before anything is recorded
   if (auto rc = open_scheduler()) return rc;
   // The dashboard starts before the sweep is submitted, so that bad input
   // (a TLS file, a token) refuses the run with nothing recorded.
@@ -149,24 +151,39 @@ std::optional<int> RunSession::submit(const std::string& sweep_text) {
   return std::nullopt;
 }
 
+std::optional<int> RunSession::make_agents() {
+  auto each = local_agent_options(options_.agent, options_.local_agents);
+  if (!each.ok()) return cli::report("run", each.status());
+  for (agent::AgentOptions& o : *each) {
+    auto a = std::make_unique<LocalAgent>();
+    a->options = std::move(o);
+    agents_.push_back(std::move(a));
+  }
+  return std::nullopt;
+}
+
 void RunSession::start_threads() {
-  // The local agent talks to the broker through inproc: the same protocol
-  // and sockets, without TCP or ZeroMQ's I/O thread in between.
-  agent::AgentOptions& ao = options_.agent;
-  ao.scheduler_endpoint = options_.broker.local_bind;
-  ao.zmq_context = &broker_->context();
-  ao.wakeup = &agent_wakeup_;
   broker_thread_ = std::thread([this] {
     broker_status_ = broker_->run(stop_broker_);
     if (!broker_status_.ok()) broker_failed_ = true;
   });
-  agent_thread_ = std::thread([this] {
-    timespec t0{}, t1{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    agent_rc_ = agent::run_agent(options_.agent, stop_agent_);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    agent_cpu_ = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-  });
+  for (auto& a : agents_) {
+    // A local agent talks to the broker through inproc: the same protocol
+    // and sockets, without TCP or ZeroMQ's I/O thread in between.
+    agent::AgentOptions& ao = a->options;
+    ao.scheduler_endpoint = options_.broker.local_bind;
+    ao.zmq_context = &broker_->context();
+    ao.wakeup = &a->wakeup;
+    a->thread = std::thread([this, agent = a.get()] {
+      timespec t0{}, t1{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+      agent->rc = agent::run_agent(agent->options, stop_agent_);
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+      const double cpu = double(t1.tv_sec - t0.tv_sec) + double(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+      for (double seen = agent_cpu_.load(); !agent_cpu_.compare_exchange_weak(seen, seen + cpu);) {
+      }
+    });
+  }
 }
 
 std::optional<int> RunSession::open_reader_and_announce() {
@@ -221,10 +238,13 @@ std::optional<int> RunSession::a_part_stopped() {
     std::cerr << "\nswept run: the scheduler stopped: " << broker_status_.message() << "\n";
     return kExitFailure;
   }
-  const int agent_rc = agent_rc_.load();
-  if (agent_rc >= 0 && !stopping_) {
-    std::cerr << "\nswept run: the local agent stopped (exit " << agent_rc << "); see the messages above\n";
-    return agent_rc == kExitUsage ? kExitUsage : kExitFailure;
+  for (const auto& a : agents_) {
+    const int agent_rc = a->rc.load();
+    if (agent_rc >= 0 && !stopping_) {
+      std::cerr << "\nswept run: the local agent " << a->options.name << " stopped (exit " << agent_rc
+                << "); see the messages above\n";
+      return agent_rc == kExitUsage ? kExitUsage : kExitFailure;
+    }
   }
   return std::nullopt;
 }
@@ -309,8 +329,9 @@ int RunSession::shut_down(int rc) {
 // Each loop notices its stop flag at once: the wake-up ends its wait.
 void RunSession::stop_agent_thread() {
   stop_agent_ = true;
-  agent_wakeup_.notify();
-  agent_thread_.join();
+  for (auto& a : agents_) a->wakeup.notify();
+  for (auto& a : agents_)
+    if (a->thread.joinable()) a->thread.join();
 }
 
 void RunSession::stop_broker_thread() {
@@ -357,8 +378,8 @@ void RunSession::print_outcome() const {
   else if (s.metric_name)
     std::cout << "best: no completed trial reported " << *s.metric_name << "\n";
   std::cout << "results: " << db << " (swept status " << sweep_id_ << " --db " << db << "; swept trials " << sweep_id_
-            << " --db " << db << "); trial outputs under " << options_.agent.workdir << "/sweep-" << sweep_id_
-            << "/\n";
+            << " --db " << db << "); trial outputs under " << options_.agent.workdir
+            << (options_.local_agents > 1 ? "/local-*" : "") << "/sweep-" << sweep_id_ << "/\n";
   std::cout << "dashboard: swept web --db " << db << " (then open http://127.0.0.1:8080/)\n";
 }
 

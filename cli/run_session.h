@@ -20,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "cli/dashboard.h"
@@ -47,6 +48,7 @@ struct RunOptions {
   DashboardTls tls;
   int max_unauthenticated = web::ServerOptions{}.max_unauthenticated;
   agent::AgentOptions agent;          // its scheduler endpoint, context and wake-up are set by start()
+  int local_agents = 1;               // agents sharing the machine (cli/local_agents.h)
   scheduler::BrokerOptions broker;    // local_bind names the agent's inproc endpoint
 };
 
@@ -85,6 +87,7 @@ class RunSession {
 
  private:
   // Phase 1's steps; each returns an exit code when the run cannot go on.
+  std::optional<int> make_agents();
   std::optional<int> open_scheduler();
   std::optional<int> start_dashboard_if_asked();
   std::optional<int> submit(const std::string& sweep_text);
@@ -111,13 +114,19 @@ class RunSession {
   std::unique_ptr<web::Server> dashboard_;  // null: off, or it could not listen
   int64_t sweep_id_ = 0;
   std::optional<int64_t> total_trials_;
-  Wakeup agent_wakeup_;  // ends the agent's wait when it is told to stop
+  // The local agents: each one's options, wake-up (ends its wait when it is
+  // told to stop), exit code once its loop returned, and thread.
+  struct LocalAgent {
+    agent::AgentOptions options;
+    Wakeup wakeup;
+    std::atomic<int> rc{-1};
+    std::thread thread;
+  };
+  std::vector<std::unique_ptr<LocalAgent>> agents_;
   std::atomic<bool> stop_broker_{false}, stop_agent_{false}, broker_failed_{false};
   Status broker_status_;  // written by the broker's thread; read after broker_failed_ or its join
   std::thread broker_thread_;
-  std::atomic<int> agent_rc_{-1};  // the agent's exit code once its loop returned
-  std::atomic<double> agent_cpu_{0};
-  std::thread agent_thread_;
+  std::atomic<double> agent_cpu_{0};  // of every local agent's thread
   std::unique_ptr<store::Connection> reader_;
 
   // What watch() has seen.
