@@ -25,6 +25,26 @@ std::string gpus_text(const TrialRow& t) {
   return s;
 }
 
+// A multi-node trial's agents ("a+b") and GPUs ("0,1+2,3"), node 0 first.
+std::string agents_text(const TrialRow& t) {
+  if (t.nodes.empty()) return t.agent.value_or("-");
+  std::string s;
+  for (const TrialNode& n : t.nodes) s.append(s.empty() ? "" : "+").append(n.agent);
+  return s;
+}
+std::string node_gpus_text(const TrialRow& t) {
+  if (t.nodes.empty()) return gpus_text(t);
+  std::string s;
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    TrialRow one;
+    one.gpus = t.nodes[i].gpus;
+    one.gpu_fraction = t.gpu_fraction;
+    if (i) s += '+';
+    s += gpus_text(one);
+  }
+  return s;
+}
+
 int run_trials(const std::vector<std::string>& args) {
   ClientFlags flags;
   std::string sweep, state;
@@ -67,7 +87,7 @@ int run_trials(const std::vector<std::string>& args) {
   for (const auto& t : *rows) {
     if (only && t.state != *only) continue;
     table.add({std::to_string(t.id), std::to_string(t.index), display_name(t.state), std::to_string(t.attempts),
-               t.agent.value_or("-"), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
+               agents_text(t), node_gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
                t.reason.value_or("")});
   }
   table.print(std::cout);

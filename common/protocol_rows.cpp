@@ -66,6 +66,11 @@ TrialRow read_trial_row(const Reader& r) {
   t.command = r.field("command").strings();
   t.started_at = r.field("started_at").opt_f64();
   t.ended_at = r.field("ended_at").opt_f64();
+  if (r.has("nodes")) {  // optional: a multi-node trial's (issue 25)
+    Reader nodes = r.field("nodes");
+    for (size_t i = 0, n = nodes.size(); i < n; ++i)
+      t.nodes.push_back({nodes.at(i).field("agent").str(), nodes.at(i).field("gpus").ints()});
+  }
   Reader latest = r.field("latest");
   if (!latest.raw().is_object()) latest.fail("an object of numbers");
   for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
@@ -138,7 +143,7 @@ nlohmann::json to_json(const SweepRow& s) {
 }
 
 nlohmann::json to_json(const TrialRow& t) {
-  return {{"id", t.id},
+  json j = {{"id", t.id},
           {"sweep_id", t.sweep_id},
           {"index", t.index},
           {"state", name(t.state)},
@@ -163,6 +168,12 @@ nlohmann::json to_json(const TrialRow& t) {
                                  {"reason", t.stop->reason},
                                  {"decided_at", t.stop->decided_at}}
                           : json(nullptr)}};
+  if (!t.nodes.empty()) {  // optional: a multi-node trial's nodes (issue 25)
+    json nodes = json::array();
+    for (const TrialNode& n : t.nodes) nodes.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
+    j["nodes"] = std::move(nodes);
+  }
+  return j;
 }
 
 nlohmann::json to_json(const AgentRow& a) {

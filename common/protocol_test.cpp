@@ -173,6 +173,9 @@ std::vector<Message> every_message() {
   stopped.stop = swept::TrialStop{"hyperband", 9, 9, 1.5, std::nullopt, "hyperband: band 9, ...: stop", 30.0};
   all.push_back(Trials{"r9", {t, queued, stopped}, std::nullopt});
   all.push_back(Trials{"r9b", {t}, 5});
+  swept::TrialRow gang = t;  // a multi-node trial's nodes (optional field, issue 25)
+  gang.nodes = {{"gpu-node-3", {2, 3}}, {"gpu-node-4", {0, 1}}};
+  all.push_back(Trials{"r9c", {gang}, std::nullopt});
   all.push_back(Retry{"r11", 3, true});
   all.push_back(Retry{"r12", 3, false});
   all.push_back(QueryAgents{"r10"});

@@ -131,6 +131,13 @@ struct TrialStop {
   bool operator==(const TrialStop&) const = default;
 };
 
+// A node of a multi-node trial (issue 25): the agent it runs on, its GPUs.
+struct TrialNode {
+  std::string agent;
+  std::vector<int> gpus;
+  bool operator==(const TrialNode&) const = default;
+};
+
 // A row of `trials` (store/schema.sql), with its latest metric values.
 struct TrialRow {
   int64_t id = 0;
@@ -154,6 +161,9 @@ struct TrialRow {
   // (search::ModelState::to_json); null for grid and random trials.
   nlohmann::json suggestion;
   std::optional<TrialStop> stop;
+  // A multi-node trial's nodes, node 0 (agent, gpus above) first
+  // (trials.nodes, schema 7); empty for a one-node trial.
+  std::vector<TrialNode> nodes;
   // Why the row could not be read whole (the dashboard shows it; the
   // scheduler's reads refuse such a row with Corruption instead).
   std::optional<std::string> damaged;

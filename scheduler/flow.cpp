@@ -36,6 +36,8 @@ Status queue_successors(TrialLifecycle& lifecycle, SweepRunner& runner, const st
     available = q.available;
   }
   if (!sweep_id) return Status::Ok();
+  // A gang's nodes start together, through placement: none waits behind a trial.
+  if (runner.demand(sweep_id).gang()) return Status::Ok();
   for (const auto& place : lifecycle.successor_places(sweep_id, agents, available)) {
     bool started = false;
     SWEPT_RETURN_IF_ERROR(

@@ -132,6 +132,12 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     lt.started = t.started;
     lt.start_recorded = t.started;
     lt.stop_on_record = t.stop_decided;
+    // A multi-node trial's other nodes wait for their agents as node 0 does
+    // (reconcile keeps each one its agent reports running).
+    for (size_t n = 1; n < t.nodes.size(); ++n) {
+      lt.gang = true;
+      lt.more_nodes.push_back(GangNode{t.nodes[n].agent, t.nodes[n].gpus, t.gpu_fraction, 0, true, false});
+    }
     SWEPT_ASSIGN_OR_RETURN(seq, store_.metrics_seq(t.trial_id, t.attempt));
     lt.stored_seq = seq;
     lt.await_deadline_ms = deadline;
@@ -147,8 +153,13 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
                                 int64_t before_id, const GangDispatch* gang) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   const int attempt = t.previous_attempts + 1;
+  std::vector<TrialNode> nodes;  // a multi-node trial's, node 0 first
+  if (gang && !gang->more_nodes.empty()) {
+    nodes.push_back({agent, placement.gpus});
+    for (const auto& [name, p] : gang->more_nodes) nodes.push_back({name, p.gpus});
+  }
   SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
-                                             clock_.wall_seconds()));
+                                             clock_.wall_seconds(), nodes));
   auto terms = terms_.find(t.sweep_id);
   LiveTrial lt = make_live(t.trial_id, t.sweep_id, attempt, agent);
   lt.gpus = placement.gpus;

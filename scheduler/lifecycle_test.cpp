@@ -743,3 +743,24 @@ TEST_CASE("lifecycle: cancel and early stop reach every node of a gang, and a ho
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(second[0].trial_id) + " AND state='queued'") == 1);
 }
+
+TEST_CASE("lifecycle: a gang survives a scheduler restart: its nodes come back from the store and end it as one") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND nodes IS NOT NULL") == 1);
+  u.restart(/*grace_ms=*/5000);
+  const LiveTrial* lt = u.life->find(nodes[0].trial_id);
+  REQUIRE(lt != nullptr);
+  CHECK(lt->gang);
+  REQUIRE(lt->more_nodes.size() == 1);
+  CHECK(lt->more_nodes[0].agent == "b");
+  // Both agents come back still running it; then node 1 fails: the whole
+  // attempt fails and node 0 is stopped.
+  REQUIRE(u.life->reconcile("a", {{nodes[0].trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  REQUIRE(u.life->reconcile("b", {{nodes[0].trial_id, 1, 8, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.exit("b", nodes[1], ExitCause::kExited, 2) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
+}

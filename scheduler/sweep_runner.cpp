@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "common/log.h"
+#include "store/rows.h"
 #include "sweeps/search/search.h"
 #include "sweeps/trial.h"
 
@@ -89,6 +90,7 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
     auto live = store_.trials_in_state(r.id, TrialState::kRunning);
     if (!live.ok()) return live.status();
     a.running = static_cast<int>(live->size());
+    SWEPT_RETURN_IF_ERROR(store::fill_nodes(store_.connection(), *live));
     if (a.spec.metric) {
       // A metric found missing before the restart was said then: once per sweep.
       auto summary = store::get_sweep(store_.connection(), r.id);
@@ -98,8 +100,9 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
     for (const TrialRow& t : *live) {
       RecoveredTrial rt{t.id,   t.sweep_id, t.attempts, t.agent.value_or(""), t.gpus, t.gpu_fraction.value_or(0),
-                        t.started_at.has_value(), false};
+                        t.started_at.has_value(), false, {}};
       rt.stop_decided = a.stopper && a.stopper->decided(t.id);
+      rt.nodes = t.nodes;
       running.push_back(std::move(rt));
     }
     run(std::move(a));

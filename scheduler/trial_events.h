@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rows.h"
 #include "common/states.h"
 
 namespace swept::scheduler {
@@ -59,6 +60,7 @@ struct RecoveredTrial {
   double gpu_fraction = 0;
   bool started = false;       // its TRIAL_STARTED was recorded
   bool stop_decided = false;  // its sweep's early_terminate rule stopped it before the restart
+  std::vector<TrialNode> nodes;  // a multi-node trial's nodes, node 0 first (trials.nodes)
 };
 
 // ---- the lifecycle's events (to the runner) ----

@@ -16,6 +16,7 @@
 
 #include "common/states.h"
 #include "store/reader.h"
+#include "store/rows.h"
 #include "store/test_support.h"
 #include "store/writer.h"
 
@@ -133,7 +134,8 @@ TEST_CASE("store: a schema v3 database is upgraded in place, nothing lost, every
       "metric_value, created_at, started_at, ended_at, suggestion";
   const std::vector<std::string> tables = {
       "SELECT " + v3_trial_cols + " FROM trials ORDER BY id", "SELECT * FROM sweeps ORDER BY id",
-      "SELECT * FROM attempts ORDER BY trial_id, attempt", "SELECT * FROM metrics ORDER BY trial_id, name, step",
+      "SELECT trial_id, attempt, agent, gpus, gpu_fraction, state, exit_code, reason, started_at, ended_at, "
+      "metrics_seq FROM attempts ORDER BY trial_id, attempt",  // (v7 adds nodes) "SELECT * FROM metrics ORDER BY trial_id, name, step",
       "SELECT * FROM trial_latest ORDER BY trial_id, name", "SELECT * FROM trial_logs ORDER BY trial_id",
       // agents: the v3 columns (v5 adds quarantine)
       "SELECT name, host, state, slots, registered_at, last_seen FROM agents ORDER BY name"};
@@ -211,6 +213,7 @@ TEST_CASE("store: a schema v5 database reads without agents.containment, and is 
   std::filesystem::copy_file(kV3, t.path);
   REQUIRE(Writer::open(t.path).ok());
   REQUIRE(exec_error(t.path, "ALTER TABLE agents DROP COLUMN containment; "
+                             "ALTER TABLE trials DROP COLUMN nodes; ALTER TABLE attempts DROP COLUMN nodes; "
                              "UPDATE meta SET value='5' WHERE key='schema_version'") == "");
   REQUIRE(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='containment'") == 0);
   {
@@ -242,4 +245,40 @@ TEST_CASE("store: a schema v5 database reads without agents.containment, and is 
   agents = list_agents((*writer)->connection(), std::nullopt);
   REQUIRE(agents.ok());
   CHECK(agents->at(0).containment == std::optional<std::string>("subreaper"));
+}
+
+// Schema 7 (issue 25): a v6 file (the v3 fixture upgraded, then the columns
+// dropped and the version set back) gains trials.nodes and attempts.nodes,
+// NULL for the trials it had; a multi-node attempt stores its nodes in both,
+// and readers attach them to the row.
+TEST_CASE("store: a schema v6 database is upgraded to keep a multi-node trial's nodes") {
+  TempDb t;
+  std::filesystem::copy_file(kV3, t.path);
+  REQUIRE(Writer::open(t.path).ok());
+  REQUIRE(exec_error(t.path, "ALTER TABLE trials DROP COLUMN nodes; ALTER TABLE attempts DROP COLUMN nodes; "
+                             "UPDATE meta SET value='6' WHERE key='schema_version'") == "");
+  {
+    auto reader = open_reader(t.path);
+    REQUIRE(reader.ok());
+    std::vector<swept::TrialRow> rows(1);
+    rows[0].id = 1;
+    REQUIRE(fill_nodes(**reader, rows).ok());  // a v6 file: nothing asked, nothing attached
+    CHECK(rows[0].nodes.empty());
+  }
+  auto writer = Writer::open(t.path);
+  REQUIRE(writer.ok());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE nodes IS NULL") == 7);
+  REQUIRE((*writer)->begin().ok());
+  const std::vector<swept::TrialNode> nodes = {{"a", {0, 1}}, {"b", {2, 3}}};
+  REQUIRE((*writer)->start_attempt(1, 2, "a", {0, 1}, 0, 5.0, nodes).ok());
+  REQUIRE((*writer)->start_attempt(2, 2, "c", {}, 0, 5.0).ok());  // one node: NULL
+  REQUIRE((*writer)->commit().ok());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM attempts WHERE trial_id=1 AND attempt=2 AND nodes IS NOT NULL") == 1);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM trials WHERE id=2 AND nodes IS NULL") == 1);
+  std::vector<swept::TrialRow> rows(2);
+  rows[0].id = 1;
+  rows[1].id = 2;
+  REQUIRE(fill_nodes((*writer)->connection(), rows).ok());
+  CHECK(rows[0].nodes == nodes);
+  CHECK(rows[1].nodes.empty());
 }

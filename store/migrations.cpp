@@ -58,6 +58,10 @@ Status Writer::migrate() {
       "ALTER TABLE agents ADD COLUMN quarantine TEXT",
       // v6: the agent's trial containment mode, as its REGISTER said; NULL: unsaid.
       "ALTER TABLE agents ADD COLUMN containment TEXT",
+      // v7 (issue 25): a multi-node trial's nodes, JSON [{"agent", "gpus"}, ...]
+      // node 0 first, for the trial's current attempt and for each attempt.
+      "ALTER TABLE trials ADD COLUMN nodes TEXT;"
+      "ALTER TABLE attempts ADD COLUMN nodes TEXT;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
   for (; version < kSchemaVersion; ++version) {

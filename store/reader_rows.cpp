@@ -62,6 +62,7 @@ Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64
                                         (version >= 4 ? ", t.stop_rule, t.stop_at, t.stop_step, t.stop_value, "
                                                         "t.stop_threshold, t.stop_reason, t.stop_decided_at"
                                                       : ", NULL, NULL, NULL, NULL, NULL, NULL, NULL") +
+                                        (version >= 7 ? ", t.nodes" : ", NULL") +
                                         " FROM trials t WHERE t.sweep_id=?1 AND t.idx > ?2 ORDER BY t.idx LIMIT ?3"));
   st.bind(1, sweep_id);
   st.bind(2, after_index);
@@ -85,6 +86,7 @@ Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64
                          st.optional_real(kMore + 5),
                          st.optional_text(kMore + 6).value_or(""),
                          st.optional_real(kMore + 7).value_or(0)};
+    t.nodes = decode_nodes(st.optional_text(kMore + 8));
     by_id[t.id] = out.size();
     out.push_back(std::move(t));
   }

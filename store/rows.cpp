@@ -89,4 +89,25 @@ Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
   return Status::Ok();
 }
 
+Status fill_nodes(Connection& db, std::vector<TrialRow>& rows) {
+  if (rows.empty()) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
+  if (version < 7) return Status::Ok();
+  std::string sql = "SELECT id, nodes FROM trials WHERE nodes IS NOT NULL AND id IN (";
+  for (size_t i = 0; i < rows.size(); ++i) sql += i ? ",?" : "?";
+  sql += ")";
+  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
+  std::map<int64_t, TrialRow*> by_id;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    stmt.bind(static_cast<int>(i + 1), rows[i].id);
+    by_id[rows[i].id] = &rows[i];
+  }
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    by_id[stmt.int64(0)]->nodes = decode_nodes(stmt.optional_text(1));
+  }
+  return Status::Ok();
+}
+
 }  // namespace swept::store

@@ -40,5 +40,8 @@ TrialRow read_trial_row(const Statement& s);
 Result<TrialRow> sound_trial_row(const Statement& s);
 // Attaches each row's latest metric values (trial_latest; one IN query).
 Status fill_latest(Connection& db, std::vector<TrialRow>& rows);
+// Attaches each multi-node row's nodes (trials.nodes; one IN query; none
+// before schema 7).
+Status fill_nodes(Connection& db, std::vector<TrialRow>& rows);
 
 }  // namespace swept::store

@@ -30,6 +30,27 @@ std::vector<Int> decode_gpu_list(const std::optional<std::string>& text) {
 template std::vector<int> decode_gpu_list<int>(const std::optional<std::string>&);
 template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optional<std::string>&);
 
+std::string encode_nodes(const std::vector<TrialNode>& nodes) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const TrialNode& n : nodes) j.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
+  return j.dump();
+}
+
+std::vector<TrialNode> decode_nodes(const std::optional<std::string>& text) {
+  std::vector<TrialNode> out;
+  if (!text) return out;
+  nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& n : j) {
+    if (!n.is_object() || !n.contains("agent") || !n["agent"].is_string()) continue;
+    TrialNode node;
+    node.agent = n["agent"].get<std::string>();
+    if (n.contains("gpus")) node.gpus = decode_gpu_list<int>(n["gpus"].dump());
+    out.push_back(std::move(node));
+  }
+  return out;
+}
+
 namespace {
 
 // What a bad row says: which trial, which column, what was expected, so

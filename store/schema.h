@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/rows.h"
 #include "common/status.h"
 
 namespace swept::store {
@@ -19,7 +20,7 @@ class Connection;
 
 // The schema version this code writes; older files are migrated on open
 // (Writer::open), newer ones refused.
-inline constexpr int kSchemaVersion = 6;
+inline constexpr int kSchemaVersion = 7;
 // The text of store/schema.sql (version 1), compiled in, its state CHECK
 // lists empty: what a new database gets is state_checks.h's schema_sql().
 extern const char* const kSchemaSql;
@@ -40,6 +41,12 @@ template <typename Int>
 std::vector<Int> decode_gpu_list(const std::optional<std::string>& text);
 extern template std::vector<int> decode_gpu_list<int>(const std::optional<std::string>&);
 extern template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optional<std::string>&);
+
+// trials.nodes / attempts.nodes (schema 7): a multi-node trial's nodes, a
+// JSON array of {"agent": name, "gpus": [indices]}, node 0 first. Decoding
+// is lenient as for the GPU lists: what is not such an element is skipped.
+std::string encode_nodes(const std::vector<TrialNode>& nodes);
+std::vector<TrialNode> decode_nodes(const std::optional<std::string>& text);
 
 // trials.params: a JSON object, nested as in the sweep file. Corruption,
 // naming the trial and the column, when the text is not one.

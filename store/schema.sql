@@ -1,4 +1,4 @@
--- The swept store: schema version 6.
+-- The swept store: schema version 7.
 --
 -- This file is version 1, executed on a new database with its state CHECK
 -- lists filled in (see "State CHECKs" below); later versions
@@ -26,6 +26,10 @@
 --      together, as its REGISTER named it (docs/protocol.md: "cgroup" or
 --      "subreaper"); NULL when it named none. Readers select it only from
 --      version 6 on.
+--   7: trials.nodes and attempts.nodes TEXT, a multi-node trial's nodes
+--      (issue 25) as JSON [{"agent": "a", "gpus": [0, 1]}, ...], node 0 first
+--      (it is also trials.agent/gpus); NULL for a one-node trial. Readers
+--      select them only from version 7 on.
 -- Readers (web/) must accept columns they do not know.
 --
 -- State CHECKs: trials.state, sweeps.state and agents.state hold the names of

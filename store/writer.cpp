@@ -338,14 +338,17 @@ Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, TrialS
 }
 
 Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
-                            double gpu_fraction, double now) {
+                            double gpu_fraction, double now, const std::vector<TrialNode>& nodes) {
+  std::optional<std::string> nodes_json;
+  if (!nodes.empty()) nodes_json = encode_nodes(nodes);
   // A share of one GPU, or NULL for whole GPUs and CPU trials.
   std::optional<double> fraction;
   if (gpu_fraction > 0) fraction = gpu_fraction;
   std::string g = encode_gpu_list(gpus);
   SWEPT_CACHED(st,
                 "UPDATE trials SET state=?6, attempts=?1, agent=?2, gpus=?3, gpu_fraction=?4, exit_code=NULL, "
-                "reason=NULL, started_at=NULL, ended_at=NULL WHERE id=?5");
+                "reason=NULL, started_at=NULL, ended_at=NULL, nodes=?7 WHERE id=?5");
+  st.bind(7, nodes_json);
   st.bind(6, TrialState::kRunning);
   st.bind(1, attempt);
   st.bind(2, agent);
@@ -355,7 +358,8 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   SWEPT_RETURN_IF_ERROR(st.run());
   SWEPT_CACHED(ins,
                 "INSERT OR REPLACE INTO attempts(trial_id, attempt, agent, gpus, gpu_fraction, state, started_at, "
-                "metrics_seq) VALUES(?1,?2,?3,?4,?5,?7,?6,0)");
+                "metrics_seq, nodes) VALUES(?1,?2,?3,?4,?5,?7,?6,0,?8)");
+  ins.bind(8, nodes_json);
   ins.bind(7, TrialState::kRunning);
   ins.bind(1, trial_id);
   ins.bind(2, attempt);

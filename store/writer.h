@@ -95,8 +95,9 @@ class Writer {
   // (schema.h's codec), never a record with a guessed value.
   Result<std::vector<TrialRow>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
+  // A multi-node trial's `nodes` (node 0 first) are stored beside it.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
-                       double gpu_fraction, double now);
+                       double gpu_fraction, double now, const std::vector<TrialNode>& nodes = {});
   // A trial given up (lost, requeued) whose agent came back still running
   // that same attempt: running again on `agent`, the attempt reopened.
   Status reopen_attempt(int64_t trial_id, int attempt, const std::string& agent);

@@ -165,9 +165,14 @@
           loadCurves();
         });
         var gpus = t.gpus.length ? t.gpus.join(',') + (t.gpu_fraction !== null ? ' (' + fmt(t.gpu_fraction) + ')' : '') : '—';
+        var agent = t.agent || '—';
+        if (t.nodes) {  // a multi-node trial: every node, node 0 first
+          agent = t.nodes.map(function (n) { return n.agent; }).join(' + ');
+          gpus = t.nodes.map(function (n) { return n.gpus.join(',') || '—'; }).join(' + ');
+        }
         var tr = el('tr', { 'data-trial-id': t.id, className: t.id === page.best_trial_id ? 'best' : '' },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
-          el('td', null, stateBadge('trial', t.state)), el('td', { text: t.agent || '—' }), el('td', { text: gpus }),
+          el('td', null, stateBadge('trial', t.state)), el('td', { text: agent }), el('td', { text: gpus }),
           el('td', { className: 'num', text: String(t.attempts) }));
         page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
         page.columns.metrics.forEach(function (m) { tr.appendChild(el('td', { className: 'num', text: fmt(t.metrics[m]) })); });

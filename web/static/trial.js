@@ -21,6 +21,11 @@
       row('reason', t.reason || '—');
       row('exit code', t.exit_code === null ? '—' : String(t.exit_code));
       row('agent', t.agent || '—');
+      if (t.nodes) {  // a multi-node trial: each node's agent and GPUs (node 0 reports the metrics)
+        row('nodes', t.nodes.map(function (n, i) {
+          return 'node ' + i + ': ' + n.agent + (n.gpus.length ? ' (GPUs ' + n.gpus.join(',') + ')' : '');
+        }).join('; '));
+      }
       row('GPUs', t.gpus.length ? t.gpus.join(', ') + (t.gpu_fraction !== null ? ' (share ' + fmt(t.gpu_fraction) + ')' : '') : 'none (CPU)');
       row('attempts', String(t.attempts));
       row('started', fmtTime(t.started_at));
