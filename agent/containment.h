@@ -10,7 +10,9 @@
 //  - kCgroup: each trial runs in a cgroup v2 of its own while it runs, a
 //    child of a directory the agent makes under its own cgroup
 //    (`<agent's cgroup>/swept-agent-PID/trial-N`; see "Reuse" below for why
-//    N is not the trial's id). The trial's process is created in it by the kernel
+//    N is not the trial's id; the K-th containment of one process, K > 1,
+//    uses `swept-agent-PID-K`, so that agents in one process, as `swept run`
+//    may start, keep their trials apart). The trial's process is created in it by the kernel
 //    (clone3 with CLONE_INTO_CGROUP, through a descriptor of the directory
 //    opened here), or where the kernel cannot, enters it before it execs (it
 //    writes 0 to the cgroup's cgroup.procs); either way nothing it starts can
@@ -190,7 +192,8 @@ class Containment {
   // Sets this containment up in cgroup mode, in a directory made under the
   // agent's own cgroup (clearing what dead agents left). "" when done, else
   // why it cannot be, having left nothing behind.
-  std::string try_cgroup_mode();
+  // `instance` counts the containments made in this process (1, 2, ...).
+  std::string try_cgroup_mode(uint64_t instance);
   // An empty cgroup for a trial: the pool's most recently emptied clean one,
   // else a new one. IoError when none can be made.
   Result<TrialContainer> take_cgroup();
@@ -223,7 +226,7 @@ class Containment {
 
   ContainmentMode mode_ = ContainmentMode::kSubreaper;
   std::string description_;
-  std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID
+  std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID[-K]
   bool has_cgroup_kill_ = false;
   std::string tag_prefix_;  // "PID-INSTANCE-": every trial's tag starts so
   uint64_t next_serial_ = 0;

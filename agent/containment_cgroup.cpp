@@ -265,10 +265,14 @@ int signal_every_cgroup(const TrialsView& view, int sig) {
 
 }  // namespace containment_files
 
-std::string Containment::try_cgroup_mode() {
+std::string Containment::try_cgroup_mode(uint64_t instance) {
   auto base = own_cgroup_dir();
   if (!base.ok()) return base.status().message();
-  const std::string agent_dir = *base + "/swept-agent-" + std::to_string(::getpid());
+  // One directory per containment: a second agent in this process (swept
+  // run's local agents) must neither take the first's directory for a dead
+  // agent's nor name its trial cgroups alike.
+  std::string agent_dir = *base + "/swept-agent-" + std::to_string(::getpid());
+  if (instance > 1) agent_dir.append(1, '-').append(std::to_string(instance));
   if (::access((*base + "/cgroup.procs").c_str(), W_OK) != 0) {
     return "this process's cgroup " + *base + " is not writable (" + errno_text(errno) +
            "): run the agent as root or in a delegated cgroup (systemd: Delegate=yes)";

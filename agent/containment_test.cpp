@@ -530,3 +530,38 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
   if (!gone) ::kill(escaped, SIGKILL);
   ::waitpid(escaped, &status, WNOHANG);  // ours to reap if this process is a subreaper
 }
+
+// `swept run` may run several agents in one process: a second containment
+// must not take the first's directory for a dead agent's (and kill its
+// trials), nor name its trial cgroups alike.
+TEST_CASE("containment: two agents in one process keep their cgroups and trials apart") {
+  auto first = Containment::create("cgroup");
+  if (!first.ok()) {
+    MESSAGE("cgroup v2 containment NOT exercised on this machine: " << first.status().message());
+    return;
+  }
+  TempDir root;
+  PosixLauncher launcher;
+  SupervisorOptions options;
+  options.workdir_root = root.path();
+  options.containment = first->get();
+  TrialLaunch launch;
+  launch.sweep_id = 1;
+  launch.trial_id = 3;
+  launch.workdir = "sweep-1/trial-3";
+  launch.argv = {"/bin/sh", "-c", "exec sleep 300"};
+  auto sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  REQUIRE_FALSE(sup->finished());
+
+  auto second = Containment::create("cgroup");
+  REQUIRE(second.ok());
+  CHECK((*second)->cgroup_root() != (*first)->cgroup_root());
+  CHECK(process_alive(sup->pid()));  // not mistaken for a dead agent's trial
+  auto other = (*second)->prepare(1, 4, 1);
+  REQUIRE(other.ok());
+  CHECK(trial_cgroups(**first).size() == 1);
+  CHECK(trial_cgroups(**second).size() == 1);
+  (*second)->kill_all_and_release(*other);
+  CHECK(process_alive(sup->pid()));
+  sup.reset();  // kills and reaps it
+}

@@ -267,3 +267,63 @@ TEST_CASE("gang supervisor: a command that does not exist fails the node with 12
   CHECK(n.sup->result().reason.find("rank 0: command not found: no-such-command-swept-gang") == 0);
   CHECK(n.sup->processes() == 1);  // the others never started
 }
+
+// Two nodes of one trial on this host (as `swept run --local-agents 2` would
+// place them): the four processes meet at MASTER_ADDR:MASTER_PORT with
+// nothing but the environment the agent gave them, as torch.distributed's
+// env:// rendezvous does. Rank 0 listens there; every other rank connects
+// and sends its RANK; rank 0 reports what it heard as metrics.
+TEST_CASE("gang supervisor: the processes of two nodes meet at MASTER_ADDR:MASTER_PORT from their environment") {
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    MESSAGE("no /usr/bin/python3: skipped");
+    return;
+  }
+  const std::string script = R"(
+import os, socket, time
+rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+if rank == 0:
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("", port))
+    server.listen(world)
+    heard = []
+    for _ in range(world - 1):
+        conn, _ = server.accept()
+        heard.append(int(conn.recv(16)))
+        conn.close()
+    print('{"ranks_heard": %d}' % len(heard), flush=True)
+    print('{"rank_sum": %d}' % sum(heard), flush=True)
+else:
+    deadline = time.time() + 20
+    while True:
+        try:
+            conn = socket.create_connection((addr, port))
+            break
+        except OSError:
+            if time.time() > deadline:
+                raise
+            time.sleep(0.02)
+    conn.sendall(str(rank).encode())
+    conn.close()
+)";
+  TrialLaunch l;
+  l.trial_id = 12;
+  l.argv = {"/usr/bin/python3", "-c", script};
+  const int port = free_port();
+  Node node0, node1;
+  node0.start(l, gang(2, 0, 2, port));
+  node1.start(l, gang(2, 1, 2, port));
+  REQUIRE(swept::testing::eventually(
+      [&] {
+        if (!node0.sup->finished()) node0.step(20);
+        if (!node1.sup->finished()) node1.step(20);
+        return node0.sup->finished() && node1.sup->finished();
+      },
+      30, swept::agent::testing::kNoPause));
+  INFO(node0.log, node1.log);
+  CHECK(node0.sup->result().exit_code == 0);
+  CHECK(node1.sup->result().exit_code == 0);
+  CHECK(node0.metrics == std::vector<MetricPoint>{{0, "ranks_heard", 3}, {0, "rank_sum", 6}});  // ranks 1 + 2 + 3
+  CHECK(node1.metrics.empty());
+}
