@@ -20,6 +20,9 @@
 
 namespace swept::agent {
 
+Mutex Containment::reap_mu_;
+std::set<pid_t> Containment::supervised_;
+
 namespace containment_files {
 
 std::string errno_text(int e) { return std::strerror(e); }

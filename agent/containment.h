@@ -73,9 +73,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace swept::agent {
@@ -125,7 +127,33 @@ struct TrialsView {
 int signal_every_trial(const TrialsView& view, int sig);
 
 class Containment {
+  // Declared first: the annotations below name it.
+  static Mutex reap_mu_;
+  // Every trial process whose supervisor reaps it, of every containment of
+  // this process (see ReapHold).
+  static std::set<pid_t> supervised_ SWEPT_GUARDED_BY(reap_mu_);
+
  public:
+  // Several agents may run in one process (swept run's local agents), and in
+  // kSubreaper mode each one's collect() reaps the process's orphans: none
+  // may reap a trial process that another agent's supervisor reaps (its exit
+  // status would be lost). So those are listed process-wide: a ReapHold,
+  // held across a launch and the supervise() of its pid, and across a
+  // supervisor's waitpid and the unsupervise() of its pid, keeps every
+  // containment of the process from reaping in between.
+  class SWEPT_SCOPED_CAPABILITY ReapHold {
+   public:
+    ReapHold() SWEPT_ACQUIRE(reap_mu_) : lock_(reap_mu_) {}
+    ~ReapHold() SWEPT_RELEASE() {}
+    ReapHold(const ReapHold&) = delete;
+    ReapHold& operator=(const ReapHold&) = delete;
+
+   private:
+    MutexLock lock_;
+  };
+  static void supervise(pid_t pid) SWEPT_REQUIRES(reap_mu_) { supervised_.insert(pid); }
+  static void unsupervise(pid_t pid) SWEPT_REQUIRES(reap_mu_) { supervised_.erase(pid); }
+
   // Chooses the mode. `preference`: "auto" (cgroup v2 where possible, else
   // subreaper), "cgroup" (InvalidArgument/FailedPrecondition if impossible,
   // naming why), "subreaper". The environment variable
@@ -185,7 +213,8 @@ class Containment {
   // Stops and kills them until none is left; the killed wait in to_reap_.
   void kill_tagged(const TrialContainer& c);
   // Reaps the killed orphans, and (kSubreaper) those that exited on their
-  // own, never one of `live_leaders`.
+  // own, never one of `live_leaders` nor one any supervisor listed
+  // (supervise()).
   void reap_orphans(const std::vector<pid_t>& live_leaders);
 
   // ---- containment_cgroup.cpp: kCgroup ----------------------------------------

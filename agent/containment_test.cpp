@@ -565,3 +565,38 @@ TEST_CASE("containment: two agents in one process keep their cgroups and trials 
   CHECK(process_alive(sup->pid()));
   sup.reset();  // kills and reaps it
 }
+
+// In subreaper mode every agent of a process reaps the process's orphans:
+// one must not reap another agent's trial, whose supervisor reaps it (and
+// would then lose its exit status).
+TEST_CASE("containment: in subreaper mode an agent never reaps another agent's trial in the same process") {
+  auto reaper = Containment::create("subreaper");
+  auto owner = Containment::create("subreaper");
+  REQUIRE(reaper.ok());
+  REQUIRE(owner.ok());
+  TempDir root;
+  PosixLauncher launcher;
+  SupervisorOptions options;
+  options.workdir_root = root.path();
+  options.containment = owner->get();
+  TrialLaunch launch;
+  launch.sweep_id = 1;
+  launch.trial_id = 6;
+  launch.workdir = "sweep-1/trial-6";
+  launch.argv = {"/bin/sh", "-c", "exit 3"};
+  auto sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  REQUIRE_FALSE(sup->finished());
+  const pid_t pid = sup->pid();
+  // It has exited (a zombie its supervisor has not reaped yet) ...
+  REQUIRE(swept::testing::eventually(
+      [&] {
+        siginfo_t info{};
+        return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+      },
+      10, std::chrono::milliseconds(5)));
+  // ... when the other agent's loop collects its own orphans.
+  (*reaper)->collect({});
+  REQUIRE(swept::testing::eventually([&] { return sup->service(), sup->finished(); }, 10, std::chrono::milliseconds(5)));
+  CHECK(sup->result().end == TrialEnd::kExited);
+  CHECK(sup->result().exit_code == 3);
+}

@@ -215,7 +215,13 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
     spec.cgroup_fd = container_.cgroup_fd;
     spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
   }
-  auto child = launcher.launch(spec);
+  auto child = [&] {
+    // Listed before any containment of this process may reap it (Containment::ReapHold).
+    Containment::ReapHold hold;
+    auto launched = launcher.launch(spec);
+    if (launched.ok()) Containment::supervise(launched->pid);
+    return launched;
+  }();
   // The descriptor served its purpose (a shared one serves the node's next
   // process: its GangSupervisor closes it).
   if (!options_.shared_container) Containment::launched(container_);
@@ -258,9 +264,7 @@ TrialSupervisor::~TrialSupervisor() {
   if (child_.pid > 0 && !result_) {
     signal_trial(SIGKILL);
     release_container();
-    int status = 0;
-    while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    reap_child();
   }
   release_container();
   close_fds();
@@ -401,6 +405,10 @@ void TrialSupervisor::check_exit() {
     if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
     check_exec();
     release_container();
+    {
+      Containment::ReapHold hold;
+      Containment::unsupervise(child_.pid);
+    }
     return finish(std::nullopt);
   }
   if (rc != 0 || info.si_pid == 0) return;  // still running
@@ -409,11 +417,20 @@ void TrialSupervisor::check_exit() {
   release_container();  // and whatever left the group (setsid, double fork)
   if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
   if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
+  int status = reap_child();
+  check_exec();  // the child is gone: its end of the pipe is closed, this does not block
+  finish(status);
+}
+
+int TrialSupervisor::reap_child() {
+  // With its pid taken off the process-wide list in the same hold: no new
+  // process that reuses the pid can be listed in between and then dropped.
+  Containment::ReapHold hold;
   int status = 0;
   while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  check_exec();  // the child is gone: its end of the pipe is closed, this does not block
-  finish(status);
+  Containment::unsupervise(child_.pid);
+  return status;
 }
 
 void TrialSupervisor::finish(std::optional<int> wait_status) {

@@ -227,6 +227,8 @@ class TrialSupervisor final : public Supervision {
   // Sends `sig` to the trial's process group, or to the trial itself when it
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
+  // Reaps the child (blocking: it has exited or been SIGKILLed); its wait status.
+  int reap_child();
   void finish(std::optional<int> wait_status);  // nullopt: reaped by someone else
   // Kills what is left of the trial in its container and removes it (not a
   // shared container: its GangSupervisor does that).
