@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "agent/agent_loop.h"
+#include "agent/rendezvous.h"
 
 namespace swept::agent {
 namespace loop {
@@ -82,6 +83,7 @@ int Agent::run(const std::atomic<bool>& stop) {
   log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
             " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
   log::info("trial containment: " + containment_->description());
+  resolve_advertised_address();
   lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
   while (true) {
     int64_t now = clock_.now_ms();
@@ -104,6 +106,30 @@ int Agent::run(const std::atomic<bool>& stop) {
   }
   finish_shutdown();
   return exit_code_;
+}
+
+// The address REGISTER advertises and its interface (agent/rendezvous.h).
+// Found once; while it cannot be (the scheduler's host does not resolve
+// yet), tried again before each REGISTER, which meanwhile says none.
+void Agent::resolve_advertised_address() {
+  if (!advertise_addr_.empty()) return;
+  if (!options_.advertise_addr.empty()) {
+    advertise_addr_ = options_.advertise_addr;
+  } else {
+    auto local = local_address_toward(options_.scheduler_endpoint);
+    if (!local.ok()) {
+      log::warn("no address to advertise for multi-node trials yet (" + local.status().message() +
+                "); set --advertise-addr");
+      return;
+    }
+    advertise_addr_ = *local;
+  }
+  gang_ifname_ = interface_holding(advertise_addr_);
+  log::info("multi-node trials: advertised address " + advertise_addr_ + " (interface " +
+            (gang_ifname_.empty() ? std::string("unknown: GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME not set")
+                                  : gang_ifname_) +
+            "), rendezvous ports " + std::to_string(options_.rendezvous_port_lo) + "-" +
+            std::to_string(options_.rendezvous_port_hi));
 }
 
 // The work directory's self-check, every kHealthCheckMs; its result rides
@@ -181,7 +207,9 @@ void Agent::stop_trials_for_lease(const std::string& reason, int64_t grace_ms) {
 std::vector<pid_t> Agent::live_leaders() const {
   std::vector<pid_t> pids;
   for (const auto& [key, t] : trials_) {
-    if (t.supervisor && !t.supervisor->finished() && t.supervisor->pid() > 0) pids.push_back(t.supervisor->pid());
+    if (t.supervisor) {
+      for (pid_t p : t.supervisor->live_pids()) pids.push_back(p);
+    }
   }
   return pids;
 }
@@ -231,6 +259,14 @@ Status validate_options(const AgentOptions& o) {
   }
   if (o.stop_grace_ms < 0) return Status::InvalidArgument("the stop grace period must be 0 ms or more");
   if (o.metrics_flush_ms <= 0) return Status::InvalidArgument("the metrics flush interval must be more than 0 ms");
+  if (!o.advertise_addr.empty()) {
+    if (Status ok = check_advertise_addr(o.advertise_addr); !ok.ok()) return ok;
+  }
+  if (o.rendezvous_port_lo < 1 || o.rendezvous_port_hi > 65535 || o.rendezvous_port_lo > o.rendezvous_port_hi) {
+    return Status::InvalidArgument("--rendezvous-ports " + std::to_string(o.rendezvous_port_lo) + "-" +
+                                   std::to_string(o.rendezvous_port_hi) +
+                                   " must be a port range LO-HI with 1 <= LO <= HI <= 65535");
+  }
   return Status::Ok();
 }
 

@@ -69,6 +69,18 @@ struct AgentOptions {
   // (a cgroup v2 per trial where the agent may make one, else the subreaper
   // sweep; SWEPT_AGENT_CONTAINMENT overrides "auto"), "cgroup", "subreaper".
   std::string containment = "auto";
+  // Multi-node trials (docs/protocol.md, START_TRIAL `gang`). The address
+  // other hosts reach this one at, sent in REGISTER (`addr`) and given to
+  // every node of a trial whose node 0 runs here as MASTER_ADDR
+  // (--advertise-addr). Empty: the local address of the connection toward
+  // the scheduler (agent/rendezvous.h), 127.0.0.1 for inproc:// and ipc://
+  // endpoints (swept run). Its interface becomes the trials'
+  // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME.
+  std::string advertise_addr;
+  // The ports the scheduler may pick a MASTER_PORT from when this agent
+  // holds a trial's node 0 (--rendezvous-ports; REGISTER `rendezvous_ports`).
+  int rendezvous_port_lo = 29500;
+  int rendezvous_port_hi = 29999;
   // Metrics are batched and sent at least this often while trials report.
   int metrics_flush_ms = 200;
   // The ZeroMQ context to connect through; it must outlive run_agent. Set it
@@ -94,7 +106,8 @@ struct AgentOptions {
 };
 
 // Checks options that can be checked without the network (GPU spec, slots,
-// endpoint syntax, workdir creatable). InvalidArgument names the bad option.
+// endpoint syntax, advertised address, rendezvous ports, workdir creatable).
+// InvalidArgument names the bad option.
 Status validate_options(const AgentOptions& options);
 
 // Runs the agent until `stop` (or options.drain) becomes true (checked at

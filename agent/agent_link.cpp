@@ -78,7 +78,11 @@ void Agent::send_register(int64_t now) {
   for (const Gpu& g : gpus_) {
     reg.gpus.push_back(pr::GpuInfo{g.index, g.uuid, g.name, static_cast<int64_t>(g.total_memory_bytes)});
   }
-  reg.features = {"start_after"};
+  reg.features = {"start_after", pr::kFeatureGang};
+  resolve_advertised_address();  // at once when known already
+  reg.addr = advertise_addr_;
+  reg.ports_lo = options_.rendezvous_port_lo;
+  reg.ports_hi = options_.rendezvous_port_hi;
   check_health_if_due(now);
   reg.healthy = health_problem_.empty();
   reg.health = health_problem_;

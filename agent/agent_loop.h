@@ -52,6 +52,7 @@
 #include "agent/agent.h"
 #include "agent/backoff.h"
 #include "agent/containment.h"
+#include "agent/gang_supervisor.h"
 #include "agent/gpu_inventory.h"
 #include "agent/launcher.h"
 #include "agent/lease.h"
@@ -87,7 +88,7 @@ inline std::string describe(const TrialKey& k) {
 // until the scheduler acknowledges its exit: its supervisor while it runs,
 // its metrics batches until acknowledged, and its exit record.
 struct HostedTrial {
-  std::unique_ptr<TrialSupervisor> supervisor;  // null once finished (or never started)
+  std::unique_ptr<Supervision> supervisor;  // null once finished (or never started); a GangSupervisor for a gang node
   int64_t pid = 0;
   double started_at = 0;
   int64_t next_seq = 1;
@@ -123,6 +124,7 @@ class Agent final : private LeaseHost {
   // ---- agent.cpp: waiting, the self-check, shutdown ---------------------------
   void wait_for_events(int64_t now);
   void check_health_if_due(int64_t now);
+  void resolve_advertised_address();
   void begin_shutdown(const std::string& reason, int exit_code);
   void finish_shutdown();
   // The main processes of trials not yet reaped (their supervisors reap them).
@@ -224,6 +226,10 @@ class Agent final : private LeaseHost {
   int exit_code_ = kExitOk;
   int64_t health_checked_ms_ = -1;  // never yet
   std::string health_problem_;     // "" while the self-check passes
+  // Multi-node trials: the address REGISTER advertises ("" while unknown)
+  // and the interface holding it ("" when none here does).
+  std::string advertise_addr_;
+  std::string gang_ifname_;
 };
 
 }  // namespace swept::agent::loop

@@ -5,12 +5,16 @@
 #include "agent/agent.h"
 
 #include <doctest/doctest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <zmq.hpp>
 #include <zmq_addon.hpp>
 
+#include <algorithm>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -590,7 +594,7 @@ TEST_CASE("agent: a START_TRIAL with `after` waits for that trial's end and then
   TempDir dir;
   AgentThread agent(test_options(s, dir));
   pr::Register reg = connect(s);
-  CHECK(reg.features == std::vector<std::string>{"start_after"});
+  CHECK(reg.features == std::vector<std::string>{"start_after", "gang"});
   auto is = [](int64_t id) { return [id](const auto& m) { return m.trial_id == id; }; };
   auto touch = [&](int64_t trial) { std::ofstream(dir.path() + "/sweep-3/trial-" + std::to_string(trial) + "/go"); };
   const std::string until_go = "while [ ! -e go ]; do sleep 0.02; done";
@@ -900,4 +904,194 @@ TEST_CASE("agent: a healthy agent's trials are never touched by its lease keeper
   CHECK(ended->exit_code == 0);
   CHECK_MESSAGE(log.find("got TERM") == std::string::npos, log);
   CHECK(log.find("done") != std::string::npos);
+}
+
+// ---- multi-node trials (issue 25; docs/protocol.md, START_TRIAL `gang`) ----
+
+namespace {
+
+pr::Gang node_of(int nodes, int node_rank, int procs, int port) {
+  pr::Gang g;
+  g.nodes = nodes;
+  g.node_rank = node_rank;
+  g.procs_per_node = procs;
+  g.master_addr = "127.0.0.1";
+  g.master_port = port;
+  return g;
+}
+
+// A TCP socket listening on all interfaces at a port the kernel picks
+// (busy = true), or one closed again at once: a port free now.
+struct PortHolder {
+  int fd = -1;
+  int port = 0;
+  explicit PortHolder(bool busy) {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    if (busy) REQUIRE(::listen(fd, 1) == 0);
+    socklen_t len = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+    port = ntohs(a.sin_port);
+    if (!busy) close();
+  }
+  void close() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+  ~PortHolder() { close(); }
+};
+
+// Runs `swept agent ARGS...` to its end; returns its exit status and stderr.
+std::pair<int, std::string> run_swept_agent(const TempDir& dir, const std::vector<std::string>& args) {
+  const std::string swept = std::string(SWEPT_BINARY_DIR) + "/bin/swept";
+  REQUIRE_MESSAGE(std::filesystem::exists(swept), "build the swept target first");
+  PosixLauncher launcher;
+  LaunchSpec spec;
+  spec.argv = {"/bin/sh", "-c", "\"$0\" agent \"$@\" 2>\"$SWEPT_TEST_ERR\"", swept};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.working_dir = dir.path();
+  spec.env_overrides = {{"SWEPT_TEST_ERR", dir.path() + "/err.txt"}};
+  auto child = launcher.launch(spec);
+  REQUIRE(child.ok());
+  int status = 0;
+  ::waitpid(child->pid, &status, 0);
+  for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, swept::agent::testing::read_file(dir.path() + "/err.txt")};
+}
+
+}  // namespace
+
+TEST_CASE("agent: REGISTER carries the advertised address, the rendezvous ports and the feature gang") {
+  FakeScheduler s;
+  TempDir dir;
+  {
+    AgentThread agent(test_options(s, dir));
+    pr::Register reg = connect(s);
+    CHECK(reg.addr == "127.0.0.1");  // the local address toward tcp://127.0.0.1:PORT
+    CHECK(reg.ports_lo == 29500);
+    CHECK(reg.ports_hi == 29999);
+    CHECK(std::find(reg.features.begin(), reg.features.end(), "gang") != reg.features.end());
+    CHECK(agent.join() == kExitOk);
+  }
+  FakeScheduler s2;
+  AgentOptions o = test_options(s2, dir);
+  o.advertise_addr = "10.1.2.3";
+  o.rendezvous_port_lo = 30000;
+  o.rendezvous_port_hi = 30009;
+  AgentThread agent(o);
+  pr::Register reg = connect(s2);
+  CHECK(reg.addr == "10.1.2.3");
+  CHECK(reg.ports_lo == 30000);
+  CHECK(reg.ports_hi == 30009);
+  CHECK(agent.join() == kExitOk);
+}
+
+TEST_CASE("agent: `swept agent` refuses a bad --rendezvous-ports or --advertise-addr, exit 2, naming it") {
+  TempDir dir;
+  auto [code, err] = run_swept_agent(dir, {"--scheduler", "tcp://127.0.0.1:1", "--rendezvous-ports", "29999-29500"});
+  CHECK(code == kExitUsage);
+  CHECK(err.find("--rendezvous-ports '29999-29500' must be a port range LO-HI") != std::string::npos);
+  auto [code2, err2] = run_swept_agent(dir, {"--scheduler", "tcp://127.0.0.1:1", "--rendezvous-ports", "lots"});
+  CHECK(code2 == kExitUsage);
+  CHECK(err2.find("--rendezvous-ports 'lots'") != std::string::npos);
+  auto [code3, err3] = run_swept_agent(dir, {"--scheduler", "tcp://127.0.0.1:1", "--advertise-addr", "a b"});
+  CHECK(code3 == kExitUsage);
+  CHECK(err3.find("--advertise-addr 'a b'") != std::string::npos);
+}
+
+TEST_CASE("agent: a START_TRIAL with gang is one trial of procs_per_node processes, metrics from RANK 0 only") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  PortHolder free_port(/*busy=*/false);
+  pr::StartTrial start = start_trial(31, "echo \"{\\\"step\\\": 1, \\\"rank\\\": $RANK}\"; echo \"$LOCAL_RANK/$WORLD_SIZE\"", {0, 1});
+  start.gang = node_of(1, 0, 3, free_port.port);
+  s.send(start);
+  auto started = s.wait_for<pr::TrialStarted>();
+  REQUIRE(started);
+  CHECK(started->env["RANK"] == "0");  // local rank 0's environment
+  CHECK(started->env["LOCAL_WORLD_SIZE"] == "3");
+  CHECK(started->env["MASTER_PORT"] == std::to_string(free_port.port));
+  CHECK(started->env["CUDA_VISIBLE_DEVICES"] == "0,1");
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kExited);
+  CHECK(exited->exit_code == 0);
+  std::vector<pr::MetricRecord> records;
+  std::string log;
+  while (auto batch = s.wait_for<pr::Metrics>(nullptr, 0)) {
+    records.insert(records.end(), batch->records.begin(), batch->records.end());
+    log += batch->log;
+  }
+  CHECK(records == std::vector<pr::MetricRecord>{{1, "rank", 0}});
+  for (const char* line : {"0/3\n", "1/3\n", "2/3\n"}) CHECK(log.find(line) != std::string::npos);
+  CHECK_FALSE(s.wait_for<pr::TrialStarted>(nullptr, 0));  // one node, one TRIAL_STARTED
+  CHECK(agent.join() == kExitOk);
+}
+
+TEST_CASE("agent: a gang node's failing process stops the others, STOP_TRIAL stops every process of a node") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  PortHolder free_port(/*busy=*/false);
+  // Rank 1 of node 0 fails once ranks 0 and 2 are waiting: the node's exit is its exit.
+  pr::StartTrial failing = start_trial(41, "echo $$ > pid-$RANK; if [ $RANK = 1 ]; then "
+                                           "while [ ! -s pid-0 ] || [ ! -s pid-2 ]; do sleep 0.01; done; exit 3; fi; "
+                                           "exec sleep 300");
+  failing.gang = node_of(2, 0, 3, free_port.port);
+  s.send(failing);
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kExited);
+  CHECK(exited->exit_code == 3);
+  CHECK(exited->reason == "rank 1: exit code 3");
+  const std::string trial41 = dir.path() + "/sweep-3/trial-41/";
+  for (int rank : {0, 1, 2}) {
+    pid_t pid = std::stoi(swept::agent::testing::read_file(trial41 + "pid-" + std::to_string(rank)));
+    CHECK(swept::testing::eventually([&] { return !alive(pid); }, 10, std::chrono::milliseconds(10)));
+  }
+
+  pr::StartTrial stopped = start_trial(42, "echo $$ > pid-$RANK; echo ready; exec sleep 300");
+  stopped.gang = node_of(2, 1, 3, free_port.port);
+  s.send(stopped);
+  const std::string trial42 = dir.path() + "/sweep-3/trial-42/";
+  auto all_running = [&] {
+    s.wait_for<pr::Heartbeat>(nullptr, 20);  // keeps the session alive while waiting
+    for (int rank : {3, 4, 5})
+      if (swept::agent::testing::read_file(trial42 + "pid-" + std::to_string(rank)).empty()) return false;
+    return true;
+  };
+  REQUIRE(swept::testing::eventually(all_running, 15, kNoPause));
+  s.send(pr::StopTrial{42, 1, "cancelled"});
+  auto ended = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 42; });
+  REQUIRE(ended);
+  CHECK(ended->cause == pr::ExitCause::kStopped);
+  for (int rank : {3, 4, 5}) {
+    pid_t pid = std::stoi(swept::agent::testing::read_file(trial42 + "pid-" + std::to_string(rank)));
+    CHECK(swept::testing::eventually([&] { return !alive(pid); }, 10, std::chrono::milliseconds(10)));
+  }
+  CHECK(agent.join() == kExitOk);
+}
+
+TEST_CASE("agent: node 0 whose master_port is taken ends launch_failed, the host's fault, naming the port") {
+  FakeScheduler s;
+  TempDir dir;
+  AgentThread agent(test_options(s, dir));
+  connect(s);
+  PortHolder busy(/*busy=*/true);
+  pr::StartTrial start = start_trial(51, "echo ran > ran");
+  start.gang = node_of(2, 0, 2, busy.port);
+  s.send(start);
+  auto exited = s.wait_for<pr::TrialExited>();
+  REQUIRE(exited);
+  CHECK(exited->cause == pr::ExitCause::kLaunchFailed);
+  CHECK(exited->host_fault);
+  CHECK(exited->reason.find("master_port " + std::to_string(busy.port) + " cannot be bound") == 0);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/sweep-3/trial-51/ran"));
+  CHECK(agent.join() == kExitOk);
 }

@@ -76,7 +76,11 @@ void Agent::start_trial(const TrialKey& key, const pr::StartTrial& start, int64_
   launch.gpu_indices = start.gpus;
   launch.gpu_memory_fraction = start.gpu_fraction;
   launch.timeout_s = start.timeout_s;
-  t.supervisor = TrialSupervisor::start(launch, supervisor_options_, launcher_, clock_);
+  if (start.gang) {  // one node of a multi-node trial: procs_per_node processes
+    t.supervisor = GangSupervisor::start(launch, *start.gang, gang_ifname_, supervisor_options_, launcher_, clock_);
+  } else {
+    t.supervisor = TrialSupervisor::start(launch, supervisor_options_, launcher_, clock_);
+  }
   t.pid = t.supervisor->pid();
   t.started_at = t.supervisor->started_at();
   t.launched_ms = now;

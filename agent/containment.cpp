@@ -20,6 +20,9 @@
 
 namespace swept::agent {
 
+Mutex Containment::reap_mu_;
+std::set<pid_t> Containment::supervised_;
+
 namespace containment_files {
 
 std::string errno_text(int e) { return std::strerror(e); }
@@ -73,10 +76,11 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
   }
   std::unique_ptr<Containment> c(new Containment());
   static std::atomic<uint64_t> instances{0};
-  c->tag_prefix_ = std::to_string(::getpid()) + "-" + std::to_string(++instances) + "-";
+  const uint64_t instance = ++instances;
+  c->tag_prefix_ = std::to_string(::getpid()) + "-" + std::to_string(instance) + "-";
   std::string why_not;
   if (choice != "subreaper") {
-    why_not = c->try_cgroup_mode();
+    why_not = c->try_cgroup_mode(instance);
     if (why_not.empty()) return c;
     if (choice == "cgroup") return Status::FailedPrecondition("trial containment by cgroup is impossible: " + why_not);
   }

@@ -10,7 +10,9 @@
 //  - kCgroup: each trial runs in a cgroup v2 of its own while it runs, a
 //    child of a directory the agent makes under its own cgroup
 //    (`<agent's cgroup>/swept-agent-PID/trial-N`; see "Reuse" below for why
-//    N is not the trial's id). The trial's process is created in it by the kernel
+//    N is not the trial's id; the K-th containment of one process, K > 1,
+//    uses `swept-agent-PID-K`, so that agents in one process, as `swept run`
+//    may start, keep their trials apart). The trial's process is created in it by the kernel
 //    (clone3 with CLONE_INTO_CGROUP, through a descriptor of the directory
 //    opened here), or where the kernel cannot, enters it before it execs (it
 //    writes 0 to the cgroup's cgroup.procs); either way nothing it starts can
@@ -71,9 +73,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/status.h"
 
 namespace swept::agent {
@@ -123,7 +127,33 @@ struct TrialsView {
 int signal_every_trial(const TrialsView& view, int sig);
 
 class Containment {
+  // Declared first: the annotations below name it.
+  static Mutex reap_mu_;
+  // Every trial process whose supervisor reaps it, of every containment of
+  // this process (see ReapHold).
+  static std::set<pid_t> supervised_ SWEPT_GUARDED_BY(reap_mu_);
+
  public:
+  // Several agents may run in one process (swept run's local agents), and in
+  // kSubreaper mode each one's collect() reaps the process's orphans: none
+  // may reap a trial process that another agent's supervisor reaps (its exit
+  // status would be lost). So those are listed process-wide: a ReapHold,
+  // held across a launch and the supervise() of its pid, and across a
+  // supervisor's waitpid and the unsupervise() of its pid, keeps every
+  // containment of the process from reaping in between.
+  class SWEPT_SCOPED_CAPABILITY ReapHold {
+   public:
+    ReapHold() SWEPT_ACQUIRE(reap_mu_) : lock_(reap_mu_) {}
+    ~ReapHold() SWEPT_RELEASE() {}
+    ReapHold(const ReapHold&) = delete;
+    ReapHold& operator=(const ReapHold&) = delete;
+
+   private:
+    MutexLock lock_;
+  };
+  static void supervise(pid_t pid) SWEPT_REQUIRES(reap_mu_) { supervised_.insert(pid); }
+  static void unsupervise(pid_t pid) SWEPT_REQUIRES(reap_mu_) { supervised_.erase(pid); }
+
   // Chooses the mode. `preference`: "auto" (cgroup v2 where possible, else
   // subreaper), "cgroup" (InvalidArgument/FailedPrecondition if impossible,
   // naming why), "subreaper". The environment variable
@@ -183,14 +213,16 @@ class Containment {
   // Stops and kills them until none is left; the killed wait in to_reap_.
   void kill_tagged(const TrialContainer& c);
   // Reaps the killed orphans, and (kSubreaper) those that exited on their
-  // own, never one of `live_leaders`.
+  // own, never one of `live_leaders` nor one any supervisor listed
+  // (supervise()).
   void reap_orphans(const std::vector<pid_t>& live_leaders);
 
   // ---- containment_cgroup.cpp: kCgroup ----------------------------------------
   // Sets this containment up in cgroup mode, in a directory made under the
   // agent's own cgroup (clearing what dead agents left). "" when done, else
   // why it cannot be, having left nothing behind.
-  std::string try_cgroup_mode();
+  // `instance` counts the containments made in this process (1, 2, ...).
+  std::string try_cgroup_mode(uint64_t instance);
   // An empty cgroup for a trial: the pool's most recently emptied clean one,
   // else a new one. IoError when none can be made.
   Result<TrialContainer> take_cgroup();
@@ -223,7 +255,7 @@ class Containment {
 
   ContainmentMode mode_ = ContainmentMode::kSubreaper;
   std::string description_;
-  std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID
+  std::string agent_dir_;  // kCgroup: <agent's cgroup>/swept-agent-PID[-K]
   bool has_cgroup_kill_ = false;
   std::string tag_prefix_;  // "PID-INSTANCE-": every trial's tag starts so
   uint64_t next_serial_ = 0;

@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -266,16 +265,14 @@ int signal_every_cgroup(const TrialsView& view, int sig) {
 
 }  // namespace containment_files
 
-std::string Containment::try_cgroup_mode() {
+std::string Containment::try_cgroup_mode(uint64_t instance) {
   auto base = own_cgroup_dir();
   if (!base.ok()) return base.status().message();
-  // Several agents may share a process (swept run --local-agents): each
-  // after the first gets its own suffix, so that none clears another's
-  // cgroup as a dead agent's (clean_dead_agents reads the pid before it).
-  static std::atomic<int> agents_in_process{0};
-  const int nth = agents_in_process.fetch_add(1);
+  // One directory per containment: a second agent in this process (swept
+  // run's local agents) must neither take the first's directory for a dead
+  // agent's nor name its trial cgroups alike.
   std::string agent_dir = *base + "/swept-agent-" + std::to_string(::getpid());
-  if (nth > 0) agent_dir.append(1, '-').append(std::to_string(nth));  // (appended: GCC 12's -Wrestrict misfires on +)
+  if (instance > 1) agent_dir.append(1, '-').append(std::to_string(instance));
   if (::access((*base + "/cgroup.procs").c_str(), W_OK) != 0) {
     return "this process's cgroup " + *base + " is not writable (" + errno_text(errno) +
            "): run the agent as root or in a delegated cgroup (systemd: Delegate=yes)";

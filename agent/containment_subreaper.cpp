@@ -174,11 +174,14 @@ void Containment::reap_orphans(const std::vector<pid_t>& live_leaders) {
   });
   if (mode_ != ContainmentMode::kSubreaper) return;
   // Orphans that exited on their own are the agent's zombies: reap them,
-  // but never a trial's main process, which its supervisor reaps.
+  // but never a trial's main process, which its supervisor reaps (this
+  // agent's or, in a process of several agents, another's).
+  ReapHold hold;
   for (;;) {
     siginfo_t info{};
     if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) break;
     if (std::find(live_leaders.begin(), live_leaders.end(), info.si_pid) != live_leaders.end()) break;
+    if (supervised_.count(info.si_pid)) break;
     int status = 0;
     ::waitpid(info.si_pid, &status, WNOHANG);
   }

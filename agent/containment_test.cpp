@@ -530,3 +530,73 @@ TEST_CASE("containment: the trial cgroups of an agent that was SIGKILLed are kil
   if (!gone) ::kill(escaped, SIGKILL);
   ::waitpid(escaped, &status, WNOHANG);  // ours to reap if this process is a subreaper
 }
+
+// `swept run` may run several agents in one process: a second containment
+// must not take the first's directory for a dead agent's (and kill its
+// trials), nor name its trial cgroups alike.
+TEST_CASE("containment: two agents in one process keep their cgroups and trials apart") {
+  auto first = Containment::create("cgroup");
+  if (!first.ok()) {
+    MESSAGE("cgroup v2 containment NOT exercised on this machine: " << first.status().message());
+    return;
+  }
+  TempDir root;
+  PosixLauncher launcher;
+  SupervisorOptions options;
+  options.workdir_root = root.path();
+  options.containment = first->get();
+  TrialLaunch launch;
+  launch.sweep_id = 1;
+  launch.trial_id = 3;
+  launch.workdir = "sweep-1/trial-3";
+  launch.argv = {"/bin/sh", "-c", "exec sleep 300"};
+  auto sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  REQUIRE_FALSE(sup->finished());
+
+  auto second = Containment::create("cgroup");
+  REQUIRE(second.ok());
+  CHECK((*second)->cgroup_root() != (*first)->cgroup_root());
+  CHECK(process_alive(sup->pid()));  // not mistaken for a dead agent's trial
+  auto other = (*second)->prepare(1, 4, 1);
+  REQUIRE(other.ok());
+  CHECK(trial_cgroups(**first).size() == 1);
+  CHECK(trial_cgroups(**second).size() == 1);
+  (*second)->kill_all_and_release(*other);
+  CHECK(process_alive(sup->pid()));
+  sup.reset();  // kills and reaps it
+}
+
+// In subreaper mode every agent of a process reaps the process's orphans:
+// one must not reap another agent's trial, whose supervisor reaps it (and
+// would then lose its exit status).
+TEST_CASE("containment: in subreaper mode an agent never reaps another agent's trial in the same process") {
+  auto reaper = Containment::create("subreaper");
+  auto owner = Containment::create("subreaper");
+  REQUIRE(reaper.ok());
+  REQUIRE(owner.ok());
+  TempDir root;
+  PosixLauncher launcher;
+  SupervisorOptions options;
+  options.workdir_root = root.path();
+  options.containment = owner->get();
+  TrialLaunch launch;
+  launch.sweep_id = 1;
+  launch.trial_id = 6;
+  launch.workdir = "sweep-1/trial-6";
+  launch.argv = {"/bin/sh", "-c", "exit 3"};
+  auto sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  REQUIRE_FALSE(sup->finished());
+  const pid_t pid = sup->pid();
+  // It has exited (a zombie its supervisor has not reaped yet) ...
+  REQUIRE(swept::testing::eventually(
+      [&] {
+        siginfo_t info{};
+        return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+      },
+      10, std::chrono::milliseconds(5)));
+  // ... when the other agent's loop collects its own orphans.
+  (*reaper)->collect({});
+  REQUIRE(swept::testing::eventually([&] { return sup->service(), sup->finished(); }, 10, std::chrono::milliseconds(5)));
+  CHECK(sup->result().end == TrialEnd::kExited);
+  CHECK(sup->result().exit_code == 3);
+}

@@ -133,6 +133,7 @@ std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLa
   set("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
   if (launch.gpu_memory_fraction > 0) set("SWEPT_GPU_MEMORY_FRACTION", format_number(launch.gpu_memory_fraction));
   set("SWEPT_CHECKPOINT_DIR", checkpoint_dir);
+  for (const auto& [k, v] : launch.agent_env) set(k, v);
   return env;
 }
 
@@ -186,10 +187,10 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
     return fail_to_start(Status::Unavailable("cannot create the trial directory " + parent.string() + ": " +
                                              ec.message()));  // the host's fault (docs/protocol.md)
   }
-  stdout_log_.set_path((working_dir / "stdout.log").string());
+  stdout_log_.set_path((working_dir / (launch_.log_prefix + "stdout.log")).string());
   stdout_log_.set_limit(options_.max_output_log_bytes);
   stderr_log_.set_limit(options_.max_output_log_bytes);
-  stderr_log_.set_path((working_dir / "stderr.log").string());
+  stderr_log_.set_path((working_dir / (launch_.log_prefix + "stderr.log")).string());
 
   environment_ = trial_environment(launch_, checkpoint_dir.string());
   LaunchSpec spec;
@@ -197,11 +198,16 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.working_dir = working_dir_;
   spec.env_overrides = environment_;
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
-  if (names_params_file(launch_.argv)) {
+  if (!launch_.skip_params_file && names_params_file(launch_.argv)) {
     spec.file_path = (working_dir / protocol::kParamsFileName).string();
     spec.file_content = launch_.params_json + "\n";
   }
-  if (options_.containment) {
+  if (options_.shared_container) {  // a node's process: the node's container
+    container_ = *options_.shared_container;
+    spec.cgroup_procs = Containment::procs_file(container_);
+    spec.cgroup_fd = container_.cgroup_fd;
+    spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
+  } else if (options_.containment) {
     auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
     if (!container.ok()) return fail_to_start(container.status());
     container_ = *container;
@@ -209,8 +215,16 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
     spec.cgroup_fd = container_.cgroup_fd;
     spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
   }
-  auto child = launcher.launch(spec);
-  Containment::launched(container_);  // the descriptor served its purpose
+  auto child = [&] {
+    // Listed before any containment of this process may reap it (Containment::ReapHold).
+    Containment::ReapHold hold;
+    auto launched = launcher.launch(spec);
+    if (launched.ok()) Containment::supervise(launched->pid);
+    return launched;
+  }();
+  // The descriptor served its purpose (a shared one serves the node's next
+  // process: its GangSupervisor closes it).
+  if (!options_.shared_container) Containment::launched(container_);
   if (!child.ok()) {
     release_container();
     return fail_to_start(child.status());
@@ -250,15 +264,14 @@ TrialSupervisor::~TrialSupervisor() {
   if (child_.pid > 0 && !result_) {
     signal_trial(SIGKILL);
     release_container();
-    int status = 0;
-    while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
-    }
+    reap_child();
   }
   release_container();
   close_fds();
 }
 
 void TrialSupervisor::release_container() {
+  if (options_.shared_container) return;  // the node's: its GangSupervisor releases it
   if (options_.containment && (!container_.cgroup_dir.empty() || !container_.tag.empty())) {
     options_.containment->kill_all_and_release(container_);
     container_ = TrialContainer{};
@@ -272,6 +285,11 @@ void TrialSupervisor::close_fds() {
   child_.exec.reset();  // callers have reaped the child (or it never existed)
   stdout_log_.close();
   stderr_log_.close();
+}
+
+std::vector<pid_t> TrialSupervisor::live_pids() const {
+  if (result_ || pid_ <= 0) return {};
+  return {pid_};
 }
 
 std::vector<int> TrialSupervisor::poll_fds() const {
@@ -353,7 +371,7 @@ bool TrialSupervisor::read_stream(int& fd, bool is_stdout, bool drain) {
 }
 
 void TrialSupervisor::on_stdout_line(std::string_view line, bool overlong) {
-  if (!overlong) {
+  if (!overlong && launch_.read_metrics) {
     if (auto record = parse_metrics_line(line)) {
       stepper_.apply(*record, pending_metrics_);
       if (pending_metrics_.size() > options_.max_pending_metrics) {
@@ -364,7 +382,9 @@ void TrialSupervisor::on_stdout_line(std::string_view line, bool overlong) {
     }
   }
   log_.append(line);
-  log_.append(overlong ? "\n[swept: line longer than 1 MiB, cut here; the whole line is in stdout.log]\n" : "\n");
+  log_.append(overlong ? "\n[swept: line longer than 1 MiB, cut here; the whole line is in " + launch_.log_prefix +
+                            "stdout.log]\n"
+                      : std::string("\n"));
 }
 
 void TrialSupervisor::check_exec() {
@@ -385,6 +405,10 @@ void TrialSupervisor::check_exit() {
     if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
     check_exec();
     release_container();
+    {
+      Containment::ReapHold hold;
+      Containment::unsupervise(child_.pid);
+    }
     return finish(std::nullopt);
   }
   if (rc != 0 || info.si_pid == 0) return;  // still running
@@ -393,11 +417,20 @@ void TrialSupervisor::check_exit() {
   release_container();  // and whatever left the group (setsid, double fork)
   if (child_.stdout_fd >= 0) read_stream(child_.stdout_fd, true, /*drain=*/true);
   if (child_.stderr_fd >= 0) read_stream(child_.stderr_fd, false, /*drain=*/true);
+  int status = reap_child();
+  check_exec();  // the child is gone: its end of the pipe is closed, this does not block
+  finish(status);
+}
+
+int TrialSupervisor::reap_child() {
+  // With its pid taken off the process-wide list in the same hold: no new
+  // process that reuses the pid can be listed in between and then dropped.
+  Containment::ReapHold hold;
   int status = 0;
   while (::waitpid(child_.pid, &status, 0) < 0 && errno == EINTR) {
   }
-  check_exec();  // the child is gone: its end of the pipe is closed, this does not block
-  finish(status);
+  Containment::unsupervise(child_.pid);
+  return status;
 }
 
 void TrialSupervisor::finish(std::optional<int> wait_status) {

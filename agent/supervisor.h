@@ -63,6 +63,13 @@ struct TrialLaunch {
   std::vector<int> gpu_indices;       // CUDA_VISIBLE_DEVICES; empty: no GPU visible
   double gpu_memory_fraction = 0;     // > 0: SWEPT_GPU_MEMORY_FRACTION
   double timeout_s = 0;               // 0: no limit
+  // One process of a node of a multi-node trial (agent/gang_supervisor.h);
+  // the defaults are a trial of one process.
+  std::string log_prefix;      // "rank-3.": its logs are rank-3.stdout.log and rank-3.stderr.log
+  bool read_metrics = true;    // false: every stdout line is log (a process whose RANK is not 0)
+  bool skip_params_file = false;  // the node wrote swept-params.json once for all its processes
+  // Set last, over the scheduler's env: torchrun's variables (agent/rendezvous.h).
+  std::vector<std::pair<std::string, std::string>> agent_env;
 };
 
 // How a trial's process ended (the agent maps this to docs/protocol.md's causes).
@@ -93,6 +100,42 @@ struct SupervisorOptions {
   // that processes leaving its group (setsid, double fork) are signalled and
   // killed with it. Null: the process group only. Must outlive the supervisor.
   Containment* containment = nullptr;
+  // A node of a multi-node trial runs one TrialSupervisor per process, all
+  // in one container that its GangSupervisor prepares and releases. Set,
+  // this supervisor launches its process in *shared_container (read at
+  // start() only), signals the whole container when it stops (every process
+  // of the node is being stopped then), and on its process's exit kills only
+  // its own process group: the node's other processes run on. Null: the
+  // supervisor prepares and releases a container of its own.
+  const TrialContainer* shared_container = nullptr;
+};
+
+// What the agent's loop sees of one trial while it runs: one process
+// (TrialSupervisor, below) or the processes of one node of a multi-node
+// trial (GangSupervisor, agent/gang_supervisor.h). Each member means what
+// TrialSupervisor's says.
+class Supervision {
+ public:
+  virtual ~Supervision() = default;
+  virtual pid_t pid() const = 0;
+  virtual double started_at() const = 0;
+  virtual const std::string& working_dir() const = 0;
+  virtual const std::vector<std::pair<std::string, std::string>>& environment() const = 0;
+  // The trial's processes its supervisors have not reaped yet (the
+  // containment must not reap them: Containment::collect).
+  virtual std::vector<pid_t> live_pids() const = 0;
+  virtual std::vector<int> poll_fds() const = 0;
+  virtual int64_t next_deadline_ms() const = 0;
+  virtual void service() = 0;
+  virtual void request_stop(const std::string& reason, int grace_ms = -1) = 0;
+  virtual bool stopping() const = 0;
+  virtual bool finished() const = 0;
+  virtual const TrialResult& result() const = 0;
+  virtual std::vector<MetricPoint> take_metrics() = 0;
+  virtual size_t pending_metrics() const = 0;
+  virtual uint64_t dropped_metrics() const = 0;
+  virtual PendingLog::Taken take_log() = 0;
+  virtual bool has_pending_log() const = 0;
 };
 
 // A log file created at its first byte: a trial that prints nothing costs no
@@ -120,50 +163,52 @@ class LazyLogFile {
   uint64_t max_bytes_ = UINT64_MAX;
 };
 
-class TrialSupervisor {
+class TrialSupervisor final : public Supervision {
  public:
   // Prepares and launches. Always returns a supervisor; see finished().
   static std::unique_ptr<TrialSupervisor> start(const TrialLaunch& launch, const SupervisorOptions& options,
                                                 Launcher& launcher, const Clock& clock);
-  ~TrialSupervisor();  // a still-running child is killed (SIGKILL to its group) and reaped
+  ~TrialSupervisor() override;  // a still-running child is killed (SIGKILL to its group) and reaped
   TrialSupervisor(const TrialSupervisor&) = delete;
   TrialSupervisor& operator=(const TrialSupervisor&) = delete;
 
   const TrialLaunch& launch() const { return launch_; }
-  pid_t pid() const { return pid_; }  // the trial's pid (kept after reaping); -1 if never started
-  double started_at() const { return started_wall_; }
-  const std::string& working_dir() const { return working_dir_; }
+  pid_t pid() const override { return pid_; }  // the trial's pid (kept after reaping); -1 if never started
+  double started_at() const override { return started_wall_; }
+  const std::string& working_dir() const override { return working_dir_; }
   // Every variable set for the trial on top of the agent's environment.
-  const std::vector<std::pair<std::string, std::string>>& environment() const { return environment_; }
+  const std::vector<std::pair<std::string, std::string>>& environment() const override { return environment_; }
+  // Its process until reaped.
+  std::vector<pid_t> live_pids() const override;
 
   // Descriptors to poll for input; empty once finished.
-  std::vector<int> poll_fds() const;
+  std::vector<int> poll_fds() const override;
   // When service() must run next even if no descriptor is ready (stop
   // escalation, timeout, exit polling without pidfd); INT64_MAX if never.
-  int64_t next_deadline_ms() const;
+  int64_t next_deadline_ms() const override;
   // Reads what output is ready, notices exit, enforces timeout and grace.
-  void service();
+  void service() override;
 
   // Stops the trial: SIGTERM to its group now, SIGKILL after the grace
   // period; the result is kStopped with `reason`. No-op once stopping or
   // finished (a timeout stops with end kTimedOut the same way).
   // `grace_ms` >= 0 replaces the options' grace for this stop (a lease that
   // must end before the scheduler requeues the trial).
-  void request_stop(const std::string& reason, int grace_ms = -1);
-  bool stopping() const { return stop_requested_at_ms_ >= 0; }
+  void request_stop(const std::string& reason, int grace_ms = -1) override;
+  bool stopping() const override { return stop_requested_at_ms_ >= 0; }
 
-  bool finished() const { return result_.has_value(); }
-  const TrialResult& result() const { return *result_; }  // precondition: finished()
+  bool finished() const override { return result_.has_value(); }
+  const TrialResult& result() const override { return *result_; }  // precondition: finished()
 
   // Metric points not yet taken, in the order they were printed.
-  std::vector<MetricPoint> take_metrics();
-  size_t pending_metrics() const { return pending_metrics_.size(); }
+  std::vector<MetricPoint> take_metrics() override;
+  size_t pending_metrics() const override { return pending_metrics_.size(); }
   // Points dropped so far for want of room (max_pending_metrics); the agent
   // logs the count whenever it grows.
-  uint64_t dropped_metrics() const { return dropped_metrics_; }
+  uint64_t dropped_metrics() const override { return dropped_metrics_; }
   // Log output (stderr, and stdout lines that are not metrics) not yet taken.
-  PendingLog::Taken take_log() { return log_.take(); }
-  bool has_pending_log() const { return !log_.empty(); }
+  PendingLog::Taken take_log() override { return log_.take(); }
+  bool has_pending_log() const override { return !log_.empty(); }
 
  private:
   TrialSupervisor(const TrialLaunch& launch, const SupervisorOptions& options, const Clock& clock);
@@ -182,8 +227,11 @@ class TrialSupervisor {
   // Sends `sig` to the trial's process group, or to the trial itself when it
   // has left its group. Precondition: not yet reaped.
   void signal_trial(int sig);
+  // Reaps the child (blocking: it has exited or been SIGKILLed); its wait status.
+  int reap_child();
   void finish(std::optional<int> wait_status);  // nullopt: reaped by someone else
-  // Kills what is left of the trial in its container and removes it.
+  // Kills what is left of the trial in its container and removes it (not a
+  // shared container: its GangSupervisor does that).
   void release_container();
   void close_fds();
 
@@ -217,7 +265,8 @@ class TrialSupervisor {
 // SWEPT_TRIAL_ID, SWEPT_ATTEMPT, SWEPT_PARAMS, then the scheduler's extra_env,
 // then those the agent owns: CUDA_VISIBLE_DEVICES (empty when no GPU),
 // CUDA_DEVICE_ORDER=PCI_BUS_ID, SWEPT_GPU_MEMORY_FRACTION (when a share),
-// SWEPT_CHECKPOINT_DIR. A later entry wins over an earlier one of the same name.
+// SWEPT_CHECKPOINT_DIR, then launch.agent_env (a gang's torchrun variables).
+// A later entry wins over an earlier one of the same name.
 std::vector<std::pair<std::string, std::string>> trial_environment(const TrialLaunch& launch,
                                                                    const std::string& checkpoint_dir);
 

@@ -14,11 +14,13 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <boost/program_options.hpp>
 
 #include "agent/agent.h"
+#include "agent/rendezvous.h"
 #include "cli/command.h"
 #include "cli/signals.h"
 #include "common/exit_codes.h"
@@ -52,7 +54,8 @@ int run_agent_command(const std::vector<std::string>& args) {
   agent::AgentOptions o;
   po::options_description visible(
       "usage: swept agent --scheduler tcp://HOST:5555 [--gpus auto|none|fake:N[xMEMORY]] [--slots N]\n"
-      "                   [--name NAME] [--workdir DIR] [--key FILE --scheduler-pub FILE]\n\n"
+      "                   [--name NAME] [--workdir DIR] [--key FILE --scheduler-pub FILE]\n"
+      "                   [--advertise-addr ADDR] [--rendezvous-ports LO-HI]\n\n"
       "Runs the trials a swept scheduler sends to this host, each as a child process with its GPUs\n"
       "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n"
       "Drains on SIGUSR1 (Slurm's --signal before a time limit): takes no new trials, stops the\n"
@@ -80,6 +83,11 @@ int run_agent_command(const std::vector<std::string>& args) {
       "how often a reporting trial's metrics are sent")(
       "key", po::value<std::string>(), "this agent's secret key file, for a keyed scheduler (default: $SWEPT_KEY)")(
       "scheduler-pub", po::value<std::string>(), "the scheduler's public key file (default: $SWEPT_SCHEDULER_PUB)")(
+      "advertise-addr", po::value<std::string>(&o.advertise_addr),
+      "the address other hosts reach this one at, MASTER_ADDR of multi-node trials whose node 0 runs here "
+      "(default: the local address of the connection to the scheduler)")(
+      "rendezvous-ports", po::value<std::string>()->default_value("29500-29999"),
+      "ports LO-HI the scheduler may pick a multi-node trial's MASTER_PORT from when node 0 runs here")(
       "verbose,v", "log every trial's start and end");
   po::variables_map vm;
   try {
@@ -108,6 +116,12 @@ int run_agent_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   o.keys = std::move(*keys);
+  auto ports = agent::parse_port_range(vm["rendezvous-ports"].as<std::string>());
+  if (!ports.ok()) {
+    std::cerr << "swept agent: " << ports.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::tie(o.rendezvous_port_lo, o.rendezvous_port_hi) = *ports;
   if (Status s = agent::validate_options(o); !s.ok()) {
     std::cerr << "swept agent: " << s.message() << "\n";
     return kExitUsage;

@@ -1,0 +1,271 @@
+// GangSupervisor: see gang_supervisor.h for the contract.
+#include "agent/gang_supervisor.h"
+
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+
+#include "agent/rendezvous.h"
+#include "common/log.h"
+
+namespace swept::agent {
+namespace {
+
+std::string seconds_text(double v) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc() ? std::string(buf, end) : std::to_string(v);
+}
+
+// A process's end that fails the node: anything but exit code 0.
+bool failed(const TrialResult& r) { return !(r.end == TrialEnd::kExited && r.exit_code == 0); }
+
+const std::vector<std::pair<std::string, std::string>> kNoEnvironment;
+
+}  // namespace
+
+GangSupervisor::GangSupervisor(const TrialLaunch& launch, const protocol::Gang& gang, const SupervisorOptions& options,
+                               const Clock& clock)
+    : launch_(launch), gang_(gang), options_(options), clock_(clock) {}
+
+std::unique_ptr<GangSupervisor> GangSupervisor::start(const TrialLaunch& launch, const protocol::Gang& gang,
+                                                       const std::string& ifname, const SupervisorOptions& options,
+                                                       Launcher& launcher, const Clock& clock) {
+  std::unique_ptr<GangSupervisor> node(new GangSupervisor(launch, gang, options, clock));
+  node->prepare_and_launch(ifname, launcher);
+  return node;
+}
+
+GangSupervisor::~GangSupervisor() {
+  ranks_.clear();  // each kills (SIGKILL) and reaps its process if still running
+  release_container();
+}
+
+int GangSupervisor::global_rank(size_t local_rank) const {
+  return gang_.node_rank * gang_.procs_per_node + static_cast<int>(local_rank);
+}
+
+void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& launcher) {
+  started_ms_ = clock_.now_ms();
+  started_wall_ = clock_.wall_seconds();
+  std::string relative = launch_.workdir.empty() ? "sweep-" + std::to_string(launch_.sweep_id) + "/trial-" +
+                                                       std::to_string(launch_.trial_id)
+                                                 : launch_.workdir;
+  if (Status ok = check_relative_workdir(relative); !ok.ok()) return fail_to_start(ok);
+  working_dir_ = (std::filesystem::path(options_.workdir_root) / relative).lexically_normal().string();
+  if (Status ok = make_directory(); !ok.ok()) return fail_to_start(ok);
+  // Node 0 hosts the rendezvous: a port taken on its host would make every
+  // process of every node wait for a peer that never comes.
+  if (gang_.node_rank == 0) {
+    if (Status free = check_port_bindable(gang_.master_port); !free.ok()) return fail_to_start(free);
+  }
+  if (options_.containment) {
+    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
+    if (!container.ok()) return fail_to_start(container.status());
+    container_ = *container;
+    has_container_ = true;
+  }
+  launch_processes(relative, ifname, launcher);
+  Containment::launched(container_);  // every process is in: the descriptor served its purpose
+  container_.leader = -1;  // no process of the node is its leader: all are swept alike at the end
+  // The first process could not start, so none other did: the node ends now.
+  if (std::all_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->finished(); })) finish();
+}
+
+Status GangSupervisor::make_directory() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir(working_dir_);
+  fs::create_directories(dir / "checkpoints", ec);
+  if (ec) return Status::Unavailable("cannot create the trial directory " + working_dir_ + ": " + ec.message());
+  if (!names_params_file(launch_.argv)) return Status::Ok();
+  // Written once, whole, before any process starts (each would otherwise
+  // truncate it under another that is reading it).
+  fs::path file = dir / protocol::kParamsFileName;
+  fs::path temporary = dir / (std::string(protocol::kParamsFileName) + ".tmp");
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << launch_.params_json << "\n";
+    if (!out.flush()) return Status::Unavailable("cannot write " + temporary.string());
+  }
+  fs::rename(temporary, file, ec);
+  if (ec) return Status::Unavailable("cannot write " + file.string() + ": " + ec.message());
+  return Status::Ok();
+}
+
+void GangSupervisor::launch_processes(const std::string& relative, const std::string& ifname, Launcher& launcher) {
+  SupervisorOptions options = options_;
+  options.shared_container = has_container_ ? &container_ : nullptr;
+  for (int local = 0; local < gang_.procs_per_node; ++local) {
+    const int rank = global_rank(static_cast<size_t>(local));
+    TrialLaunch l = launch_;
+    l.workdir = relative;
+    l.timeout_s = 0;  // the node's timeout is kept here, for all its processes at once
+    l.log_prefix = "rank-" + std::to_string(rank) + ".";
+    l.read_metrics = rank == 0;
+    l.skip_params_file = true;  // make_directory() wrote it
+    l.agent_env = gang_environment(gang_, local, ifname, launch_.extra_env);
+    ranks_.push_back(TrialSupervisor::start(l, options, launcher, clock_));
+    ended_.push_back(false);
+    if (ranks_.back()->finished()) {  // could not start: the node fails, the rest never starts
+      on_process_end(ranks_.size() - 1);
+      break;
+    }
+  }
+}
+
+void GangSupervisor::fail_to_start(const Status& why) {
+  TrialResult r;
+  r.end = TrialEnd::kLaunchFailed;
+  r.host_fault = why.code() == StatusCode::kUnavailable;
+  r.reason = why.message();
+  r.started_at = started_wall_;
+  r.ended_at = clock_.wall_seconds();
+  own_log_ += "swept: " + why.message() + "\n";
+  release_container();
+  result_ = std::move(r);
+}
+
+void GangSupervisor::release_container() {
+  if (!has_container_) return;
+  has_container_ = false;
+  // Whatever any process of the node left behind (setsid, double fork).
+  options_.containment->kill_all_and_release(container_);
+}
+
+pid_t GangSupervisor::pid() const { return ranks_.empty() ? -1 : ranks_.front()->pid(); }
+
+const std::vector<std::pair<std::string, std::string>>& GangSupervisor::environment() const {
+  return ranks_.empty() ? kNoEnvironment : ranks_.front()->environment();
+}
+
+std::vector<pid_t> GangSupervisor::live_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& r : ranks_) {
+    for (pid_t p : r->live_pids()) pids.push_back(p);
+  }
+  return pids;
+}
+
+std::vector<int> GangSupervisor::poll_fds() const {
+  std::vector<int> fds;
+  if (result_) return fds;
+  for (const auto& r : ranks_) {
+    for (int fd : r->poll_fds()) fds.push_back(fd);
+  }
+  return fds;
+}
+
+int64_t GangSupervisor::next_deadline_ms() const {
+  if (result_) return INT64_MAX;
+  int64_t deadline = INT64_MAX;
+  if (!stop_requested_ && launch_.timeout_s > 0)
+    deadline = started_ms_ + static_cast<int64_t>(launch_.timeout_s * 1000.0);
+  for (const auto& r : ranks_) deadline = std::min(deadline, r->next_deadline_ms());
+  return deadline;
+}
+
+void GangSupervisor::service() {
+  if (result_) return;
+  for (auto& r : ranks_) r->service();
+  if (!stop_requested_ && launch_.timeout_s > 0 &&
+      clock_.now_ms() - started_ms_ >= static_cast<int64_t>(launch_.timeout_s * 1000.0)) {
+    timed_out_ = true;
+    request_stop("timed out after " + seconds_text(launch_.timeout_s) + " s");
+  }
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i]->finished() && !ended_[i]) on_process_end(i);
+  }
+  if (std::all_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->finished(); })) finish();
+}
+
+void GangSupervisor::on_process_end(size_t i) {
+  ended_[i] = true;
+  const TrialResult& r = ranks_[i]->result();
+  // A process ending because the node is being stopped is not a failure.
+  if (first_failure_ >= 0 || stop_requested_ || !failed(r)) return;
+  first_failure_ = static_cast<int>(i);
+  const std::string why = "rank " + std::to_string(global_rank(i)) + " failed (" + r.reason + ")";
+  bool others = false;
+  for (auto& other : ranks_) {
+    if (!other->finished()) {
+      other->request_stop(why + ": stopped with the rest of its node");
+      others = true;
+    }
+  }
+  if (others) own_log_ += "[swept: " + why + ": stopping the node's other processes]\n";
+  log::info("trial " + std::to_string(launch_.trial_id) + " attempt " + std::to_string(launch_.attempt) + ": " + why);
+}
+
+void GangSupervisor::finish() {
+  release_container();
+  TrialResult r;
+  if (first_failure_ >= 0) {
+    r = ranks_[static_cast<size_t>(first_failure_)]->result();
+    r.reason = "rank " + std::to_string(global_rank(static_cast<size_t>(first_failure_))) + ": " + r.reason;
+  } else {
+    // Stopped or timed out: the first process the stop ended says how (its
+    // reason names a SIGKILL after the grace). Else every one exited 0.
+    auto stopped = std::find_if(ranks_.begin(), ranks_.end(),
+                                [](const auto& p) { return p->result().end == TrialEnd::kStopped; });
+    r = (stop_requested_ && stopped != ranks_.end()) ? (*stopped)->result() : ranks_.front()->result();
+    if (stop_requested_) r.end = timed_out_ ? TrialEnd::kTimedOut : TrialEnd::kStopped;
+  }
+  r.diverged = std::any_of(ranks_.begin(), ranks_.end(), [](const auto& p) { return p->result().diverged; });
+  r.started_at = started_wall_;
+  r.ended_at = clock_.wall_seconds();
+  result_ = std::move(r);
+}
+
+void GangSupervisor::request_stop(const std::string& reason, int grace_ms) {
+  if (result_ || stop_requested_) return;
+  stop_requested_ = true;
+  for (auto& r : ranks_) r->request_stop(reason, grace_ms);
+}
+
+std::vector<MetricPoint> GangSupervisor::take_metrics() {
+  std::vector<MetricPoint> out;
+  for (auto& r : ranks_) {
+    std::vector<MetricPoint> points = r->take_metrics();  // only RANK 0 reads any
+    out.insert(out.end(), std::make_move_iterator(points.begin()), std::make_move_iterator(points.end()));
+  }
+  return out;
+}
+
+size_t GangSupervisor::pending_metrics() const {
+  size_t n = 0;
+  for (const auto& r : ranks_) n += r->pending_metrics();
+  return n;
+}
+
+uint64_t GangSupervisor::dropped_metrics() const {
+  uint64_t n = 0;
+  for (const auto& r : ranks_) n += r->dropped_metrics();
+  return n;
+}
+
+PendingLog::Taken GangSupervisor::take_log() {
+  PendingLog::Taken out;
+  out.text = std::exchange(own_log_, {});
+  for (auto& r : ranks_) {
+    PendingLog::Taken t = r->take_log();
+    out.text += t.text;
+    out.dropped += t.dropped;
+  }
+  // One batch carries at most what one process's would (the oldest go).
+  if (out.text.size() > options_.log_batch_bytes) {
+    size_t excess = out.text.size() - options_.log_batch_bytes;
+    out.dropped += excess;
+    out.text.erase(0, excess);
+  }
+  return out;
+}
+
+bool GangSupervisor::has_pending_log() const {
+  return !own_log_.empty() ||
+         std::any_of(ranks_.begin(), ranks_.end(), [](const auto& r) { return r->has_pending_log(); });
+}
+
+}  // namespace swept::agent
