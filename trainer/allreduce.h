@@ -69,8 +69,13 @@ std::unique_ptr<AllReduce> make_cpu_allreduce(int world_size, CrossProcess* acro
 
 #if defined(SWEPT_HAVE_CUDA)
 // NCCL all-reduce over the given CUDA backends (rank i = replicas[i]; several
-// may share one device). Errors: kUnavailable when NCCL cannot start.
-Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas);
+// may share one device). With `across` (more than one process; not owned,
+// must outlive it): one NCCL communicator over every replica of every
+// process, its unique id shared through across->broadcast; each replica then
+// needs a GPU of its own. Errors: kUnavailable when NCCL cannot start,
+// kInvalidArgument for a placement NCCL refuses.
+Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas,
+                                                       CrossProcess* across = nullptr);
 #endif
 
 }  // namespace swept::trainer

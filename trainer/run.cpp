@@ -59,21 +59,28 @@ Result<Backends> make_backends(const TrainConfig& config, const World& world) {
     for (int d = 0; d < *count; ++d) devices.push_back(d);
   }
   if (devices.empty()) return Status::Unavailable("--device=cuda: no CUDA device is visible");
-  const int replicas = config.replicas > 0 ? config.replicas : static_cast<int>(devices.size());
+  // Every process of a host sees all of its GPUs (as under torchrun) and
+  // takes its own with LOCAL_RANK: one each by default, --replicas each
+  // when set. --device=cuda:K pins it to K instead.
+  const int per_process = world.distributed() ? std::max(1, static_cast<int>(devices.size()) / world.local_size)
+                                              : static_cast<int>(devices.size());
+  const int replicas = config.replicas > 0 ? config.replicas : per_process;
+  const int first = config.device_index >= 0 ? 0 : world.local_rank * replicas;
   std::vector<Backend*> raw;
   for (int r = 0; r < replicas; ++r) {
     CudaDeviceOptions options;
-    options.device = devices[r % devices.size()];
+    options.device = devices[static_cast<size_t>(first + r) % devices.size()];
     options.memory_fraction = config.gpu_memory_fraction;
     Result<std::unique_ptr<Backend>> b = make_cuda_backend(options);
     if (!b.ok()) return b.status();
     raw.push_back(b->get());
     out.replicas.push_back(std::move(*b));
   }
-  if (replicas == 1) {
+  SWEPT_RETURN_IF_ERROR(join_world(world, out));
+  if (replicas == 1 && !out.across) {
     out.allreduce = make_cpu_allreduce(1);  // one rank: nothing to reduce
   } else {
-    Result<std::unique_ptr<AllReduce>> ar = make_nccl_allreduce(raw);
+    Result<std::unique_ptr<AllReduce>> ar = make_nccl_allreduce(raw, out.across.get());
     if (!ar.ok()) return ar.status();
     out.allreduce = std::move(*ar);
   }
