@@ -128,6 +128,45 @@ TEST_CASE("trainer dist: a SIGTERM to one rank stops every rank after the same s
   CHECK(list_checkpoints(ckpt.path()).size() == 1);  // rank 0's, once
 }
 
+TEST_CASE("trainer dist: --resume continues every rank from rank 0's checkpoint, as if never stopped") {
+  TempDir data("dist-resume"), ckpt0("dist-resume-0"), ckpt1("dist-resume-1");
+  write_mnist_like(data.path(), 1100, 300, 2);
+  const std::vector<std::string> args = {"--data=" + data.path(), "--model=mlp", "--hidden=16", "--batch_size=20",
+                                         "--epochs=1", "--log_every=1", "--eval_every=10", "--optimizer=adam",
+                                         "--lr=0.003", "--seed=4"};
+  Child whole(with(args, {"--replicas=2", "--threads=2"}));
+  REQUIRE(whole.wait_exit(120) == 0);
+
+  // Stopped part-way (rank 0 writes the checkpoint; rank 1's folder stays
+  // empty), then both resumed.
+  std::map<std::string, std::vector<std::string>> resumed_lines;
+  {
+    const int port = DeadPort().port();
+    Child rank0(with(args, {"--threads=1", "--checkpoint_dir=" + ckpt0.path()}), rank_env(0, 2, port));
+    Child rank1(with(args, {"--threads=1", "--checkpoint_dir=" + ckpt1.path()}), rank_env(1, 2, port));
+    REQUIRE(rank0.wait_for_line([](const std::string& l) { return l.find("\"step\":7,") != std::string::npos; }));
+    rank0.signal(SIGTERM);
+    REQUIRE(rank0.wait_exit(60) == 130);
+    REQUIRE(rank1.wait_exit(60) == 130);
+  }
+  REQUIRE(list_checkpoints(ckpt0.path()).size() == 1);
+  REQUIRE(list_checkpoints(ckpt1.path()).empty());
+  const int port = DeadPort().port();
+  Child rank0(with(args, {"--threads=1", "--resume", "--checkpoint_dir=" + ckpt0.path()}), rank_env(0, 2, port));
+  Child rank1(with(args, {"--threads=1", "--resume", "--checkpoint_dir=" + ckpt1.path()}), rank_env(1, 2, port));
+  const int rc0 = rank0.wait_exit(120), rc1 = rank1.wait_exit(120);
+  INFO("rank 0: " << rank0.err());
+  INFO("rank 1: " << rank1.err());
+  REQUIRE(rc0 == 0);
+  REQUIRE(rc1 == 0);
+  // The resumed run's lines are the uninterrupted run's last ones.
+  REQUIRE(rank0.lines().size() > 3);
+  REQUIRE(rank0.lines().size() < whole.lines().size());
+  const std::vector<std::string> tail(whole.lines().end() - static_cast<std::ptrdiff_t>(rank0.lines().size()),
+                                      whole.lines().end());
+  check_same_metrics(tail, rank0.lines());
+}
+
 TEST_CASE("trainer dist: a rank whose peers are unreachable or missing exits 1 within the timeout, saying why") {
   TempDir data("dist-alone");
   write_mnist_like(data.path(), 200, 50, 2);
