@@ -160,6 +160,31 @@ void log_run_start(const TrainConfig& config, const Trainer& trainer, const std:
             std::to_string(trainer.split().val_count) + " validation samples, data from " + config.data_dir);
 }
 
+// When the ranks agree on stopping (Trainer::agree_on_stop). One process:
+// after every step, as before. Across processes every check is a round trip,
+// so rank 0 spaces them to about every 50 ms of the run (all ranks learn the
+// next step from the check itself): a stop lands within ~50 ms plus a step.
+class StopPacer {
+ public:
+  explicit StopPacer(int64_t step) : next_(step + 1), checked_at_(step) {}
+  Result<bool> check(Trainer& trainer, bool mine) {
+    const int64_t step = trainer.step();
+    if (step < next_) return false;
+    const double per_step = clock_.seconds() / static_cast<double>(std::max<int64_t>(1, step - checked_at_));
+    const auto every = static_cast<int64_t>(std::clamp(0.05 / std::max(per_step, 1e-6), 1.0, 10000.0));
+    Result<Trainer::StopCheck> agreed = trainer.agree_on_stop(mine, step + every);
+    if (!agreed.ok()) return agreed.status();
+    next_ = agreed->next_step;
+    checked_at_ = step;
+    clock_.reset();
+    return agreed->stop;
+  }
+
+ private:
+  int64_t next_, checked_at_;
+  RunClock clock_;
+};
+
 struct RunStart {
   std::unique_ptr<Trainer> trainer;
   double train_seconds_before = 0;
@@ -220,6 +245,7 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
   RunClock run_clock, window_clock;
   double window_pause = 0;  // seconds of validation and checkpoints inside the window, not training
   auto train_seconds = [&] { return train_seconds_before + run_clock.seconds(); };
+  StopPacer stop_pacer(trainer.step());
   auto save = [&]() -> Status {
     Result<CheckpointState> s = trainer.snapshot(train_seconds());
     if (!s.ok()) return s.status();
@@ -277,7 +303,7 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
       if (!c.ok()) return fail(c);
       window_pause += pause.seconds();
     }
-    Result<bool> stop = trainer.any_process(stop_requested.load());
+    Result<bool> stop = stop_pacer.check(trainer, stop_requested.load());
     if (!stop.ok()) return fail(stop.status());
     if (*stop) {
       if (checkpoints) {

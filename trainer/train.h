@@ -99,9 +99,16 @@ class Trainer {
   // another model, optimizer, batch size or data set (naming the difference).
   Status restore(const CheckpointState& state);
 
-  // Collective (every process calls it at the same point): true on every
-  // process when `mine` is true on any, so that all stop at the same step.
-  Result<bool> any_process(bool mine);
+  // Collective (every process calls it after the same step): stop is true on
+  // every process when `mine` is true on any, so that all stop after the
+  // same step; next_step is rank 0's `next_check_step` (the others' is
+  // ignored), so all make the next check after the same step too. One
+  // process: {mine, step() + 1}, no communication.
+  struct StopCheck {
+    bool stop = false;
+    int64_t next_step = 0;
+  };
+  Result<StopCheck> agree_on_stop(bool mine, int64_t next_check_step);
   // Collective: every process continues from rank 0's state (after rank 0
   // alone resumed from its checkpoint); returns rank 0's train_seconds.
   Result<double> adopt_rank0_state(double train_seconds);
