@@ -4,7 +4,8 @@
 // MLP and the CNN; only rank 0 prints; a SIGTERM to one rank stops both at
 // the same step; a rank whose peers are missing or unreachable fails with a
 // clear message (exit 1) within SWEPT_RENDEZVOUS_TIMEOUT; a bad
-// WORLD_SIZE/RANK pair is refused (exit 2). Ports are picked at run time.
+// WORLD_SIZE/RANK pair, or a GLOO_SOCKET_IFNAME naming no interface, is
+// refused (exit 2). Ports are picked at run time.
 #include <doctest/doctest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -212,4 +213,11 @@ TEST_CASE("trainer dist: a bad WORLD_SIZE/RANK pair is refused with exit 2") {
   Child no_master({"--max_steps=1"}, {{"WORLD_SIZE", "2"}, {"RANK", "1"}});
   CHECK(no_master.wait_exit(30) == 2);
   CHECK(no_master.err().find("MASTER_ADDR is not set") != std::string::npos);
+  TempDir data("dist-bad-env");
+  write_mnist_like(data.path(), 200, 50, 2);
+  std::map<std::string, std::string> env = rank_env(1, 2, DeadPort().port());
+  env["GLOO_SOCKET_IFNAME"] = "nosuch0";
+  Child no_iface({"--data=" + data.path(), "--max_steps=1", "--batch_size=10", "--threads=1"}, env);
+  CHECK(no_iface.wait_exit(30) == 2);  // at once, not after the rendezvous timeout
+  CHECK(no_iface.err().find("GLOO_SOCKET_IFNAME=nosuch0 names no network interface") != std::string::npos);
 }

@@ -5,6 +5,7 @@
 #include "trainer/dist/process_group.h"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -51,6 +52,11 @@ Result<std::string> local_address_towards(const std::string& host) {
 }
 
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const World& world) {
+  // A misspelt interface is bad input (exit 2), found before any waiting.
+  if (!world.socket_ifname.empty() && ::if_nametoindex(world.socket_ifname.c_str()) == 0)
+    return Status::InvalidArgument("GLOO_SOCKET_IFNAME=" + world.socket_ifname +
+                                   " names no network interface of this host: name the one that carries the "
+                                   "address the other hosts reach (`ip -brief address` lists them), or unset it");
   std::unique_ptr<ProcessGroup> g(new ProcessGroup());
   g->world_ = world;
   if (world.rank == 0) {
