@@ -12,6 +12,7 @@ packages=(
   libboost-context-dev                # fibers of the CUDA emulation (trainer/cuda/emu/)
   libyaml-cpp-dev                     # YAML sweep files (sweeps/read_yaml.cpp)
   libdnnl-dev                         # swept-train's float GEMMs, chosen by CPU features
+  libgloo-dev                         # swept-train's all-reduce across processes (trainer/dist/)
   clang libclang-rt-14-dev            # libFuzzer target of the sweep parser
   chromium                            # the dashboard's browser test
   libjs-d3                            # d3, compiled into the dashboard (web/)

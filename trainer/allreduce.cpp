@@ -5,6 +5,13 @@
 // locking of data); the second barrier makes the results visible before any
 // rank goes on. The same arithmetic in the same order for every element gives
 // bit-identical buffers on every rank.
+//
+// Across processes (a CrossProcess given) the slices hold the local SUM
+// after the first pass; a barrier, then rank 0 sums buffer 0 over the
+// processes (Gloo), a barrier, then each rank scales its slice of buffer 0
+// by 1 / (all replicas) and copies it into every local buffer. With one
+// replica per process that is (a + b) / 2, the very bits one process with
+// two replicas computes.
 #include "common/mutex.h"
 #include "trainer/allreduce.h"
 
@@ -17,7 +24,10 @@ namespace {
 
 class CpuAllReduce final : public AllReduce {
  public:
-  explicit CpuAllReduce(int world_size) : world_size_(world_size), buffers_(world_size, nullptr) {}
+  CpuAllReduce(int world_size, CrossProcess* across)
+      : world_size_(world_size),
+        across_(across != nullptr && across->size() > 1 ? across : nullptr),
+        buffers_(world_size, nullptr) {}
 
   int world_size() const override { return world_size_; }
 
@@ -25,7 +35,8 @@ class CpuAllReduce final : public AllReduce {
     if (rank < 0 || rank >= world_size_)
       return Status::Internal("all_reduce_mean: rank " + std::to_string(rank) + " outside [0, " +
                               std::to_string(world_size_) + ")");
-    if (world_size_ == 1) return Status::Ok();
+    if (world_size_ == 1 && across_ == nullptr) return Status::Ok();
+    if (world_size_ == 1) return sum_across_processes(data, count);
     {
       MutexLock lock(mutex_);
       buffers_[rank] = data;
@@ -40,14 +51,41 @@ class CpuAllReduce final : public AllReduce {
     SWEPT_RETURN_IF_ERROR(barrier());
     const size_t per = (count + world_size_ - 1) / world_size_;
     const size_t begin = std::min(count, per * rank), end = std::min(count, begin + per);
-    const float inv = 1.0f / static_cast<float>(world_size_);
+    if (across_ == nullptr) {
+      const float inv = 1.0f / static_cast<float>(world_size_);
+      for (size_t i = begin; i < end; ++i) {
+        float sum = buffers_[0][i];
+        for (int r = 1; r < world_size_; ++r) sum += buffers_[r][i];
+        const float mean = sum * inv;
+        for (int r = 0; r < world_size_; ++r) buffers_[r][i] = mean;
+      }
+      return barrier();
+    }
     for (size_t i = begin; i < end; ++i) {
       float sum = buffers_[0][i];
       for (int r = 1; r < world_size_; ++r) sum += buffers_[r][i];
-      const float mean = sum * inv;
+      buffers_[0][i] = sum;
+    }
+    SWEPT_RETURN_IF_ERROR(barrier());
+    if (rank == 0) {
+      Status s = across_->sum(buffers_[0], count);
+      if (!s.ok()) abort(s);
+    }
+    SWEPT_RETURN_IF_ERROR(barrier());
+    const float inv = 1.0f / static_cast<float>(world_size_ * across_->size());
+    for (size_t i = begin; i < end; ++i) {
+      const float mean = buffers_[0][i] * inv;
       for (int r = 0; r < world_size_; ++r) buffers_[r][i] = mean;
     }
     return barrier();
+  }
+
+  // One local replica: no barriers, the process sum and the scaling.
+  Status sum_across_processes(float* data, size_t count) {
+    SWEPT_RETURN_IF_ERROR(across_->sum(data, count));
+    const float inv = 1.0f / static_cast<float>(across_->size());
+    for (size_t i = 0; i < count; ++i) data[i] *= inv;
+    return Status::Ok();
   }
 
   void abort(const Status& why) override {
@@ -77,6 +115,7 @@ class CpuAllReduce final : public AllReduce {
   }
 
   const int world_size_;
+  CrossProcess* const across_;  // null: this process alone
   Mutex mutex_;
   std::condition_variable_any cv_;
   // Each rank writes its own slot under mutex_; every rank reads all slots
@@ -91,8 +130,8 @@ class CpuAllReduce final : public AllReduce {
 
 }  // namespace
 
-std::unique_ptr<AllReduce> make_cpu_allreduce(int world_size) {
-  return std::make_unique<CpuAllReduce>(std::max(1, world_size));
+std::unique_ptr<AllReduce> make_cpu_allreduce(int world_size, CrossProcess* across) {
+  return std::make_unique<CpuAllReduce>(std::max(1, world_size), across);
 }
 
 }  // namespace swept::trainer

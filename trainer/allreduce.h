@@ -39,15 +39,43 @@ class AllReduce {
   virtual void abort(const Status& why) = 0;
 };
 
+// The other processes of a multi-process run (WORLD_SIZE > 1), as the
+// trainer needs them: host-memory collectives that every process calls in
+// the same order, each returning the same bits on every process. Implemented
+// over Gloo in trainer/dist/process_group.h. Errors: kIoError when a peer is
+// gone or a collective outlasts the timeout (the run then exits 1).
+// Thread safety: one thread at a time.
+class CrossProcess {
+ public:
+  virtual ~CrossProcess() = default;
+  virtual int size() const = 0;  // processes (WORLD_SIZE)
+  virtual int rank() const = 0;  // this one (RANK)
+  // Element-wise sum over processes, in place.
+  virtual Status sum(float* data, size_t count) = 0;
+  // out[p * count + i] = process p's in[i], for every p (out: size() * count).
+  virtual Status all_gather(const float* in, size_t count, float* out) = 0;
+  // Rank 0's `bytes` on every process (others pass any size, get rank 0's).
+  virtual Status broadcast(std::vector<char>& bytes) = 0;
+};
+
 // In-process all-reduce for CPU replicas (buffers in host memory). Sums in
 // rank order 0, 1, ..., N-1 (deterministic), each rank reducing one slice,
-// then every rank copies the whole result.
-std::unique_ptr<AllReduce> make_cpu_allreduce(int world_size);
+// then every rank copies the whole result. With `across` (not owned; it must
+// outlive the all-reduce), each call then sums that local result over the
+// processes with across->sum (called by rank 0 alone, while the other local
+// ranks wait) and divides by every replica of every process: the mean over
+// world_size() x across->size() replicas.
+std::unique_ptr<AllReduce> make_cpu_allreduce(int world_size, CrossProcess* across = nullptr);
 
 #if defined(SWEPT_HAVE_CUDA)
 // NCCL all-reduce over the given CUDA backends (rank i = replicas[i]; several
-// may share one device). Errors: kUnavailable when NCCL cannot start.
-Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas);
+// may share one device). With `across` (more than one process; not owned,
+// must outlive it): one NCCL communicator over every replica of every
+// process, its unique id shared through across->broadcast; each replica then
+// needs a GPU of its own. Errors: kUnavailable when NCCL cannot start,
+// kInvalidArgument for a placement NCCL refuses.
+Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas,
+                                                       CrossProcess* across = nullptr);
 #endif
 
 }  // namespace swept::trainer

@@ -18,6 +18,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "trainer/dist/world.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
 
@@ -67,7 +68,13 @@ int main(int argc, char** argv) {
     std::cout << cl->text << std::endl;
     return swept::kExitOk;
   }
+  // WORLD_SIZE, RANK, ... (trainer/dist/world.h): refused before any work.
+  swept::Result<swept::trainer::World> world = swept::trainer::world_from_env(env);
+  if (!world.ok()) {
+    swept::log::error(world.status().message());
+    return swept::kExitUsage;
+  }
   take_stop_signals_on_own_thread();
   std::ios::sync_with_stdio(false);
-  return swept::trainer::run_training(cl->config, std::cout, g_stop);
+  return swept::trainer::run_training(cl->config, *world, std::cout, g_stop);
 }

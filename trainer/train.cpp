@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -139,7 +140,8 @@ double Trainer::current_lr() const {
 
 Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config, const MnistData& data,
                                                  std::vector<std::unique_ptr<Backend>> backends,
-                                                 std::unique_ptr<AllReduce> allreduce) {
+                                                 std::unique_ptr<AllReduce> allreduce,
+                                                 std::unique_ptr<CrossProcess> across) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   t->split_ = split_validation(data.train.count(), config.val_fraction);
@@ -148,10 +150,18 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config, cons
   if (n < 1 || allreduce == nullptr || allreduce->world_size() != n)
     return Status::Internal("Trainer::create: " + std::to_string(n) + " backends for an all-reduce over " +
                             std::to_string(allreduce ? allreduce->world_size() : 0));
-  if (config.batch_size % n != 0)
-    return Status::InvalidArgument("--batch_size=" + std::to_string(config.batch_size) +
-                                   " is not divisible by the " + std::to_string(n) + " replicas");
-  t->shard_ = config.batch_size / n;
+  t->across_ = std::move(across);
+  const int all = n * t->processes();
+  t->first_replica_ = t->process_rank() * n;
+  if (config.batch_size % all != 0)
+    return Status::InvalidArgument(
+        "--batch_size=" + std::to_string(config.batch_size) + " is not divisible by the " + std::to_string(all) +
+        " replicas" +
+        (t->processes() > 1 ? " (" + std::to_string(n) + " in each of WORLD_SIZE=" + std::to_string(t->processes()) +
+                                  " processes)"
+                            : std::string()) +
+        ": each replica takes an equal share of the global batch");
+  t->shard_ = config.batch_size / all;
   t->steps_per_epoch_ = static_cast<int64_t>(t->split_.train_count) / config.batch_size;
   if (t->steps_per_epoch_ < 1)
     return Status::InvalidArgument("--batch_size=" + std::to_string(config.batch_size) + " is larger than the " +
@@ -228,8 +238,8 @@ Status Trainer::replica_step(int r) {
   SWEPT_RETURN_IF_ERROR(b.copy_from_host(rep.scalars->data(), &s, sizeof s));
 
   const StepScalars* scalars = static_cast<const StepScalars*>(rep.scalars->data());
-  const int64_t first = static_cast<int64_t>(r) * shard_;
-  const int n = replicas();
+  const int64_t first = static_cast<int64_t>(first_replica_ + r) * shard_;
+  const bool reduce = replicas() > 1 || processes() > 1;
   const auto record = [&]() -> Status {
     SWEPT_RETURN_IF_ERROR(b.gather_batch(rep.train_images->u8(), rep.train_labels->i32(), kImageSize,
                                          rep.order->i32(), scalars, first, shard_, net.input(), net.labels()));
@@ -237,13 +247,21 @@ Status Trainer::replica_step(int r) {
     SWEPT_RETURN_IF_ERROR(b.softmax_cross_entropy(shard_, kClasses, net.logits(), net.labels(),
                                                   1.0f / static_cast<float>(shard_), net.logits_grad(),
                                                   rep.stats->f32()));
+    // Per layer as its gradients appear, except for CPU replicas of several
+    // processes: there each call is a round trip over the network (about
+    // 1 ms between two processes on this 2-core machine under load, against
+    // 0.5 ms for a whole MLP step), and nothing overlaps a CPU call anyway
+    // (it blocks the replica's thread), so one call per step for the whole
+    // gradient costs one round trip instead of one per layer.
+    const bool per_layer = reduce && !(processes() > 1 && config_.device == DeviceKind::kCpu);
     std::function<Status(size_t, size_t)> on_grads;
-    if (n > 1) {
+    if (per_layer) {
       on_grads = [&](size_t offset, size_t count) {
         return allreduce_->all_reduce_mean(r, net.grads() + offset, count);
       };
     }
     SWEPT_RETURN_IF_ERROR(net.backward(shard_, on_grads));
+    if (reduce && !per_layer) SWEPT_RETURN_IF_ERROR(allreduce_->all_reduce_mean(r, net.grads(), layout_.total));
     float* s1 = rep.state1 ? rep.state1->f32() : nullptr;
     float* s2 = rep.state2 ? rep.state2->f32() : nullptr;
     for (const ParamTensor& p : layout_.tensors) {
@@ -278,7 +296,14 @@ Result<Window> Trainer::fold_window(bool take) {
     SWEPT_RETURN_IF_ERROR(rep.backend->copy_to_host(&device_stats[2 * r], rep.stats->data(), 2 * sizeof(float)));
     return rep.backend->fill(rep.stats->f32(), 2, 0.0f);
   }));
-  for (size_t r = 0; r < replicas_.size(); ++r) {
+  if (across_) {
+    // Every process's replicas, in global replica order: the sums below then
+    // add the same numbers in the same order as one process holding them all.
+    std::vector<float> all(device_stats.size() * static_cast<size_t>(across_->size()));
+    SWEPT_RETURN_IF_ERROR(across_->all_gather(device_stats.data(), device_stats.size(), all.data()));
+    device_stats = std::move(all);
+  }
+  for (size_t r = 0; r < device_stats.size() / 2; ++r) {
     window_.loss_sum += device_stats[2 * r];
     window_.correct += device_stats[2 * r + 1];
   }
@@ -416,240 +441,78 @@ Status Trainer::restore(const CheckpointState& s) {
   });
 }
 
-// ---- backends -----------------------------------------------------------------
+// ---- across processes -----------------------------------------------------------
 
-Result<Backends> make_backends(const TrainConfig& config) {
-  Backends out;
-  if (config.device == DeviceKind::kCpu) {
-    const int replicas = config.replicas > 0 ? config.replicas : 1;
-    const int cores = std::max(1u, std::thread::hardware_concurrency());
-    const int total = config.threads > 0 ? config.threads : cores;
-    CpuBackendOptions options;
-    options.threads = std::max(1, total / replicas);
-    for (int r = 0; r < replicas; ++r) out.replicas.push_back(make_cpu_backend(options));
-    out.allreduce = make_cpu_allreduce(replicas);
-    return out;
-  }
-#if defined(SWEPT_HAVE_CUDA)
-  Result<int> count = cuda_device_count();
-  if (!count.ok()) return count.status();
-  std::vector<int> devices;
-  if (config.device_index >= 0) {
-    if (config.device_index >= *count)
-      return Status::NotFound("--device=cuda:" + std::to_string(config.device_index) + ": only " +
-                              std::to_string(*count) + " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES)");
-    devices.push_back(config.device_index);
-  } else {
-    for (int d = 0; d < *count; ++d) devices.push_back(d);
-  }
-  if (devices.empty()) return Status::Unavailable("--device=cuda: no CUDA device is visible");
-  const int replicas = config.replicas > 0 ? config.replicas : static_cast<int>(devices.size());
-  std::vector<Backend*> raw;
-  for (int r = 0; r < replicas; ++r) {
-    CudaDeviceOptions options;
-    options.device = devices[r % devices.size()];
-    options.memory_fraction = config.gpu_memory_fraction;
-    Result<std::unique_ptr<Backend>> b = make_cuda_backend(options);
-    if (!b.ok()) return b.status();
-    raw.push_back(b->get());
-    out.replicas.push_back(std::move(*b));
-  }
-  if (replicas == 1) {
-    out.allreduce = make_cpu_allreduce(1);  // one rank: nothing to reduce
-  } else {
-    Result<std::unique_ptr<AllReduce>> ar = make_nccl_allreduce(raw);
-    if (!ar.ok()) return ar.status();
-    out.allreduce = std::move(*ar);
-  }
-  return out;
-#else
-  return Status::Unavailable(
-      "--device=cuda: this swept-train was built without CUDA (swept-train --version lists its backends); use "
-      "--device=cpu, or rebuild where the CUDA toolkit is installed (cmake -DSWEPT_CUDA=ON)");
-#endif
+Result<Trainer::StopCheck> Trainer::agree_on_stop(bool mine, int64_t next_check_step) {
+  if (!across_) return StopCheck{mine, step_ + 1};
+  // Rank 0 alone contributes the distance to the next check; the others add
+  // 0. Capped at 2^20 steps, which a float carries exactly.
+  const int64_t ahead = std::clamp<int64_t>(next_check_step - step_, 1, int64_t{1} << 20);
+  float values[2] = {mine ? 1.0f : 0.0f, across_->rank() == 0 ? static_cast<float>(ahead) : 0.0f};
+  SWEPT_RETURN_IF_ERROR(across_->sum(values, 2));
+  return StopCheck{values[0] > 0.0f, step_ + std::max<int64_t>(1, static_cast<int64_t>(values[1]))};
 }
-
-// ---- the run ------------------------------------------------------------------
 
 namespace {
 
-int exit_code_for(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return kExitOk;
-    case StatusCode::kInvalidArgument: return kExitUsage;
-    case StatusCode::kNotFound:
-    case StatusCode::kUnavailable: return kExitNoDevice;
-    case StatusCode::kResourceExhausted: return kExitOutOfMemory;
-    case StatusCode::kMissingDependency: return kExitMissingLibrary;
-    case StatusCode::kInternal: return kExitInternal;
-    default: return kExitFailure;
-  }
+// The state adopt_rank0_state() sends: raw bytes of scalars and arrays, in a
+// fixed order both ends know (the same binary on every process).
+template <typename T>
+void put_raw(std::vector<char>& out, const T* data, size_t count) {
+  const uint64_t n = count;
+  const char* p = reinterpret_cast<const char*>(&n);
+  out.insert(out.end(), p, p + sizeof n);
+  p = reinterpret_cast<const char*>(data);
+  out.insert(out.end(), p, p + count * sizeof(T));
 }
 
-// Members in the order written (step first), as docs/metrics.md shows them.
-using Line = nlohmann::ordered_json;
-
-void emit(std::ostream& out, const Line& line) {
-  out << line.dump() << '\n';
-  out.flush();
-}
-
-class RunClock {
- public:
-  double seconds() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
-  void reset() { start_ = std::chrono::steady_clock::now(); }
-
- private:
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
-
-// --resume: restores the newest checkpoint that passes its checks, skipping
-// (with a warning) ones that do not; none at all is a fresh start, not an
-// error. Returns the training seconds the run had before (0 on a fresh
-// start); a checkpoint that reads well but belongs to other settings is an
-// error, never skipped.
-Result<double> resume_from_newest_checkpoint(const TrainConfig& config, Trainer& trainer) {
-  for (const std::string& path : list_checkpoints(config.checkpoint_dir)) {
-    Result<CheckpointState> state = read_checkpoint(path);
-    if (!state.ok()) {
-      log::warn(state.status().message() + "; trying an older checkpoint");
-      continue;
-    }
-    Status restored = trainer.restore(*state);
-    if (!restored.ok()) return restored.WithContext(path);
-    log::info("resumed from " + path + " at step " + std::to_string(trainer.step()));
-    return state->train_seconds;
-  }
-  log::info("--resume: no valid checkpoint in " + config.checkpoint_dir + ", starting from step 0");
-  return 0.0;
-}
-
-// One log line that says what this run will do, and on what.
-void log_run_start(const TrainConfig& config, const Trainer& trainer, const std::string& device_name) {
-  log::info("training " + model_name(config.model.kind) + " on " + device_name + " x" +
-            std::to_string(trainer.replicas()) + " replica(s): " + std::to_string(trainer.total_steps()) +
-            " steps of " + std::to_string(config.batch_size) + " (" + std::to_string(trainer.steps_per_epoch()) +
-            " per epoch), " + std::to_string(trainer.split().train_count) + " training / " +
-            std::to_string(trainer.split().val_count) + " validation samples, data from " + config.data_dir);
+template <typename T>
+bool take_raw(const std::vector<char>& in, size_t& at, std::vector<T>& out) {
+  uint64_t n = 0;
+  if (in.size() - at < sizeof n) return false;
+  std::memcpy(&n, in.data() + at, sizeof n);
+  at += sizeof n;
+  if ((in.size() - at) / sizeof(T) < n) return false;
+  out.resize(n);
+  if (n > 0) std::memcpy(out.data(), in.data() + at, n * sizeof(T));
+  at += n * sizeof(T);
+  return true;
 }
 
 }  // namespace
 
-int run_training(const TrainConfig& config, std::ostream& metrics, const std::atomic<bool>& stop_requested) {
-  auto fail = [](const Status& s) {
-    log::error(s.message());
-    return exit_code_for(s);
-  };
-  // The kernels first, so that a slow run says why in its first line.
-  if (config.device == DeviceKind::kCpu) log::info("CPU kernels: " + cpu::kernel_choice().description());
-  // The device next: a missing GPU is reported before 50 MB of data are read.
-  Result<Backends> backends = make_backends(config);
-  if (!backends.ok()) return fail(backends.status());
-  Result<MnistData> data = load_mnist(config.data_dir);
-  if (!data.ok()) return fail(data.status());
-  const std::string device_name = backends->replicas[0]->name();
-  Result<std::unique_ptr<Trainer>> created =
-      Trainer::create(config, *data, std::move(backends->replicas), std::move(backends->allreduce));
-  if (!created.ok()) return fail(created.status());
-  Trainer& trainer = **created;
-
-  double train_seconds_before = 0;
-  if (config.resume) {
-    Result<double> resumed = resume_from_newest_checkpoint(config, trainer);
-    if (!resumed.ok()) return fail(resumed.status());
-    train_seconds_before = *resumed;
+Result<double> Trainer::adopt_rank0_state(double train_seconds) {
+  if (!across_) return train_seconds;
+  Result<CheckpointState> mine = snapshot(train_seconds);  // collective (fold_window): every rank calls it
+  if (!mine.ok()) return mine.status();
+  std::vector<char> bytes;
+  if (across_->rank() == 0) {
+    const std::vector<double> scalars = {static_cast<double>(mine->step), static_cast<double>(mine->epoch),
+                                         mine->window_loss_sum, mine->window_correct,
+                                         static_cast<double>(mine->window_samples),
+                                         static_cast<double>(mine->window_steps), mine->train_seconds};
+    put_raw(bytes, scalars.data(), scalars.size());
+    put_raw(bytes, mine->params.data(), mine->params.size());
+    put_raw(bytes, mine->state1.data(), mine->state1.size());
+    put_raw(bytes, mine->state2.data(), mine->state2.size());
+    put_raw(bytes, mine->order.data(), mine->order.size());
   }
-  log_run_start(config, trainer, device_name);
-
-  const bool checkpoints = !config.checkpoint_dir.empty();
-  RunClock run_clock, window_clock;
-  double window_pause = 0;  // seconds of validation and checkpoints inside the window, not training
-  auto train_seconds = [&] { return train_seconds_before + run_clock.seconds(); };
-  auto save = [&]() -> Status {
-    Result<CheckpointState> s = trainer.snapshot(train_seconds());
-    if (!s.ok()) return s.status();
-    SWEPT_RETURN_IF_ERROR(write_checkpoint(config.checkpoint_dir, *s, /*keep=*/2));
-    log::debug("checkpoint at step " + std::to_string(trainer.step()));
-    return Status::Ok();
-  };
-  auto diverged = [&](const char* what) {
-    log::error(std::string(what) + " is not finite at step " + std::to_string(trainer.step()) +
-               ": training diverged; lower --lr");
-    emit(metrics, {{"step", trainer.step()}, {"final", true}, {"diverged", true}, {"loss", nullptr}});
-    return kExitDiverged;
-  };
-
-  while (trainer.step() < trainer.total_steps()) {
-    const int64_t epoch = trainer.epoch();
-    const double lr = trainer.current_lr();
-    Status s = trainer.train_step();
-    if (!s.ok()) return fail(s);
-    const int64_t step = trainer.step();
-    const bool log_now = step % config.log_every == 0 || step == trainer.total_steps();
-    const bool checkpoint_now = checkpoints && config.checkpoint_every > 0 && step % config.checkpoint_every == 0;
-    if (log_now) {
-      Result<Window> w = trainer.fold_window(true);
-      if (!w.ok()) return fail(w.status());
-      const double loss = w->loss_sum / static_cast<double>(std::max<int64_t>(1, w->samples));
-      if (!std::isfinite(loss)) return diverged("the training loss");
-      const double elapsed = window_clock.seconds() - window_pause;
-      emit(metrics, {{"step", step},
-                     {"epoch", epoch},
-                     {"loss", loss},
-                     {"accuracy", w->correct / static_cast<double>(std::max<int64_t>(1, w->samples))},
-                     {"lr", lr},
-                     {"samples_per_sec", elapsed > 0 ? static_cast<double>(w->samples) / elapsed : 0.0}});
-      window_clock.reset();
-      window_pause = 0;
-    }
-    const bool epoch_end = step % trainer.steps_per_epoch() == 0;
-    // Also at the last step, wherever it falls (--max_steps may end a run
-    // mid-epoch): every run that completes reports its validation figures.
-    const bool eval_now =
-        (config.eval_every > 0 ? step % config.eval_every == 0 : epoch_end) || step == trainer.total_steps();
-    if (eval_now && trainer.split().val_count > 0) {
-      const RunClock pause;
-      Result<EvalResult> v = trainer.evaluate_validation();
-      if (!v.ok()) return fail(v.status());
-      if (!std::isfinite(v->loss)) return diverged("the validation loss");
-      emit(metrics, {{"step", step}, {"val_loss", v->loss}, {"val_accuracy", v->accuracy}});
-      window_pause += pause.seconds();
-    }
-    if (checkpoint_now) {
-      const RunClock pause;
-      Status c = save();
-      if (!c.ok()) return fail(c);
-      window_pause += pause.seconds();
-    }
-    if (stop_requested.load()) {
-      if (checkpoints) {
-        Status c = save();
-        if (!c.ok()) return fail(c);
-        log::info("stopped by signal at step " + std::to_string(step) + "; checkpoint written to " +
-                  config.checkpoint_dir);
-      } else {
-        log::info("stopped by signal at step " + std::to_string(step) + " (no --checkpoint_dir: nothing saved)");
-      }
-      return kExitInterrupted;
-    }
-  }
-  const double seconds = train_seconds();
-  if (checkpoints && !(config.checkpoint_every > 0 && trainer.step() % config.checkpoint_every == 0)) {
-    Status c = save();
-    if (!c.ok()) return fail(c);
-  }
-  Result<EvalResult> test = trainer.evaluate_test();
-  if (!test.ok()) return fail(test.status());
-  if (!std::isfinite(test->loss)) return diverged("the test loss");
-  emit(metrics, {{"step", trainer.step()},
-                 {"final", true},
-                 {"test_loss", test->loss},
-                 {"test_accuracy", test->accuracy},
-                 {"train_seconds", seconds}});
-  log::info("test accuracy " + std::to_string(test->accuracy) + " after " + std::to_string(seconds) + " s");
-  return kExitOk;
+  SWEPT_RETURN_IF_ERROR(across_->broadcast(bytes));
+  if (across_->rank() == 0) return train_seconds;
+  CheckpointState s = *mine;
+  std::vector<double> scalars;
+  size_t at = 0;
+  if (!take_raw(bytes, at, scalars) || scalars.size() != 7 || !take_raw(bytes, at, s.params) ||
+      !take_raw(bytes, at, s.state1) || !take_raw(bytes, at, s.state2) || !take_raw(bytes, at, s.order))
+    return Status::Internal("rank 0's training state arrived truncated (" + std::to_string(bytes.size()) + " bytes)");
+  s.step = static_cast<int64_t>(scalars[0]);
+  s.epoch = static_cast<int64_t>(scalars[1]);
+  s.window_loss_sum = scalars[2];
+  s.window_correct = scalars[3];
+  s.window_samples = static_cast<int64_t>(scalars[4]);
+  s.window_steps = static_cast<int64_t>(scalars[5]);
+  SWEPT_RETURN_IF_ERROR(restore(s));
+  return scalars[6];
 }
 
 }  // namespace swept::trainer

@@ -8,9 +8,17 @@
 // step (and N replicas follow the trajectory of one replica with the same
 // global batch, up to float rounding).
 //
+// Across processes (WORLD_SIZE > 1, trainer/dist/), each process holds its
+// own replicas; the global batch is split over every replica of every
+// process (replica r of process p takes shard p * replicas + r), the
+// all-reduce averages over all of them, and the per-step loss sums are
+// gathered from every process, so every process holds the same weights and
+// the same metrics as one process with all those replicas would.
+//
 // run_training() wraps a Trainer into a whole run: data loading, metric
 // lines (docs/metrics.md) on `metrics`, validation, the test set at the end,
-// divergence, checkpoints, resume and stopping on request (SIGTERM).
+// divergence, checkpoints, resume and stopping on request (SIGTERM); across
+// processes only rank 0 prints metric lines and writes checkpoints.
 //
 // Thread safety: a Trainer is driven by one thread; it runs its replicas on
 // threads of its own.
@@ -27,6 +35,7 @@
 #include "trainer/backend.h"
 #include "trainer/checkpoint.h"
 #include "trainer/data.h"
+#include "trainer/dist/world.h"
 #include "trainer/model.h"
 #include "trainer/options.h"
 
@@ -47,21 +56,27 @@ struct Window {
 
 class Trainer {
  public:
-  // Takes the backends (one per replica) and the all-reduce over them; copies
-  // the data each replica needs into its backend's memory and the initial
-  // parameters (from config.seed) into every replica.
+  // Takes the backends (one per replica), the all-reduce over them and, in a
+  // multi-process run, the other processes (`across`, which the all-reduce
+  // may use: the Trainer destroys it last); copies the data each replica
+  // needs into its backend's memory and the initial parameters (from
+  // config.seed) into every replica.
   // Errors: allocation (kResourceExhausted), a config the data cannot serve
-  // (kInvalidArgument: e.g. a batch larger than the training set).
+  // (kInvalidArgument: e.g. a batch larger than the training set, or not
+  // divisible by the replicas of all processes).
   static Result<std::unique_ptr<Trainer>> create(const TrainConfig& config, const MnistData& data,
                                                  std::vector<std::unique_ptr<Backend>> backends,
-                                                 std::unique_ptr<AllReduce> allreduce);
+                                                 std::unique_ptr<AllReduce> allreduce,
+                                                 std::unique_ptr<CrossProcess> across = nullptr);
   ~Trainer();
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
   int64_t total_steps() const { return total_steps_; }
   int64_t step() const { return step_; }        // steps completed
   int64_t epoch() const;                        // epoch of the next step
-  int replicas() const { return static_cast<int>(replicas_.size()); }
+  int replicas() const { return static_cast<int>(replicas_.size()); }  // in this process
+  int processes() const { return across_ ? across_->size() : 1; }
+  int process_rank() const { return across_ ? across_->rank() : 0; }
   double current_lr() const;                    // of the next step
   const Split& split() const { return split_; }
 
@@ -84,6 +99,20 @@ class Trainer {
   // another model, optimizer, batch size or data set (naming the difference).
   Status restore(const CheckpointState& state);
 
+  // Collective (every process calls it after the same step): stop is true on
+  // every process when `mine` is true on any, so that all stop after the
+  // same step; next_step is rank 0's `next_check_step` (the others' is
+  // ignored), so all make the next check after the same step too. One
+  // process: {mine, step() + 1}, no communication.
+  struct StopCheck {
+    bool stop = false;
+    int64_t next_step = 0;
+  };
+  Result<StopCheck> agree_on_stop(bool mine, int64_t next_check_step);
+  // Collective: every process continues from rank 0's state (after rank 0
+  // alone resumed from its checkpoint); returns rank 0's train_seconds.
+  Result<double> adopt_rank0_state(double train_seconds);
+
  private:
   struct Replica;
   class ReplicaThreads;
@@ -105,22 +134,29 @@ class Trainer {
   int64_t order_epoch_ = -1;
   uint64_t order_version_ = 0;
   Window window_;
+  int first_replica_ = 0;  // global index of this process's replica 0
   std::vector<std::unique_ptr<Replica>> replicas_;
+  std::unique_ptr<CrossProcess> across_;  // before allreduce_, which uses it: destroyed after it
   std::unique_ptr<AllReduce> allreduce_;
   std::unique_ptr<ReplicaThreads> threads_;
 };
 
-// Creates the backends the config asks for (errors: kUnavailable/kNotFound
-// when the device is missing, e.g. --device=cuda in a build without CUDA).
+// Creates the backends the config asks for and, when world.size > 1, joins
+// the other processes (errors: kUnavailable/kNotFound when the device is
+// missing, e.g. --device=cuda in a build without CUDA; kIoError when the
+// peers cannot be reached within world.timeout). Defined in run.cpp.
 struct Backends {
   std::vector<std::unique_ptr<Backend>> replicas;
+  std::unique_ptr<CrossProcess> across;  // null: one process
   std::unique_ptr<AllReduce> allreduce;
 };
-Result<Backends> make_backends(const TrainConfig& config);
+Result<Backends> make_backends(const TrainConfig& config, const World& world = World{});
 
 // A whole run; returns the process exit code (common/exit_codes.h). Stops
 // with a checkpoint (when --checkpoint_dir is set) and kExitInterrupted once
-// *stop_requested becomes true.
-int run_training(const TrainConfig& config, std::ostream& metrics, const std::atomic<bool>& stop_requested);
+// *stop_requested becomes true (on any process of a multi-process run: all
+// stop after the same step). Defined in run.cpp.
+int run_training(const TrainConfig& config, const World& world, std::ostream& metrics,
+                 const std::atomic<bool>& stop_requested);
 
 }  // namespace swept::trainer

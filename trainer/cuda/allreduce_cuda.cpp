@@ -13,12 +13,19 @@
 //    barrier each stream waits for every "done". Two barriers per call make
 //    reusing the per-rank events safe (see the comments in all_reduce_mean).
 //    At most kMaxRanksPerDevice replicas share a GPU.
+//  - Across processes (a CrossProcess given), NcclAllReduce again, over one
+//    communicator of every replica of every process: process 0 makes the
+//    unique id (ncclGetUniqueId), the processes share it with a broadcast
+//    over Gloo (the rendezvous), and each process opens its replicas' ranks
+//    (process p, replica r: rank p x replicas + r) with ncclCommInitRank in
+//    one group. ncclAvg then averages over all of them.
 // Mixed placements (2 GPUs × 2 replicas) are refused with a clear error
 // (kInvalidArgument: the --replicas value does not fit the GPU count).
 // abort() wakes every rank waiting at a barrier and aborts NCCL communicators
 // (never one a rank is inside of: see NcclAllReduce), so a failed replica
 // never leaves the others hanging.
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
 #include <set>
@@ -177,6 +184,46 @@ class NcclAllReduce final : public trainer::AllReduce {
     }
     return ar;
   }
+  // One communicator over every replica of every process (see the top).
+  static Result<std::unique_ptr<NcclAllReduce>> CreateAcross(std::vector<CudaBackend*> ranks,
+                                                             trainer::CrossProcess& across) {
+    auto api = nccl();
+    if (!api.ok()) return api.status();
+    std::unique_ptr<NcclAllReduce> ar(new NcclAllReduce(*api, std::move(ranks)));
+    const int local = ar->world_size(), total = local * across.size();
+    std::vector<char> id(sizeof(ncclUniqueId));
+    ncclUniqueId unique{};
+    if (across.rank() == 0) {
+      ncclResult_t err = ar->api_->get_unique_id(&unique);
+      if (err != ncclSuccess)
+        return Status::Unavailable(nccl_status(err, "ncclGetUniqueId(&id)", __FILE__, __LINE__).message());
+      std::memcpy(id.data(), &unique, sizeof unique);
+    }
+    SWEPT_RETURN_IF_ERROR(across.broadcast(id));
+    if (id.size() != sizeof unique) return Status::Internal("the NCCL unique id arrived with the wrong size");
+    std::memcpy(&unique, id.data(), sizeof unique);
+    ar->comms_.resize(local);
+    ar->in_call_.assign(local, false);
+    // Each ncclCommInitRank waits for the others: one group for this
+    // process's ranks, so that one thread can open them all.
+    ncclResult_t err = local > 1 ? ar->api_->group_start() : ncclSuccess;
+    for (int r = 0; r < local && err == ncclSuccess; ++r) {
+      cudaCheck(cudaSetDevice(ar->ranks_[r]->device()));
+      err = ar->api_->comm_init_rank(&ar->comms_[r], total, unique, across.rank() * local + r);
+    }
+    if (local > 1) {
+      const ncclResult_t end = ar->api_->group_end();
+      if (err == ncclSuccess) err = end;
+    }
+    if (err != ncclSuccess) {
+      ar->comms_.clear();
+      return Status::Unavailable(
+          nccl_status(err, "ncclCommInitRank(comm, nranks, id, rank)", __FILE__, __LINE__).message() +
+          ": NCCL could not connect the GPUs of the " + std::to_string(across.size()) +
+          " processes (NCCL_SOCKET_IFNAME names the interface; each rank needs a GPU of its own)");
+    }
+    return ar;
+  }
   ~NcclAllReduce() override {
     // No rank is inside a call any more (the trainer joined its threads).
     for (ncclComm_t c : comms_) {
@@ -240,7 +287,7 @@ class NcclAllReduce final : public trainer::AllReduce {
 
 namespace swept::trainer {
 
-Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas) {
+Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend*>& replicas, CrossProcess* across) {
   using cuda::CudaBackend;
   if (replicas.empty()) return Status::InvalidArgument("make_nccl_allreduce: no replicas");
   std::vector<CudaBackend*> ranks;
@@ -250,6 +297,15 @@ Result<std::unique_ptr<AllReduce>> make_nccl_allreduce(const std::vector<Backend
     if (!cb) return Status::InvalidArgument("make_nccl_allreduce: every replica must be a CUDA backend");
     ranks.push_back(cb);
     devices.insert(cb->device());
+  }
+  if (across != nullptr && across->size() > 1) {
+    if (devices.size() != ranks.size())
+      return Status::InvalidArgument(std::to_string(ranks.size()) + " replicas on " + std::to_string(devices.size()) +
+                                     " GPUs in a run across processes: NCCL needs a GPU for each replica (lower "
+                                     "--replicas, or start fewer processes per host)");
+    auto ar = cuda::NcclAllReduce::CreateAcross(std::move(ranks), *across);
+    if (!ar.ok()) return ar.status();
+    return std::unique_ptr<AllReduce>(std::move(*ar));
   }
   if (ranks.size() == 1) return std::unique_ptr<AllReduce>(new cuda::SingleAllReduce());
   if (devices.size() == 1) {

@@ -3,7 +3,14 @@
 // one replica's trajectory with identical weights; swept-train end to end on a
 // GPU, including two trainers sharing it at 0.4 each, the memory-fraction cap
 // (exit 5) and a missing device index (exit 4). Needs a GPU: SKIPPED (exit 77) without one.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include <doctest/doctest.h>
 
@@ -228,6 +235,71 @@ TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two t
   ProcessResult missing = run_process(base + " --device=cuda:64", dir);
   CHECK(missing.exit_code == 4);
   CHECK(missing.err.find("cuda:64") != std::string::npos);
+}
+
+// A port free right now (bound to port 0, read back, released): MASTER_PORT.
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST_CASE("trainer/cuda: 2 processes x 1 GPU (NCCL across processes) give the losses of 1 process x 2 GPUs") {
+#if defined(SWEPT_CUDA_EMULATED)
+  setenv("SWEPT_CUDA_EMU_DEVICES", "2", 0);
+#endif
+  require_gpu();
+  auto count = trainer::cuda_device_count();
+  REQUIRE(count.ok());
+  if (*count < 2) {
+    std::printf("SKIPPED: needs 2 or more GPUs for NCCL, %d visible\n", *count);
+    std::fflush(stdout);
+    std::_Exit(kSkipReturnCode);
+  }
+  auto dir = scratch_dir("two_processes");
+  write_idx_folder(dir / "data", synthetic_mnist(640, 64));
+  for (const char* model : {"mlp", "cnn"}) {
+    CAPTURE(model);
+    const std::string args = std::string(" --device=cuda --model=") + model +
+                             " --batch_size=32 --max_steps=8 --log_every=1 --eval_every=4 --seed=5 --data=" +
+                             (dir / "data").string();
+    ProcessResult single = run_process(swept_train() + args + " --replicas=2", dir);
+    REQUIRE(single.exit_code == 0);
+    // Each process takes its GPU by LOCAL_RANK, as under torchrun.
+    const std::string env = "WORLD_SIZE=2 LOCAL_WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=" +
+                            std::to_string(free_port()) + " SWEPT_RENDEZVOUS_TIMEOUT=120 ";
+    const std::string r0err = (dir / "rank0.err").string(), r1err = (dir / "rank1.err").string();
+    ProcessResult pair = run_process(
+        "(" + env + "RANK=1 LOCAL_RANK=1 " + swept_train() + args + " >/dev/null 2>" + r1err + " & b=$!; " + env +
+            "RANK=0 LOCAL_RANK=0 " + swept_train() + args + " 2>" + r0err + "; ra=$?; wait $b; rb=$?; cat " + r0err +
+            " " + r1err + " >&2; test $ra -eq 0 && test $rb -eq 0)",
+        dir);
+    INFO(pair.err);
+    REQUIRE(pair.exit_code == 0);
+    CHECK(pair.err.find("cuda:1") != std::string::npos);  // rank 1 on the second GPU
+    std::vector<std::string> a, b;
+    std::istringstream sa(single.out), sb(pair.out);
+    for (std::string l; std::getline(sa, l);) a.push_back(l);
+    for (std::string l; std::getline(sb, l);) b.push_back(l);
+    REQUIRE(a.size() == b.size());
+    REQUIRE(a.size() > 8);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const auto x = nlohmann::json::parse(a[i]), y = nlohmann::json::parse(b[i]);
+      INFO(a[i] << " vs " << b[i]);
+      for (const auto& [key, value] : x.items()) {
+        if (key == "samples_per_sec" || key == "train_seconds" || !value.is_number_float()) continue;
+        REQUIRE(y.contains(key));
+        const double u = value.get<double>(), v = y[key].get<double>();
+        CHECK(std::abs(u - v) <= 1e-6 * std::max(1e-12, std::abs(u)));
+      }
+    }
+  }
 }
 
 #if defined(SWEPT_CUDA_EMULATED)

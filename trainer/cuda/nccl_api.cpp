@@ -53,6 +53,8 @@ Status load_nccl_from(const std::string& path, NcclApi* api) {
   std::string missing;
   bind(lib, "ncclGetVersion", api->get_version, missing);
   bind(lib, "ncclCommInitAll", api->comm_init_all, missing);
+  bind(lib, "ncclGetUniqueId", api->get_unique_id, missing);
+  bind(lib, "ncclCommInitRank", api->comm_init_rank, missing);
   bind(lib, "ncclCommDestroy", api->comm_destroy, missing);
   bind(lib, "ncclCommAbort", api->comm_abort, missing);
   bind(lib, "ncclAllReduce", api->all_reduce, missing);

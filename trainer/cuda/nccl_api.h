@@ -19,6 +19,8 @@ namespace swept::cuda {
 struct NcclApi {
   ncclResult_t (*get_version)(int*);
   ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*);
+  ncclResult_t (*get_unique_id)(ncclUniqueId*);
+  ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int);
   ncclResult_t (*comm_destroy)(ncclComm_t);
   ncclResult_t (*comm_abort)(ncclComm_t);
   ncclResult_t (*all_reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,

@@ -71,6 +71,7 @@ endforeach()
 target_link_libraries(swept_cublas_emu PRIVATE PkgConfig::OPENBLAS)
 target_link_libraries(swept_cudnn_emu PRIVATE PkgConfig::OPENBLAS ${CMAKE_DL_LIBS})
 target_compile_definitions(swept_cudnn_emu PRIVATE SWEPT_REAL_CUDNN="${_real_cudnn}")
+target_sources(swept_nccl_emu PRIVATE ${_emu}/nccl_emu_net.cpp)  # communicators across processes
 
 set(SWEPT_CUDA_RUNTIME swept_cudart_emu)
 

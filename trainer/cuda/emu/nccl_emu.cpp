@@ -10,6 +10,10 @@
 // communicator another thread is inside of ends the process with a message
 // (on NCCL that is a use-after-free). ncclCommAbort wakes every rank of the
 // clique waiting for the aborted one; their collectives end without a result.
+//
+// ncclGetUniqueId and ncclCommInitRank make communicators whose ranks may be
+// in other processes (nccl_emu_net.h): their collectives go through a root
+// over loopback TCP, with the same arithmetic as a clique's.
 #include <nccl.h>
 
 #include <algorithm>
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "trainer/cuda/emu/emu.h"
+#include "trainer/cuda/emu/nccl_emu_net.h"
 
 namespace {
 
@@ -56,7 +61,8 @@ struct Clique {
 };
 
 struct Comm {
-  std::shared_ptr<Clique> clique;
+  std::shared_ptr<Clique> clique;  // ncclCommInitAll's, or
+  std::shared_ptr<swept::cuda::emu::net::Link> link;  // ncclCommInitRank's
   int rank = 0;
   std::atomic<int> users{0};  // threads inside an NCCL call on this communicator
 };
@@ -153,10 +159,29 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
   return ncclSuccess;
 }
 
+ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
+  if (!id) return ncclInvalidArgument;
+  return swept::cuda::emu::net::make_unique_id(id) ? ncclSuccess : ncclSystemError;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int rank) {
+  if (!comm || nranks < 1 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return ncclUnhandledCudaError;
+  auto link = swept::cuda::emu::net::join(id, nranks, rank);
+  if (!link) return ncclSystemError;
+  auto* c = new Comm();
+  c->link = std::move(link);
+  c->rank = rank;
+  *comm = reinterpret_cast<ncclComm_t>(c);
+  return ncclSuccess;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   auto* c = reinterpret_cast<Comm*>(comm);
   if (!c) return ncclInvalidArgument;
   if (c->users.load() != 0) misuse("ncclCommDestroy");
+  if (c->link) swept::cuda::emu::net::close(*c->link);
   delete c;
   return ncclSuccess;
 }
@@ -165,7 +190,9 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
   auto* c = reinterpret_cast<Comm*>(comm);
   if (!c) return ncclSuccess;
   if (c->users.load() != 0) misuse("ncclCommAbort");
-  {
+  if (c->link) {
+    swept::cuda::emu::net::close(*c->link);
+  } else {
     std::lock_guard<std::mutex> lock(c->clique->mu);
     c->clique->aborted = true;
     c->clique->cv.notify_all();
@@ -183,6 +210,16 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
   if (!c) return ncclInvalidArgument;
   if (type != ncclFloat32 || (op != ncclAvg && op != ncclSum)) return ncclInvalidArgument;
   c->users.fetch_add(1);
+  if (c->link) {
+    std::shared_ptr<swept::cuda::emu::net::Link> link = c->link;
+    const auto* in = static_cast<const float*>(sendbuff);
+    auto* out = static_cast<float*>(recvbuff);
+    const bool avg = op == ncclAvg;
+    cudaError_t e = swept::cuda::emu::enqueue(
+        stream, [link, in, out, count, avg] { swept::cuda::emu::net::all_reduce(*link, in, out, count, avg); });
+    c->users.fetch_sub(1);
+    return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
+  }
   std::shared_ptr<Clique> clique = c->clique;
   const int rank = c->rank;
   const auto* send = static_cast<const float*>(sendbuff);

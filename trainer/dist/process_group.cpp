@@ -1,0 +1,171 @@
+// ProcessGroup over Gloo (see process_group.h). Each collective is one Gloo
+// call with the next tag; Gloo's exceptions (a peer closed its connection, a
+// timeout) are caught here and become kIoError, so the trainer sees the one
+// error type and exits 1 with the message instead of hanging or aborting.
+#include "trainer/dist/process_group.h"
+
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "common/log.h"
+#include "trainer/dist/rendezvous.h"
+
+namespace swept::trainer {
+
+Result<std::string> local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* found = nullptr;
+  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
+    return Status::IoError("cannot resolve MASTER_ADDR=" + host + ": " + ::gai_strerror(rc));
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(found, ::freeaddrinfo);
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof local;
+    // connect() on a datagram socket sends nothing: it only picks the route
+    // and with it the source address, which getsockname() then reports.
+    const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
+    ::close(fd);
+    if (!ok) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = local.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+    if (::inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) return std::string(text);
+  }
+  return Status::IoError("no route from this host to MASTER_ADDR=" + host +
+                         ": set GLOO_SOCKET_IFNAME to the interface that reaches it");
+}
+
+Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const World& world) {
+  // A misspelt interface is bad input (exit 2), found before any waiting.
+  if (!world.socket_ifname.empty() && ::if_nametoindex(world.socket_ifname.c_str()) == 0)
+    return Status::InvalidArgument("GLOO_SOCKET_IFNAME=" + world.socket_ifname +
+                                   " names no network interface of this host: name the one that carries the "
+                                   "address the other hosts reach (`ip -brief address` lists them), or unset it");
+  std::unique_ptr<ProcessGroup> g(new ProcessGroup());
+  g->world_ = world;
+  if (world.rank == 0) {
+    Result<std::unique_ptr<RendezvousServer>> server = RendezvousServer::start(world.master_port);
+    if (!server.ok()) return server.status();
+    g->server_ = std::move(*server);
+  }
+  // Rank 0 reaches its own server on loopback: MASTER_ADDR names it as the
+  // others see it, which need not be routable from itself (NAT, a proxy).
+  const std::string host = world.rank == 0 ? std::string("127.0.0.1") : world.master_addr;
+  Result<std::unique_ptr<RendezvousClient>> client =
+      RendezvousClient::connect(host, world.master_port, world.rank, world.timeout);
+  if (!client.ok()) return client.status();
+  g->client_ = std::move(*client);
+  SWEPT_RETURN_IF_ERROR(g->connect_mesh());
+  log::info("rank " + std::to_string(world.rank) + " of " + std::to_string(world.size) + " joined (" + world.source +
+            " environment, rendezvous " + world.master_addr + ":" + std::to_string(world.master_port) +
+            ", Gloo on " + g->address_ + ")");
+  return g;
+}
+
+ProcessGroup::~ProcessGroup() {
+  // Gloo's pairs close before the rendezvous goes: a rank still reading a
+  // key from rank 0's store is past it by the time any rank gets here.
+  context_.reset();
+  client_.reset();
+  server_.reset();
+}
+
+Status ProcessGroup::connect_mesh() {
+  gloo::transport::tcp::attr attr;
+  if (!world_.socket_ifname.empty()) {
+    attr.iface = world_.socket_ifname;
+    address_ = "interface " + world_.socket_ifname + " (GLOO_SOCKET_IFNAME)";
+  } else if (Result<std::string> local = local_address_towards(world_.master_addr); local.ok()) {
+    attr.hostname = *local;
+    address_ = *local + " (the route to MASTER_ADDR)";
+  } else {
+    char name[256] = {};
+    ::gethostname(name, sizeof name - 1);
+    attr.hostname = name;
+    address_ = std::string(name) + " (the host name: " + local.status().message() + ")";
+  }
+  try {
+    std::shared_ptr<gloo::transport::Device> device = gloo::transport::tcp::CreateDevice(attr);
+    auto context = std::make_shared<gloo::rendezvous::Context>(world_.rank, world_.size);
+    context->setTimeout(world_.timeout);
+    GlooStore store(*client_);
+    context->connectFullMesh(store, device);
+    context_ = std::move(context);
+  } catch (const GlooStore::Failure& f) {
+    return f.status();
+  } catch (const std::exception& e) {
+    return Status::IoError("rank " + std::to_string(world_.rank) + " could not connect to its " +
+                           std::to_string(world_.size - 1) + " peers through Gloo on " + address_ + ": " + e.what() +
+                           " (GLOO_SOCKET_IFNAME names the interface the others reach this host by)");
+  }
+  return Status::Ok();
+}
+
+template <typename Fn>
+Status ProcessGroup::guarded(const char* what, Fn&& fn) {
+  try {
+    fn();
+    return Status::Ok();
+  } catch (const std::exception& e) {
+    return Status::IoError(std::string(what) + " across " + std::to_string(world_.size) + " processes failed on rank " +
+                           std::to_string(world_.rank) + ": " + e.what() +
+                           " (a peer process ended or is unreachable: see its log)");
+  }
+}
+
+Status ProcessGroup::sum(float* data, size_t count) {
+  if (count == 0) return Status::Ok();
+  return guarded("the gradient all-reduce", [&] {
+    gloo::AllreduceOptions opts(context_);
+    opts.setOutput(data, count);
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+    opts.setTag(tag_++);
+    gloo::allreduce(opts);
+  });
+}
+
+Status ProcessGroup::all_gather(const float* in, size_t count, float* out) {
+  if (count == 0) return Status::Ok();
+  return guarded("an all-gather", [&] {
+    gloo::AllgatherOptions opts(context_);
+    opts.setInput(const_cast<float*>(in), count);  // Gloo only reads it
+    opts.setOutput(out, count * static_cast<size_t>(world_.size));
+    opts.setTag(tag_++);
+    gloo::allgather(opts);
+  });
+}
+
+Status ProcessGroup::broadcast(std::vector<char>& bytes) {
+  uint64_t n = bytes.size();
+  auto one = [&](void* data, size_t size) {
+    gloo::BroadcastOptions opts(context_);
+    if (world_.rank == 0) opts.setInput(static_cast<char*>(data), size);
+    opts.setOutput(static_cast<char*>(data), size);
+    opts.setRoot(0);
+    opts.setTag(tag_++);
+    gloo::broadcast(opts);
+  };
+  return guarded("a broadcast", [&] {
+    one(&n, sizeof n);
+    bytes.resize(n);
+    if (n > 0) one(bytes.data(), n);
+  });
+}
+
+}  // namespace swept::trainer
