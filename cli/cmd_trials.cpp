@@ -33,7 +33,9 @@ std::string agents_text(const TrialRow& t) {
   return s;
 }
 std::string node_gpus_text(const TrialRow& t) {
-  if (t.nodes.empty()) return gpus_text(t);
+  bool any = false;
+  for (const TrialNode& n : t.nodes) any = any || !n.gpus.empty();
+  if (!any) return gpus_text(t);
   std::string s;
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     TrialRow one;
