@@ -676,3 +676,57 @@ TEST_CASE("with the commit policy off: starts written in their turn, no successo
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM metrics") == 3);
   CHECK(f.broker->stats().successors == 0);
 }
+
+// ---- multi-node trials (issue 25) ----
+
+TEST_CASE("broker: a 2-node trial goes to two agents that run gangs, with node 0's address and a port of its range") {
+  Fixture f;
+  f.start();
+  // An agent that predates gangs: offered nothing of a multi-node sweep.
+  Peer& old = f.agent("old", 4);
+  auto gang_agent = [&](const std::string& name, const std::string& addr) -> Peer& {
+    f.peers.push_back(std::make_unique<Peer>(f.broker->endpoint(), name + "#1"));
+    Peer& peer = *f.peers.back();
+    Register reg = registration(name, 1);
+    reg.features = {"gang"};
+    reg.addr = addr;
+    reg.ports_lo = 40100;
+    reg.ports_hi = 40101;
+    peer.send(reg);
+    expect<RegisterAck>(*f.broker, peer);
+    return peer;
+  };
+  Peer& a = gang_agent("a", "10.9.0.1");
+  Peer& b = gang_agent("b", "10.9.0.2");
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "resources": {"nodes": 2},
+      "parameters": {"x": {"values": [1, 2]}}})").ok());
+  auto on_a = starts(*f.broker, a, 1);
+  auto on_b = starts(*f.broker, b, 1);
+  // One slot each: one trial at a time, both nodes of it, and nothing for `old`.
+  REQUIRE(on_a.size() == 1);
+  REQUIRE(on_b.size() == 1);
+  CHECK(starts(*f.broker, old, 0).empty());
+  REQUIRE(on_a[0].gang);
+  REQUIRE(on_b[0].gang);
+  CHECK(on_a[0].trial_id == on_b[0].trial_id);
+  const StartTrial& node0 = on_a[0].gang->node_rank == 0 ? on_a[0] : on_b[0];
+  const StartTrial& node1 = on_a[0].gang->node_rank == 0 ? on_b[0] : on_a[0];
+  CHECK(node1.gang->node_rank == 1);
+  CHECK(node0.gang->nodes == 2);
+  CHECK(node0.gang->master_addr == (&node0 == &on_a[0] ? "10.9.0.1" : "10.9.0.2"));
+  CHECK(node1.gang->master_addr == node0.gang->master_addr);
+  CHECK((node0.gang->master_port == 40100 || node0.gang->master_port == 40101));
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND nodes IS NOT NULL") == 1);
+  // Both nodes end 0: the trial completes, and the next goes out on a port
+  // of the range again.
+  Peer& p0 = &node0 == &on_a[0] ? a : b;
+  Peer& p1 = &node0 == &on_a[0] ? b : a;
+  run_for(p1, node1.trial_id, 1.0, 2.0);
+  run_for(p0, node0.trial_id, 1.0, 2.0);
+  auto next_a = starts(*f.broker, a, 1);
+  auto next_b = starts(*f.broker, b, 1);
+  REQUIRE(next_a.size() == 1);
+  REQUIRE(next_a[0].gang);
+  CHECK(next_a[0].trial_id != node0.trial_id);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
+}
