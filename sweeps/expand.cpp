@@ -63,6 +63,11 @@ std::string describe(const SweepSpec& spec) {
   s += ", " + std::to_string(n) + (n == 1 ? " parameter, " : " parameters, ");
   const auto count = trial_count(spec);
   s += count ? std::to_string(*count) + (*count == 1 ? " trial" : " trials") : "unbounded (no run_cap)";
+  const Resources& r = spec.resources;
+  if (r.nodes > 1 || r.procs_per_node > 1) {  // a multi-node sweep: say what each trial spans
+    s += ", each on " + std::to_string(r.nodes) + (r.nodes == 1 ? " node" : " nodes");
+    s += " x " + std::to_string(r.procs_per_node) + (r.procs_per_node == 1 ? " process" : " processes");
+  }
   return s;
 }
 

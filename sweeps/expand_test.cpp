@@ -147,6 +147,9 @@ TEST_CASE("sweeps.random: same seed same trials other seed other trials - run_ca
   SweepSpec unbounded = parse_ok(R"({"method": "random", "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
   CHECK_FALSE(trial_count(unbounded).has_value());
   CHECK(describe(unbounded) == "random, 1 parameter, unbounded (no run_cap)");
+  SweepSpec gang = parse_ok(R"({"method": "grid", "resources": {"nodes": 4, "procs_per_node": 8},
+      "parameters": {"x": {"values": [1, 2]}}})");
+  CHECK(describe(gang) == "grid, 1 parameter, 2 trials, each on 4 nodes x 8 processes");
 }
 
 TEST_CASE("sweeps.random: draws follow the documented recipe recomputed here") {
