@@ -88,7 +88,8 @@ int run_trials(const std::vector<std::string>& args) {
   Table table({"TRIAL", "INDEX", "STATE", "ATTEMPTS", "AGENT", "GPUS", "METRIC", "PARAMS", "REASON"});
   for (const auto& t : *rows) {
     if (only && t.state != *only) continue;
-    table.add({std::to_string(t.id), std::to_string(t.index), display_name(t.state), std::to_string(t.attempts),
+    table.add({std::to_string(t.id), std::to_string(t.index), stopping(t) ? "stopping" : display_name(t.state),
+               std::to_string(t.attempts),
                agents_text(t), node_gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
                t.reason.value_or("")});
   }

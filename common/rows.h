@@ -170,4 +170,10 @@ struct TrialRow {
   bool operator==(const TrialRow&) const = default;
 };
 
+// A trial the user stopped whose process has not ended yet (its grace to
+// stop in): `stopped` in the store, not ended; shown as "stopping" (issue 26).
+inline bool stopping(const TrialRow& r) {
+  return r.state == TrialState::kStopped && !r.ended_at && r.attempts > 0;
+}
+
 }  // namespace swept

@@ -136,6 +136,9 @@ Status Broker::recover() {
   auto running = scheduler::recover(lifecycle_, runner_, options_.recovery_grace_ms);
   if (!running.ok()) return running.status();
   live_count_ = lifecycle_.size();
+  SWEPT_ASSIGN_OR_RETURN(stopping, store_.end_stopping_trials(clock_.wall_seconds()));
+  if (stopping > 0)
+    log::info(std::to_string(stopping) + " trials stopped before the restart had not ended: recorded as ended now");
   if (*running > 0)
     log::info("recovered " + std::to_string(*running) + " running trials; waiting for their agents to re-register");
   SWEPT_RETURN_IF_ERROR(store_.commit());

@@ -472,6 +472,7 @@ Status TrialLifecycle::finish(int64_t trial_id, TrialState state, const TrialExi
     end.forget_metric_value = state == TrialState::kCompleted && e && e->diverged;
   }
   SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+  if (lt.cancelled) SWEPT_RETURN_IF_ERROR(store_.fill_ended_at(trial_id, ended_at));  // no longer stopping
   // Its TRIAL_STARTED never reached the store (the scheduler was killed
   // before writing it, and the trial ended while it was away): the start
   // time its agent reports with the exit stands in.
@@ -499,6 +500,7 @@ Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
   end.ended_at = now;
   if (lt.cancelled) {  // already `stopped` in the store: only the attempt ends
     SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+    SWEPT_RETURN_IF_ERROR(store_.fill_ended_at(trial_id, now));
     ended(trial_id, lt.sweep_id, TrialState::kStopped, /*was_running=*/true);
     return Status::Ok();
   }
@@ -532,6 +534,7 @@ Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
     end.reason = reason;
     end.ended_at = now;
     SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
+    SWEPT_RETURN_IF_ERROR(store_.fill_ended_at(trial_id, now));
     ended(trial_id, lt.sweep_id, TrialState::kStopped, /*was_running=*/true);
     return Status::Ok();
   }
@@ -598,7 +601,9 @@ Status TrialLifecycle::cancel_trial(int64_t trial_id, const std::string& reason)
     if (lt.cancelled) return Status::Ok();
     lt.cancelled = true;
     const TrialState stopped = next_trial_state(TrialState::kRunning, {TrialEventKind::kCancel}, 0).value();
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, stopped, std::nullopt, reason, clock_.wall_seconds()));
+    // `stopped` at once, but not ended: its process has its grace to stop in
+    // (shown as stopping), and it keeps its place until its exit comes.
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(trial_id, stopped, std::nullopt, reason, std::nullopt));
     mail_stop(lt, reason);
     changed_ = true;
     return Status::Ok();

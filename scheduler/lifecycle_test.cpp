@@ -248,13 +248,18 @@ TEST_CASE("lifecycle: cancel stops a running trial (STOP_TRIAL to its agent) and
   REQUIRE(stop != nullptr);
   CHECK(stop->trial_id == running.trial_id);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(running.trial_id) + " AND state='stopped'") == 1);
+  // Stopping, not ended (issue 26, item 8): its process still runs its grace,
+  // and it keeps its place until then.
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(running.trial_id) + " AND ended_at IS NULL") == 1);
+  CHECK(u.life->find(running.trial_id) != nullptr);
   // Cancelled twice: one stop.
   REQUIRE(u.life->cancel_trial(running.trial_id, "again").ok());
   CHECK(u.life->take_mail().empty());
   // Its exit ends the attempt as stopped; the trial stays stopped.
-  u.exit("a", running, ExitCause::kStopped);
+  u.exit("a", running, ExitCause::kStopped, 0, /*ended_at=*/3.5);
   CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE trial_id=" + std::to_string(running.trial_id) +
             " AND state='stopped'") == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(running.trial_id) + " AND ended_at=3.5") == 1);
   Status refused = u.life->cancel_trial(done.trial_id, "late");
   CHECK(refused.code() == StatusCode::kFailedPrecondition);
   CHECK(refused.message() == "trial " + std::to_string(done.trial_id) + " is already completed");
@@ -763,4 +768,18 @@ TEST_CASE("lifecycle: a gang survives a scheduler restart: its nodes come back f
   CHECK(u.exit("b", nodes[1], ExitCause::kExited, 2) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
+}
+
+TEST_CASE("lifecycle: a trial stopped just before a restart, whose end was never seen, is ended by the restart") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  StartTrial st = u.run(sweep, "a");
+  REQUIRE(u.life->cancel_trial(st.trial_id, "cancelled by the user").ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='stopped' AND ended_at IS NULL") == 1);
+  u.commit();
+  REQUIRE(u.store->begin().ok());
+  auto ended = u.store->end_stopping_trials(9.0);
+  REQUIRE(ended.ok());
+  CHECK(*ended == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='stopped' AND ended_at=9.0") == 1);
 }

@@ -434,6 +434,21 @@ Status Writer::clear_metric_value(int64_t trial_id) {
   return st.run();
 }
 
+Status Writer::fill_ended_at(int64_t trial_id, double ended_at) {
+  SWEPT_CACHED(st, "UPDATE trials SET ended_at=?1 WHERE id=?2 AND ended_at IS NULL");
+  st.bind(1, ended_at);
+  st.bind(2, trial_id);
+  return st.run();
+}
+
+Result<int64_t> Writer::end_stopping_trials(double now) {
+  SWEPT_CACHED(st, "UPDATE trials SET ended_at=?1 WHERE state=?2 AND ended_at IS NULL AND attempts > 0");
+  st.bind(1, now);
+  st.bind(2, TrialState::kStopped);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  return static_cast<int64_t>(sqlite3_changes(conn_->handle()));
+}
+
 Status Writer::set_trial_state(int64_t trial_id, TrialState state, std::optional<int> exit_code,
                               const std::optional<std::string>& reason, std::optional<double> ended_at,
                               const StartRecord* start) {

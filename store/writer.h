@@ -103,6 +103,13 @@ class Writer {
   Status reopen_attempt(int64_t trial_id, int attempt, const std::string& agent);
   // The agent confirmed the start: the environment it set, the start time.
   Status confirm_started(int64_t trial_id, int attempt, const std::string& env_json, double started_at);
+  // Sets the trial's end time where none is recorded yet (a trial the user
+  // stopped is `stopped` at once, and ended once its process has).
+  Status fill_ended_at(int64_t trial_id, double ended_at);
+  // After a restart: trials the user stopped whose end the scheduler never
+  // saw are ended now (an agent still running one is told to stop it as a
+  // stale attempt when it re-registers). Returns how many.
+  Result<int64_t> end_stopping_trials(double now);
   // Sets the start time of the trial's attempt where none is recorded yet.
   Status fill_started_at(int64_t trial_id, int attempt, double started_at);
   // The agent's start record when it has not been written yet (as

@@ -406,3 +406,46 @@ TEST_CASE("swept run: a command using the args_json_file macro reads its paramet
   CHECK(fs::is_directory(dir / "u/sweep-1/trial-1/checkpoints"));
   CHECK_FALSE(fs::exists(dir / "u/sweep-1/trial-1/swept-params.json"));
 }
+
+// Issue 26, item 8: a trial the user stops shows `stopping` while its process
+// takes its grace, keeps its slot until it has ended (the sweep's next trial
+// waits), and then shows `stopped` with its end time.
+TEST_CASE("swept cancel --trial: the trial is stopping until its process ends, and its slot stays its own until then") {
+  TempDir dir;
+  Scheduler sched(dir);
+  Process agent({kSwept, "agent", "--scheduler", sched.endpoint, "--name", "one", "--gpus", "none", "--slots", "1",
+                 "--workdir", dir / "work-one", "--heartbeat-ms", "100", "--stop-grace-ms", "60000"},
+                dir / "agent-one.log");
+  const std::string flag_dir = dir.path();
+  int64_t sweep = submit(dir, sched.endpoint,
+                         grid("", R"({"mode": {"value": "slow_stop"}, "dir": {"value": ")" + flag_dir +
+                                      R"("}, "x": {"values": [1, 2]}})"));
+  const std::string first = "SELECT MIN(id) FROM trials WHERE sweep_id=" + q(sweep);
+  REQUIRE_MESSAGE(eventually([&] { return fs::exists(dir / ("up-" + q(db_int(sched.db, first)))); }, 30), agent.log());
+  const int64_t id = db_int(sched.db, first);
+  std::string out;
+  int rc = run_command({kSwept, "cancel", "--trial", q(id), "--scheduler", sched.endpoint}, dir / "c.log", &out);
+  REQUIRE_MESSAGE(rc == 0, out);
+  // It holds on to its SIGTERM until released: stopping, and its slot is not given away.
+  rc = run_command({kSwept, "trials", q(sweep), "--db", sched.db}, dir / "c.log", &out);
+  CHECK(rc == 0);
+  CHECK_MESSAGE(out.find("stopping") != std::string::npos, out);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE id=" + q(id) + " AND state='stopped' AND ended_at IS NULL") == 1);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(sweep) + " AND state='running'") == 0);
+  CHECK_FALSE(fs::exists(dir / ("up-" + q(id + 1))));
+  write_file(dir / "release", "");
+  REQUIRE_MESSAGE(eventually([&] {
+    return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE id=" + q(id) + " AND ended_at IS NOT NULL") == 1;
+  }, 30), agent.log());
+  rc = run_command({kSwept, "trials", q(sweep), "--db", sched.db}, dir / "c.log", &out);
+  CHECK(out.find("stopping") == std::string::npos);
+  // Only now does the next trial get the slot (and, released, it stops at once when cancelled).
+  REQUIRE_MESSAGE(eventually([&] { return fs::exists(dir / ("up-" + q(id + 1))); }, 30), agent.log());
+  rc = run_command({kSwept, "cancel", q(sweep), "--scheduler", sched.endpoint}, dir / "c.log", &out);
+  CHECK_MESSAGE(rc == 0, out);
+  REQUIRE_MESSAGE(eventually([&] {
+    return db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(sweep) + " AND ended_at IS NULL") == 0;
+  }, 30), agent.log());
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE sweep_id=" + q(sweep) + " AND state='stopped'") == 2);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM sweeps WHERE id=" + q(sweep) + " AND state='cancelled'") == 1);
+}

@@ -6,6 +6,9 @@
 #   bigline      print 3 MB without a newline, then one metric line, exit 0
 #   silent       sleep --secs, print nothing, exit 0
 #   ignore_term  ignore SIGTERM and sleep 30 s (the agent must SIGKILL it)
+#   slow_stop    writes --dir/up-$SWEPT_TRIAL_ID and sleeps; on SIGTERM it
+#                stops only once --dir/release exists (a trial with a long
+#                checkpoint to write), then exits 143
 #   checkpoint   a resumable trial: counts its runs in --dir/runs-$SWEPT_TRIAL_ID;
 #                run number --finish_on prints one metric line and exits 0;
 #                earlier runs write --dir/ready-ID-RUN, sleep --secs, and on
@@ -37,6 +40,12 @@ case $mode in
     exit 0 ;;
   silent) sleep "$secs"; exit 0 ;;
   ignore_term) trap '' TERM; sleep 30; exit 0 ;;
+  slow_stop)
+    trap 'while [ ! -e "$dir/release" ]; do sleep 0.05; done; exit 143' TERM
+    : > "$dir/up-${SWEPT_TRIAL_ID:?}"
+    sleep 60 &
+    wait $!
+    exit 0 ;;
   checkpoint)
     id=${SWEPT_TRIAL_ID:?}
     run=$(( $(cat "$dir/runs-$id" 2>/dev/null || echo 0) + 1 ))

@@ -172,7 +172,7 @@
         }
         var tr = el('tr', { 'data-trial-id': t.id, className: t.id === page.best_trial_id ? 'best' : '' },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
-          el('td', null, stateBadge('trial', t.state)), el('td', { text: agent }), el('td', { text: gpus }),
+          el('td', null, stateBadge('trial', t.state, t.stopping)), el('td', { text: agent }), el('td', { text: gpus }),
           el('td', { className: 'num', text: String(t.attempts) }));
         page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
         page.columns.metrics.forEach(function (m) { tr.appendChild(el('td', { className: 'num', text: fmt(t.metrics[m]) })); });

@@ -17,7 +17,7 @@
       var kv = el('dl', { className: 'kv' });
       function row(k, v) { kv.appendChild(el('dt', { text: k })); kv.appendChild(el('dd', null, v)); }
       row('sweep', el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: t.sweep_name }));
-      row('state', stateBadge('trial', t.state));
+      row('state', stateBadge('trial', t.state, t.stopping));
       row('reason', t.reason || '—');
       row('exit code', t.exit_code === null ? '—' : String(t.exit_code));
       row('agent', t.agent || '—');

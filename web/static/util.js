@@ -84,9 +84,11 @@
     return 'state' + (tone ? ' tone-' + tone : '');
   }
 
-  function stateBadge(kind, state) {
+  // `stopping`: a trial the user stopped whose process is still ending (its
+  // grace): the stopped tone, labelled so.
+  function stateBadge(kind, state, stopping) {
     return el('span', { className: toneClass(kind, state),
-      text: (kind === 'trial' && STATE_LABELS[state]) || state });
+      text: stopping ? 'stopping' : (kind === 'trial' && STATE_LABELS[state]) || state });
   }
 
   function trialLink(id) {
