@@ -15,7 +15,9 @@ Options (swept passes them as --name=value):
   --steps N          steps to train (default 20)
   --step_ms MS       sleep per step, so a test can act while the trial runs
   --fail_rank R      this rank exits 1 at --fail_step (default: none)
-  --fail_step S      (default 3)
+  --fail_step S      (default 3; 0: before joining the group, so that the
+                     other ranks wait in the rendezvous, unaware, until
+                     stopped or --timeout_s)
   --timeout_s S      Gloo's timeout for the rendezvous and each collective
                      (default 60), so that a lost peer ends the run
 """
@@ -50,6 +52,9 @@ def main():
         "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
         "GROUP_RANK", "SWEPT_NODES", "SWEPT_NODE_RANK", "GLOO_SOCKET_IFNAME")}
     print(f"ddp_trial: pid {os.getpid()} env {json.dumps(env, sort_keys=True)}", file=sys.stderr, flush=True)
+    if args.fail_step == 0 and env["RANK"] == str(args.fail_rank):
+        print(f"ddp_trial: rank {args.fail_rank} fails before joining the group, as asked", file=sys.stderr, flush=True)
+        sys.exit(1)
     dist.init_process_group("gloo", init_method="env://",
                             timeout=datetime.timedelta(seconds=args.timeout_s))
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -10,14 +10,18 @@
 # usage: tests/multinode_netns_test.sh MODE SWEPT SWEPT_TRAIN SOURCE_DIR
 #   train   two 2-node trials of swept-train (synthetic MNIST-shaped data)
 #   ddp     a 2-node trial of tests/ddp_trial.py (PyTorch DDP over Gloo)
-#   faults  a 2-node DDP trial whose node-1 agent is SIGKILLed mid-trial
-#           (the other rank stopped, the trial retried and completed once
-#           the agent is back), then a 2-node trial whose rank 1 exits 1
-#           (the other rank stopped, the trial failed, not retried)
+#   kill      a 2-node DDP trial whose node-1 agent is SIGKILLed mid-trial,
+#             with the default heartbeats: the other rank ends, the attempt
+#             is lost (not failed) and the trial is retried and completed
+#             once the agent is back
+#   rankfail  2-node DDP trials whose rank 1 exits 1: at its third step
+#             (rank 0's collective fails too), and before joining the group
+#             (rank 0 waits in the rendezvous, unaware, until the scheduler
+#             stops it); the trials fail on their first attempt, not retried
 # Each mode checks that every trial's two nodes are on the two hosts, each
 # rank's logs on its own host, and no trial process left on either host.
 # Needs root and iproute2. Exit 77 (CTest: skipped) only when namespaces
-# cannot be created; without Debian's python3-torch the ddp and faults modes
+# cannot be created; without Debian's python3-torch the ddp, kill and rankfail modes
 # fail, saying to install it. Namespaces and processes are removed on every
 # exit, failures included.
 set -euo pipefail
@@ -51,8 +55,8 @@ fail() {
 source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
 
 case $mode in
-  train | ddp | faults) ;;
-  *) echo "usage: $0 train|ddp|faults SWEPT SWEPT_TRAIN SOURCE_DIR" >&2; exit 2 ;;
+  train | ddp | kill | rankfail) ;;
+  *) echo "usage: $0 train|ddp|kill|rankfail SWEPT SWEPT_TRAIN SOURCE_DIR" >&2; exit 2 ;;
 esac
 if [ "$mode" != train ] && ! "$py" -c 'import torch.distributed, torch.nn.parallel' 2>"$tmp/torch.err"; then
   echo "FAIL ($mode): $py cannot import torch ($(tail -1 "$tmp/torch.err")): install Debian's python3-torch" \
@@ -81,14 +85,20 @@ cp a1.pub a2.pub auth/agents/
 cp client.pub auth/clients/
 keyed() { echo --key "$tmp/$1.key" --scheduler-pub "$tmp/scheduler.pub"; }
 
-ip netns exec "$ns_s" "$swept" scheduler --bind 'tcp://0.0.0.0:*' --db "$tmp/swept.db" --heartbeat-ms 100 \
-  --liveness 5 --endpoint-file "$tmp/ep" --key scheduler.key --authorized auth >"$tmp/scheduler.log" 2>&1 &
+# Heartbeats: 100 ms to keep the test short, but the kill mode keeps the
+# defaults (1 s, liveness 5): a lost agent is then noticed seconds after the
+# surviving rank's collective has failed on the closed connection, as on a
+# real cluster, and the attempt must still be lost and retried, not failed.
+hb=(--heartbeat-ms 100 --liveness 5)
+[ "$mode" = kill ] && hb=(--heartbeat-ms 1000 --liveness 5)
+ip netns exec "$ns_s" "$swept" scheduler --bind 'tcp://0.0.0.0:*' --db "$tmp/swept.db" "${hb[@]}" \
+  --endpoint-file "$tmp/ep" --key scheduler.key --authorized auth >"$tmp/scheduler.log" 2>&1 &
 pids+=($!)
 wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
 port=$(sed 's/.*://' "$tmp/ep")
 
 # start_agent N: host-N's agent, one slot, advertising its own eth0 address.
-# `ip netns exec` execs swept, so $! is the agent itself (the faults mode
+# `ip netns exec` execs swept, so $! is the agent itself (the kill mode
 # SIGKILLs it). Rendezvous ports: the default range, free in a namespace of
 # its own.
 agent_pid=()
@@ -97,7 +107,7 @@ start_agent() {
   [ "$n" = 2 ] && ns=$ns_a2
   # shellcheck disable=SC2046
   ip netns exec "$ns" "$swept" agent --scheduler "tcp://10.79.$n.1:$port" --name "host-$n" --gpus none --slots 1 \
-    --workdir "$tmp/work-host-$n" --advertise-addr "10.79.$n.2" --heartbeat-ms 100 --liveness 5 \
+    --workdir "$tmp/work-host-$n" --advertise-addr "10.79.$n.2" "${hb[@]}" \
     --reconnect-min-ms 100 --reconnect-max-ms 400 --stop-grace-ms 500 $(keyed "a$n") >>"$tmp/agent-host-$n.log" 2>&1 &
   agent_pid[$n]=$!
   pids+=($!)
@@ -150,7 +160,7 @@ check_nodes() {
   d0=$tmp/work-$n0/sweep-$sweep/trial-$t d1=$tmp/work-$n1/sweep-$sweep/trial-$t
   # Both ranks log to stderr; rank 1 prints nothing on stdout (an empty
   # stream may leave no file).
-  for f in "$d0/rank-0.stdout.log" "$d0/rank-0.stderr.log" "$d1/rank-1.stderr.log"; do
+  for f in "$d0/rank-0.stderr.log" "$d1/rank-1.stderr.log"; do
     [ -f "$f" ] || fail "trial $t: no $f ($(find "$tmp"/work-* -name 'rank-*' | tr '\n' ' '))"
   done
   if [ -e "$d0/rank-1.stderr.log" ] || [ -e "$d1/rank-0.stderr.log" ]; then fail "trial $t: a rank's log is on the wrong host"; fi
@@ -218,8 +228,8 @@ EOF
   [ "$(grep -c '"loss"' "$d0/rank-0.stdout.log")" = 10 ] || fail "rank 0 did not print 10 loss lines"
   [ "$(sql "SELECT COUNT(*) FROM metrics WHERE trial_id=$t AND name='loss'")" = 10 ] || fail "the store has not 10 losses"
   ;;
-faults)
-  # 1. host-2's agent SIGKILLed while the trial runs (its ranks die with it,
+kill)
+  # Node 1's agent SIGKILLed while the trial runs (its ranks die with it,
   # PR_SET_PDEATHSIG): the rank on host-1 is stopped, the attempt is lost,
   # and the trial runs again, to completion, once host-2 is back.
   cat >"$tmp/kill.json" <<EOF
@@ -236,7 +246,7 @@ EOF
   [ "$victim" = host-1 ] && survivor=host-2 victim_ns=$ns_a1 survivor_ns=$ns_a2
   [ -n "$(trial_processes "$survivor_ns")" ] || fail "no rank runs on $survivor"
   kill -9 "${agent_pid[${victim#host-}]}"
-  # The bound is a deadline on the event (liveness 5 x 100 ms, then 500 ms of
+  # The bound is a deadline on the event (liveness 5 x 1 s, then 500 ms of
   # grace, on a loaded machine), not a measurement.
   wait_for 20 '[ -z "$(trial_processes "$survivor_ns")" ]' ||
     fail "the rank on $survivor still runs after $victim was killed: $(ps -o pid,args -p "$(trial_processes "$survivor_ns" | paste -sd,)")"
@@ -248,25 +258,28 @@ EOF
   [ "$(sql "SELECT state || ' ' || attempts FROM trials WHERE id=$t")" = "completed 2" ] ||
     fail "the trial did not complete on its second attempt: $(sql "SELECT attempt, state, reason FROM attempts WHERE trial_id=$t")"
   check_nodes "$t"
-
-  # 2. Rank 1 exits 1 at its third step: the rank on the other host is
-  # stopped, and the trial fails (a failure is not retried).
+  ;;
+rankfail)
+  # Rank 1 exits 1 at its third step (rank 0's next collective fails on the
+  # closed connection), or before joining the group (rank 0 waits in the
+  # rendezvous for 120 s unless the scheduler stops it): either way the
+  # attempt fails as one, on node 1's exit, and a failure is not retried.
   cat >"$tmp/fail.json" <<EOF
 {"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "resources": {"nodes": 2}, "max_retries": 1,
  "command": ["$py", "$src/tests/ddp_trial.py", "\${args}"],
- "parameters": {"steps": {"value": 400}, "step_ms": {"value": 250}, "fail_rank": {"value": 1}, "fail_step": {"value": 3}}}
+ "parameters": {"steps": {"value": 400}, "step_ms": {"value": 250}, "fail_rank": {"value": 1},
+                "fail_step": {"values": [3, 0]}, "timeout_s": {"value": 120}}}
 EOF
   sweep=$(submit fail.json)
-  t=$(sql "SELECT id FROM trials WHERE sweep_id=$sweep")
   wait_sweep "$sweep" 80
-  [ "$(sql "SELECT state || ' ' || attempts FROM trials WHERE id=$t")" = "failed 1" ] ||
-    fail "the trial whose rank 1 exits 1 did not fail on its first attempt: $(sql "SELECT attempt, state, reason FROM attempts WHERE trial_id=$t")"
-  check_nodes "$t"
-  grep -q 'rank 1 fails at step 3' "$d1/rank-1.stderr.log" || fail "rank 1 did not fail as asked"
-  ! grep -q 'done' "$d0/rank-0.stderr.log" || fail "rank 0 ran to its end"
-  sql "SELECT reason FROM trials WHERE id=$t" | grep -q 'node 1' || fail "the trial's reason does not name node 1: $(sql "SELECT reason FROM trials WHERE id=$t")"
-  for ns in "$ns_a1" "$ns_a2"; do
-    wait_for 20 '[ -z "$(trial_processes "$ns")" ]' || fail "a rank of the failed trial still runs in $ns"
+  for t in $(sql "SELECT id FROM trials WHERE sweep_id=$sweep"); do
+    [ "$(sql "SELECT state || ' ' || attempts FROM trials WHERE id=$t")" = "failed 1" ] ||
+      fail "trial $t, whose rank 1 exits 1, did not fail on its first attempt: $(sql "SELECT attempt, state, reason FROM attempts WHERE trial_id=$t")"
+    check_nodes "$t"
+    grep -q 'rank 1 fails .*as asked' "$d1/rank-1.stderr.log" || fail "trial $t: rank 1 did not fail as asked"
+    if grep -q 'done' "$d0/rank-0.stderr.log"; then fail "trial $t: rank 0 ran to its end"; fi
+    sql "SELECT reason FROM trials WHERE id=$t" | grep -q '^node 1 ' ||
+      fail "trial $t: the reason does not name node 1: $(sql "SELECT reason FROM trials WHERE id=$t")"
   done
   ;;
 esac
