@@ -79,7 +79,8 @@ gang=$("$swept" submit gang.json --scheduler "$ep") || fail "could not submit ga
 
 for s in "$single" "$gang"; do
   timeout 90 "$swept" wait "$s" --scheduler "$ep" --poll-ms 100 >"$tmp/wait-$s.log" 2>&1 ||
-    fail "sweep $s did not end within the bound: $(sql "SELECT sweep_id, id, state, reason FROM trials WHERE state NOT IN ('completed')")"
+    fail "sweep $s did not end within the bound: sweeps $(sql "SELECT id || ' ' || state FROM sweeps" | paste -sd,);" \
+      "trials by sweep and state $(sql "SELECT sweep_id || ' ' || state || ' ' || COUNT(*) FROM trials GROUP BY sweep_id, state" | paste -sd,)"
 done
 [ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$single AND state='completed'")" = 12 ] ||
   fail "not all 12 one-node trials completed: $(sql "SELECT id, state, reason FROM trials WHERE sweep_id=$single")"

@@ -230,8 +230,10 @@ EOF
   ;;
 kill)
   # Node 1's agent SIGKILLed while the trial runs (its ranks die with it,
-  # PR_SET_PDEATHSIG): the rank on host-1 is stopped, the attempt is lost,
-  # and the trial runs again, to completion, once host-2 is back.
+  # PR_SET_PDEATHSIG): the rank on the other host ends (its collective fails
+  # on the closed connection, or the scheduler stops it), the attempt is
+  # lost, not failed, since its cause is the lost node, and the trial runs
+  # again, to completion, once the killed agent is back.
   cat >"$tmp/kill.json" <<EOF
 {"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "resources": {"nodes": 2}, "max_retries": 1,
  "command": ["$py", "$src/tests/ddp_trial.py", "\${args}"],
