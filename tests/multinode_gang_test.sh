@@ -5,7 +5,8 @@
 # of both sweeps must complete within a bound (no gang waits for ever, none
 # deadlocks with the one-node trials), each 2-node trial on the two agents,
 # and a ledger the trials write must show that no agent ever ran two trials
-# at once (a gang never takes a slot that a one-node trial holds).
+# at once (a gang never takes a slot that a one-node trial holds). Then the
+# 2-node sweep again under `swept run --local-agents 2`.
 #
 # usage: tests/multinode_gang_test.sh SWEPT
 # Needs nothing but the binary, sqlite3 and python3 (for free ports).
@@ -59,6 +60,7 @@ agent=\$(pwd | sed 's|.*/work-\([^/]*\)/.*|\1|')
 start=\$(date +%s%N)
 sleep "\$secs"
 [ "\${RANK:-0}" = 0 ] && echo '{"loss": 1.5}'
+echo "rank \${RANK:--} done" >&2
 echo "\$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \${RANK:--} \$start \$(date +%s%N)" >>"$tmp/ledger"
 EOF
 chmod +x "$tmp/ledger-trial.sh"
@@ -100,4 +102,24 @@ overlaps=$(sort -k3,3 -k5,5n "$tmp/ledger" | awk '$3 == agent && $5 < end { prin
   { if ($3 != agent) end = 0; agent = $3; if ($6 > end) { end = $6; prev = $1 } }')
 [ -z "$overlaps" ] || fail "an agent ran two trials at once: $overlaps"
 [ "$(wc -l <"$tmp/ledger")" = 18 ] || fail "the ledger has $(wc -l <"$tmp/ledger") lines, not 12 + 3 x 2"
-echo "PASS: 3 two-node and 12 one-node trials on two one-slot agents all completed, never two at once on an agent"
+
+# The same 2-node sweep under `swept run --local-agents 2 --slots 2`: two
+# agents in the one process, one slot each, the ranks meeting on loopback.
+timeout 90 "$swept" run gang.json --local-agents 2 --slots 2 --gpus none --db "$tmp/run.db" \
+  --workdir "$tmp/run-work" --dashboard off --progress off >"$tmp/run.log" 2>&1 || fail "swept run --local-agents 2 failed"
+run_sql() { sqlite3 -cmd ".timeout 5000" "$tmp/run.db" "$1"; }
+[ "$(run_sql "SELECT COUNT(*) FROM trials WHERE state='completed'")" = 3 ] ||
+  fail "swept run: not all 3 two-node trials completed: $(run_sql "SELECT id, state, reason FROM trials")"
+for t in $(run_sql "SELECT id FROM trials"); do
+  nodes=$(run_sql "SELECT json_extract(nodes, '\$[0].agent') || ' ' || json_extract(nodes, '\$[1].agent') FROM trials WHERE id=$t")
+  [ "$nodes" = "local-1 local-2" ] || [ "$nodes" = "local-2 local-1" ] || fail "swept run: trial $t on '$nodes'"
+  set -- $nodes
+  for r in 0 1; do
+    a=$1
+    [ "$r" = 1 ] && a=$2
+    grep -qs "rank $r done" "$tmp/run-work/$a/sweep-1/trial-$t/rank-$r.stderr.log" ||
+      fail "swept run: trial $t: no rank $r log on $a ($(find "$tmp/run-work" -name 'rank-*' | paste -sd' '))"
+  done
+done
+echo "PASS: 3 two-node and 12 one-node trials on two one-slot agents all completed, never two at once on an agent;" \
+  "swept run --local-agents 2 ran the 2-node sweep"
