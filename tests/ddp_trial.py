@@ -46,6 +46,16 @@ def parse():
     return p.parse_args()
 
 
+def leave(code):
+    """Exits at once, without torch's teardown. In Debian's torch 1.13,
+    freeing the DDP Reducer at exit can deadlock (~ProcessGroupGloo joins a
+    callback thread that waits for the GIL the exiting thread holds; seen
+    here about one run in ten), and the rank would then run until stopped."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def main():
     args = parse()
     env = {k: os.environ.get(k, "") for k in (
@@ -68,7 +78,7 @@ def main():
     for step in range(1, args.steps + 1):
         if rank == args.fail_rank and step == args.fail_step:
             print(f"ddp_trial: rank {rank} fails at step {step} as asked", file=sys.stderr, flush=True)
-            sys.exit(1)
+            leave(1)
         x = torch.randn(32, 8, generator=data)
         loss = torch.nn.functional.mse_loss(model(x), x @ true_w)
         opt.zero_grad()
@@ -87,9 +97,12 @@ def main():
     dist.all_gather(every, checksum)
     if any(c.item() != checksum.item() for c in every):
         print(f"ddp_trial: replicas differ after training: {[c.item() for c in every]}", file=sys.stderr)
-        sys.exit(1)
+        leave(1)
     print(f"ddp_trial: rank {rank} done, replicas equal", file=sys.stderr, flush=True)
-    dist.destroy_process_group()
+    # The barrier lets every rank finish the last collective before any
+    # closes its connections; then no teardown (leave()).
+    dist.barrier()
+    leave(0)
 
 
 if __name__ == "__main__":
