@@ -60,7 +60,7 @@ case $mode in
 esac
 if [ "$mode" != train ] && ! "$py" -c 'import torch.distributed, torch.nn.parallel' 2>"$tmp/torch.err"; then
   echo "FAIL ($mode): $py cannot import torch ($(tail -1 "$tmp/torch.err")): install Debian's python3-torch" \
-       "(apt-get install python3-torch; scripts/install-deps.sh lists it)" >&2
+       "(apt-get install python3-torch), the PyTorch of Debian's /usr/bin/python3" >&2
   exit 1
 fi
 if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
