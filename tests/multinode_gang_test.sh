@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# Gang placement end to end (issue 25): a sweep of 2-node trials and a sweep
+# of 1-node trials, submitted together to a scheduler with two one-slot
+# agents on loopback (real processes, ports picked at run time). Every trial
+# of both sweeps must complete within a bound (no gang waits for ever, none
+# deadlocks with the one-node trials), each 2-node trial on the two agents,
+# and a ledger the trials write must show that no agent ever ran two trials
+# at once (a gang never takes a slot that a one-node trial holds). Then the
+# 2-node sweep again under `swept run --local-agents 2`.
+#
+# usage: tests/multinode_gang_test.sh SWEPT
+# Needs nothing but the binary, sqlite3 and python3 (for free ports).
+set -euo pipefail
+swept=$1
+tmp=$(mktemp -d)
+pids=()
+
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$tmp"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
+  [ -f "$tmp/ledger" ] && { echo "== ledger" >&2; sort -k5 "$tmp/ledger" >&2; }
+  exit 1
+}
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
+
+cd "$tmp"
+"$swept" scheduler --bind 'tcp://127.0.0.1:*' --db "$tmp/swept.db" --heartbeat-ms 100 --liveness 5 \
+  --endpoint-file "$tmp/ep" >"$tmp/scheduler.log" 2>&1 &
+pids+=($!)
+wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
+ep=$(cat "$tmp/ep")
+
+# Each agent's rendezvous range is one port that was free when the test
+# started (the trials here open no port, but node 0's agent checks that it
+# can bind it; a port taken since is a host fault the scheduler retries).
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+for n in 1 2; do
+  p=$(free_port)
+  "$swept" agent --scheduler "$ep" --name "a$n" --gpus none --slots 1 --workdir "$tmp/work-a$n" \
+    --rendezvous-ports "$p-$p" --heartbeat-ms 100 --liveness 5 --stop-grace-ms 500 >"$tmp/agent-a$n.log" 2>&1 &
+  pids+=($!)
+done
+wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 2 ]' ||
+  fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+
+# The trial: writes "trial attempt agent rank start_ns end_ns" to the ledger
+# (the agent from its working directory), sleeps --secs, and prints one
+# metric line from rank 0 (one-node trials have no RANK).
+cat >"$tmp/ledger-trial.sh" <<EOF
+#!/bin/sh
+secs=0
+for a in "\$@"; do case \$a in --secs=*) secs=\${a#*=} ;; esac; done
+agent=\$(pwd | sed 's|.*/work-\([^/]*\)/.*|\1|')
+start=\$(date +%s%N)
+sleep "\$secs"
+[ "\${RANK:-0}" = 0 ] && echo '{"loss": 1.5}'
+echo "rank \${RANK:--} done" >&2
+echo "\$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \${RANK:--} \$start \$(date +%s%N)" >>"$tmp/ledger"
+EOF
+chmod +x "$tmp/ledger-trial.sh"
+cat >"$tmp/gang.json" <<EOF
+{"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "resources": {"nodes": 2},
+ "command": ["$tmp/ledger-trial.sh", "\${args}"],
+ "parameters": {"secs": {"value": 0.5}, "i": {"values": [1, 2, 3]}}}
+EOF
+cat >"$tmp/single.json" <<EOF
+{"method": "grid", "metric": {"name": "loss", "goal": "minimize"},
+ "command": ["$tmp/ledger-trial.sh", "\${args}"],
+ "parameters": {"secs": {"value": 0.5}, "i": {"values": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]}}}
+EOF
+# Both at once: the one-node sweep first, so its trials hold the slots when
+# the gangs arrive.
+single=$("$swept" submit single.json --scheduler "$ep") || fail "could not submit single.json"
+gang=$("$swept" submit gang.json --scheduler "$ep") || fail "could not submit gang.json"
+
+for s in "$single" "$gang"; do
+  timeout 90 "$swept" wait "$s" --scheduler "$ep" --poll-ms 100 >"$tmp/wait-$s.log" 2>&1 ||
+    fail "sweep $s did not end within the bound: sweeps $(sql "SELECT id || ' ' || state FROM sweeps" | paste -sd,);" \
+      "trials by sweep and state $(sql "SELECT sweep_id || ' ' || state || ' ' || COUNT(*) FROM trials GROUP BY sweep_id, state" | paste -sd,)"
+done
+[ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$single AND state='completed'")" = 12 ] ||
+  fail "not all 12 one-node trials completed: $(sql "SELECT id, state, reason FROM trials WHERE sweep_id=$single")"
+[ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$gang AND state='completed'")" = 3 ] ||
+  fail "not all 3 two-node trials completed: $(sql "SELECT id, state, reason FROM trials WHERE sweep_id=$gang")"
+# Each 2-node trial ran on both agents, once each, one rank each.
+for t in $(sql "SELECT id FROM trials WHERE sweep_id=$gang"); do
+  nodes=$(sql "SELECT json_extract(nodes, '\$[0].agent') || ' ' || json_extract(nodes, '\$[1].agent') FROM trials WHERE id=$t")
+  [ "$nodes" = "a1 a2" ] || [ "$nodes" = "a2 a1" ] || fail "trial $t: nodes '$nodes', not one on each agent"
+  ran=$(awk -v t="$t" '$1 == t { print $3 "/" $4 }' "$tmp/ledger" | sort | paste -sd' ')
+  [ "$ran" = "a1/0 a2/1" ] || [ "$ran" = "a1/1 a2/0" ] || fail "trial $t: ranks ran as '$ran'"
+done
+[ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$single AND nodes IS NOT NULL")" = 0 ] ||
+  fail "a one-node trial has nodes"
+# One slot per agent: no two ledger intervals of one agent overlap.
+overlaps=$(sort -k3,3 -k5,5n "$tmp/ledger" | awk '$3 == agent && $5 < end { print "agent " $3 ": trial " $1 " began before trial " prev " ended" }
+  { if ($3 != agent) end = 0; agent = $3; if ($6 > end) { end = $6; prev = $1 } }')
+[ -z "$overlaps" ] || fail "an agent ran two trials at once: $overlaps"
+[ "$(wc -l <"$tmp/ledger")" = 18 ] || fail "the ledger has $(wc -l <"$tmp/ledger") lines, not 12 + 3 x 2"
+
+# The same 2-node sweep under `swept run --local-agents 2 --slots 2`: two
+# agents in the one process, one slot each, the ranks meeting on loopback.
+timeout 90 "$swept" run gang.json --local-agents 2 --slots 2 --gpus none --db "$tmp/run.db" \
+  --workdir "$tmp/run-work" --dashboard off --progress off >"$tmp/run.log" 2>&1 || fail "swept run --local-agents 2 failed"
+run_sql() { sqlite3 -cmd ".timeout 5000" "$tmp/run.db" "$1"; }
+[ "$(run_sql "SELECT COUNT(*) FROM trials WHERE state='completed'")" = 3 ] ||
+  fail "swept run: not all 3 two-node trials completed: $(run_sql "SELECT id, state, reason FROM trials")"
+for t in $(run_sql "SELECT id FROM trials"); do
+  nodes=$(run_sql "SELECT json_extract(nodes, '\$[0].agent') || ' ' || json_extract(nodes, '\$[1].agent') FROM trials WHERE id=$t")
+  [ "$nodes" = "local-1 local-2" ] || [ "$nodes" = "local-2 local-1" ] || fail "swept run: trial $t on '$nodes'"
+  set -- $nodes
+  for r in 0 1; do
+    a=$1
+    [ "$r" = 1 ] && a=$2
+    grep -qs "rank $r done" "$tmp/run-work/$a/sweep-1/trial-$t/rank-$r.stderr.log" ||
+      fail "swept run: trial $t: no rank $r log on $a ($(find "$tmp/run-work" -name 'rank-*' | paste -sd' '))"
+  done
+done
+echo "PASS: 3 two-node and 12 one-node trials on two one-slot agents all completed, never two at once on an agent;" \
+  "swept run --local-agents 2 ran the 2-node sweep"
