@@ -256,8 +256,9 @@ bool RunSession::cannot_run_here(std::chrono::steady_clock::time_point now) {
   auto unfit = broker_->unplaceable_sweeps();
   if (std::find(unfit.begin(), unfit.end(), sweep_id_) != unfit.end()) {
     std::cerr << "\nswept run: the trials of " << options_.file << " need more than this machine offers (resources: "
-              << "GPUs per trial, gpu_memory_fraction or cpus; this agent has --gpus " << options_.agent.gpus
-              << "): stopping\n";
+              << "GPUs per trial, gpu_memory_fraction, cpus or nodes; here --gpus " << options_.agent.gpus << " and "
+              << options_.local_agents << " local agent(s): a trial with nodes: N needs --local-agents N or more): "
+              << "stopping\n";
     begin_stopping(now, kExitUsage);
     return true;
   }

@@ -27,6 +27,17 @@ constexpr int64_t kGatherWindowUs = 2000;
 
 std::string to_s(int64_t v) { return std::to_string(v); }
 
+// What one trial of a sweep asks for, for messages: "1 GPU per node on 2
+// agents that run gangs", "share 0.4 of a GPU", "2 CPU slots".
+std::string demand_text(const Demand& d) {
+  std::string s = d.gpus > 0            ? std::to_string(d.gpus) + " GPUs"
+                  : d.gpu_fraction > 0 ? "a share " + std::to_string(d.gpu_fraction).substr(0, 4) + " of a GPU"
+                                       : std::to_string(d.cpus) + " CPU slots";
+  if (d.nodes > 1) s += " on each of " + std::to_string(d.nodes) + " agents that run gangs";
+  else if (d.procs_per_node > 1) s += " on an agent that runs gangs";
+  return s;
+}
+
 }  // namespace
 
 Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
@@ -36,7 +47,11 @@ Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
                                    options_.forget_agents_after_s, options_.keys}),
       runner_(store, clock),
       lifecycle_(store, clock), context_(1),
-      socket_(context_, zmq::socket_type::router) {}
+      socket_(context_, zmq::socket_type::router) {
+  // A gang node's failure waits until a dead peer host's agent would have
+  // been found lost (the liveness period), and two heartbeats more.
+  lifecycle_.set_gang_hold_ms(int64_t(options_.heartbeat_ms) * (options_.liveness + 2));
+}
 
 Broker::~Broker() {
   if (store_.in_transaction()) store_.rollback();
@@ -587,9 +602,8 @@ Status Broker::dispatch() {
     MutexLock lock(unplaceable_mutex_);
     for (int64_t id : unplaceable)
       if (!unplaceable_.count(id))
-        log::warn("sweep " + to_s(id) + " asks for more per trial (" + std::to_string(runner_.demand(id).gpus) +
-                  " GPUs, share " + std::to_string(runner_.demand(id).gpu_fraction) + ", " +
-                  std::to_string(runner_.demand(id).cpus) + " CPU slots) than any registered agent has: its trials wait");
+        log::warn("sweep " + to_s(id) + " asks for more per trial (" + demand_text(runner_.demand(id)) +
+                  ") than the registered agents have: its trials wait");
     unplaceable_ = unplaceable;
   }
   warn_all_held(caps.empty() && waiting ? held : std::vector<std::string>{});

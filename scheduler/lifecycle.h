@@ -129,6 +129,16 @@ struct LiveTrial {
   int master_port = 0;  // node 0's rendezvous port, while the trial lives
   bool node0_ended = false;
   std::optional<protocol::TrialExited> node0_exit;  // held until the other nodes end
+  // A node failed while others had not reported: its verdict waits (see
+  // TrialLifecycle::set_gang_hold_ms) in case it failed only because another
+  // node's host died, which makes the attempt lost, not failed.
+  struct HeldFailure {
+    TrialState state = TrialState::kFailed;
+    protocol::TrialExited exit;
+    std::string reason;
+    int64_t until_ms = 0;
+  };
+  std::optional<HeldFailure> held_failure;
   // Which node `agent` runs: 0 for node 0, k for more_nodes[k-1], -1 for none.
   int node_of(const std::string& name) const {
     if (name == agent) return 0;
@@ -206,6 +216,12 @@ class TrialLifecycle {
   // Whether a trial ended, was requeued or cancelled since the last call: a
   // place or a trial may have come free for dispatch.
   bool take_changed() { return std::exchange(changed_, false); }
+  // How long a gang node's failure waits for the other nodes before it is
+  // the attempt's verdict: a rank fails within milliseconds when another
+  // host dies (its peers' sockets close), while that host's agent is found
+  // lost only after the liveness period. The broker sets it a little above
+  // that period; a lost node's agent within it makes the attempt lost.
+  void set_gang_hold_ms(int64_t ms) { gang_hold_ms_ = ms; }
   int64_t finished() const { return finished_.load(); }
   int64_t dispatched() const { return dispatched_.load(); }
   int64_t successors() const { return successors_.load(); }
@@ -359,6 +375,9 @@ class TrialLifecycle {
   // Gangs one of whose agents went silent: lost at the next check_deadlines
   // (a gang cannot wait out one node's lease: its collectives are broken).
   std::vector<std::pair<int64_t, std::string>> gang_losses_;
+  int64_t gang_hold_ms_ = 7500;
+  // Gang attempts whose held failure is due (check_deadlines).
+  Status settle_held_failures();
   bool changed_ = true;
   std::atomic<int64_t> finished_{0}, dispatched_{0}, successors_{0};
 };

@@ -163,6 +163,7 @@ Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& r
 
 Status TrialLifecycle::check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms) {
   for (const auto& [id, why] : std::exchange(gang_losses_, {})) SWEPT_RETURN_IF_ERROR(lose(id, why));
+  SWEPT_RETURN_IF_ERROR(settle_held_failures());
   const int64_t now = clock_.now_ms();
   std::vector<int64_t> orphans, unconfirmed, leased;
   for (const auto& [id, lt] : live_) {

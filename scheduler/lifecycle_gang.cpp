@@ -47,18 +47,44 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
     SWEPT_RETURN_IF_ERROR(lose(id, who + ": " + reason));
     return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }
-  if (event.outcome != TrialState::kCompleted) {
-    // One rank failed (or was stopped): the attempt ends now, for every node.
+  bool all = lt.node0_ended;
+  for (const GangNode& n : lt.more_nodes) all = all && n.ended;
+  if (event.outcome == TrialState::kFailed && !all && !lt.held_failure) {
+    // A rank failed, maybe because another host died under it: the others
+    // are stopped now, the verdict waits for their exits or their agents'
+    // loss (then the attempt is lost and retried, not failed).
+    lt.held_failure = LiveTrial::HeldFailure{event.outcome, e, who + ": " + reason, clock_.now_ms() + gang_hold_ms_};
+    mail_stop(lt, "another node of its attempt failed (" + who + ")");
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
+  if (event.outcome != TrialState::kCompleted && !lt.held_failure) {
+    // The last node failed, or a node was stopped: the attempt ends now, for every node.
     SWEPT_RETURN_IF_ERROR(finish(id, event.outcome, &e, who + ": " + reason));
     return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }
-  bool all = lt.node0_ended;
-  for (const GangNode& n : lt.more_nodes) all = all && n.ended;
   if (!all) return ExitOutcome::kRan;  // the others still run
+  if (lt.held_failure) {  // every node has ended: the first failure is the verdict
+    LiveTrial::HeldFailure held = *lt.held_failure;
+    SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
   // Every node exited 0: node 0's exit (its time, its metrics' end) is the trial's.
   const TrialExited last = lt.node0_exit.value_or(e);
   SWEPT_RETURN_IF_ERROR(finish(id, TrialState::kCompleted, &last, reason));
   return ExitOutcome::kRan;
+}
+
+Status TrialLifecycle::settle_held_failures() {
+  const int64_t now = clock_.now_ms();
+  std::vector<int64_t> due;
+  for (const auto& [id, lt] : live_)
+    if (lt.held_failure && now >= lt.held_failure->until_ms) due.push_back(id);
+  for (int64_t id : due) {
+    // No other node's host was found dead meanwhile: the rank's own failure.
+    LiveTrial::HeldFailure held = *live_.at(id).held_failure;
+    SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));
+  }
+  return Status::Ok();
 }
 
 }  // namespace swept::scheduler

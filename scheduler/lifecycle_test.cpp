@@ -682,13 +682,41 @@ TEST_CASE("lifecycle: one failing node stops the others and fails the attempt as
   auto nodes = dispatch_gang(u, sweep, {"a", "b"});
   CHECK(u.exit("b", nodes[1], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  // The verdict waits for node 0 (whose host might have died under rank 1).
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  // Node 0 stops as told: the first failure is the attempt's.
+  CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed' AND reason LIKE 'node 1 (agent b)%'") ==
         1);
-  // Node 0's exit after the stop is history: no late result replaces the failure.
-  CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  // A late exit after the end is history: no late result replaces the failure.
   CHECK(u.exit("a", nodes[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kNotCurrent);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
   CHECK(u.life->take_mail().empty());
+}
+
+TEST_CASE("lifecycle: a gang node that fails because another node's host died makes the attempt lost, not failed") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  u.life->set_gang_hold_ms(5000);
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  // b's host dies: a's rank fails at once (its peer's socket closed) ...
+  CHECK(u.exit("a", nodes[0], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  // ... and b's agent is found silent within the hold: lost, retried.
+  u.clock.advance_ms(3000);
+  u.life->agent_silent("b", u.clock.now_ms() + 60000);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued'") == 1);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"b"});  // told once, when a failed
+  // The retry: a rank fails and nothing else is heard within the hold: failed.
+  auto retry = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(u.exit("b", retry[1], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
+  u.clock.advance_ms(4999);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed' AND attempts=2") == 1);
 }
 
 TEST_CASE("lifecycle: a gang whose node's agent is lost or silent is lost as one, the other nodes stopped") {
@@ -767,6 +795,7 @@ TEST_CASE("lifecycle: a gang survives a scheduler restart: its nodes come back f
   CHECK(u.life->take_mail().empty());
   CHECK(u.exit("b", nodes[1], ExitCause::kExited, 2) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
 }
 

@@ -553,7 +553,7 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   CHECK(s.max_retries == 1);
   CHECK(s.timeout_s == 90.5);
   CHECK(s.space != nullptr);
-  CHECK(describe(s) == "random, 1 parameter, 20 trials");
+  CHECK(describe(s) == "random, 1 parameter, 20 trials, each on 3 nodes x 2 processes");
 }
 
 TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1.0 apart") {
