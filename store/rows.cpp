@@ -3,6 +3,7 @@
 // schema.h's codec.
 #include "store/rows.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -70,9 +71,13 @@ Result<TrialRow> sound_trial_row(const Statement& s) {
   return r;
 }
 
-Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
+namespace {
+// Runs `select` (a query whose first column is a trial id, ending in "IN (")
+// over the ids of `rows`, and hands each result to `each` with its row.
+Status for_each_of_rows(Connection& db, const std::string& select, std::vector<TrialRow>& rows,
+                        const std::function<void(TrialRow&, const Statement&)>& each) {
   if (rows.empty()) return Status::Ok();
-  std::string sql = "SELECT trial_id, name, value FROM trial_latest WHERE trial_id IN (";
+  std::string sql = select;
   for (size_t i = 0; i < rows.size(); ++i) sql += i ? ",?" : "?";
   sql += ")";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
@@ -84,30 +89,23 @@ Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
-    by_id[stmt.int64(0)]->latest[stmt.text(1)] = stmt.real(2);
+    each(*by_id[stmt.int64(0)], stmt);
   }
   return Status::Ok();
+}
+}  // namespace
+
+Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
+  return for_each_of_rows(db, "SELECT trial_id, name, value FROM trial_latest WHERE trial_id IN (", rows,
+                          [](TrialRow& r, const Statement& st) { r.latest[st.text(1)] = st.real(2); });
 }
 
 Status fill_nodes(Connection& db, std::vector<TrialRow>& rows) {
   if (rows.empty()) return Status::Ok();
   SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   if (version < 7) return Status::Ok();
-  std::string sql = "SELECT id, nodes FROM trials WHERE nodes IS NOT NULL AND id IN (";
-  for (size_t i = 0; i < rows.size(); ++i) sql += i ? ",?" : "?";
-  sql += ")";
-  SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  std::map<int64_t, TrialRow*> by_id;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    stmt.bind(static_cast<int>(i + 1), rows[i].id);
-    by_id[rows[i].id] = &rows[i];
-  }
-  while (true) {
-    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-    if (!row) break;
-    by_id[stmt.int64(0)]->nodes = decode_nodes(stmt.optional_text(1));
-  }
-  return Status::Ok();
+  return for_each_of_rows(db, "SELECT id, nodes FROM trials WHERE nodes IS NOT NULL AND id IN (", rows,
+                          [](TrialRow& r, const Statement& st) { r.nodes = decode_nodes(st.optional_text(1)); });
 }
 
 }  // namespace swept::store
