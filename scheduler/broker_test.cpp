@@ -730,3 +730,69 @@ TEST_CASE("broker: a 2-node trial goes to two agents that run gangs, with node 0
   CHECK(next_a[0].trial_id != node0.trial_id);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
 }
+
+TEST_CASE("broker: a 2-node trial that waits past the bound gets both agents, however one-node trials keep coming") {
+  Fixture f;
+  f.gang_reserve_after_ms = 2000;
+  f.commit.successors = false;
+  f.start();
+  auto gang_agent = [&](const std::string& name) -> Peer& {
+    f.peers.push_back(std::make_unique<Peer>(f.broker->endpoint(), name + "#1"));
+    Peer& peer = *f.peers.back();
+    Register reg = registration(name, 1);
+    reg.features = {"gang"};
+    peer.send(reg);
+    expect<RegisterAck>(*f.broker, peer);
+    return peer;
+  };
+  Peer& a = gang_agent("a");
+  Peer& b = gang_agent("b");
+  // A stream of one-node trials first, then one 2-node trial.
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"min": 1, "max": 200}}})").ok());
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "resources": {"nodes": 2},
+      "parameters": {"y": {"values": [1]}}})").ok());
+  std::map<Peer*, int64_t> running;  // the one-node trial each agent runs
+  auto collect = [&](Peer& p, bool* gang) {
+    for (const StartTrial& st : starts(*f.broker, p, 0, 3)) {
+      if (st.gang) *gang = true;
+      else running[&p] = st.trial_id;
+    }
+  };
+  bool gang_a = false, gang_b = false;
+  collect(a, &gang_a);
+  collect(b, &gang_b);
+  REQUIRE(running.count(&a));
+  REQUIRE(running.count(&b));
+  // Fake time passes in heartbeat steps, each turn waiting until the
+  // broker has read both agents' heartbeats (they stay alive throughout).
+  auto pass_ms = [&](int ms) {
+    for (int t = 0; t < ms; t += 100) {
+      f.clock.advance_ms(100);
+      const int64_t seen = f.broker->stats().messages_in;
+      a.send(Heartbeat{});
+      b.send(Heartbeat{});
+      turn_until(*f.broker, [&] { return f.broker->stats().messages_in >= seen + 2; });
+    }
+  };
+  // Staggered ends: one agent frees every 500 ms, the other still busy, so
+  // the two are never free together unless the broker holds one back.
+  int64_t waited_ms = 0;
+  bool held_back = false;
+  for (int round = 0; round < 40 && !(gang_a && gang_b); ++round) {
+    Peer& ending = round % 2 == 0 ? a : b;
+    if (running.count(&ending)) {
+      run_for(ending, running[&ending], 1.0, 1.1);
+      running.erase(&ending);
+    }
+    pass_ms(500);
+    waited_ms += 500;
+    collect(a, &gang_a);
+    collect(b, &gang_b);
+    // Past the bound the freed agent is kept for the gang: no one-node trial takes it.
+    if (waited_ms > 2000 + 500 && !running.count(&ending)) held_back = true;
+  }
+  CHECK(held_back);
+  CHECK(gang_a);
+  CHECK(gang_b);
+  CHECK(waited_ms <= 2000 + 3 * 500);  // the bound, then the two agents freeing in turn
+}

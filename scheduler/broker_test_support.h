@@ -134,6 +134,7 @@ struct Fixture {
   // clock, which in these tests moves only when a test moves it, so it is off
   // here; the integration tests (swept run, a real clock) exercise it.
   CommitPolicy commit{/*gather_window=*/false, /*defer_start_writes=*/true, /*successors=*/true};
+  int64_t gang_reserve_after_ms = kGangReserveAfterMs;
   void start(int grace_ms = 60000) {
     auto s = store::Writer::open(db.path, writer_options);
     REQUIRE(s.ok());
@@ -144,6 +145,7 @@ struct Fixture {
     o.liveness = 3;
     o.recovery_grace_ms = grace_ms;
     o.commit = commit;
+    o.gang_reserve_after_ms = gang_reserve_after_ms;
     broker = std::make_unique<Broker>(*store, clock, o);
     REQUIRE(broker->bind().ok());
     REQUIRE(broker->recover().ok());
