@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const Metric loss{"loss", Goal::kMinimize};
+  const Metric loss{"loss", Goal::kMinimize, std::nullopt};
   const std::vector<std::pair<std::string, json>> rules = {
       {"none", json()},
       {"hyperband", {{"type", "hyperband"}, {"min_iter", 3}, {"eta", 3}}},

@@ -16,7 +16,7 @@ namespace st = swept::sweeps::stopping;
 
 namespace {
 
-const sweeps::Metric kLoss{"loss", sweeps::Goal::kMinimize};
+const sweeps::Metric kLoss{"loss", sweeps::Goal::kMinimize, std::nullopt};
 
 st::Rule rule(const nlohmann::json& et) {
   auto r = st::parse_rule(et, kLoss);

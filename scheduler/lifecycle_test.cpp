@@ -812,3 +812,63 @@ TEST_CASE("lifecycle: a trial stopped just before a restart, whose end was never
   CHECK(*ended == 1);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='stopped' AND ended_at=9.0") == 1);
 }
+
+// ---- metric.target (issue 28) ----
+
+namespace {
+// A 6-trial sweep with a target; trial values come from the test's METRICS.
+std::string target_sweep(const std::string& goal, double target) {
+  return R"({"method": "grid", "metric": {"name": "acc", "goal": ")" + goal + R"(", "target": )" +
+         std::to_string(target) + R"(}, "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2, 3, 4, 5, 6]}}})";
+}
+}  // namespace
+
+TEST_CASE("lifecycle: a sweep whose completed trial reaches its target (maximize) stops creating trials and completes") {
+  Unit u;
+  const int64_t sweep = u.submit(target_sweep("maximize", 0.9));
+  StartTrial first = u.run(sweep, "a");
+  StartTrial second = u.run(sweep, "a");
+  u.metrics("a", first, 1, {{1, "acc", 0.5}});
+  u.exit("a", first, ExitCause::kExited, 0);  // below the target: the sweep goes on
+  StartTrial third = u.run(sweep, "a");
+  u.metrics("a", second, 1, {{1, "acc", 0.95}});
+  u.exit("a", second, ExitCause::kExited, 0);  // reached: no trial is created any more
+  bool started = true;
+  REQUIRE(start_next_trial(*u.life, *u.runner, sweep, "a", Placement{0, {}, 0.0, 1}, 0, &started).ok());
+  CHECK_FALSE(started);
+  CHECK_FALSE(u.runner->has_work());
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='running'") == 1);  // the third still runs
+  u.exit("a", third, ExitCause::kExited, 0);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM trials") == 3);  // trials 4-6 were never created
+}
+
+TEST_CASE("lifecycle: a sweep reaches its target (minimize) with the value at or below it, and only then") {
+  Unit u;
+  const int64_t sweep = u.submit(target_sweep("minimize", 0.1));
+  StartTrial first = u.run(sweep, "a");
+  u.metrics("a", first, 1, {{1, "acc", 0.2}});
+  u.exit("a", first, ExitCause::kExited, 0);
+  CHECK(u.runner->has_work());
+  StartTrial second = u.run(sweep, "a");
+  u.metrics("a", second, 1, {{1, "acc", 0.1}});  // equal to the target: reached
+  u.exit("a", second, ExitCause::kExited, 0);
+  CHECK_FALSE(u.runner->has_work());
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM trials") == 2);
+}
+
+TEST_CASE("lifecycle: a sweep that reached its target before a restart creates no trials after it") {
+  Unit u;
+  const int64_t sweep = u.submit(target_sweep("maximize", 0.9));
+  StartTrial first = u.run(sweep, "a");
+  StartTrial second = u.run(sweep, "a");
+  u.metrics("a", first, 1, {{1, "acc", 0.97}});
+  u.exit("a", first, ExitCause::kExited, 0);
+  u.restart(/*grace_ms=*/5000);
+  CHECK_FALSE(u.runner->has_work());
+  REQUIRE(u.life->reconcile("a", {{second.trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  u.exit("a", second, ExitCause::kExited, 0);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM trials") == 2);
+}

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <sstream>
+#include <utility>
 
 #include "common/log.h"
 #include "store/rows.h"
@@ -96,6 +98,11 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       auto summary = store::get_sweep(store_.connection(), r.id);
       if (!summary.ok()) return summary.status();
       a.metric_seen = summary->best || summary->metric_missing;
+      // Its target reached before the restart: it still creates no trials.
+      const auto& m = *a.spec.metric;
+      if (m.target && summary->best &&
+          (m.goal == sweeps::Goal::kMaximize ? summary->best->value >= *m.target : summary->best->value <= *m.target))
+        a.target_reached = "trial " + std::to_string(summary->best->trial_id) + " reached the target (metric.target)";
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
     for (const TrialRow& t : *live) {
@@ -177,7 +184,7 @@ std::vector<SweepQueue> SweepRunner::queues() const {
 
 bool SweepRunner::has_work() const {
   for (const auto& [id, s] : sweeps_)
-    if (!s.queued.empty() || !s.total || s.next_index < *s.total) return true;
+    if (!s.target_reached && (!s.queued.empty() || !s.total || s.next_index < *s.total)) return true;
   return false;
 }
 
@@ -259,6 +266,7 @@ Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
   if (it == sweeps_.end()) return std::optional<TrialToStart>();
   Active& s = it->second;
   Result<std::optional<TrialToStart>> next = std::optional<TrialToStart>();
+  if (s.target_reached) return next;  // its target is reached: nothing more starts
   if (!s.queued.empty()) {
     int64_t id = s.queued.front();
     s.queued.pop_front();
@@ -291,6 +299,7 @@ Status SweepRunner::on_trial_ended(const TrialEnded& e) {
   }
   if (s.stopper) s.stopper->set_state(e.trial_id, -1, e.state);
   if (e.state == TrialState::kCompleted) SWEPT_RETURN_IF_ERROR(check_metric_reported(e.sweep_id, e.trial_id));
+  if (e.state == TrialState::kCompleted) SWEPT_RETURN_IF_ERROR(check_target(s, e.trial_id));
   return maybe_complete(e.sweep_id);
 }
 
@@ -380,10 +389,34 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return Status::Ok();
   const Active& s = it->second;
-  if (!s.total || s.next_index < *s.total || !s.queued.empty() || s.running > 0) return Status::Ok();
+  if (s.running > 0) return Status::Ok();
+  if (!s.target_reached && (!s.total || s.next_index < *s.total || !s.queued.empty())) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCompleted, clock_.wall_seconds()));
-  log::info("sweep " + std::to_string(sweep_id) + " completed");
+  log::info("sweep " + std::to_string(sweep_id) + " completed" +
+            (s.target_reached ? ": " + *s.target_reached : std::string()));
   end(it);
+  return Status::Ok();
+}
+
+Status SweepRunner::check_target(Active& s, int64_t trial_id) {
+  if (s.target_reached || !s.spec.metric || !s.spec.metric->target) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(rec, store_.trial_record(trial_id));
+  if (!rec.metric_value) return Status::Ok();
+  const double target = *s.spec.metric->target;
+  const bool maximize = s.spec.metric->goal == sweeps::Goal::kMaximize;
+  const double v = *rec.metric_value;
+  if (maximize ? v < target : v > target) return Status::Ok();
+  std::ostringstream why;
+  why << "trial " << trial_id << " reached the target, " << log_safe(s.spec.metric->name) << " = " << v
+      << (maximize ? " >= " : " <= ") << target << " (metric.target)";
+  s.target_reached = why.str();
+  // Trials waiting for a place (retries) are not started any more.
+  const std::string reason = "not started: the sweep reached its target";
+  for (int64_t id : std::exchange(s.queued, {})) {
+    const TrialState next = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, next, std::nullopt, reason, clock_.wall_seconds()));
+  }
+  log::info("sweep " + std::to_string(s.id) + ": " + *s.target_reached + "; it creates no more trials");
   return Status::Ok();
 }
 

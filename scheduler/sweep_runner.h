@@ -124,7 +124,13 @@ class SweepRunner {
     int running = 0;
     bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
     std::optional<EarlyStopper> stopper;  // the sweep has early_terminate
+    // metric.target reached (by which trial, with which value): no trial is
+    // created any more; the sweep completes once its running ones end.
+    std::optional<std::string> target_reached;
   };
+  // Whether a completed trial's stored value reaches the sweep's target; the
+  // sweep then stops creating trials (its queued ones are stopped).
+  Status check_target(Active& s, int64_t trial_id);
   // Builds the sweep's EarlyStopper when it has early_terminate; with
   // `load`, its curves from the store (recover, retry).
   Status make_stopper(Active& s, bool load);

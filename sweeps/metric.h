@@ -4,6 +4,7 @@
 // Thread safety: plain values.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace swept::sweeps {
@@ -13,6 +14,9 @@ enum class Goal { kMinimize, kMaximize };
 struct Metric {
   std::string name;
   Goal goal = Goal::kMinimize;
+  // W&B's `target`: the sweep finishes once a completed trial's value
+  // reaches it (>= when maximizing, <= when minimizing).
+  std::optional<double> target;
 };
 
 }  // namespace swept::sweeps

@@ -97,7 +97,10 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
       ck.warn("metric.goal", "expected \"minimize\" or \"maximize\", found " + found(g) + "; minimizing, as W&B does");
     }
   }
-  if (m.contains("target")) ok = ck.number(m["target"], "metric.target").has_value() && ok;
+  if (m.contains("target")) {
+    metric.target = ck.number(m["target"], "metric.target");
+    ok = metric.target.has_value() && ok;
+  }
   // swept: with bayes/tpe, a number is the value of a failed trial (read, and
   // checked finite, by search::parse_search_settings).
   const bool impute_value = is_adaptive(spec.method) && m.contains("impute") && m["impute"].is_number();
@@ -126,7 +129,7 @@ void parse_early_terminate(Checker& ck, const json& e, SweepSpec& spec) {
   // The rule compares on the metric's goal (parse_metric ran first). The
   // metric is checked on its own: without a valid one the file is refused
   // anyway, so any goal will do then.
-  const Metric metric = spec.metric.value_or(Metric{"metric", Goal::kMinimize});
+  const Metric metric = spec.metric.value_or(Metric{"metric", Goal::kMinimize, std::nullopt});
   // swept's own rules (asha, median): their keys and checks are
   // stopping/rule_parse.cpp's, the one place that reads them.
   if (e.contains("type") && (e["type"] == "asha" || e["type"] == "median")) {

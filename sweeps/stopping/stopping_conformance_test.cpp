@@ -72,7 +72,7 @@ TEST_CASE("sweeps.stopping.conformance: every wandb.hyperband case") {
       if (config.contains("metric")) {
         // W&B's fill replaces an invalid goal ("minimise") by the default.
         metric = Metric{config["metric"]["name"].get<std::string>(),
-                        config["metric"].value("goal", "") == "maximize" ? Goal::kMaximize : Goal::kMinimize};
+                        config["metric"].value("goal", "") == "maximize" ? Goal::kMaximize : Goal::kMinimize, std::nullopt};
       }
       json et = config.value("early_terminate", json());
       // validate=False: upstream drops keys its schema does not know.

@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-const Metric kLoss{"loss", Goal::kMinimize};
+const Metric kLoss{"loss", Goal::kMinimize, std::nullopt};
 
 std::string refusal(const json& et, std::optional<Metric> metric = kLoss) {
   auto r = parse_rule(et, metric);
@@ -49,7 +49,7 @@ TrialCurve curve(int64_t number, CurveState state, std::vector<double> values) {
 }
 
 TEST_CASE("sweeps.stopping: a hyperband decision carries its band, threshold and value in the metric's own sign") {
-  auto rule = parse_rule({{"type", "hyperband"}, {"min_iter", 2}, {"eta", 2}}, Metric{"acc", Goal::kMaximize});
+  auto rule = parse_rule({{"type", "hyperband"}, {"min_iter", 2}, {"eta", 2}}, Metric{"acc", Goal::kMaximize, std::nullopt});
   REQUIRE(rule.ok());
   // band 2 sees 0.9, 0.8, 0.85, 0.3: in minimize space [-0.9, -0.85, -0.8, -0.3], index int(0.5 * 4) = 2.
   const auto ds = decide(*rule, {curve(0, CurveState::kFinished, {0.5, 0.9}), curve(1, CurveState::kRunning, {0.4, 0.3}),
