@@ -16,7 +16,9 @@
 #      ProcessGroup) for 1-64 MB between A and B, against iperf3's TCP
 #      throughput A<-B on the same veth (one stream, 5 s; also --bidir, whose
 #      per-direction figure is what a ring all-reduce's two directions share).
-#      Target: busbw >= 80% of iperf3 from 4 MB up.
+#      Also torch.distributed.all_reduce on gloo (bench/torch_allreduce.py),
+#      timed alike, to tell Gloo's share from swept's. Target: busbw >= 80%
+#      of iperf3 (one way) from 4 MB up.
 #  (3) gang: scheduler CPU per trial (`swept run --stats`: loop_cpu_seconds /
 #      trials) for 1,000 two-node no-op trials (/bin/true) on 8 agents
 #      (`swept run --local-agents 8 --slots 8`) against 1,000 one-node trials
@@ -113,17 +115,17 @@ echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(n
   "hosts: network namespaces $A ($addr_a) and $B ($net.2) on one veth pair; $(date -u +%FT%TZ); load at start $(load)"
 
 # --- (1) swept-train against PyTorch DDP, 2 nodes.
-ours_sps() {  # model global-batch steps args...
-  local model=$1 batch=$2 steps=$3
-  shift 3
+ours_sps() {  # model global-batch steps log-every args...
+  local model=$1 batch=$2 steps=$3 every=$4
+  shift 4
   two_ranks "$build/bin/swept-train" --data="$data" --model="$model" --batch_size="$batch" \
-    --max_steps=$((10 + steps)) --log_every=10 --val_fraction=0 --threads="$threads" "$@"
+    --max_steps=$((every + steps)) --log_every="$every" --val_fraction=0 --threads="$threads" "$@"
   python3 -c '
 import json, sys
 windows = [json.loads(l) for l in open(sys.argv[1]) if "\"samples_per_sec\"" in l][1:]
-batch = int(sys.argv[2])
-print(round(sum(10 * batch for _ in windows) / sum(10 * batch / w["samples_per_sec"] for w in windows), 1))' \
-    "$tmp/out0" "$batch"
+samples = int(sys.argv[2]) * int(sys.argv[3])
+print(round(samples * len(windows) / sum(samples / w["samples_per_sec"] for w in windows), 1))' \
+    "$tmp/out0" "$batch" "$every"
 }
 peer_sps() {  # model steps
   two_ranks /usr/bin/python3 "$ddp" --peer "$peer_models" --data "$data" --model "$1" --steps "$2" --threads "$threads"
@@ -133,12 +135,14 @@ if wants train; then
   for model in $models; do
     if [[ $model == mlp ]]; then
       args=(--activation=sigmoid --hidden=100 --optimizer=sgd --lr=0.5 --schedule=constant) batch=100 steps=${MLP_STEPS:-500}
+      every=50
     else
       args=(--optimizer=adam --lr=0.001 --schedule=constant) batch=128 steps=${CNN_STEPS:-50}
+      every=10
     fi
     o=() p=() loads=()
     for _ in $(seq "$rounds"); do
-      o+=("$(ours_sps "$model" "$batch" "$steps" "${args[@]}")")
+      o+=("$(ours_sps "$model" "$batch" "$steps" "$every" "${args[@]}")")
       p+=("$(peer_sps "$model" "$steps")")
       loads+=("$(cut -d' ' -f1 /proc/loadavg)")
     done
@@ -183,6 +187,8 @@ if wants allreduce; then
     uni+=("$(iperf)")
     two_ranks "$build/bin/allreduce_bench" --min_mb 1 --max_mb 64
     cat "$tmp/out0" >>"$tmp/allreduce.jsonl"
+    two_ranks /usr/bin/python3 "$root/bench/torch_allreduce.py" --max-mb 64
+    cat "$tmp/out0" >>"$tmp/allreduce.jsonl"
     bidir+=("$(iperf --bidir)")
     loads+=("$(cut -d' ' -f1 /proc/loadavg)")
   done
@@ -192,22 +198,26 @@ if wants allreduce; then
   python3 - "$tmp/allreduce.jsonl" "$um" "$bm" "$rounds" "${loads[*]}" <<'EOF'
 import collections, json, statistics, sys
 path, uni, bidir, rounds, loads = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
-by_size = collections.defaultdict(list)
+by_size, torch_by_size = collections.defaultdict(list), collections.defaultdict(list)
 for line in open(path):
     r = json.loads(line)
-    by_size[r["bytes"]].append(r)
+    (torch_by_size if r.get("peer") == "torch-gloo" else by_size)[r["bytes"]].append(r)
 rows, met = [], True
 for size in sorted(by_size):
     busbw = statistics.median(r["busbw_gbit_s"] for r in by_size[size])
     us = statistics.median(r["us_per_op"] for r in by_size[size])
     share = busbw / uni
+    torch_busbw = statistics.median(r["busbw_gbit_s"] for r in torch_by_size[size])
     if size >= 4 << 20 and share < 0.8:
         met = False
     rows.append({"mb": size >> 20, "us_per_op": us, "busbw_gbit_s": round(busbw, 3),
                  "share_of_iperf3": round(share, 3), "share_of_iperf3_bidir": round(busbw / bidir, 3),
-                 "busbw_rounds": [r["busbw_gbit_s"] for r in by_size[size]]})
+                 "busbw_rounds": [r["busbw_gbit_s"] for r in by_size[size]],
+                 "torch_gloo_busbw_gbit_s": round(torch_busbw, 3),
+                 "torch_gloo_busbw_rounds": [r["busbw_gbit_s"] for r in torch_by_size[size]]})
     print(f"    {size >> 20:3d} MB: {us / 1000:8.2f} ms per all-reduce, busbw {busbw:6.2f} Gbit/s = "
-          f"{100 * share:3.0f}% of iperf3 one way, {100 * busbw / bidir:3.0f}% of iperf3 per direction both ways")
+          f"{100 * share:3.0f}% of iperf3 one way, {100 * busbw / bidir:3.0f}% of iperf3 per direction both ways; "
+          f"torch.distributed (gloo) {torch_busbw:6.2f} Gbit/s")
 print(f"(2) target busbw >= 80% of iperf3 (one way) from 4 MB up: {'met' if met else 'NOT met'}")
 print(json.dumps({"bench": "multinode_allreduce", "ranks": 2, "rounds": rounds, "iperf3_gbit_s": uni,
                   "iperf3_bidir_per_direction_gbit_s": bidir, "sizes": rows,
