@@ -30,7 +30,8 @@
 # Env:   BUILD_DIR (default build), ROUNDS (default 3), PARTS (default
 #        "train allreduce gang"), MODELS (default "mlp cnn"), THREADS (per
 #        process, both sides; default nproc/2, so the two hosts share the
-#        cores without oversubscribing them), MLP_STEPS (500), CNN_STEPS (50)
+#        cores without oversubscribing them), MLP_STEPS (500), CNN_STEPS (50),
+#        RANK_TIMEOUT (seconds a rank may run, default 900)
 # Needs: root (network namespaces), iproute2, iperf3, /usr/bin/python3 with
 # torch (gloo), MNIST, and the binaries swept-train, allreduce_bench, swept.
 # Exit 2 when something it needs is missing (the message says what to do).
@@ -48,6 +49,11 @@ ddp=$root/bench/torch_ddp_mnist.py
 
 need() { echo "multinode: $*" >&2; exit 2; }
 wants() { [[ " $parts " == *" $1 "* ]]; }
+for part in $parts; do
+  [[ $part == train || $part == allreduce || $part == gang ]] ||
+    need "PARTS names '$part': the parts are train, allreduce and gang"
+done
+[[ $rounds =~ ^[1-9][0-9]*$ ]] || need "ROUNDS must be a whole number >= 1, not '$rounds'"
 
 # --- Everything checked before anything starts.
 [[ $(id -u) == 0 ]] || need "needs root to make network namespaces (run it as root, or under sudo)"
@@ -91,13 +97,17 @@ next_port() { port=$((port + 1)); }
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 # Runs "$@" as rank 0 in A and rank 1 in B with torchrun's environment; rank
-# 0's stdout goes to $tmp/out0, each rank's stderr to $tmp/err<rank>.
+# 0's stdout goes to $tmp/out0, each rank's stderr to $tmp/err<rank>. A rank
+# that hangs (its peer died before the rendezvous, say) is killed after
+# RANK_TIMEOUT seconds (default 900) and the benchmark fails.
 two_ranks() {
   next_port
   local base=(WORLD_SIZE=2 LOCAL_WORLD_SIZE=1 LOCAL_RANK=0 MASTER_ADDR=$addr_a MASTER_PORT=$port)
-  ip netns exec "$A" env "${base[@]}" RANK=0 GROUP_RANK=0 GLOO_SOCKET_IFNAME=$ifa "$@" >"$tmp/out0" 2>"$tmp/err0" &
+  ip netns exec "$A" env "${base[@]}" RANK=0 GROUP_RANK=0 GLOO_SOCKET_IFNAME=$ifa \
+    timeout "${RANK_TIMEOUT:-900}" "$@" >"$tmp/out0" 2>"$tmp/err0" &
   local p0=$!
-  ip netns exec "$B" env "${base[@]}" RANK=1 GROUP_RANK=1 GLOO_SOCKET_IFNAME=eth0 "$@" >/dev/null 2>"$tmp/err1" &
+  ip netns exec "$B" env "${base[@]}" RANK=1 GROUP_RANK=1 GLOO_SOCKET_IFNAME=eth0 \
+    timeout "${RANK_TIMEOUT:-900}" "$@" >/dev/null 2>"$tmp/err1" &
   local p1=$!
   pids=("$p0" "$p1")
   local rc=0
