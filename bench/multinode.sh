@@ -79,7 +79,12 @@ made=()
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  # Ranks started inside a command substitution are not in pids: whatever
+  # still runs in our two namespaces was started by this script.
+  for ns in "${made[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill "$p" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null || true
+  done
   rm -rf "$tmp"
 }
 trap cleanup EXIT
