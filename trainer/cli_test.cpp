@@ -218,8 +218,13 @@ TEST_CASE("trainer: SIGTERM writes a checkpoint and exits 130, and a corrupt new
   write_mnist_like(data.path(), 1000, 100, 4);
   TempDir dir("term-ckpt");
   std::vector<std::string> args = resume_args(data.path(), dir.path(), "mlp");
-  for (std::string& a : args)
-    if (a.rfind("--checkpoint_every=", 0) == 0) a = "--checkpoint_every=1000";  // only SIGTERM and the end write one
+  // Only SIGTERM and the end write one; and long enough (20,000 steps) that
+  // the signal lands before the end on a loaded machine too (with 150 steps
+  // the run sometimes ended first).
+  for (std::string& a : args) {
+    if (a.rfind("--checkpoint_every=", 0) == 0) a = "--checkpoint_every=1000000";
+    if (a.rfind("--epochs=", 0) == 0) a = "--epochs=400";
+  }
   Child c(args);
   auto seen = c.wait_for_line([](const std::string& l) { return step_of(l) >= 20; });
   REQUIRE(seen.has_value());
