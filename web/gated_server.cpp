@@ -245,6 +245,7 @@ struct ConnectionState {
   uint64_t ticket;
   ConnStream* stream;
   bool authenticated = false;
+  bool close_after_response = false;
 };
 thread_local ConnectionState* tl_connection = nullptr;
 
@@ -268,6 +269,10 @@ void mark_connection_authenticated() {
   c->authenticated = true;
   c->gate->authenticated(c->ticket);
   c->stream->set_read_limit(std::nullopt);
+}
+
+void close_connection_after_response() {
+  if (tl_connection) tl_connection->close_after_response = true;
 }
 
 GatedServer::GatedServer(const GateOptions& options, SSL_CTX* tls)
@@ -302,7 +307,7 @@ bool GatedServer::process_and_close_socket(socket_t sock) {
       if (!stream.wait_request(Clock::now() + std::chrono::seconds(keep_alive_timeout_sec_))) break;
       bool closed = false;
       served = process_request(stream, left == 1, closed, nullptr);
-      if (!served || closed) break;
+      if (!served || closed || state.close_after_response) break;
     }
     tl_connection = nullptr;
   }

@@ -101,4 +101,12 @@ class GatedServer final : public httplib::Server {
 // GatedServer's connection.
 void mark_connection_authenticated();
 
+// Called by a handler on a worker thread: once this response is written,
+// close the connection instead of keeping it alive for another request.
+// A refused event stream uses it (issue 26, item 4): a client that holds a
+// refused connection open would otherwise keep its worker for the whole
+// keep-alive timeout, and enough of them starve the API. Does nothing
+// outside a GatedServer's connection.
+void close_connection_after_response();
+
 }  // namespace swept::web

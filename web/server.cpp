@@ -15,10 +15,12 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <thread>
 
 #include "common/log.h"
+#include "common/mutex.h"
 #include "store/reader.h"
 #include "web/api_routes.h"
 #include "web/gated_server.h"
@@ -88,7 +90,10 @@ struct Server::Impl {
   std::thread listener;
   std::string host;
   int port = 0;
-  std::atomic<int> streams{0};
+  // Open event streams, in all and per peer address (issue 26, item 4).
+  Mutex streams_mu;
+  int streams SWEPT_GUARDED_BY(streams_mu) = 0;
+  std::map<std::string, int> streams_by_client SWEPT_GUARDED_BY(streams_mu);
   std::atomic<bool> stopped{false};
 
   Impl(const ServerOptions& o, std::unique_ptr<GatedServer> s, bool with_tls)
@@ -130,6 +135,8 @@ struct Server::Impl {
   void install_guards();
   void install_error_handlers();
   void install_static_files();
+  bool admit_stream(const std::string& client, httplib::Response& res) SWEPT_EXCLUDES(streams_mu);
+  void release_stream(const std::string& client) SWEPT_EXCLUDES(streams_mu);
   void events(const httplib::Request& req, httplib::Response& res);
 };
 
@@ -226,19 +233,53 @@ void Server::Impl::install_static_files() {
   }
 }
 
-void Server::Impl::events(const httplib::Request& req, httplib::Response& res) {
-  if (streams.fetch_add(1) >= options.max_event_streams) {
-    streams.fetch_sub(1);
-    send_error(res, Status::ResourceExhausted("too many live-update streams are open (" +
-                                              std::to_string(options.max_event_streams) +
-                                              "); close some dashboard tabs"));
-    return;
+// Counts a new stream from `client` (its peer address), or answers the
+// refusal in `res` and returns false: 429 when the client has its share
+// open, 503 when the server has all it serves. The refused connection is
+// closed after the answer, so that a client keeping it open holds no worker.
+bool Server::Impl::admit_stream(const std::string& client, httplib::Response& res) {
+  int status = 0;
+  std::string message;
+  {
+    MutexLock lock(streams_mu);
+    int& mine = streams_by_client[client];
+    if (mine >= options.max_event_streams_per_client) {
+      status = 429;
+      message = "this client (" + client + ") already has " + std::to_string(mine) +
+                " live-update streams open, the most one client may; close some dashboard tabs";
+    } else if (streams >= options.max_event_streams) {
+      status = 503;
+      message = "the server already serves " + std::to_string(streams) +
+                " live-update streams, the most it allows; retry later or close some dashboard tabs";
+    } else {
+      ++mine;
+      ++streams;
+      return true;
+    }
+    if (mine == 0) streams_by_client.erase(client);
   }
+  send_error(res, Status::ResourceExhausted(message));
+  res.status = status;
+  res.set_header("Retry-After", "10");
+  res.set_header("Connection", "close");
+  close_connection_after_response();
+  return false;
+}
+
+void Server::Impl::release_stream(const std::string& client) {
+  MutexLock lock(streams_mu);
+  --streams;
+  auto it = streams_by_client.find(client);
+  if (it != streams_by_client.end() && --it->second <= 0) streams_by_client.erase(it);
+}
+
+void Server::Impl::events(const httplib::Request& req, httplib::Response& res) {
+  const std::string client = req.remote_addr;
+  if (!admit_stream(client, res)) return;
   auto cursor = std::make_shared<uint64_t>(feed.latest());
   auto started = std::make_shared<bool>(false);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
-  (void)req;
   res.set_chunked_content_provider(
       "text/event-stream",
       [this, cursor, started](size_t, httplib::DataSink& sink) {
@@ -247,16 +288,23 @@ void Server::Impl::events(const httplib::Request& req, httplib::Response& res) {
           std::string hello = "retry: 2000\nevent: hello\ndata: {\"seq\":" + std::to_string(*cursor) + "}\n\n";
           return sink.write(hello.data(), hello.size());
         }
+        // Wait for events a second at a time, up to the 15 s keep-alive,
+        // checking in between whether the client went away: a closed tab
+        // gives its stream's slot back within a second, not at the next
+        // keep-alive comment.
+        std::vector<std::string> events;
+        for (int waited = 0; waited < 15 && events.empty(); ++waited) {
+          if (stopped.load() || feed.stopping()) return false;
+          events = feed.wait_events(cursor.get(), 1000);
+          if (!sink.is_writable()) return false;
+        }
         if (stopped.load() || feed.stopping()) return false;
-        std::vector<std::string> events = feed.wait_events(cursor.get(), 15000);
-        if (stopped.load() || feed.stopping()) return false;
-        if (!sink.is_writable()) return false;
         std::string out;
         if (events.empty()) out = ": keep-alive\n\n";
         for (const auto& e : events) out += "id: " + std::to_string(*cursor) + "\nevent: change\ndata: " + e + "\n\n";
         return sink.write(out.data(), out.size());
       },
-      [this](bool) { streams.fetch_sub(1); });
+      [this, client](bool) { release_stream(client); });
 }
 
 Result<std::pair<std::string, int>> parse_listen_address(const std::string& address) {
@@ -293,7 +341,17 @@ Result<std::unique_ptr<Server>> Server::start(const ServerOptions& options) {
   }
   if (options.poll_interval_ms < 10) return Status::InvalidArgument("poll_interval_ms must be at least 10");
   SWEPT_RETURN_IF_ERROR(check_max_unauthenticated(options.max_unauthenticated, options.worker_threads));
-  const int threads = std::max(4, options.worker_threads);
+  if (options.max_event_streams < 1 || options.max_event_streams > 4096)
+    return Status::InvalidArgument("max_event_streams must be between 1 and 4096, got " +
+                                   std::to_string(options.max_event_streams));
+  if (options.max_event_streams_per_client < 1 || options.max_event_streams_per_client > options.max_event_streams)
+    return Status::InvalidArgument("max_event_streams_per_client must be between 1 and max_event_streams (" +
+                                   std::to_string(options.max_event_streams) + "), got " +
+                                   std::to_string(options.max_event_streams_per_client));
+  // The event streams get threads of their own on top of the workers: a
+  // stream holds its thread while open, and must never take one an API
+  // request needs (issue 26, item 4: 500 streams stalled the API for 7-9 s).
+  const int threads = std::max(4, options.worker_threads) + options.max_event_streams;
   if (options.unauthenticated_timeout_ms < 100)
     return Status::InvalidArgument("unauthenticated_timeout_ms must be at least 100");
   // Without a token, only this machine may be served: a wildcard or outside

@@ -50,8 +50,18 @@ struct ServerOptions {
   std::string tls_cert;
   std::string tls_key;
   int poll_interval_ms = 500;             // live-update polling of the store
-  int max_event_streams = 32;             // concurrent SSE connections; more get 503
-  int worker_threads = 160;               // HTTP worker threads (event streams and slow clients hold one each)
+  // Live-event streams (/api/events), issue 26 item 4. Each open stream
+  // holds a thread for its lifetime; the pool has max_event_streams threads
+  // on top of worker_threads, so that streams never take the workers API
+  // requests need. One more stream than max_event_streams_per_client from
+  // one peer address is refused at once with 429, one more than
+  // max_event_streams in all with 503 (both with Retry-After), and the
+  // refused connection is closed. start() refuses (InvalidArgument)
+  // max_event_streams outside 1..4096 and a per-client limit outside
+  // 1..max_event_streams.
+  int max_event_streams = 32;
+  int max_event_streams_per_client = 8;
+  int worker_threads = 160;               // HTTP worker threads for requests (slow clients hold one each)
   // Connections that have not yet passed the token check (without a token:
   // not yet sent a whole request): at most this many at once, each for at
   // most unauthenticated_timeout_ms from accept; one more closes the oldest.
