@@ -80,3 +80,35 @@ function(swept_speed_pch)
   swept_pch(swept_web ${std} <nlohmann/json.hpp> <httplib.h>)
   swept_pch(swept ${std} <nlohmann/json.hpp> <zmq.hpp> <boost/program_options.hpp>)
 endfunction()
+
+# swept_pkg_config_stable(TARGET): CMake 3.25's FindPkgConfig makes a
+# module's "-isystem DIR" cflag an include directory of its imported target on
+# the first configure of a build folder, and a compile option on every later
+# one (read back from its cache). libzmq's cflags have one (mit-krb5), so the
+# second configure changed the command line of every unit using ZeroMQ and
+# ninja recompiled them: test.sh after demo.sh recompiled 29 of swept's units
+# for nothing. This moves such pairs to the include directories, as the first
+# configure has them, on every configure.
+function(swept_pkg_config_stable target)
+  get_target_property(opts ${target} INTERFACE_COMPILE_OPTIONS)
+  if(NOT opts)
+    return()
+  endif()
+  set(kept)
+  set(dirs)
+  set(next_is_dir FALSE)
+  foreach(o IN LISTS opts)
+    if(next_is_dir)
+      list(APPEND dirs "${o}")
+      set(next_is_dir FALSE)
+    elseif(o STREQUAL "-isystem")
+      set(next_is_dir TRUE)
+    elseif(o MATCHES "^-isystem(.+)$")
+      list(APPEND dirs "${CMAKE_MATCH_1}")
+    else()
+      list(APPEND kept "${o}")
+    endif()
+  endforeach()
+  set_property(TARGET ${target} PROPERTY INTERFACE_COMPILE_OPTIONS "${kept}")
+  set_property(TARGET ${target} APPEND PROPERTY INTERFACE_INCLUDE_DIRECTORIES "${dirs}")
+endfunction()
