@@ -45,6 +45,7 @@ group_data=(curl ca-certificates)    # scripts/fetch-mnist.sh: one tarball from 
 group_test=(
   doctest-dev                         # every unit test
   python3                             # examples/script-sweep.json's trial program, the static checks
+  sqlite3                             # the shell tests' queries (tests/shell_lib.sh), the browser test's seed
   clang libclang-rt-14-dev            # libFuzzer targets, clang's thread-safety analysis
   chromium                            # the dashboard's browser test
   openssl                             # the browser test's throwaway TLS certificate
