@@ -54,12 +54,23 @@ def clang_command(entry, clang):
     args = entry.get("arguments") or shlex.split(entry["command"])
     out = [clang]
     skip_next = False
-    for a in args[1:]:
+    for i, a in enumerate(args):
+        if i == 0:
+            continue
         if skip_next:
             skip_next = False
             continue
         if a in ("-o", "-MF", "-MT", "-MQ"):
             skip_next = True
+            continue
+        # CMake's precompiled header (cmake/SweptBuildSpeed.cmake): "-include
+        # .../cmake_pch.hxx" makes clang load the .gch beside it, which is
+        # GCC's and not clang's format. Every unit includes what it uses, so
+        # the header is dropped, not replaced.
+        if a == "-include" and i + 1 < len(args) and args[i + 1].endswith("cmake_pch.hxx"):
+            skip_next = True
+            continue
+        if a == "-Winvalid-pch":
             continue
         if a in ("-c", "-MD", "-MMD") or a.startswith(DROP_PREFIXES):
             continue

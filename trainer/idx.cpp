@@ -56,7 +56,8 @@ Result<IdxArray> read_idx(const std::string& path, int expected_rank) {
     const int err = errno;
     return Status::InvalidArgument(path + ": cannot open (" + std::strerror(err) +
                                    "); point --data (or SWEPT_DATA_DIR) at a folder holding the four MNIST "
-                                   "IDX files, or run scripts/fetch-mnist.sh");
+                                   "IDX files, or fetch them into it: swept-fetch-mnist DIR (installed with "
+                                   "swept) or scripts/fetch-mnist.sh DIR (in swept's source)");
   }
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) return Status::InvalidArgument(path + ": read error");

@@ -64,6 +64,9 @@ TEST_CASE("trainer: read_idx names a missing file and says what to do") {
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("/nonexistent/train-images-idx3-ubyte") != std::string::npos);
   CHECK(r.status().message().find("--data") != std::string::npos);
+  // How to fetch MNIST, both where swept is installed and in its source.
+  CHECK(r.status().message().find("swept-fetch-mnist DIR") != std::string::npos);
+  CHECK(r.status().message().find("scripts/fetch-mnist.sh DIR") != std::string::npos);
 }
 
 TEST_CASE("trainer: load_mnist loads a generated data set and checks the files against each other") {

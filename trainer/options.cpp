@@ -13,14 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include "trainer/cpu/kernel_choice.h"
 
 namespace swept::trainer {
 namespace po = boost::program_options;
 
-#ifndef SWEPT_DEFAULT_DATA_DIR
-#define SWEPT_DEFAULT_DATA_DIR "data/mnist"
-#endif
 #ifndef SWEPT_VERSION
 #define SWEPT_VERSION "0"
 #endif
@@ -56,7 +56,8 @@ po::options_description describe() {
       ("val_fraction", po::value<double>()->default_value(1.0 / 12.0, "1/12"),
        "fraction of the training set held out for validation, [0, 1) (1/12: 5000 of 60000)")
       ("data", po::value<std::string>(),
-       "folder with the four MNIST IDX files (default: $SWEPT_DATA_DIR, else " SWEPT_DEFAULT_DATA_DIR ")");
+       "folder with the four MNIST IDX files (default: $SWEPT_DATA_DIR, else "
+       "$XDG_DATA_HOME/swept/mnist, else ~/.local/share/swept/mnist: where swept-fetch-mnist puts them)");
   po::options_description run("Device and run");
   run.add_options()
       ("device", po::value<std::string>()->default_value("cpu"), "cpu | cuda (every visible GPU) | cuda:N")
@@ -242,8 +243,24 @@ Status read_schedule(const po::variables_map& vm, TrainConfig& c) {
   return Status::Ok();
 }
 
+// The per-user MNIST folder, as the XDG base directory spec places data:
+// $XDG_DATA_HOME/swept/mnist when that is an absolute path (the spec says to
+// ignore a relative one), else $HOME/.local/share/swept/mnist, with HOME
+// taken from the password database when unset. Never the build machine's
+// source tree: an installed swept-train must not point there.
+std::string per_user_data_dir(const EnvLookup& env) {
+  if (auto x = env("XDG_DATA_HOME"); x && !x->empty() && x->front() == '/') return *x + "/swept/mnist";
+  std::string home;
+  if (auto h = env("HOME"); h && !h->empty()) {
+    home = *h;
+  } else if (const passwd* pw = getpwuid(getuid()); pw && pw->pw_dir) {
+    home = pw->pw_dir;
+  }
+  return home + "/.local/share/swept/mnist";
+}
+
 // --batch_size, --epochs, --max_steps, --seed, --val_fraction and the data
-// folder (--data, else $SWEPT_DATA_DIR, else the built-in default).
+// folder (--data, else $SWEPT_DATA_DIR, else the per-user folder).
 Status read_length_and_data(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
   const bool mlp = c.model.kind == ModelKind::kMlp;
   c.batch_size = vm.count("batch_size") ? vm["batch_size"].as<int>() : (mlp ? 100 : 128);
@@ -260,7 +277,7 @@ Status read_length_and_data(const po::variables_map& vm, const EnvLookup& env, T
   } else if (auto d = env("SWEPT_DATA_DIR"); d && !d->empty()) {
     c.data_dir = *d;
   } else {
-    c.data_dir = SWEPT_DEFAULT_DATA_DIR;
+    c.data_dir = per_user_data_dir(env);
   }
   return Status::Ok();
 }

@@ -111,10 +111,21 @@ TEST_CASE("trainer: bad values are InvalidArgument errors that name the option")
   }
 }
 
-TEST_CASE("trainer: data folder: --data, else SWEPT_DATA_DIR, else the compiled default") {
+TEST_CASE("trainer: data folder: --data, else SWEPT_DATA_DIR, else the per-user folder (XDG)") {
   CHECK(parse({"--data=/a"}, {{"SWEPT_DATA_DIR", "/b"}})->config.data_dir == "/a");
-  CHECK(parse({}, {{"SWEPT_DATA_DIR", "/b"}})->config.data_dir == "/b");
-  CHECK(parse({})->config.data_dir == SWEPT_DEFAULT_DATA_DIR_FOR_TESTS);
+  CHECK(parse({}, {{"SWEPT_DATA_DIR", "/b"}, {"HOME", "/h"}})->config.data_dir == "/b");
+  CHECK(parse({}, {{"HOME", "/h"}})->config.data_dir == "/h/.local/share/swept/mnist");
+  CHECK(parse({}, {{"HOME", "/h"}, {"XDG_DATA_HOME", "/x"}})->config.data_dir == "/x/swept/mnist");
+  // The XDG spec: a relative XDG_DATA_HOME is invalid and ignored.
+  CHECK(parse({}, {{"HOME", "/h"}, {"XDG_DATA_HOME", "rel"}})->config.data_dir == "/h/.local/share/swept/mnist");
+  // No HOME: the password database's home; never a path of the build machine.
+  const std::string fallback = parse({})->config.data_dir;
+  CHECK(fallback.ends_with("/.local/share/swept/mnist"));
+  CHECK(fallback.find(SWEPT_SOURCE_DIR) == std::string::npos);
+  // --help names the rule, not a folder baked in at build time.
+  const std::string help = parse({"--help"})->text;
+  CHECK(help.find("XDG_DATA_HOME") != std::string::npos);
+  CHECK(help.find(SWEPT_SOURCE_DIR) == std::string::npos);
 }
 
 TEST_CASE("trainer: SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for CUDA") {
