@@ -21,7 +21,7 @@ int Broker::pick_master_port(const AgentSession& node0) {
   const int hi = node0.ports_lo > 0 ? node0.ports_hi : kDefaultPortsHi;
   std::set<int> taken;  // ports of the live gangs whose node 0 is this agent
   for (const auto& [id, lt] : lifecycle_.live())
-    if (lt.gang && lt.agent == node0.name) taken.insert(lt.master_port);
+    if (lt.master_port > 0 && lt.agent == node0.name) taken.insert(lt.master_port);
   // Round robin over the range, so that a port another program held (the
   // agent then refused it: a host fault) is not the next trial's too.
   const int span = hi - lo + 1;

@@ -135,7 +135,6 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     // A multi-node trial's other nodes wait for their agents as node 0 does
     // (reconcile keeps each one its agent reports running).
     for (size_t n = 1; n < t.nodes.size(); ++n) {
-      lt.gang = true;
       lt.more_nodes.push_back(GangNode{t.nodes[n].agent, t.nodes[n].gpus, t.gpu_fraction, 0, true, false});
     }
     SWEPT_ASSIGN_OR_RETURN(seq, store_.metrics_seq(t.trial_id, t.attempt));
@@ -178,7 +177,7 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
-  if (auto b = live_.find(before_id); before_id && !gang && b != live_.end()) {
+  if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;
     st.after_trial_id = before_id;
@@ -189,7 +188,6 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
     // One START_TRIAL per node, the same trial and attempt, each with its
     // place in the gang; node 0 (metrics, MASTER_ADDR) is `agent`.
     std::erase_if(gang_ended_, [&](const auto& k) { return k.first == t.trial_id; });
-    lt.gang = true;
     lt.master_port = gang->master_port;
     const int nodes = static_cast<int>(gang->more_nodes.size()) + 1;
     protocol::Gang g{nodes, 0, gang->procs_per_node, gang->master_addr, gang->master_port};
@@ -221,8 +219,7 @@ std::vector<TrialLifecycle::SuccessorPlace> TrialLifecycle::successor_places(int
   if (mean == mean_run_seconds_.end() || mean->second > kSuccessorBelowSeconds) return places;
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_) {
-    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0 || lt.gang)
-      continue;
+    if (lt.sweep_id != sweep_id || lt.after || lt.successor || lt.cancelled || lt.await_deadline_ms > 0) continue;
     if (agents.count(lt.agent)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
@@ -362,7 +359,7 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   TrialEvent event = event_for_exit(e, &reason);
   const bool lost = event.kind == TrialEventKind::kLose || event.kind == TrialEventKind::kRequeue;
   auto it = live_.find(e.trial_id);
-  if (it != live_.end() && it->second.gang && it->second.attempt == e.attempt && it->second.node_of(agent) >= 0)
+  if (it != live_.end() && it->second.gang() && it->second.attempt == e.attempt && it->second.node_of(agent) >= 0)
     return gang_node_exited(it->second, it->second.node_of(agent), agent, e);
   if (it != live_.end() && it->second.agent == agent && it->second.attempt == e.attempt) {
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
@@ -570,7 +567,7 @@ Result<std::optional<LiveTrial>> TrialLifecycle::take_for_rerun(int64_t trial_id
 LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {
   LiveTrial lt = std::move(it->second);
   live_.erase(it);
-  if (lt.gang) {
+  if (lt.gang()) {
     if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
     gang_ended_.insert({lt.trial_id, lt.attempt});
   }

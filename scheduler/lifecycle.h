@@ -119,14 +119,15 @@ struct LiveTrial {
   // on the agent; until then it holds no resources of its own.
   int64_t after = 0;      // the live trial it waits for; 0 once that one ended
   int64_t successor = 0;  // the live trial waiting for this one's place
-  // A gang (START_TRIAL `gang`: several nodes, or several processes on one).
-  // `agent`, `gpus` above are node 0's, where the metrics come from; the
-  // attempt ends as one when every node has ended, or when one fails or its
-  // agent is lost (the others are then sent STOP_TRIAL).
-  bool gang = false;
+  // A multi-node trial: `agent`, `gpus` above are node 0's, where the
+  // metrics come from; the other nodes are in more_nodes. The attempt ends
+  // as one when every node has ended, or when one fails or its agent is
+  // lost (the others are then sent STOP_TRIAL). Several processes on one
+  // node are the agent's business: to the lifecycle that is one trial.
+  bool gang() const { return !more_nodes.empty(); }
   bool stops_sent = false;  // every node that had not ended was sent STOP_TRIAL (mail_stop)
   std::vector<GangNode> more_nodes;
-  int master_port = 0;  // node 0's rendezvous port, while the trial lives
+  int master_port = 0;  // node 0's rendezvous port (START_TRIAL `gang`), while the trial lives; 0: none
   bool node0_ended = false;
   std::optional<protocol::TrialExited> node0_exit;  // held until the other nodes end
   // A node failed while others had not reported: its verdict waits (see
@@ -236,8 +237,8 @@ class TrialLifecycle {
   // Sends `trial` (the runner's next, counted as running there) to `agent`
   // with `placement`; with `before` (a live trial id, not 0), as that
   // trial's successor. The attempt is recorded as running. With `gang`, a
-  // START_TRIAL goes to each node (node 0 on `agent`), and the trial is
-  // never a successor.
+  // START_TRIAL goes to each node (node 0 on `agent`); a gang sweep gets no
+  // successors (queue_successors, flow.h), so `before` is then 0.
   Status dispatch(TrialToStart trial, const std::string& agent, const Placement& placement, int64_t before,
                   const GangDispatch* gang = nullptr);
   // Where successors of `sweep_id` may wait: at most `available` places, one

@@ -139,7 +139,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
 
 void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
   for (auto& [id, lt] : live_) {
-    if (lt.gang && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
+    if (lt.gang() && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
       // A gang cannot wait out one node's lease: its other ranks are stuck in
       // their collectives. Lost at the next check; the others are stopped.
       gang_losses_.push_back({id, "agent " + agent + " went silent"});
@@ -155,7 +155,7 @@ void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
 Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& reason) {
   std::vector<int64_t> ids;
   for (const auto& [id, lt] : live_)
-    if (lt.agent == agent || (lt.gang && lt.node_of(agent) > 0 && !lt.node_ended(lt.node_of(agent)))) ids.push_back(id);
+    if (lt.agent == agent || (lt.gang() && lt.node_of(agent) > 0 && !lt.node_ended(lt.node_of(agent)))) ids.push_back(id);
   for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " lost: " + reason));
   changed_ = true;
   return Status::Ok();

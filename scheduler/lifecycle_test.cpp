@@ -785,7 +785,7 @@ TEST_CASE("lifecycle: a gang survives a scheduler restart: its nodes come back f
   u.restart(/*grace_ms=*/5000);
   const LiveTrial* lt = u.life->find(nodes[0].trial_id);
   REQUIRE(lt != nullptr);
-  CHECK(lt->gang);
+  CHECK(lt->gang());
   REQUIRE(lt->more_nodes.size() == 1);
   CHECK(lt->more_nodes[0].agent == "b");
   // Both agents come back still running it; then node 1 fails: the whole
