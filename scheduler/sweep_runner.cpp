@@ -99,9 +99,7 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       if (!summary.ok()) return summary.status();
       a.metric_seen = summary->best || summary->metric_missing;
       // Its target reached before the restart: it still creates no trials.
-      const auto& m = *a.spec.metric;
-      if (m.target && summary->best &&
-          (m.goal == sweeps::Goal::kMaximize ? summary->best->value >= *m.target : summary->best->value <= *m.target))
+      if (summary->best && a.spec.metric->reaches_target(summary->best->value))
         a.target_reached = "trial " + std::to_string(summary->best->trial_id) + " reached the target (metric.target)";
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
@@ -401,34 +399,34 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
 Status SweepRunner::check_target(Active& s, int64_t trial_id) {
   if (s.target_reached || !s.spec.metric || !s.spec.metric->target) return Status::Ok();
   SWEPT_ASSIGN_OR_RETURN(rec, store_.trial_record(trial_id));
-  if (!rec.metric_value) return Status::Ok();
-  const double target = *s.spec.metric->target;
-  const bool maximize = s.spec.metric->goal == sweeps::Goal::kMaximize;
-  const double v = *rec.metric_value;
-  if (maximize ? v < target : v > target) return Status::Ok();
+  if (!rec.metric_value || !s.spec.metric->reaches_target(*rec.metric_value)) return Status::Ok();
   std::ostringstream why;
-  why << "trial " << trial_id << " reached the target, " << log_safe(s.spec.metric->name) << " = " << v
-      << (maximize ? " >= " : " <= ") << target << " (metric.target)";
+  why << "trial " << trial_id << " reached the target, " << log_safe(s.spec.metric->name) << " = "
+      << *rec.metric_value << (s.spec.metric->goal == sweeps::Goal::kMaximize ? " >= " : " <= ")
+      << *s.spec.metric->target << " (metric.target)";
   s.target_reached = why.str();
   // Trials waiting for a place (retries) are not started any more.
-  const std::string reason = "not started: the sweep reached its target";
-  for (int64_t id : std::exchange(s.queued, {})) {
-    const TrialState next = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
-    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, next, std::nullopt, reason, clock_.wall_seconds()));
-  }
+  SWEPT_RETURN_IF_ERROR(stop_queued(s, "not started: the sweep reached its target").status());
   log::info("sweep " + std::to_string(s.id) + ": " + *s.target_reached + "; it creates no more trials");
   return Status::Ok();
+}
+
+Result<int64_t> SweepRunner::stop_queued(Active& s, const std::string& reason) {
+  const TrialState stopped = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
+  int64_t n = 0;
+  for (int64_t id : std::exchange(s.queued, {})) {
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, stopped, std::nullopt, reason, clock_.wall_seconds()));
+    ++n;
+  }
+  return n;
 }
 
 Result<int64_t> SweepRunner::cancel(int64_t sweep_id, const std::string& reason) {
   auto it = sweeps_.find(sweep_id);
   int64_t stopped = 0;
   if (it != sweeps_.end()) {
-    for (int64_t id : it->second.queued) {
-      const TrialState next = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
-      SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, next, std::nullopt, reason, clock_.wall_seconds()));
-      ++stopped;
-    }
+    SWEPT_ASSIGN_OR_RETURN(n, stop_queued(it->second, reason));
+    stopped = n;
     end(it);
   }
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCancelled, clock_.wall_seconds()));

@@ -131,6 +131,8 @@ class SweepRunner {
   // Whether a completed trial's stored value reaches the sweep's target; the
   // sweep then stops creating trials (its queued ones are stopped).
   Status check_target(Active& s, int64_t trial_id);
+  // Stops the sweep's queued trials (they never start); returns how many.
+  Result<int64_t> stop_queued(Active& s, const std::string& reason);
   // Builds the sweep's EarlyStopper when it has early_terminate; with
   // `load`, its curves from the store (recover, retry).
   Status make_stopper(Active& s, bool load);

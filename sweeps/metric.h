@@ -17,6 +17,10 @@ struct Metric {
   // W&B's `target`: the sweep finishes once a completed trial's value
   // reaches it (>= when maximizing, <= when minimizing).
   std::optional<double> target;
+  // Whether `value` reaches the target (false without one).
+  bool reaches_target(double value) const {
+    return target && (goal == Goal::kMaximize ? value >= *target : value <= *target);
+  }
 };
 
 }  // namespace swept::sweeps
