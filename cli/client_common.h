@@ -252,6 +252,39 @@ class Table {
   std::vector<std::vector<std::string>> rows_;
 };
 
+// A trial's GPUs, "2,3" or "0@0.4" ("-" for none); a multi-node trial's per
+// node, node 0 first: "0,1+2,3".
+inline std::string gpus_text(const std::vector<int>& gpus, std::optional<double> fraction) {
+  if (gpus.empty()) return "-";
+  std::string s;
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
+  // about `const char* + std::string&&` here.
+  for (int g : gpus) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(g);
+  }
+  if (fraction) {
+    s += '@';
+    s += fmt_num(*fraction);
+  }
+  return s;
+}
+inline std::string gpus_text(const TrialRow& t) {
+  bool any = false;
+  for (const TrialNode& n : t.nodes) any = any || !n.gpus.empty();
+  if (!any) return gpus_text(t.gpus, t.gpu_fraction);
+  std::string s;
+  for (const TrialNode& n : t.nodes) s.append(s.empty() ? "" : "+").append(gpus_text(n.gpus, t.gpu_fraction));
+  return s;
+}
+// Where a trial runs: its agent, or a multi-node trial's agents "a+b".
+inline std::string agents_text(const TrialRow& t) {
+  if (t.nodes.empty()) return t.agent.value_or("-");
+  std::string s;
+  for (const TrialNode& n : t.nodes) s.append(s.empty() ? "" : "+").append(n.agent);
+  return s;
+}
+
 // The sweep's best trial: the row of summary.best, which the store
 // computes (store/reader.h, "Best": one definition for the dashboard,
 // `swept status` and `swept best`), never recomputed here.

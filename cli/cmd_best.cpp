@@ -45,15 +45,8 @@ int run_best(const std::vector<std::string>& args) {
             << "\n  metrics:";
   for (const auto& [k, v] : best->latest) std::cout << " " << terminal_safe(k) << "=" << fmt_num(v);
   std::cout << "\n";
-  if (!best->nodes.empty()) {  // a multi-node trial: where each node ran (node 0 reported the metrics)
-    std::cout << "  nodes:";
-    for (size_t n = 0; n < best->nodes.size(); ++n) {
-      std::cout << (n ? ", " : " ") << n << "=" << terminal_safe(best->nodes[n].agent);
-      for (size_t g = 0; g < best->nodes[n].gpus.size(); ++g)
-        std::cout << (g ? "," : " (GPUs ") << best->nodes[n].gpus[g] << (g + 1 == best->nodes[n].gpus.size() ? ")" : "");
-    }
-    std::cout << "\n";
-  }
+  if (!best->nodes.empty())  // a multi-node trial: where its nodes ran (node 0 reported the metrics)
+    std::cout << "  nodes: " << terminal_safe(agents_text(*best)) << ", GPUs " << gpus_text(*best) << "\n";
   return kExitOk;
 }
 

@@ -9,44 +9,6 @@
 namespace swept::cli {
 namespace {
 
-std::string gpus_text(const TrialRow& t) {
-  if (t.gpus.empty()) return "-";
-  std::string s;
-  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive)
-  // about `const char* + std::string&&` here.
-  for (int g : t.gpus) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(g);
-  }
-  if (t.gpu_fraction) {
-    s += '@';
-    s += fmt_num(*t.gpu_fraction);
-  }
-  return s;
-}
-
-// A multi-node trial's agents ("a+b") and GPUs ("0,1+2,3"), node 0 first.
-std::string agents_text(const TrialRow& t) {
-  if (t.nodes.empty()) return t.agent.value_or("-");
-  std::string s;
-  for (const TrialNode& n : t.nodes) s.append(s.empty() ? "" : "+").append(n.agent);
-  return s;
-}
-std::string node_gpus_text(const TrialRow& t) {
-  bool any = false;
-  for (const TrialNode& n : t.nodes) any = any || !n.gpus.empty();
-  if (!any) return gpus_text(t);
-  std::string s;
-  for (size_t i = 0; i < t.nodes.size(); ++i) {
-    TrialRow one;
-    one.gpus = t.nodes[i].gpus;
-    one.gpu_fraction = t.gpu_fraction;
-    if (i) s += '+';
-    s += gpus_text(one);
-  }
-  return s;
-}
-
 int run_trials(const std::vector<std::string>& args) {
   ClientFlags flags;
   std::string sweep, state;
@@ -90,7 +52,7 @@ int run_trials(const std::vector<std::string>& args) {
     if (only && t.state != *only) continue;
     table.add({std::to_string(t.id), std::to_string(t.index), stopping(t) ? "stopping" : display_name(t.state),
                std::to_string(t.attempts),
-               agents_text(t), node_gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
+               agents_text(t), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
                t.reason.value_or("")});
   }
   table.print(std::cout);

@@ -168,11 +168,7 @@ nlohmann::json to_json(const TrialRow& t) {
                                  {"reason", t.stop->reason},
                                  {"decided_at", t.stop->decided_at}}
                           : json(nullptr)}};
-  if (!t.nodes.empty()) {  // optional: a multi-node trial's nodes (issue 25)
-    json nodes = json::array();
-    for (const TrialNode& n : t.nodes) nodes.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
-    j["nodes"] = std::move(nodes);
-  }
+  if (!t.nodes.empty()) j["nodes"] = nodes_json(t.nodes);  // optional: a multi-node trial's (issue 25)
   return j;
 }
 

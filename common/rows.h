@@ -137,6 +137,13 @@ struct TrialNode {
   std::vector<int> gpus;
   bool operator==(const TrialNode&) const = default;
 };
+// The one JSON shape of a trial's nodes, [{"agent": name, "gpus": [...]}, ...],
+// node 0 first: trials.nodes, QUERY_TRIALS and the dashboard's API alike.
+inline nlohmann::json nodes_json(const std::vector<TrialNode>& nodes) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const TrialNode& n : nodes) j.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
+  return j;
+}
 
 // A row of `trials` (store/schema.sql), with its latest metric values.
 struct TrialRow {

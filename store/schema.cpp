@@ -30,11 +30,7 @@ std::vector<Int> decode_gpu_list(const std::optional<std::string>& text) {
 template std::vector<int> decode_gpu_list<int>(const std::optional<std::string>&);
 template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optional<std::string>&);
 
-std::string encode_nodes(const std::vector<TrialNode>& nodes) {
-  nlohmann::json j = nlohmann::json::array();
-  for (const TrialNode& n : nodes) j.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
-  return j.dump();
-}
+std::string encode_nodes(const std::vector<TrialNode>& nodes) { return nodes_json(nodes).dump(); }
 
 std::vector<TrialNode> decode_nodes(const std::optional<std::string>& text) {
   std::vector<TrialNode> out;

@@ -45,11 +45,7 @@ json trial_row_json(const TrialRow& r) {
           {"metrics", metrics}};
   if (r.damaged) j["damaged"] = *r.damaged;  // shown on the row; the page still answers
   if (stopping(r)) j["stopping"] = true;     // stopped by the user, its process not ended yet
-  if (!r.nodes.empty()) {  // a multi-node trial: every node's agent and GPUs, node 0 first
-    json nodes = json::array();
-    for (const TrialNode& n : r.nodes) nodes.push_back({{"agent", n.agent}, {"gpus", n.gpus}});
-    j["nodes"] = std::move(nodes);
-  }
+  if (!r.nodes.empty()) j["nodes"] = nodes_json(r.nodes);  // a multi-node trial: every node, node 0 first
   return j;
 }
 
