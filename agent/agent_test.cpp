@@ -25,6 +25,7 @@
 #include "common/exit_codes.h"
 #include "common/protocol.h"
 #include "common/testing/eventually.h"
+#include "common/testing/loopback.h"
 
 using namespace swept;
 using namespace swept::agent;
@@ -920,29 +921,6 @@ pr::Gang node_of(int nodes, int node_rank, int procs, int port) {
   return g;
 }
 
-// A TCP socket listening on all interfaces at a port the kernel picks
-// (busy = true), or one closed again at once: a port free now.
-struct PortHolder {
-  int fd = -1;
-  int port = 0;
-  explicit PortHolder(bool busy) {
-    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    if (busy) REQUIRE(::listen(fd, 1) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port = ntohs(a.sin_port);
-    if (!busy) close();
-  }
-  void close() {
-    if (fd >= 0) ::close(fd);
-    fd = -1;
-  }
-  ~PortHolder() { close(); }
-};
 
 // Runs `swept agent ARGS...` to its end; returns its exit status and stderr.
 std::pair<int, std::string> run_swept_agent(const TempDir& dir, const std::vector<std::string>& args) {
@@ -1007,15 +985,15 @@ TEST_CASE("agent: a START_TRIAL with gang is one trial of procs_per_node process
   TempDir dir;
   AgentThread agent(test_options(s, dir));
   connect(s);
-  PortHolder free_port(/*busy=*/false);
+  const int port = swept::testing::free_port();
   pr::StartTrial start = start_trial(31, "echo \"{\\\"step\\\": 1, \\\"rank\\\": $RANK}\"; echo \"$LOCAL_RANK/$WORLD_SIZE\"", {0, 1});
-  start.gang = node_of(1, 0, 3, free_port.port);
+  start.gang = node_of(1, 0, 3, port);
   s.send(start);
   auto started = s.wait_for<pr::TrialStarted>();
   REQUIRE(started);
   CHECK(started->env["RANK"] == "0");  // local rank 0's environment
   CHECK(started->env["LOCAL_WORLD_SIZE"] == "3");
-  CHECK(started->env["MASTER_PORT"] == std::to_string(free_port.port));
+  CHECK(started->env["MASTER_PORT"] == std::to_string(port));
   CHECK(started->env["CUDA_VISIBLE_DEVICES"] == "0,1");
   auto exited = s.wait_for<pr::TrialExited>();
   REQUIRE(exited);
@@ -1038,12 +1016,12 @@ TEST_CASE("agent: a gang node's failing process stops the others, STOP_TRIAL sto
   TempDir dir;
   AgentThread agent(test_options(s, dir));
   connect(s);
-  PortHolder free_port(/*busy=*/false);
+  const int port = swept::testing::free_port();
   // Rank 1 of node 0 fails once ranks 0 and 2 are waiting: the node's exit is its exit.
   pr::StartTrial failing = start_trial(41, "echo $$ > pid-$RANK; if [ $RANK = 1 ]; then "
                                            "while [ ! -s pid-0 ] || [ ! -s pid-2 ]; do sleep 0.01; done; exit 3; fi; "
                                            "exec sleep 300");
-  failing.gang = node_of(2, 0, 3, free_port.port);
+  failing.gang = node_of(2, 0, 3, port);
   s.send(failing);
   auto exited = s.wait_for<pr::TrialExited>();
   REQUIRE(exited);
@@ -1057,7 +1035,7 @@ TEST_CASE("agent: a gang node's failing process stops the others, STOP_TRIAL sto
   }
 
   pr::StartTrial stopped = start_trial(42, "echo $$ > pid-$RANK; echo ready; exec sleep 300");
-  stopped.gang = node_of(2, 1, 3, free_port.port);
+  stopped.gang = node_of(2, 1, 3, port);
   s.send(stopped);
   const std::string trial42 = dir.path() + "/sweep-3/trial-42/";
   auto all_running = [&] {
@@ -1083,15 +1061,16 @@ TEST_CASE("agent: node 0 whose master_port is taken ends launch_failed, the host
   TempDir dir;
   AgentThread agent(test_options(s, dir));
   connect(s);
-  PortHolder busy(/*busy=*/true);
+  // Listening on all interfaces: the agent's check of the port must fail.
+  swept::testing::HeldPort busy(/*listen=*/true, htonl(INADDR_ANY));
   pr::StartTrial start = start_trial(51, "echo ran > ran");
-  start.gang = node_of(2, 0, 2, busy.port);
+  start.gang = node_of(2, 0, 2, busy.port());
   s.send(start);
   auto exited = s.wait_for<pr::TrialExited>();
   REQUIRE(exited);
   CHECK(exited->cause == pr::ExitCause::kLaunchFailed);
   CHECK(exited->host_fault);
-  CHECK(exited->reason.find("master_port " + std::to_string(busy.port) + " cannot be bound") == 0);
+  CHECK(exited->reason.find("master_port " + std::to_string(busy.port()) + " cannot be bound") == 0);
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/sweep-3/trial-51/ran"));
   CHECK(agent.join() == kExitOk);
 }

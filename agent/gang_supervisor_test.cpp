@@ -16,11 +16,13 @@
 
 #include "agent/test_util.h"
 #include "common/testing/eventually.h"
+#include "common/testing/loopback.h"
 
 using namespace swept;
 using namespace swept::agent;
 using swept::agent::testing::read_file;
 using swept::agent::testing::TempDir;
+using swept::testing::free_port;
 
 namespace {
 
@@ -77,19 +79,6 @@ protocol::Gang gang(int nodes, int node_rank, int procs, int port = 1) {
   g.master_addr = "127.0.0.1";
   g.master_port = port;  // node 0 checks it: the tests of node 0 pass a free one
   return g;
-}
-
-// A port free on this host now: bound by the kernel's choice, then closed.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 // "NAME=VALUE" lines into a map.

@@ -14,6 +14,7 @@
 
 #include <doctest/doctest.h>
 
+#include "common/testing/loopback.h"
 #include "trainer/cuda/cuda_backend.h"
 #include "trainer/cuda/gpu_test_support.h"
 #include "trainer/train.h"
@@ -23,6 +24,7 @@ namespace {
 
 using namespace testing;
 using trainer::Backend;
+using swept::testing::free_port;
 
 trainer::TrainConfig small_config(trainer::ModelKind kind) {
   trainer::TrainConfig c;
@@ -235,19 +237,6 @@ TEST_CASE("trainer/cuda: swept-train on the GPU end to end, with replicas, two t
   ProcessResult missing = run_process(base + " --device=cuda:64", dir);
   CHECK(missing.exit_code == 4);
   CHECK(missing.err.find("cuda:64") != std::string::npos);
-}
-
-// A port free right now (bound to port 0, read back, released): MASTER_PORT.
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
 }
 
 TEST_CASE("trainer/cuda: 2 processes x 1 GPU (NCCL across processes) give the losses of 1 process x 2 GPUs") {

@@ -14,35 +14,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/testing/loopback.h"
 #include "trainer/checkpoint.h"
 #include "trainer/test_child.h"
 #include "trainer/test_util.h"
 
 using namespace swept::trainer;
 using swept::trainer::testing::Child;
+using swept::testing::free_port;
+using swept::testing::HeldPort;
 
 namespace {
-
-// A loopback port bound (so no one else takes it) and never listening.
-class DeadPort {
- public:
-  DeadPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
-  }
-  ~DeadPort() { ::close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
 
 std::map<std::string, std::string> rank_env(int rank, int size, int port) {
   return {{"WORLD_SIZE", std::to_string(size)}, {"RANK", std::to_string(rank)},
@@ -82,7 +64,7 @@ void check_same_metrics(const std::vector<std::string>& expected, const std::vec
 void check_two_processes_match_two_replicas(const std::vector<std::string>& args) {
   Child single(with(args, {"--replicas=2", "--threads=2"}));
   REQUIRE(single.wait_exit(120) == 0);
-  const int port = DeadPort().port();  // free now; rank 0 binds it
+  const int port = free_port();  // free now; rank 0 binds it
   Child rank0(with(args, {"--threads=1"}), rank_env(0, 2, port));
   Child rank1(with(args, {"--threads=1"}), rank_env(1, 2, port));
   const int rc0 = rank0.wait_exit(120), rc1 = rank1.wait_exit(120);
@@ -118,7 +100,7 @@ TEST_CASE("trainer dist: a SIGTERM to one rank stops every rank after the same s
   const std::vector<std::string> args = {"--data=" + data.path(), "--model=mlp", "--hidden=16", "--batch_size=10",
                                          "--epochs=500", "--log_every=1", "--threads=1",
                                          "--checkpoint_dir=" + ckpt.path()};
-  const int port = DeadPort().port();
+  const int port = free_port();
   Child rank0(args, rank_env(0, 2, port));
   Child rank1(args, rank_env(1, 2, port));
   REQUIRE(rank0.wait_for_line([](const std::string& l) { return l.find("\"step\":3,") != std::string::npos; }));
@@ -144,7 +126,7 @@ TEST_CASE("trainer dist: --resume continues every rank from rank 0's checkpoint,
   // folder stays empty), then both resumed. Its stdout pipe keeps rank 0
   // within a page of lines (< 40 steps) of the reader: far from the end.
   {
-    const int port = DeadPort().port();
+    const int port = free_port();
     const std::vector<std::string> saving = {"--threads=1", "--checkpoint_every=5"};
     Child rank0(with(with(args, saving), {"--checkpoint_dir=" + ckpt0.path()}), rank_env(0, 2, port));
     Child rank1(with(with(args, saving), {"--checkpoint_dir=" + ckpt1.path()}), rank_env(1, 2, port));
@@ -156,7 +138,7 @@ TEST_CASE("trainer dist: --resume continues every rank from rank 0's checkpoint,
   }
   REQUIRE(!list_checkpoints(ckpt0.path()).empty());
   REQUIRE(list_checkpoints(ckpt1.path()).empty());
-  const int port = DeadPort().port();
+  const int port = free_port();
   Child rank0(with(args, {"--threads=1", "--resume", "--checkpoint_dir=" + ckpt0.path()}), rank_env(0, 2, port));
   Child rank1(with(args, {"--threads=1", "--resume", "--checkpoint_dir=" + ckpt1.path()}), rank_env(1, 2, port));
   const int rc0 = rank0.wait_exit(120), rc1 = rank1.wait_exit(120);
@@ -177,7 +159,7 @@ TEST_CASE("trainer dist: a rank whose peers are unreachable or missing exits 1 w
   write_mnist_like(data.path(), 200, 50, 2);
   const std::vector<std::string> args = {"--data=" + data.path(), "--model=mlp", "--hidden=8", "--batch_size=10",
                                          "--max_steps=2", "--threads=1"};
-  DeadPort dead;
+  HeldPort dead;
   SUBCASE("rank 1, no rank 0 at MASTER_PORT") {
     std::map<std::string, std::string> env = rank_env(1, 2, dead.port());
     env["SWEPT_RENDEZVOUS_TIMEOUT"] = "1";
@@ -187,7 +169,7 @@ TEST_CASE("trainer dist: a rank whose peers are unreachable or missing exits 1 w
                             std::to_string(dead.port()) + " within 1 s") != std::string::npos);
   }
   SUBCASE("rank 0 of 3, the others never come") {
-    std::map<std::string, std::string> env = rank_env(0, 3, DeadPort().port());
+    std::map<std::string, std::string> env = rank_env(0, 3, free_port());
     env["SWEPT_RENDEZVOUS_TIMEOUT"] = "1";
     env["LOCAL_WORLD_SIZE"] = "3";
     Child lonely(args, env);
@@ -197,7 +179,7 @@ TEST_CASE("trainer dist: a rank whose peers are unreachable or missing exits 1 w
   SUBCASE("a peer killed mid-run") {
     const std::vector<std::string> long_run = {"--data=" + data.path(), "--model=mlp", "--hidden=8",
                                                "--batch_size=10", "--epochs=1000", "--log_every=1", "--threads=1"};
-    const int port = DeadPort().port();
+    const int port = free_port();
     Child rank0(long_run, rank_env(0, 2, port));
     Child rank1(long_run, rank_env(1, 2, port));
     REQUIRE(rank0.wait_for_line([](const std::string& l) { return l.find("\"step\":2,") != std::string::npos; }));
@@ -219,7 +201,7 @@ TEST_CASE("trainer dist: a bad WORLD_SIZE/RANK pair is refused with exit 2") {
   CHECK(no_master.err().find("MASTER_ADDR is not set") != std::string::npos);
   TempDir data("dist-bad-env");
   write_mnist_like(data.path(), 200, 50, 2);
-  std::map<std::string, std::string> env = rank_env(1, 2, DeadPort().port());
+  std::map<std::string, std::string> env = rank_env(1, 2, free_port());
   env["GLOO_SOCKET_IFNAME"] = "nosuch0";
   Child no_iface({"--data=" + data.path(), "--max_steps=1", "--batch_size=10", "--threads=1"}, env);
   CHECK(no_iface.wait_exit(30) == 2);  // at once, not after the rendezvous timeout

@@ -9,41 +9,15 @@
 #include <future>
 #include <thread>
 
+#include "common/testing/loopback.h"
 #include "trainer/dist/process_group.h"
 #include "trainer/dist/rendezvous.h"
 
 using namespace swept::trainer;
 using namespace std::chrono_literals;
+using swept::testing::free_port;
+using swept::testing::HeldPort;
 
-namespace {
-
-// A loopback TCP port that nothing listens on while the object lives (bound,
-// never listening: a connection there is refused, and no one else gets it).
-class DeadPort {
- public:
-  DeadPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    socklen_t len = sizeof a;
-    REQUIRE(::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-    port_ = ntohs(a.sin_port);
-  }
-  ~DeadPort() { ::close(fd_); }
-  int port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  int port_ = 0;
-};
-
-// A port free right now (bound and released): for a World, whose rank 0
-// must bind the number the others were told.
-int free_port() { return DeadPort().port(); }
-
-}  // namespace
 
 TEST_CASE("trainer dist: the rendezvous store hands a value set by one rank to another that waits for it") {
   auto server = RendezvousServer::start(0);
@@ -66,7 +40,7 @@ TEST_CASE("trainer dist: the rendezvous store hands a value set by one rank to a
 }
 
 TEST_CASE("trainer dist: a rank that cannot reach the rendezvous, or waits for a rank that never comes, fails in time") {
-  DeadPort dead;
+  HeldPort dead;
   swept::Result<std::unique_ptr<RendezvousClient>> c = RendezvousClient::connect("127.0.0.1", dead.port(), 1, 300ms);
   REQUIRE(!c.ok());
   CHECK(c.status().code() == swept::StatusCode::kIoError);
