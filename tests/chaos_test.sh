@@ -74,10 +74,7 @@ spid=0
 cleanup() {
   local p n
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill -9 "$p" 2>/dev/null || true; done
-  for n in "${made[@]}"; do
-    for p in $(ip netns pids "$n" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-  done
-  for n in "${made[@]}"; do ip netns del "$n" 2>/dev/null || true; done
+  netns_remove_all
   ((mounted == 0)) || umount -l "$full" 2>/dev/null || true
   if [ -n "${SWEPT_CHAOS_KEEP:-}" ]; then
     mkdir -p "$SWEPT_CHAOS_KEEP"
@@ -96,6 +93,7 @@ fail() {
 }
 say() { echo "chaos [$SECONDS s, $(date -u +%T.%N | cut -c1-12)] $*"; }
 source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
+source "$(dirname "$0")/netns_lib.sh"   # netns_remove_all (cleanup), netns_join
 now() { date +%s.%N; }
 # fault NAME T0: records that fault NAME lasted from T0 until now (for the
 # report of an overlap: which fault it came with).
@@ -111,7 +109,6 @@ fi
 made+=("$ns_s")
 command -v sqlite3 >/dev/null || fail "the sqlite3 command is missing (scripts/install-deps.sh installs it)"
 ip -n "$ns_s" link set lo up
-source "$(dirname "$0")/netns_lib.sh"
 for n in 1 2 3; do netns_join "$ns_s" "${ns[$n]}" "ch$n-$tag" "10.78.$n"; done
 mkdir -p "$full"
 mount -t tmpfs -o size=80m swept-chaos "$full" || fail "cannot mount a tmpfs for host-3's work directory"

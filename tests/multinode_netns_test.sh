@@ -38,10 +38,7 @@ made=()
 
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  for ns in "${made[@]}"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-  done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  netns_remove_all
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -53,6 +50,7 @@ fail() {
   exit 1
 }
 source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
+source "$(dirname "$0")/netns_lib.sh"   # netns_remove_all (cleanup), netns_join
 
 case $mode in
   train | ddp | kill | rankfail) ;;
@@ -70,7 +68,6 @@ if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
 fi
 made+=("$ns_s")
 ip -n "$ns_s" link set lo up
-source "$(dirname "$0")/netns_lib.sh"
 netns_join "$ns_s" "$ns_a1" "mn1-$tag" 10.79.1
 netns_join "$ns_s" "$ns_a2" "mn2-$tag" 10.79.2
 # host-1 and host-2 reach each other through the scheduler's namespace.

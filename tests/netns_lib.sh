@@ -1,5 +1,18 @@
 # Shared by the tests that build hosts out of network namespaces
-# (netns_test.sh, chaos_test.sh). Sourced, not run.
+# (netns_test.sh, multinode_netns_test.sh, chaos_test.sh). Sourced, not run;
+# it only defines functions, so a test may source it before its first exit.
+
+# netns_remove_all: the caller's cleanup, on every exit: kills (SIGKILL)
+# every process still running in a namespace of the caller's `made` array,
+# whoever started it ($! of `cmd &` is often a subshell, not the process),
+# then deletes the namespaces.
+netns_remove_all() {
+  local ns p
+  for ns in "${made[@]}"; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  done
+  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+}
 
 # netns_join SCHED_NS NS IFACE NET: makes namespace NS (appended to the
 # caller's `made` array, which its cleanup deletes) and joins it to SCHED_NS

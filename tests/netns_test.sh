@@ -23,12 +23,7 @@ made=()
 
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  # $! of `agent ... &` is a subshell, not the swept it runs: kill whatever
-  # still runs in the namespaces, or agents outlive the test.
-  for ns in "${made[@]}"; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
-  done
-  for ns in "${made[@]}"; do ip netns del "$ns" 2>/dev/null || true; done
+  netns_remove_all  # whatever still runs in the namespaces: agents must not outlive the test
   rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -39,6 +34,7 @@ fail() {
   exit 1
 }
 source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
+source "$(dirname "$0")/netns_lib.sh"   # netns_remove_all (cleanup), netns_join
 
 if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then
   echo "SKIP: this machine refuses to create network namespaces ($(cat "$tmp/netns.err" 2>/dev/null || echo 'no ip command'));" \
@@ -48,7 +44,6 @@ fi
 made+=("$ns_s")
 ip -n "$ns_s" link set lo up
 n=0
-source "$(dirname "$0")/netns_lib.sh"
 for ns in "$ns_a1" "$ns_a2" "$ns_r"; do
   n=$((n + 1))
   netns_join "$ns_s" "$ns" "sw$n-$tag" "10.77.$n"
