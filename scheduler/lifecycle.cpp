@@ -187,7 +187,7 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   if (gang) {
     // One START_TRIAL per node, the same trial and attempt, each with its
     // place in the gang; node 0 (metrics, MASTER_ADDR) is `agent`.
-    std::erase_if(gang_ended_, [&](const auto& k) { return k.first == t.trial_id; });
+    std::erase_if(gang_ended_, [&](const auto& k) { return k.first.first == t.trial_id; });
     lt.master_port = gang->master_port;
     const int nodes = static_cast<int>(gang->more_nodes.size()) + 1;
     protocol::Gang g{nodes, 0, gang->procs_per_node, gang->master_addr, gang->master_port};
@@ -382,7 +382,10 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   }
   if (it != live_.end() && it->second.attempt == e.attempt) return ExitOutcome::kNotCurrent;  // another agent's
   // A node of a gang attempt that already ended as one: history only.
-  if (gang_ended_.count({e.trial_id, e.attempt})) return ExitOutcome::kNotCurrent;
+  if (auto g = gang_ended_.find({e.trial_id, e.attempt}); g != gang_ended_.end()) {
+    if (--g->second <= 0) gang_ended_.erase(g);
+    return ExitOutcome::kNotCurrent;
+  }
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   auto rec = store_.trial_record(e.trial_id);
   // The attempt is on record on another agent (a gang's other node): its
@@ -569,7 +572,9 @@ LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator 
   live_.erase(it);
   if (lt.gang()) {
     if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
-    gang_ended_.insert({lt.trial_id, lt.attempt});
+    int running = lt.node0_ended ? 0 : 1;
+    for (const GangNode& n : lt.more_nodes) running += n.ended ? 0 : 1;
+    if (running > 0) gang_ended_[{lt.trial_id, lt.attempt}] = running;
   }
   // Its successor now holds the place; a successor that ends first frees it.
   if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;

@@ -370,9 +370,12 @@ class TrialLifecycle {
   std::map<int64_t, double> mean_run_seconds_;   // by sweep: how long its trials run
   std::vector<AgentMail> mail_;
   std::vector<LifecycleEvent> events_;
-  // Gang attempts that ended while some node still ran: (trial, attempt).
-  // Their nodes' late TRIAL_EXITEDs are history only, never a late result.
-  std::set<std::pair<int64_t, int>> gang_ended_;
+  // Gang attempts that ended while some node still ran, by (trial, attempt):
+  // how many nodes have yet to report. Their late TRIAL_EXITEDs are history
+  // only, never a late result; the entry goes with the last of them (or when
+  // the trial is dispatched again), so only nodes whose agents never
+  // report again stay here.
+  std::map<std::pair<int64_t, int>, int> gang_ended_;
   // Gangs one of whose agents went silent: lost at the next check_deadlines
   // (a gang cannot wait out one node's lease: its collectives are broken).
   std::vector<std::pair<int64_t, std::string>> gang_losses_;
