@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/net.h"
+
 namespace swept::agent {
 namespace {
 
@@ -33,13 +35,6 @@ struct Fd {
     if (fd >= 0) ::close(fd);
   }
 };
-
-// The numeric host of a socket address ("10.0.0.5", "::1").
-std::string numeric_host(const sockaddr* a, socklen_t len) {
-  char host[NI_MAXHOST] = {};
-  if (::getnameinfo(a, len, host, sizeof host, nullptr, 0, NI_NUMERICHOST) != 0) return "";
-  return host;
-}
 
 // Whether two socket addresses name the same host address (ports ignored).
 bool same_address(const sockaddr* a, const sockaddr* b) {
@@ -96,27 +91,8 @@ Result<std::string> local_address_toward(const std::string& endpoint) {
     return Status::InvalidArgument("scheduler endpoint '" + endpoint + "' has no HOST:PORT");
   std::string host = rest.substr(0, colon), port = rest.substr(colon + 1);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0)
-    return Status::Unavailable("cannot resolve the scheduler's host '" + host + "': " + ::gai_strerror(rc));
-  std::string why = "no address of '" + host + "'";
-  std::string local;
-  for (addrinfo* a = found; a && local.empty(); a = a->ai_next) {
-    Fd s{::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0)};
-    // A UDP connect() only picks the route and the source address: nothing is sent.
-    if (s.fd < 0 || ::connect(s.fd, a->ai_addr, a->ai_addrlen) != 0) {
-      why = std::string("no route to the scheduler's host '") + host + "': " + std::strerror(errno);
-      continue;
-    }
-    sockaddr_storage mine{};
-    socklen_t len = sizeof mine;
-    if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0)
-      local = numeric_host(reinterpret_cast<sockaddr*>(&mine), len);
-  }
-  ::freeaddrinfo(found);
-  if (local.empty()) return Status::Unavailable(why);
+  Result<std::string> local = source_address_toward(host, port);
+  if (!local.ok()) return local.status().WithContext("this host's address toward the scheduler " + endpoint);
   return local;
 }
 

@@ -19,36 +19,17 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "common/log.h"
+#include "common/net.h"
 #include "trainer/dist/rendezvous.h"
 
 namespace swept::trainer {
 
 Result<std::string> local_address_towards(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), "9", &hints, &found); rc != 0)
-    return Status::IoError("cannot resolve MASTER_ADDR=" + host + ": " + ::gai_strerror(rc));
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(found, ::freeaddrinfo);
-  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t len = sizeof local;
-    // connect() on a datagram socket sends nothing: it only picks the route
-    // and with it the source address, which getsockname() then reports.
-    const bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-                    ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0;
-    ::close(fd);
-    if (!ok) continue;
-    char text[INET6_ADDRSTRLEN] = {};
-    const void* raw = local.ss_family == AF_INET6
-                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-    if (::inet_ntop(local.ss_family, raw, text, sizeof text) != nullptr) return std::string(text);
-  }
-  return Status::IoError("no route from this host to MASTER_ADDR=" + host +
-                         ": set GLOO_SOCKET_IFNAME to the interface that reaches it");
+  Result<std::string> local = source_address_toward(host, "9");
+  if (!local.ok())
+    return Status::IoError("MASTER_ADDR=" + host + ": " + local.status().message() +
+                           ": set GLOO_SOCKET_IFNAME to the interface that reaches it");
+  return local;
 }
 
 Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const World& world) {
