@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/testing/eventually.h"
+#include "common/testing/loopback.h"
 #include "web/server.h"
 
 using swept::web::Server;
@@ -30,23 +31,7 @@ const char* const kToken = "stream-test-token";
 constexpr int kDeadlineMs = 30000;  // bounds a test that would otherwise hang; never a threshold
 
 // A TCP connection to 127.0.0.1:port from source address `from` (127.0.0.N).
-int connect_from(const std::string& from, int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  sockaddr_in src{};
-  src.sin_family = AF_INET;
-  ::inet_pton(AF_INET, from.c_str(), &src.sin_addr);
-  sockaddr_in dst{};
-  dst.sin_family = AF_INET;
-  dst.sin_port = htons(static_cast<uint16_t>(port));
-  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_from(const std::string& from, int port) { return swept::testing::connect_loopback(port, from); }
 
 // Reads from `fd` until the response's head is complete; returns it, or ""
 // when the peer closes first or the deadline passes.

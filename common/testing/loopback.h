@@ -15,14 +15,21 @@
 
 namespace swept::testing {
 
-// A blocking socket connected to 127.0.0.1:`port`, or -1. The caller closes it.
-inline int connect_loopback(int port) {
+// A blocking socket connected to 127.0.0.1:`port`, or -1; from source
+// address `from` (127.0.0.N: a server then sees distinct clients) when given.
+// The caller closes it.
+inline int connect_loopback(int port, const std::string& from = "") {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+  if (fd < 0) return -1;
+  sockaddr_in src{};
+  src.sin_family = AF_INET;
+  sockaddr_in dst{};
+  dst.sin_family = AF_INET;
+  dst.sin_port = htons(static_cast<uint16_t>(port));
+  dst.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if ((!from.empty() && (::inet_pton(AF_INET, from.c_str(), &src.sin_addr) != 1 ||
+                         ::bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof src) != 0)) ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&dst), sizeof dst) != 0) {
     ::close(fd);
     return -1;
   }
