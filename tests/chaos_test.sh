@@ -18,7 +18,13 @@
 #   6. host-3's link is cut while it runs a long trial, until its lease has
 #      run out and that trial ran again elsewhere, then restored.
 # Each starts at a share of the trials completed (5 % to 45 %), so that
-# work is left for the agents back from it.
+# work is left for the agents back from it. The HOLD LINE keeps that work in
+# hand however slow the faults' checks are on a loaded machine (CI once saw
+# the sweep end while phase 6 waited for host-3 to run a trial): a trial
+# whose index is at or above the number in $tmp/hold waits, ticking, until
+# the line passes it or for at most $hold_max ticks (so that a held trial
+# never keeps a slot from a requeued one for long). The line is at half the
+# sweep until the last fault is in place, then at its end.
 # Long trials (7 s) outlast the lease (3 s); the others take 0.2-1 s.
 #
 # Every execution of the trial program appends to one LEDGER (O_APPEND, one
@@ -65,6 +71,7 @@ tmp=$(mktemp -d /tmp/swept-chaos.XXXXXX)
 full=$tmp/full  # host-3's work directory's file system (a tmpfs)
 hb_ms=300
 long=70         # ticks of 0.1 s of a long trial
+hold_max=100    # ticks of 0.1 s a trial past the hold line waits at most
 pids=()         # every swept process the test started
 made=()         # namespaces made
 mounted=0
@@ -173,6 +180,10 @@ metric() { printf '{"step": %d, "loss": %d.%d, "attempt": %d}\n' "\$1" "\$i" "\$
 trap 'line term; exit 143' TERM
 line start
 metric 1
+for (( h = 0; h < $hold_max && i >= \$(cat "$tmp/hold"); h++ )); do
+  sleep 0.1
+  line tick
+done
 for (( t = 1; t <= ticks; t++ )); do
   sleep 0.1
   line tick
@@ -183,6 +194,8 @@ line end
 exit 0
 EOF
 chmod +x "$tmp/chaos-trial.sh"
+echo $((trials / 2)) >"$tmp/hold"
+release() { echo "$trials" >"$tmp/hold"; }
 values=$(seq -s, 0 $((trials - 1)))
 cat >"$tmp/sweep.json" <<EOF
 {"name": "chaos", "method": "grid", "max_retries": 100, "metric": {"name": "loss", "goal": "minimize"},
@@ -288,7 +301,7 @@ fi
 if ! skipped kill; then
   phase="agent SIGKILL"
   wait_for 120 'at_least $((trials / 4))' || fail "$((trials / 4)) trials did not complete"
-  pick 1 || fail "host-1 ran no trial"
+  pick 1 || fail "host-1 ran no trial ($(completed) of $trials completed, hold line $(cat "$tmp/hold"), agents: $(sql "SELECT name, state, quarantine FROM agents" | tr "\n" " "))"
   read -r k_trial k_attempt <<<"$picked"
   t0=$(now)
   kill -9 "${apid[1]}"
@@ -317,7 +330,7 @@ fi
 if ! skipped stop; then
   phase="agent SIGSTOP"
   wait_for 120 'at_least $((trials * 7 / 20))' || fail "$((trials * 7 / 20)) trials did not complete"
-  pick 2 || fail "host-2 ran no trial"
+  pick 2 || fail "host-2 ran no trial ($(completed) of $trials completed, hold line $(cat "$tmp/hold"), agents: $(sql "SELECT name, state, quarantine FROM agents" | tr "\n" " "))"
   read -r s_trial s_attempt <<<"$picked"
   t0=$(now)
   kill -STOP "${apid[2]}"
@@ -338,11 +351,12 @@ fi
 if ! skipped cut; then
   phase="link cut"
   wait_for 120 'at_least $((trials * 9 / 20))' || fail "$((trials * 9 / 20)) trials did not complete"
-  pick 3 || fail "host-3 ran no trial"
+  pick 3 || fail "host-3 ran no trial ($(completed) of $trials completed, hold line $(cat "$tmp/hold"), agents: $(sql "SELECT name, state, quarantine FROM agents" | tr "\n" " "))"
   read -r c_trial c_attempt <<<"$picked"
   t0=$(now)
   ip -n "${ns[3]}" link set eth0 down
-  say "host-3's link cut while running trial $c_trial attempt $c_attempt"
+  release
+  say "host-3's link cut while running trial $c_trial attempt $c_attempt ($(completed) completed)"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = lost ]' || fail "host-3 was not declared lost"
   wait_for 30 '[ "$(attempt_state "$c_trial" "$c_attempt")" != running ]' ||
     fail "trial $c_trial attempt $c_attempt was not requeued once host-3's lease was over"
@@ -355,6 +369,7 @@ if ! skipped cut; then
 fi
 
 phase="sweep end"
+release
 rc=0
 timeout 300 ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port" --poll-ms 200 \
   $(keyed client) >"$tmp/wait.log" 2>&1 || rc=$?
