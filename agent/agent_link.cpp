@@ -186,12 +186,22 @@ void Agent::on(const pr::RegisterAck& ack, int64_t now) {
   for (auto& [key, t] : trials_) {
     send_outbox(key, t);
   }
+  // An unkeyed scheduler records an agent at its first message after
+  // REGISTER (docs/protocol.md, "One agent per key"): say so now, not a
+  // heartbeat later, when there was nothing else to say.
+  if (trials_.empty()) send_heartbeat();
 }
 
 void Agent::on(const pr::RegisterReject& reject, int64_t now) {
-  if (reject.code == "duplicate_name") {
-    log::error("scheduler refused the name '" + name_ + "': " + reject.message + "; retrying in " +
-               std::to_string(reject.retry_after_ms) + " ms (give each agent its own --name)");
+  // Refusals that may pass: a name or key still held by a predecessor that
+  // is going away, or an unkeyed scheduler's registration rate.
+  if (reject.code == "duplicate_name" || reject.code == "key_in_use" || reject.code == "throttled") {
+    const std::string advice = reject.code == "duplicate_name" ? " (give each agent its own --name)"
+                               : reject.code == "key_in_use"   ? " (give each agent its own key)"
+                                                               : "";
+    (reject.code == "throttled" ? log::warn : log::error)(
+        "scheduler refused this agent (" + reject.code + "): " + reject.message + "; retrying in " +
+        std::to_string(std::max<int64_t>(reject.retry_after_ms, options_.reconnect_initial_ms)) + " ms" + advice);
     link_.close(0);
     link_state_ = Link::kWaiting;
     next_attempt_ms_ = now + std::max<int64_t>(reject.retry_after_ms, options_.reconnect_initial_ms);

@@ -114,6 +114,8 @@ std::optional<int> parse_scheduler_flags(const std::vector<std::string>& args, S
       "how long an agent that went away stays in `swept agents` (without --all)")(
       "forget-agents-after-s", po::value(&o.forget_agents_after_s)->default_value(o.forget_agents_after_s),
       "delete the rows of agents gone this long (their trials keep their names)")(
+      "unkeyed-register-rate", po::value(&o.unkeyed_register_rate)->default_value(o.unkeyed_register_rate),
+      "without keys: new agents admitted per second (a burst of twice that); the rest retry")(
       "endpoint-file", po::value(&f.endpoint_file), "write the bound endpoint to this file once listening")(
       "web", po::value(&f.web)->default_value(f.web), "dashboard address HOST:PORT, or off (see swept web)")(
       "log-level", po::value(&f.level)->default_value(f.level), "debug, info, warn or error")(
@@ -145,6 +147,10 @@ std::optional<int> check_scheduler_flags(const SchedulerFlags& f) {
   if (o.quarantine_after < 0 || o.agent_display_s < 0 || o.forget_agents_after_s < 0) {
     std::cerr << "swept scheduler: --quarantine-after, --agent-display-s and --forget-agents-after-s must be 0 or "
                  "more\n";
+    return kExitUsage;
+  }
+  if (o.unkeyed_register_rate < 1 || o.unkeyed_register_rate > 100000) {
+    std::cerr << "swept scheduler: --unkeyed-register-rate must be from 1 to 100000 agents a second\n";
     return kExitUsage;
   }
   if (std::string problem = bind_problem(o.bind); !problem.empty()) {

@@ -83,7 +83,35 @@ std::optional<AgentRegistry::Admission> AgentRegistry::refusal(const std::string
                      "the agent name \"" + r.name + "\" belongs to another key; give this agent another --name", 0,
                      "refused REGISTER for agent " + r.name + ": the name belongs to another key");
   }
+  // One live agent per key: a second name on a key that already holds its
+  // share is refused, so that one key cannot offer phantom slots under any
+  // number of names (issue 26). Its own name again is a reconnect or a
+  // duplicate, decided below.
+  if (options_.keys) {
+    const auto entry = options_.keys->find(key);
+    const int max_agents = entry ? entry->max_agents : 1;
+    std::vector<std::string> holding;
+    for (const auto& [rid, s] : sessions_)
+      if (rid != routing_id && s.key == key && s.name != r.name) holding.push_back(s.name);
+    if (int(holding.size()) >= max_agents) {
+      const std::string label = entry ? entry->label : std::string("this key");
+      const std::string max_file = label.size() > 4 ? label.substr(0, label.size() - 4) + ".max" : "NAME.max";
+      return refused("key_in_use",
+                     "this agent's key (" + label + ") already holds " +
+                         (max_agents == 1 ? "agent \"" + holding.front() + "\""
+                                          : std::to_string(holding.size()) + " live agents, its limit") +
+                         "; one key registers one live agent: give each agent its own key (swept keygen, its .pub in "
+                         "the authorized agents/ folder), or let this key hold a pool by writing how many into " +
+                         max_file + " in the authorized folder",
+                     liveness_ms(),
+                     "refused REGISTER for agent " + r.name + " from host " + r.host + ": its key " + label +
+                         " already holds " + std::to_string(holding.size()) + " live agent(s), the first " +
+                         holding.front(),
+                     /*throttled=*/true);
+    }
+  }
   // A name held by another live connection: a duplicate, refused loudly.
+  inherited_.reset();
   if (auto it = routing_by_name_.find(r.name); it != routing_by_name_.end() && it->second != routing_id) {
     AgentSession* old = by_routing(it->second);
     // The same agent process (host and pid) on a new connection is a
@@ -95,16 +123,45 @@ std::optional<AgentRegistry::Admission> AgentRegistry::refusal(const std::string
                          ") is already connected; give this one another --name",
                      liveness_ms(), "refused a second agent named " + r.name + " from host " + r.host);
     // Its predecessor went silent: this connection takes over its trials.
-    if (old) sessions_.erase(it->second);
+    if (old) {
+      inherited_ = Inherited{old->recorded, old->fresh_row, old->ran_work};
+      sessions_.erase(it->second);
+    }
     routing_by_name_.erase(it);
   }
+  // Unkeyed peers (loopback, --insecure) open new sessions at a bounded rate.
+  if (!options_.keys && !inherited_ && !sessions_.count(routing_id) && !unkeyed_token())
+    return refused("throttled",
+                   "too many agents are registering at once on this unkeyed scheduler; this agent retries in 1 s", 1000,
+                   "refused REGISTER for agent " + r.name + " from host " + r.host +
+                       ": unkeyed registrations are over their rate (" +
+                       std::to_string(int(options_.unkeyed_registers_per_s)) + " a second)",
+                   /*throttled=*/true);
   return std::nullopt;
+}
+
+bool AgentRegistry::unkeyed_token() {
+  const int64_t now = clock_.now_ms();
+  const double burst = std::max(1, options_.unkeyed_register_burst);
+  if (unkeyed_tokens_ < 0) unkeyed_tokens_ = burst, unkeyed_refill_ms_ = now;
+  unkeyed_tokens_ =
+      std::min(burst, unkeyed_tokens_ + double(now - unkeyed_refill_ms_) * options_.unkeyed_registers_per_s / 1000.0);
+  unkeyed_refill_ms_ = now;
+  if (unkeyed_tokens_ < 1) return false;
+  unkeyed_tokens_ -= 1;
+  return true;
 }
 
 Result<AgentRegistry::Admission> AgentRegistry::admit(const std::string& routing_id, const Register& r,
                                                        const std::string& key) {
   if (auto refusal_made = refusal(routing_id, r, key)) return std::move(*refusal_made);
+  const bool existing = sessions_.count(routing_id) != 0;
   AgentSession& s = sessions_[routing_id];
+  if (!existing && inherited_) {
+    s.recorded = inherited_->recorded;
+    s.fresh_row = inherited_->fresh_row;
+    s.ran_work = inherited_->ran_work;
+  }
   s.routing_id = routing_id;
   s.name = r.name;
   s.host = r.host;
@@ -125,13 +182,35 @@ Result<AgentRegistry::Admission> AgentRegistry::admit(const std::string& routing
   s.last_heard_ms = clock_.now_ms();
   routing_by_name_[r.name] = routing_id;
   name_by_routing_[routing_id] = r.name;
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  SWEPT_RETURN_IF_ERROR(store_.upsert_agent(r.name, r.host, r.slots, r.gpus, clock_.wall_seconds(), r.containment));
-  SWEPT_RETURN_IF_ERROR(note_health(s, r.healthy, r.health));
+  s.containment = r.containment;
+  s.health = r.health;
+  s.reported_healthy = r.healthy;
+  if (!r.running.empty() || !r.finished.empty()) s.ran_work = true;
+  // A keyed agent proved who it is in its handshake; an unkeyed one's row
+  // waits for its next message (confirmed()), so raw REGISTERs make none.
+  if (options_.keys || s.recorded) SWEPT_RETURN_IF_ERROR(record(s, r.healthy));
   changed_ = true;
   Admission a;
   a.session = &s;
   return a;
+}
+
+Status AgentRegistry::record(AgentSession& s, const std::optional<bool>& healthy) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  if (!s.recorded) {
+    SWEPT_ASSIGN_OR_RETURN(known, store_.agent_known(s.name));
+    s.fresh_row = !known;
+  }
+  SWEPT_RETURN_IF_ERROR(store_.upsert_agent(s.name, s.host, s.slots, s.gpus, clock_.wall_seconds(), s.containment));
+  s.recorded = true;
+  changed_ = true;
+  return note_health(s, healthy, s.health);
+}
+
+Status AgentRegistry::confirmed(AgentSession& s, bool work) {
+  if (work) s.ran_work = true;
+  if (s.recorded) return Status::Ok();
+  return record(s, s.reported_healthy);
 }
 
 // ---- who there is ----
@@ -168,12 +247,20 @@ Result<std::optional<AgentRegistry::Departed>> AgentRegistry::remove(const std::
   auto it = sessions_.find(routing_id);
   if (it == sessions_.end()) return std::optional<Departed>();
   Departed gone{it->second.name, it->second.last_heard_ms};
+  const bool recorded = it->second.recorded;
+  // A row made by this session for an agent that ran nothing goes with it:
+  // nothing refers to it, and a stream of such agents would fill the table.
+  const bool prune = recorded && it->second.fresh_row && !it->second.ran_work;
   sessions_.erase(it);
   if (auto n = routing_by_name_.find(gone.name); n != routing_by_name_.end() && n->second == routing_id)
     routing_by_name_.erase(n);
-  SWEPT_RETURN_IF_ERROR(ensure_tx());
-  SWEPT_RETURN_IF_ERROR(store_.set_agent_state(gone.name, new_state, clock_.wall_seconds()));
   changed_ = true;
+  if (!recorded) return std::optional<Departed>(std::move(gone));
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  if (prune)
+    SWEPT_RETURN_IF_ERROR(store_.forget_agent(gone.name));
+  else
+    SWEPT_RETURN_IF_ERROR(store_.set_agent_state(gone.name, new_state, clock_.wall_seconds()));
   return std::optional<Departed>(std::move(gone));
 }
 

@@ -18,7 +18,13 @@
 //    failed to start quarantine_after trials in a row, or whose self-check
 //    failed, gets no new work until its self-check passes again (a quarantine
 //    its check caused) or an operator releases it;
-//  - what it takes to forget agents long gone (their rows, once a minute).
+//  - one live agent per key (a pool key: up to its NAME.max), so that one
+//    authorized key cannot offer phantom slots under any number of names;
+//  - unkeyed peers (loopback, --insecure) register at a bounded rate, and
+//    their row is written only once they have sent a second message (a
+//    heartbeat): a flood of raw REGISTERs fills neither memory nor the store;
+//  - what it takes to forget agents: the row of an agent that leaves having
+//    run nothing, ever, at once; rows of agents long gone, once a minute.
 //
 // Errors: Status from the store. Every write opens the store's transaction
 // when none is open; committing is the broker's.
@@ -63,6 +69,16 @@ struct AgentSession {
   // It says it drains or shuts down (REGISTER / HEARTBEAT `draining`): it is
   // leaving, so nothing more is placed on it.
   bool draining = false;
+  // Its row is in the store. An unkeyed agent's is written at its first
+  // message after REGISTER (record()); until then nothing is placed on it.
+  bool recorded = false;
+  // The row did not exist before this session: if it leaves having run
+  // nothing, the row goes with it.
+  bool fresh_row = false;
+  bool ran_work = false;         // it started, ran or reported a trial in this session
+  std::string containment;       // REGISTER `containment`, for the deferred row
+  std::string health;            // REGISTER `health`, for the deferred row
+  std::optional<bool> reported_healthy;  // REGISTER `healthy`, for the deferred row
 };
 
 struct AgentRegistryOptions {
@@ -71,6 +87,10 @@ struct AgentRegistryOptions {
   int quarantine_after = 3;  // host faults in a row; 0: never quarantine
   int64_t forget_agents_after_s = 7 * 86400;
   std::shared_ptr<const KeyRing> keys;  // null: no authentication
+  // New sessions of unkeyed peers: a token bucket of this many per second, up
+  // to the burst; beyond it REGISTER is refused (`throttled`, retry after 1 s).
+  double unkeyed_registers_per_s = 32;
+  int unkeyed_register_burst = 64;
 };
 
 class AgentRegistry {
@@ -104,6 +124,10 @@ class AgentRegistry {
   Result<Admission> admit(const std::string& routing_id, const protocol::Register& r, const std::string& key);
   // Any valid message from a registered agent counts as a heartbeat.
   void heard(AgentSession& s) { s.last_heard_ms = clock_.now_ms(); }
+  // A message after REGISTER: the deferred row of an unkeyed agent is
+  // written now (once), its self-check with it; `work` (TRIAL_STARTED,
+  // METRICS, TRIAL_EXITED) says it runs trials.
+  Status confirmed(AgentSession& s, bool work);
   // The agent's key was revoked: the name is free for another key.
   void forget_key(const std::string& name) { key_by_name_.erase(name); }
 
@@ -141,7 +165,7 @@ class AgentRegistry {
   // Why it is quarantined ("" when it is not).
   std::string quarantine_reason(const std::string& agent) const;
   // Agents not taking new work (quarantined or draining).
-  bool held(const AgentSession& s) const { return s.draining || quarantined(s.name); }
+  bool held(const AgentSession& s) const { return !s.recorded || s.draining || quarantined(s.name); }
 
   // ---- housekeeping ----
   // Deletes the rows of agents gone longer than forget_agents_after_s (at
@@ -163,6 +187,10 @@ class AgentRegistry {
   Status quarantine(const std::string& agent, const std::string& reason, bool from_health);
   Status lift_quarantine(const std::string& agent, const std::string& why);
   Status ensure_tx();
+  // Writes the session's row (and self-check) to the store.
+  Status record(AgentSession& s, const std::optional<bool>& healthy);
+  // Whether a new unkeyed session may be made now (takes a token if so).
+  bool unkeyed_token();
   int64_t liveness_ms() const { return int64_t{options_.heartbeat_ms} * options_.liveness; }
 
   store::Writer& store_;
@@ -176,6 +204,14 @@ class AgentRegistry {
   std::map<std::string, Quarantine> quarantined_;  // by agent name (also in the store)
   std::map<std::string, int> host_fault_streak_;   // by agent name: host faults in a row
   std::optional<int64_t> last_forget_ms_;          // the last forget_old_agents() pass
+  // What a session taken over by a reconnect (same process, new connection)
+  // knew of its row, for the session that replaces it (refusal() -> admit()).
+  struct Inherited {
+    bool recorded, fresh_row, ran_work;
+  };
+  std::optional<Inherited> inherited_;
+  double unkeyed_tokens_ = -1;                     // the bucket (-1: full, not yet used)
+  int64_t unkeyed_refill_ms_ = 0;                  // when it was last refilled
   bool changed_ = false;
 };
 

@@ -45,6 +45,14 @@ struct Unit {
     REQUIRE(a.ok());
     return *a;
   }
+  // Admitted and heard once more (a heartbeat; `work`: a trial message), as
+  // an agent that stays does: its row is written then on an unkeyed scheduler.
+  AgentSession& join(const std::string& rid, const Register& r, bool work = false) {
+    auto a = admit(rid, r);
+    REQUIRE(a.session != nullptr);
+    REQUIRE(agents->confirmed(*a.session, work).ok());
+    return *a.session;
+  }
   std::string refusal(const std::string& rid, const Register& r, const std::string& key = "") {
     auto a = admit(rid, r, key);
     return a.reject ? a.reject->code : std::string();
@@ -64,7 +72,12 @@ TEST_CASE("agent registry: an agent registers once per connection and its row is
   CHECK(!a.reject);
   CHECK(u.agents->connected("a"));
   CHECK(u.agents->by_name("a")->routing_id == "c1");
+  // Unkeyed: no row, and no work, until it says something after REGISTER.
+  CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='a'") == 0);
+  CHECK(u.agents->held(*a.session));
+  REQUIRE(u.agents->confirmed(*a.session, false).ok());
   CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='a'") == 1);
+  CHECK(!u.agents->held(*a.session));
   CHECK(u.agents->take_changed());
   // The same name again on its connection: a re-registration, kept.
   CHECK(u.refusal("c1", Unit::reg("a")).empty());
@@ -108,7 +121,7 @@ TEST_CASE("agent registry: a stalled loop does not count against the agents, goi
   options.heartbeat_ms = 100;
   options.liveness = 3;
   Unit u(options);
-  REQUIRE(!u.admit("c1", Unit::reg("a")).reject);
+  u.join("c1", Unit::reg("a"), /*work=*/true);
   u.clock.advance_ms(1000);
   u.agents->excuse_stall(u.clock.now_ms(), 900);  // the loop was away 900 ms of the 1000
   CHECK(u.agents->silent().empty());
@@ -129,7 +142,7 @@ TEST_CASE("agent registry: host faults in a row quarantine an agent until an ope
   AgentRegistryOptions options;
   options.quarantine_after = 2;
   Unit u(options);
-  REQUIRE(!u.admit("c1", Unit::reg("a")).reject);
+  u.join("c1", Unit::reg("a"));
   const AgentSession& s = *u.agents->by_name("a");
   REQUIRE(u.agents->note_host_fault("a", "disk full").ok());
   u.agents->note_host_ok("a");  // a trial that ran breaks the streak
@@ -154,8 +167,7 @@ TEST_CASE("agent registry: host faults in a row quarantine an agent until an ope
 
 TEST_CASE("agent registry: a failed self-check quarantines, a passing one lifts it, quarantines survive a restart") {
   Unit u;
-  REQUIRE(!u.admit("c1", Unit::reg("a")).reject);
-  AgentSession& s = *u.agents->by_routing("c1");
+  AgentSession& s = u.join("c1", Unit::reg("a"));
   REQUIRE(u.agents->note_health(s, false, "work directory not writable").ok());
   CHECK(u.agents->quarantine_reason("a") == "its self-check failed: work directory not writable");
   // Still failing: stays. A draining agent is held back too.
@@ -188,4 +200,77 @@ TEST_CASE("agent registry: on a keyed scheduler a name belongs to the key that r
   // Its key revoked (forgotten): the name is free.
   u.agents->forget_key("a");
   CHECK(u.refusal("c2", Unit::reg("a"), "key-two").empty());
+}
+
+TEST_CASE("agent registry: one live agent per key, a pool key up to its limit, names as before") {
+  auto keys = std::make_shared<KeyRing>("unused");
+  keys->add_fixed("key-one", KeyRing::Entry{KeyRole::kAgent, "agents/one.pub"});
+  keys->add_fixed("key-pool", KeyRing::Entry{KeyRole::kAgent, "agents/pool.pub", 2});
+  AgentRegistryOptions options;
+  options.keys = keys;
+  options.heartbeat_ms = 100;
+  options.liveness = 3;
+  Unit u(options);
+  REQUIRE(!u.admit("c1", Unit::reg("a", "h1", 1), "key-one").reject);
+  CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='a'") == 1);  // keyed: recorded at once
+  // A second name on the same key while the first lives: refused, and told
+  // what to do; through the throttled log (a key holder can repeat it).
+  auto second = u.admit("c2", Unit::reg("b", "h2", 2), "key-one");
+  REQUIRE(second.reject);
+  CHECK(second.reject->code == "key_in_use");
+  CHECK(second.reject->message.find("agents/one.max") != std::string::npos);
+  CHECK(second.reject->retry_after_ms == 300);
+  CHECK(second.throttled);
+  CHECK(!u.agents->connected("b"));
+  // Its own name again from the same process on a new connection: a reconnect.
+  REQUIRE(!u.admit("c3", Unit::reg("a", "h1", 1), "key-one").reject);
+  // Once the first has gone, the key may register another name.
+  REQUIRE(u.agents->remove("c3", AgentState::kGone).ok());
+  CHECK(!u.admit("c2", Unit::reg("b", "h2", 2), "key-one").reject);
+  // A pool key: two live names, not three.
+  CHECK(!u.admit("p1", Unit::reg("p1", "h", 11), "key-pool").reject);
+  CHECK(!u.admit("p2", Unit::reg("p2", "h", 12), "key-pool").reject);
+  CHECK(u.refusal("p3", Unit::reg("p3", "h", 13), "key-pool") == "key_in_use");
+}
+
+TEST_CASE("agent registry: unkeyed REGISTERs are rate-limited and leave no row until heard again") {
+  AgentRegistryOptions options;
+  options.unkeyed_registers_per_s = 10;
+  options.unkeyed_register_burst = 5;
+  Unit u(options);
+  int admitted = 0, throttled = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto a = u.admit("raw" + std::to_string(i), Unit::reg("raw" + std::to_string(i), "h", 100 + i));
+    if (a.session) ++admitted;
+    if (a.reject && a.reject->code == "throttled") ++throttled;
+  }
+  CHECK(admitted == 5);  // the burst
+  CHECK(throttled == 45);
+  CHECK(u.q("SELECT COUNT(*) FROM agents") == 0);  // none said anything more
+  // Re-registering on its own connection costs nothing.
+  CHECK(u.refusal("raw0", Unit::reg("raw0", "h", 100)).empty());
+  // The bucket refills with time: 10 a second.
+  u.clock.advance_ms(200);
+  CHECK(u.refusal("late1", Unit::reg("late1", "h", 201)).empty());
+  CHECK(u.refusal("late2", Unit::reg("late2", "h", 202)).empty());
+  CHECK(u.refusal("late3", Unit::reg("late3", "h", 203)) == "throttled");
+  // The silent ones go without a row ever written.
+  u.clock.advance_ms(10000);
+  for (const std::string& rid : u.agents->silent()) REQUIRE(u.agents->remove(rid, AgentState::kLost).ok());
+  CHECK(u.q("SELECT COUNT(*) FROM agents") == 0);
+}
+
+TEST_CASE("agent registry: an agent that leaves having run nothing takes its row along, one that ran keeps it") {
+  Unit u;
+  u.join("c1", Unit::reg("idle", "h", 1));
+  u.join("c2", Unit::reg("busy", "h", 2), /*work=*/true);
+  CHECK(u.q("SELECT COUNT(*) FROM agents") == 2);
+  REQUIRE(u.agents->remove("c1", AgentState::kGone).ok());
+  REQUIRE(u.agents->remove("c2", AgentState::kGone).ok());
+  CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='idle'") == 0);
+  CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='busy' AND state='gone'") == 1);
+  // A row that was there before this session (it ran in an earlier one) stays.
+  u.join("c3", Unit::reg("busy", "h", 3));
+  REQUIRE(u.agents->remove("c3", AgentState::kGone).ok());
+  CHECK(u.q("SELECT COUNT(*) FROM agents WHERE name='busy' AND state='gone'") == 1);
 }

@@ -44,7 +44,8 @@ Broker::Broker(store::Writer& store, const Clock& clock, BrokerOptions options)
     : store_(store), clock_(clock), options_(std::move(options)),
       agents_(store, clock,
               AgentRegistryOptions{options_.heartbeat_ms, options_.liveness, options_.quarantine_after,
-                                   options_.forget_agents_after_s, options_.keys}),
+                                   options_.forget_agents_after_s, options_.keys,
+                                   double(options_.unkeyed_register_rate), 2 * options_.unkeyed_register_rate}),
       runner_(store, clock),
       lifecycle_(store, clock), context_(1),
       socket_(context_, zmq::socket_type::router) {
@@ -357,7 +358,15 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
     if (!*ok) return Status::Ok();
     session = agents_.by_routing(routing_id);  // dropped when its key was revoked
   }
-  if (session) agents_.heard(*session);  // any valid message is a heartbeat
+  if (session) {
+    agents_.heard(*session);  // any valid message is a heartbeat
+    // After its REGISTER, an unkeyed agent's row is written at its next message.
+    if (!std::holds_alternative<Register>(m) && !std::holds_alternative<Disconnect>(m)) {
+      const bool work = std::holds_alternative<TrialStarted>(m) || std::holds_alternative<Metrics>(m) ||
+                        std::holds_alternative<TrialExited>(m);
+      SWEPT_RETURN_IF_ERROR(agents_.confirmed(*session, work));
+    }
+  }
   if (auto* r = std::get_if<Register>(&m)) {
     stat_registers_++;
     return on_register(routing_id, *r);

@@ -106,6 +106,9 @@ struct BrokerOptions {
   // database after forget_agents_after_s (docs/protocol.md, QUERY_AGENTS).
   int agent_display_s = protocol::kAgentDisplaySeconds;
   int64_t forget_agents_after_s = 7 * 86400;
+  // New unkeyed agent sessions admitted per second (a burst of twice that);
+  // docs/protocol.md, "Security".
+  int unkeyed_register_rate = 32;
   // CurveZMQ (docs/protocol.md, "Security"). With a server key the socket
   // is a CURVE server: only keys in `keys` get in (the ZAP handler of
   // context(), scheduler/zap.h, must be started before bind()), each message

@@ -82,6 +82,7 @@ TEST_CASE("an early-terminated trial is stopped again when its agent reconnects 
   r.running = {{loser.trial_id, 1, 6, 2.0}};
   again.send(r);
   expect<RegisterAck>(*f.broker, again);
+  again.send(Heartbeat{});  // recorded, and given work, from its next message
   auto resent = expect<StopTrial>(*f.broker, again);
   CHECK(resent.trial_id == loser.trial_id);
   CHECK(resent.attempt == 1);
@@ -199,6 +200,7 @@ TEST_CASE("an agent whose lease stopped its trials registers again and gets work
   again.finished = {e};
   a.send(again);
   expect<RegisterAck>(*f.broker, a);
+  a.send(Heartbeat{});  // recorded, and given work, from its next message
   // Requeued at no cost, and this agent, the only one, runs it again.
   auto rerun = expect<StartTrial>(*f.broker, a);
   CHECK(rerun.trial_id == st.trial_id);

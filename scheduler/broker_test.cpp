@@ -37,6 +37,7 @@ TEST_CASE("a sweep runs to completion through the protocol, metrics stored once"
   Peer agent(f.broker->endpoint(), "a#1");
   agent.send(registration("a", 1));
   auto ack = expect<RegisterAck>(*f.broker, agent);
+  agent.send(Heartbeat{});  // recorded, and given work, from its next message
   CHECK(ack.heartbeat_ms == 100);
   CHECK(ack.liveness == 3);
   auto sub = f.broker->submit(kThreeTrials);
@@ -189,10 +190,12 @@ TEST_CASE("a second agent with a live name is refused - a silent predecessor or 
   pass_time(*f.broker, f.clock, 150);
   dup.send(other);
   expect<RegisterAck>(*f.broker, dup);
+  dup.send(Heartbeat{});  // recorded, and given work, from its next message
   // The same process (host and pid) on a fresh connection takes over at once.
   Peer again(f.broker->endpoint(), "a#3");
   again.send(other);
   expect<RegisterAck>(*f.broker, again);
+  again.send(Heartbeat{});  // recorded, and given work, from its next message
   Peer bad(f.broker->endpoint(), "b#1");
   Register twice = registration("b", 1);
   twice.gpus = {{0, "u", "g", 1}, {0, "u", "g", 1}};
@@ -208,6 +211,7 @@ TEST_CASE("after a restart, running trials are adopted, not restarted - finished
     Peer a(f.broker->endpoint(), "a#1");
     a.send(registration("a", 2));
     expect<RegisterAck>(*f.broker, a);
+    a.send(Heartbeat{});  // recorded, and given work, from its next message
     REQUIRE(f.broker->submit(kThreeTrials).ok());
     auto s1 = expect<StartTrial>(*f.broker, a);
     auto s2 = expect<StartTrial>(*f.broker, a);
@@ -228,6 +232,7 @@ TEST_CASE("after a restart, running trials are adopted, not restarted - finished
   r.finished = {exited(t2, 1, 0, 2)};
   a.send(r);
   auto ack = expect<RegisterAck>(*f.broker, a);
+  a.send(Heartbeat{});  // recorded, and given work, from its next message
   bool acked_t2 = false;
   for (const auto& k : ack.acked)
     if (k.trial_id == t2) {
@@ -309,6 +314,7 @@ TEST_CASE("recovered trials whose agent never returns are lost after the grace p
     Peer a(f.broker->endpoint(), "a#1");
     a.send(registration("a", 1));
     expect<RegisterAck>(*f.broker, a);
+    a.send(Heartbeat{});  // recorded, and given work, from its next message
     REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
         "parameters": {"x": {"values": [1]}}})").ok());
     auto st = expect<StartTrial>(*f.broker, a);
@@ -390,6 +396,7 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
     Peer a(f.broker->endpoint(), "a#1");
     a.send(registration("a", 2));
     expect<RegisterAck>(*f.broker, a);
+    a.send(Heartbeat{});  // recorded, and given work, from its next message
     REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2]}}})").ok());
     t1 = expect<StartTrial>(*f.broker, a).trial_id;  // never confirmed before the scheduler dies
     t2 = expect<StartTrial>(*f.broker, a).trial_id;  // never reaches the agent at all
@@ -399,6 +406,7 @@ TEST_CASE("a START_TRIAL that crossed the REGISTER: the unconfirmed attempt wait
   Peer a(f.broker->endpoint(), "a#2");
   a.send(registration("a", 2));  // lists neither
   expect<RegisterAck>(*f.broker, a);
+  a.send(Heartbeat{});  // recorded, and given work, from its next message
   // The START_TRIAL of t1 is read after the REGISTER left: the agent announces it.
   a.send(TrialStarted{t1, 1, 7, 1.0, "w", {}});
   wait_start_written(*f.broker, f.clock, f.db.path, 1);
@@ -560,6 +568,7 @@ TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says w
     Peer a(f.broker->endpoint(), "a#1");
     a.send(registration("a", 1));
     expect<RegisterAck>(*f.broker, a);
+    a.send(Heartbeat{});  // recorded, and given work, from its next message
     REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
         "metric": {"name": "loss", "goal": "minimize"}, "parameters": {"x": {"values": [1]}}})").ok());
     auto s1 = expect<StartTrial>(*f.broker, a);
@@ -604,6 +613,7 @@ TEST_CASE("a commit that fails mid-turn: nothing acknowledged, the broker says w
   r.finished = {exited(t1, 1, 0, 2)};
   a.send(r);
   auto ack = expect<RegisterAck>(*f.broker, a);
+  a.send(Heartbeat{});  // recorded, and given work, from its next message
   REQUIRE(ack.acked.size() == 1);
   CHECK(ack.acked[0].seq == 1);  // batch 2 was lost with the failed commit: re-send it
   a.send(Metrics{t1, 1, 2, {{1, "loss", 2.0}}, "", 0});
@@ -640,6 +650,7 @@ TEST_CASE("a lost trial is final: its agent coming back still running it gets a 
   again.running = {{st.trial_id, 1, 5, 1.0}};
   a.send(again);
   expect<RegisterAck>(*f.broker, a);
+  a.send(Heartbeat{});  // recorded, and given work, from its next message
   auto stop = expect<StopTrial>(*f.broker, a);
   CHECK(stop.trial_id == st.trial_id);
   TrialExited stopped = exited(st.trial_id, 1, 0);
@@ -694,6 +705,7 @@ TEST_CASE("broker: a 2-node trial goes to two agents that run gangs, with node 0
     reg.ports_hi = 40101;
     peer.send(reg);
     expect<RegisterAck>(*f.broker, peer);
+    peer.send(Heartbeat{});  // recorded, and given work, from its next message
     return peer;
   };
   Peer& a = gang_agent("a", "10.9.0.1");
@@ -743,6 +755,7 @@ TEST_CASE("broker: a 2-node trial that waits past the bound gets both agents, ho
     reg.features = {"gang"};
     peer.send(reg);
     expect<RegisterAck>(*f.broker, peer);
+    peer.send(Heartbeat{});  // recorded, and given work, from its next message
     return peer;
   };
   Peer& a = gang_agent("a");

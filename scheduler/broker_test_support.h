@@ -164,6 +164,9 @@ struct Fixture {
     if (start_after) reg.features = {"start_after"};
     peer.send(reg);
     expect<RegisterAck>(*broker, peer);
+    // As agents do at once after the ack: an unkeyed scheduler records an
+    // agent, and places work on it, from its first message after REGISTER.
+    peer.send(Heartbeat{});
     return peer;
   }
   std::vector<std::unique_ptr<Peer>> peers;  // after broker: closed first

@@ -4,7 +4,10 @@
 #include <zmq_addon.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <filesystem>
+#include <fstream>
 #include <iterator>
 #include <vector>
 
@@ -14,6 +17,24 @@
 
 namespace swept::scheduler {
 namespace fs = std::filesystem;
+
+namespace {
+// A key's pool size from NAME.max beside NAME.pub: 1 when there is none.
+Result<int> read_max_agents(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return 1;
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  int n = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (!in || text.empty() || err != std::errc() || end != text.data() + text.size() || n < 1 || n > 100000)
+    return Status::InvalidArgument(file.string() + ": expected one whole number from 1 to 100000 (how many live " +
+                                   "agents the key beside it may register at once), found \"" +
+                                   text.substr(0, 40) + "\"; fix or remove the file");
+  return n;
+}
+}  // namespace
 
 Status KeyRing::reload() {
   std::map<std::string, Entry> fresh;
@@ -34,7 +55,10 @@ Status KeyRing::reload() {
       auto key = curvezmq::read_public_key_file(f.string());
       if (!key.ok()) return key.status();
       std::string label = fs::relative(f, dir_, ec).string();
-      auto [it, added] = fresh.emplace(*key, Entry{role, label});
+      auto max_agents = read_max_agents(fs::path(f).replace_extension(".max"));
+      if (!max_agents.ok()) return max_agents.status();
+      auto [it, added] = fresh.emplace(*key, Entry{role, label, *max_agents});
+      if (!added) it->second.max_agents = std::max(it->second.max_agents, *max_agents);
       if (!added && it->second.role != role) {
         it->second.role = KeyRole::kBoth;
         log::warn("key " + label + " is also " + it->second.label + ": it may both register and submit");

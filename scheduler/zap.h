@@ -6,6 +6,10 @@
 //   DIR/agents/*.pub   may register as agents (and nothing else);
 //   DIR/clients/*.pub  may submit, cancel, retry and query (and not register);
 //   DIR/*.pub          may do both (a one-person setup); a warning says so.
+// An agent key registers one live agent at a time. A NAME.max file beside
+// NAME.pub (one integer, 1 to 100000) lets that key hold up to that many
+// live agents at once: a pool, for Slurm jobs or a DaemonSet that share one
+// Secret (docs/protocol.md, "One agent per key").
 // The handler answers 200 for a listed key, with the key as the ZAP
 // User-Id, and 400 otherwise. The broker looks up each message's User-Id
 // in the same KeyRing, so a key dropped from DIR (reload() on SIGHUP) loses
@@ -43,6 +47,7 @@ class KeyRing {
   struct Entry {
     KeyRole role;
     std::string label;  // the file it came from, relative to DIR: safe to log
+    int max_agents = 1;  // live agents this key may register at once (NAME.max; 1 without)
     bool may_register() const { return role != KeyRole::kClient; }
     bool may_command() const { return role != KeyRole::kAgent; }
   };

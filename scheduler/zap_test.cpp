@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -179,4 +180,26 @@ TEST_CASE("a RefusalLog counts addresses up to its bound, then says more than, a
                 log.text());
   refusals.finish(30'000);  // nothing left to say
   CHECK(log.lines_with("refused handshakes from") == 1);
+}
+
+TEST_CASE("an authorized key's NAME.max makes it a pool of that many agents, a bad one is refused by name") {
+  swept::testing::TempDir dir;
+  std::filesystem::create_directories(dir.path() + "/agents");
+  auto one = curvezmq::generate(), pool = curvezmq::generate();
+  REQUIRE(one.ok());
+  REQUIRE(pool.ok());
+  REQUIRE(curvezmq::write_key_files(dir.path() + "/agents/one", *one).ok());
+  REQUIRE(curvezmq::write_key_files(dir.path() + "/agents/pool", *pool).ok());
+  std::ofstream(dir.path() + "/agents/pool.max") << "16\n";
+  KeyRing keys(dir.path());
+  REQUIRE(keys.reload().ok());
+  CHECK(keys.find(one->public_key)->max_agents == 1);
+  CHECK(keys.find(pool->public_key)->max_agents == 16);
+  for (const char* bad : {"0", "many", "100001", "", "3 4"}) {
+    std::ofstream(dir.path() + "/agents/pool.max") << bad;
+    Status s = keys.reload();
+    CHECK(!s.ok());
+    CHECK(s.message().find("pool.max") != std::string::npos);
+    CHECK(keys.find(pool->public_key)->max_agents == 16);  // the previous set stays
+  }
 }

@@ -226,6 +226,11 @@ class Writer {
   // before `gone_before` (Unix seconds), except quarantined ones; trials and
   // attempts keep their agent's name. Returns how many agents went.
   Result<int64_t> forget_agents(double gone_before);
+  // Whether the agents table has a row for `name`.
+  Result<bool> agent_known(const std::string& name);
+  // Deletes the row (and GPUs) of an agent that never ran anything, as it
+  // leaves (docs/protocol.md, "One agent per key"); a quarantined one stays.
+  Status forget_agent(const std::string& name);
 
   // The connection, for the read model (reader.h) on the scheduler's side:
   // reads through it see this writer's uncommitted work.

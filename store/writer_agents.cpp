@@ -89,6 +89,24 @@ Result<int64_t> Writer::forget_agents(double gone_before) {
   return n;
 }
 
+Result<bool> Writer::agent_known(const std::string& name) {
+  SWEPT_CACHED(st, "SELECT 1 FROM agents WHERE name=?");
+  st.bind(1, name);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  st.reset();
+  return row;
+}
+
+Status Writer::forget_agent(const std::string& name) {
+  SWEPT_CACHED(gpus, "DELETE FROM agent_gpus WHERE agent IN (SELECT name FROM agents WHERE name=?1 AND "
+                     "quarantine IS NULL)");
+  gpus.bind(1, name);
+  SWEPT_RETURN_IF_ERROR(gpus.run());
+  SWEPT_CACHED(del, "DELETE FROM agents WHERE name=?1 AND quarantine IS NULL");
+  del.bind(1, name);
+  return del.run();
+}
+
 Status Writer::mark_all_agents(AgentState from_state, AgentState to_state) {
   SWEPT_CACHED(st, "UPDATE agents SET state=? WHERE state=?");
   st.bind(1, to_state);

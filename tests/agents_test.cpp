@@ -178,13 +178,14 @@ pr::Message next_message(zmq::socket_t& sock) {
 
 }  // namespace
 
-TEST_CASE("REGISTER spam: one connection registers one agent, agents that went away leave the live view, then the "
-          "database") {
+TEST_CASE("REGISTER spam: one agent per connection, unkeyed REGISTERs throttled and rowless until heard, idle "
+          "agents leave no row, the rest go after the retention") {
   TempDir dir;
   const std::string db = dir / "swept.db";
   const std::string endpoint_file = dir / "endpoint";
-  Process sched({kSwept, "scheduler", "--bind", "tcp://127.0.0.1:*", "--db", db, "--heartbeat-ms", "100", "--liveness",
-                 "5", "--agent-display-s", "1", "--forget-agents-after-s", "8", "--endpoint-file", endpoint_file},
+  Process sched({kSwept, "scheduler", "--bind", "tcp://127.0.0.1:*", "--db", db, "--heartbeat-ms", "300", "--liveness",
+                 "5", "--agent-display-s", "1", "--forget-agents-after-s", "8", "--unkeyed-register-rate", "4",
+                 "--endpoint-file", endpoint_file},
                 dir / "scheduler.log");
   REQUIRE_MESSAGE(eventually([&] { return fs::exists(endpoint_file); }, 20), sched.log());
   std::string endpoint = read_file(endpoint_file);
@@ -193,12 +194,17 @@ TEST_CASE("REGISTER spam: one connection registers one agent, agents that went a
   REQUIRE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM agents WHERE name='real' AND state='alive'") == 1; }));
 
   zmq::context_t ctx(1);
+  auto dealer = [&] {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 10000);
+    s.connect(endpoint);
+    return s;
+  };
   {
-    // One connection, 100 names: the first is registered, the rest refused.
-    zmq::socket_t one(ctx, zmq::socket_type::dealer);
-    one.set(zmq::sockopt::linger, 0);
-    one.set(zmq::sockopt::rcvtimeo, 10000);
-    one.connect(endpoint);
+    // One connection, 100 names: the first is registered, the rest refused;
+    // it never says anything more, so it leaves no row.
+    zmq::socket_t one = dealer();
     for (int i = 0; i < 100; ++i) REQUIRE(swept::zmqio::send(one, "", pr::encode(bogus("one-" + std::to_string(i)))).ok());
     int acks = 0, refused = 0;
     for (int i = 0; i < 100; ++i) {
@@ -212,27 +218,56 @@ TEST_CASE("REGISTER spam: one connection registers one agent, agents that went a
     }
     CHECK(acks == 1);
     CHECK(refused == 99);
-    CHECK(db_int(db, "SELECT COUNT(*) FROM agents WHERE name LIKE 'one-%'") == 1);
   }
+  std::vector<zmq::socket_t> many;
+  std::vector<int> admitted;
   {
-    // 100 connections, one bogus agent each, 8 GPUs each; then they go silent.
-    std::vector<zmq::socket_t> many;
-    for (int i = 0; i < 100; ++i) {
-      many.emplace_back(ctx, zmq::socket_type::dealer);
-      many.back().set(zmq::sockopt::linger, 0);
-      many.back().set(zmq::sockopt::rcvtimeo, 10000);
-      many.back().connect(endpoint);
+    // 200 connections at once, one bogus agent each, 8 GPUs each: admitted at
+    // the unkeyed rate (4 a second here, a burst of 8), the rest throttled.
+    for (int i = 0; i < 200; ++i) {
+      many.push_back(dealer());
       REQUIRE(swept::zmqio::send(many.back(), "", pr::encode(bogus("many-" + std::to_string(i)))).ok());
     }
-    for (auto& s : many) CHECK(std::holds_alternative<pr::RegisterAck>(next_message(s)));
-    CHECK(db_int(db, "SELECT COUNT(*) FROM agents WHERE name LIKE 'many-%'") == 100);
-    CHECK(db_int(db, "SELECT COUNT(*) FROM agent_gpus WHERE agent LIKE 'many-%'") == 800);
+    int throttled = 0;
+    for (int i = 0; i < 200; ++i) {
+      pr::Message m = next_message(many[i]);
+      if (std::holds_alternative<pr::RegisterAck>(m)) {
+        admitted.push_back(i);
+        // It heartbeats at once, as agents do: now it is an agent, with a row.
+        REQUIRE(swept::zmqio::send(many[i], "", pr::encode(pr::Heartbeat{})).ok());
+      }
+      if (auto* r = std::get_if<pr::RegisterReject>(&m)) {
+        CHECK_MESSAGE(r->code == "throttled", r->message);
+        CHECK(r->retry_after_ms == 1000);
+        ++throttled;
+      }
+    }
+    CHECK(admitted.size() >= 6);  // the burst of 8, less the real agent's and one-0's tokens
+    CHECK(throttled > 0);
+    CHECK(admitted.size() + throttled == 200);
+    // Rows and GPUs for the admitted ones; none for the throttled, nor for
+    // one-0, which never said anything after its REGISTER.
+    REQUIRE(eventually(
+        [&] { return db_int(db, "SELECT COUNT(*) FROM agents WHERE name LIKE 'many-%'") == int64_t(admitted.size()); }));
+    CHECK(db_int(db, "SELECT COUNT(*) FROM agent_gpus WHERE agent LIKE 'many-%'") == int64_t(8 * admitted.size()));
+    CHECK(db_int(db, "SELECT COUNT(*) FROM agents WHERE name LIKE 'one-%'") == 0);
+    // One of them reports a trial (one the scheduler never gave: it is told
+    // to forget it): an agent that ran something keeps its row when it goes.
+    pr::TrialExited e;
+    e.trial_id = 999999;
+    e.attempt = 1;
+    e.cause = pr::ExitCause::kExited;
+    e.ended_at = 1.0;
+    REQUIRE(swept::zmqio::send(many[admitted.front()], "", pr::encode(e)).ok());
   }
-  // Silent past liveness: lost, still listed by --all.
-  REQUIRE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM agents WHERE state='lost'") == 101; }));
+  const std::string worker = "many-" + std::to_string(admitted.front());
+  // Silent past liveness: the idle ones leave no row; the one that reported
+  // is lost, still listed by --all.
+  REQUIRE_MESSAGE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM agents") == 2; }, 30), sched.log());
+  CHECK(db_text(db, "SELECT state FROM agents WHERE name='" + worker + "'") == "lost");
   std::string out;
   REQUIRE(run_command({kSwept, "agents", "--all", "--scheduler", endpoint}, dir / "agents.log", &out) == 0);
-  CHECK_MESSAGE(out.find("many-99 (nowhere): lost") != std::string::npos, out);
+  CHECK_MESSAGE(out.find(worker + " (nowhere): lost") != std::string::npos, out);
   // Gone from the live view after the display window (1 s); the real agent stays.
   REQUIRE(eventually([&] {
     run_command({kSwept, "agents", "--scheduler", endpoint}, dir / "agents.log", &out);

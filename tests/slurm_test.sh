@@ -112,6 +112,7 @@ echo "slurm test: one-node cluster up (node $host, 4 fake GPUs)"
 # ---- the scheduler and keys -------------------------------------------------
 for k in scheduler slurm-agent client; do "$swept" keygen --out "$tmp/keys/$k" >/dev/null; done
 cp "$tmp/keys/slurm-agent.pub" "$tmp/auth/agents/"
+echo 8 >"$tmp/auth/agents/slurm-agent.max"  # the recipe's shared key: a pool (docs/protocol.md)
 cp "$tmp/keys/client.pub" "$tmp/auth/clients/"
 "$swept" scheduler --bind "tcp://127.0.0.1:$(free_port)" --db "$tmp/swept.db" --heartbeat-ms 200 --liveness 5 \
   --endpoint-file "$tmp/ep" --key "$tmp/keys/scheduler.key" --authorized "$tmp/auth" >"$tmp/scheduler.log" 2>&1 &
