@@ -110,7 +110,10 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
     ok = ck.choice(m["impute_while_running"], "metric.impute_while_running", {"latest", "best", "worst", "false"})
              .has_value() && ok;
   }
-  if (ok) spec.metric = metric;
+  if (ok) {
+    spec.metric = metric;
+    spec.objectives = {metric};
+  }
 }
 
 // Splits stopping::parse_rule's refusal "path: message" into its two parts.
@@ -330,6 +333,7 @@ std::string method_word(Method m) {
     case Method::kRandom: return "random";
     case Method::kBayes: return "bayes";
     case Method::kTpe: return "tpe";
+    case Method::kNsga2: return "nsga2";
   }
   return "grid";
 }
