@@ -30,7 +30,7 @@
 
 namespace swept::sweeps::search {
 
-enum class SearchMethod { kBayes, kTpe };
+enum class SearchMethod { kBayes, kTpe, kNsga2 };
 
 // TPE after Optuna's TPESampler with multivariate=True and constant_liar=True
 // and Optuna's other defaults, except two documented choices that make the
@@ -68,12 +68,23 @@ struct BayesSettings {
   double xi = 0.0;                // EI's exploration margin, in normal-score units
 };
 
+// method: nsga2, after Optuna's NSGAIISampler (3.1, Debian's) and its
+// defaults: generations of population_size, uniform crossover, mutation by
+// redrawing a parameter from its prior.
+struct Nsga2Settings {
+  int population_size = 50;
+  double crossover_prob = 0.9;    // a child is crossed from parents (else copies one)
+  double swapping_prob = 0.5;     // uniform crossover: each parameter from the second parent
+  std::optional<double> mutation_prob;  // per parameter; nullopt = 1 / number of parameters (Optuna's None)
+};
+
 struct SearchSettings {
   SearchMethod method = SearchMethod::kTpe;
   Goal goal = Goal::kMinimize;
   std::optional<double> impute;  // metric.impute: the value of a failed trial
   TpeSettings tpe;
   BayesSettings bayes;
+  Nsga2Settings nsga2;
 };
 
 // From a sweep file's JSON (the whole file): `method` ("bayes" or "tpe"),
