@@ -34,6 +34,7 @@ json ModelState::to_json() const {
   json j = {{"method", method}, {"mode", mode}, {"n_finished", n_finished}, {"n_failed", n_failed},
             {"n_pending", n_pending}, {"n_model", n_model}};
   if (!note.empty()) j["note"] = note;
+  if (n_infeasible > 0) j["n_infeasible"] = n_infeasible;
   if (std::isfinite(best)) j["best"] = best;
   if (mode == "model") {
     j["acquisition"] = acquisition;
