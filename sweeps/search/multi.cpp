@@ -70,6 +70,17 @@ std::vector<size_t> greedy_hssp(const MultiInput& in, const std::vector<size_t>&
       if (contribution[j] == -1) continue;
       std::vector<double> joint(pts[j].size());
       for (size_t k = 0; k < joint.size(); ++k) joint[k] = std::max(pts[best][k], pts[j][k]);
+      // Inside what is already selected: the difference below is 0 (the common case; skip the volume).
+      bool covered = false;
+      for (const auto& q : selected) {
+        bool all = true;
+        for (size_t k = 0; all && k < q.size(); ++k) all = q[k] <= joint[k];
+        if (all) {
+          covered = true;
+          break;
+        }
+      }
+      if (covered) continue;
       auto with = selected;
       with.push_back(std::move(joint));
       contribution[j] -= hv_min(with, ref) - hv_selected;
@@ -89,14 +100,19 @@ std::vector<size_t> split_by_loss(const MultiInput& in, const std::vector<size_t
     order.resize(n_below);
     return order;
   }
-  std::vector<std::vector<double>> pts;
-  for (size_t i : members) pts.push_back(in.loss[i]);
-  const std::vector<int> rank = nondominated_ranks(pts, std::vector<Goal>(pts[0].size(), Goal::kMinimize));
-  std::vector<size_t> below;
-  for (int r = 0; below.size() < n_below; ++r) {
-    std::vector<size_t> at;
-    for (size_t j = 0; j < members.size(); ++j)
-      if (rank[j] == r) at.push_back(members[j]);
+  // Fronts peeled one at a time, only until "below" is full (Optuna ranks
+  // everything; the ranks past that point decide nothing).
+  const std::vector<Goal> goals(in.loss[members[0]].size(), Goal::kMinimize);
+  std::vector<size_t> below, rest = members;
+  while (below.size() < n_below) {
+    std::vector<std::vector<double>> pts;
+    for (size_t i : rest) pts.push_back(in.loss[i]);
+    std::vector<size_t> at, left;
+    const std::vector<size_t> front = pareto_front(pts, goals);
+    std::vector<char> on(rest.size(), 0);
+    for (size_t j : front) on[j] = 1;
+    for (size_t j = 0; j < rest.size(); ++j) (on[j] ? at : left).push_back(rest[j]);
+    rest = std::move(left);
     if (below.size() + at.size() <= n_below) {
       below.insert(below.end(), at.begin(), at.end());
     } else {

@@ -32,7 +32,6 @@
 #include <limits>
 #include <numeric>
 
-#include "sweeps/pareto.h"
 #include "sweeps/search/multi.h"
 
 namespace swept::sweeps::search {
@@ -47,8 +46,14 @@ bool beats(const MultiInput& in, size_t a, size_t b) {
     if (fa != fb) return fa;
     if (!fa) return in.violation[a] < in.violation[b];
   }
-  const std::vector<Goal> goals(in.loss[a].size(), Goal::kMinimize);
-  return dominates(in.loss[a], in.loss[b], goals);
+  // Pareto dominance on the loss vectors (minimisation form), without
+  // pareto.h's allocation: this runs for every pair of every generation.
+  bool strictly = false;
+  for (size_t k = 0; k < in.loss[a].size(); ++k) {
+    if (in.loss[a][k] > in.loss[b][k]) return false;
+    strictly = strictly || in.loss[a][k] < in.loss[b][k];
+  }
+  return strictly;
 }
 
 // Optuna's _calc_crowding_distance over `members` (indices into in.loss).
