@@ -102,6 +102,8 @@ TEST_CASE("objectives: swept's own form - metrics with its methods directly; W&B
     CHECK(out.spec->objectives.size() == 2);
   }
   CHECK(parse_sweep(file_with({{"method", "nsga2"}, {"metrics", kTwo}}).dump()).spec->method == Method::kNsga2);
+  CHECK(describe(*parse_sweep(file_with({{"method", "nsga2"}, {"metrics", kTwo}, {"run_cap", 9}}).dump()).spec) ==
+        "nsga2 (each generation bred from the best of earlier ones), 2 objectives, 1 parameter, 9 trials");
   // W&B refuses metrics without method custom (test_metrics_requires_custom_method): swept runs
   // it, and says so, so that --strict refuses as W&B does.
   for (const char* method : {"grid", "random", "bayes"}) {
