@@ -57,8 +57,10 @@ std::string describe(const SweepSpec& spec) {
   else if (spec.method == Method::kGrid) s = "grid";
   else if (spec.method == Method::kBayes) s = "bayes (each trial chosen from earlier results)";
   else if (spec.method == Method::kTpe) s = "tpe (each trial chosen from earlier results)";
+  else if (spec.method == Method::kNsga2) s = "nsga2 (each generation bred from the best of earlier ones)";
   else s = space.without_replacement ? "random without replacement" : "random";
   if (space.random_order) s += " in random order";
+  if (is_multi_objective(spec)) s += ", " + std::to_string(spec.objectives.size()) + " objectives";
   const int n = parameter_count(spec);
   s += ", " + std::to_string(n) + (n == 1 ? " parameter, " : " parameters, ");
   const auto count = trial_count(spec);

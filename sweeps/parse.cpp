@@ -17,6 +17,7 @@
 #include "sweeps/checks.h"
 #include "sweeps/document.h"
 #include "sweeps/numeric.h"
+#include "sweeps/objectives.h"
 #include "sweeps/parameters.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
@@ -38,7 +39,8 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {
     "method", "metric", "parameters", "run_cap", "name", "description", "program", "command",
     "early_terminate", "resources", "max_parallel", "seed", "max_retries", "timeout_s", "order",
-    "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project"};
+    "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project",
+    "metrics", "constraints", "scheduler", "nsga2"};
 
 // Checks the macros of one command element against what the sweep provides.
 void check_command_element(Checker& ck, const std::string& element, const std::string& path, bool has_program) {
@@ -110,7 +112,10 @@ void parse_metric(Checker& ck, const json& m, SweepSpec& spec) {
     ok = ck.choice(m["impute_while_running"], "metric.impute_while_running", {"latest", "best", "worst", "false"})
              .has_value() && ok;
   }
-  if (ok) spec.metric = metric;
+  if (ok) {
+    spec.metric = metric;
+    spec.objectives = {metric};
+  }
 }
 
 // Splits stopping::parse_rule's refusal "path: message" into its two parts.
@@ -313,9 +318,8 @@ std::vector<json> parse_trials(Checker& ck, const json& t, const std::vector<Lea
 void check_top_level_keys(Checker& ck, const json& root) {
   for (auto it = root.begin(); it != root.end(); ++it) {
     const std::string& key = it.key();
-    if (key == "job" || key == "image_uri" || key == "scheduler" || key == "metrics") {
-      ck.add(path_name(key), "W&B's " + key + " key (Launch, custom schedulers, multi-objective search) is not supported "
-                             "by swept; remove it");
+    if (key == "job" || key == "image_uri") {
+      ck.add(path_name(key), "W&B's " + key + " key (Launch) is not supported by swept; remove it");
     } else if (std::find(kTopLevelKeys.begin(), kTopLevelKeys.end(), key) == kTopLevelKeys.end()) {
       const std::string nearest = nearest_key(key, kTopLevelKeys);
       ck.warn(path_name(key), "unknown top-level key, ignored as W&B ignores it" +
@@ -330,6 +334,7 @@ std::string method_word(Method m) {
     case Method::kRandom: return "random";
     case Method::kBayes: return "bayes";
     case Method::kTpe: return "tpe";
+    case Method::kNsga2: return "nsga2";
   }
   return "grid";
 }
@@ -341,17 +346,19 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
       spec.method = Method::kGrid;
       return true;
     }
-    ck.add("method", "expected \"grid\", \"random\", \"bayes\" or \"tpe\", found nothing (the key is required)");
+    ck.add("method", "expected \"grid\", \"random\", \"bayes\", \"tpe\" or \"nsga2\", found nothing (the key is required)");
     return false;
   }
   const json& m = root["method"];
   if (m.is_string() && m.get<std::string>() == "custom") {
-    ck.add("method", "expected \"grid\", \"random\", \"bayes\" or \"tpe\", found \"custom\": custom search is not supported");
-    return false;
+    // Read as the method its scheduler.engine runs; without one,
+    // parse_objectives says what is missing.
+    const std::optional<json> view = custom_method_view(root);
+    return view && parse_method(ck, *view, spec);
   }
-  auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe"});
+  auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe", "nsga2", "custom"});
   if (!v) return false;
-  if (*v == "bayes" || *v == "tpe") {
+  if (*v == "bayes" || *v == "tpe" || *v == "nsga2") {
     // The searcher's own reader: metric (required), impute and the bayes/tpe blocks, each problem named.
     // W&B's metric.impute is a word ("latest", "best", "worst", checked by
     // parse_metric); the searcher reads a number (the value of a failed
@@ -374,7 +381,7 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
       return false;
     }
     spec.search = std::make_shared<const search::SearchSettings>(std::move(*settings));
-    spec.method = *v == "bayes" ? Method::kBayes : Method::kTpe;
+    spec.method = *v == "bayes" ? Method::kBayes : *v == "tpe" ? Method::kTpe : Method::kNsga2;
     return true;
   }
   spec.method = *v == "random" ? Method::kRandom : Method::kGrid;
@@ -444,7 +451,8 @@ void parse_run_limits(Checker& ck, const json& root, SweepSpec& spec) {
   }
   if (root.contains("early_terminate")) {
     parse_early_terminate(ck, root["early_terminate"], spec);
-    if (!root.contains("metric")) ck.add("metric", "expected a metric (early_terminate compares runs on it), found none");
+    if (!root.contains("metric") && !root.contains("metrics"))
+      ck.add("metric", "expected a metric (early_terminate compares runs on it), found none");
   }
   if (root.contains("resources")) parse_resources(ck, root["resources"], spec);
   if (root.contains("max_parallel")) {
@@ -594,6 +602,7 @@ ParseOutcome check_document(Document doc, Format format) {
     const bool method_ok = parse_method(ck, root, spec);
     parse_descriptive_keys(ck, root, spec);
     if (root.contains("metric")) parse_metric(ck, root["metric"], spec);
+    parse_objectives(ck, root, spec);
     parse_program_and_command(ck, root, spec);
     parse_run_limits(ck, root, spec);
     parse_walk_order(ck, root, spec, method_ok, *space);

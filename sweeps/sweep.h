@@ -52,9 +52,12 @@ struct Reading {
 // YAML (docs/sweep-format.md, "What is read how").
 enum class Format { kAuto, kJson, kYaml };
 
-// kBayes and kTpe choose each trial from the results of earlier ones
+// kBayes, kTpe and kNsga2 choose each trial from the results of earlier ones
 // (search/search.h); trial_at draws their trials as random search would.
-enum class Method { kGrid, kRandom, kBayes, kTpe };
+// `method: custom` has no Method of its own: the parser resolves it to the
+// method its engine runs (SweepSpec::engine: optuna -> kTpe, ax -> kBayes,
+// wandb -> the file's own method).
+enum class Method { kGrid, kRandom, kBayes, kTpe, kNsga2 };
 
 namespace search {
 struct SearchSettings;  // search/search.h
@@ -76,7 +79,18 @@ struct SweepSpec {
   std::string name;         // "" when the file gives none
   std::string description;
   Method method = Method::kGrid;
+  // The file's `metric`: set for single-objective sweeps only (nullopt with a
+  // `metrics:` list, or without a metric).
   std::optional<Metric> metric;
+  // Every objective the sweep optimizes: {*metric} for one, the `metrics:`
+  // list (two or more) for several; empty = no metric at all.
+  std::vector<Metric> objectives;
+  // swept's `constraints:`: a trial violating any of them is infeasible
+  // (never best, never on the Pareto front). Empty = none.
+  std::vector<Constraint> constraints;
+  // `method: custom`'s `scheduler.engine` ("optuna", "ax" or "wandb"); "" for
+  // every other method.
+  std::string engine;
   std::optional<int64_t> run_cap;
   std::optional<std::string> program;
   std::vector<std::string> command;  // with macros; empty = the default command
@@ -121,8 +135,12 @@ ParseOutcome parse_sweep(std::string_view text);  // Format::kAuto
 // is '{' or '[', else kYaml.
 Format detect_format(std::string_view text);
 
-// Whether trials are chosen from earlier results (method bayes or tpe).
-inline bool is_adaptive(Method m) { return m == Method::kBayes || m == Method::kTpe; }
+// Whether trials are chosen from earlier results (method bayes, tpe or nsga2).
+inline bool is_adaptive(Method m) { return m == Method::kBayes || m == Method::kTpe || m == Method::kNsga2; }
+
+// Whether the sweep optimizes several objectives (a `metrics:` list): its
+// best trials are a Pareto front (pareto.h), not one trial.
+inline bool is_multi_objective(const SweepSpec& s) { return s.objectives.size() > 1; }
 
 // How many trials the sweep produces (grid product, explicit list, run_cap),
 // or nullopt when unbounded (random search without run_cap).

@@ -3,6 +3,7 @@
 // naming its field. Kept apart from the searchers so that the sweep parser
 // (swept_sweeps) can check a bayes/tpe file without linking the models
 // (swept_search: Eigen, LBFGS++).
+#include <algorithm>
 #include <cmath>
 
 #include "sweeps/search/search.h"
@@ -73,17 +74,39 @@ Status only_keys(const json& block, const std::string& prefix, std::initializer_
 
 }  // namespace
 
+const char* method_name(SearchMethod method) {
+  switch (method) {
+    case SearchMethod::kBayes: return "bayes";
+    case SearchMethod::kTpe: return "tpe";
+    case SearchMethod::kNsga2: return "nsga2";
+  }
+  return "tpe";
+}
+
+int startup_trials(const SearchSettings& s) {
+  switch (s.method) {
+    case SearchMethod::kBayes: return std::max(2, s.bayes.n_startup_trials);
+    case SearchMethod::kTpe: return s.tpe.n_startup_trials;
+    case SearchMethod::kNsga2: return s.nsga2.population_size;
+  }
+  return s.tpe.n_startup_trials;
+}
+
 Result<SearchSettings> parse_search_settings(const json& sweep) {
   SearchSettings s;
   if (!sweep.is_object()) return bad("", "expected a sweep object");
   const json method = sweep.value("method", json());
   if (method == "bayes") s.method = SearchMethod::kBayes;
   else if (method == "tpe") s.method = SearchMethod::kTpe;
-  else return bad("method", "expected \"bayes\" or \"tpe\" for adaptive search, found " + method.dump());
+  else if (method == "nsga2") s.method = SearchMethod::kNsga2;
+  else return bad("method", "expected \"bayes\", \"tpe\" or \"nsga2\" for adaptive search, found " + method.dump());
   const std::string name = method.get<std::string>();
-  if (!sweep.contains("metric") || !sweep["metric"].is_object() || !sweep["metric"].contains("name"))
+  // Several objectives (`metrics:`, read by the sweep parser into
+  // SweepSpec::objectives): no single goal or impute here.
+  const bool several = sweep.contains("metrics") && !sweep.contains("metric");
+  if (!several && (!sweep.contains("metric") || !sweep["metric"].is_object() || !sweep["metric"].contains("name")))
     return bad("metric", name + " learns from a metric; add metric: {name: ..., goal: minimize|maximize}");
-  const json& m = sweep["metric"];
+  const json& m = several ? json::object() : sweep["metric"];
   if (m.contains("goal")) {
     if (m["goal"] == "maximize") s.goal = Goal::kMaximize;
     else if (m["goal"] != "minimize") return bad("metric.goal", "expected \"minimize\" or \"maximize\", found " + m["goal"].dump());
@@ -118,6 +141,19 @@ Result<SearchSettings> parse_search_settings(const json& sweep) {
     SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "max_model_trials", 8, 2000, &s.bayes.max_model_trials));
     SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "n_candidates", 16, 100000, &s.bayes.n_candidates));
     SWEPT_RETURN_IF_ERROR(read_double(b, "bayes", "xi", 0, 10, &s.bayes.xi));
+  }
+  if (sweep.contains("nsga2")) {
+    if (s.method != SearchMethod::kNsga2) return bad("nsga2", "settings for method: nsga2, but the method is " + name);
+    const json& g = sweep["nsga2"];
+    SWEPT_RETURN_IF_ERROR(only_keys(g, "nsga2", {"population_size", "crossover_prob", "swapping_prob", "mutation_prob"}));
+    SWEPT_RETURN_IF_ERROR(read_int(g, "nsga2", "population_size", 2, 100000, &s.nsga2.population_size));
+    SWEPT_RETURN_IF_ERROR(read_double(g, "nsga2", "crossover_prob", 0, 1, &s.nsga2.crossover_prob));
+    SWEPT_RETURN_IF_ERROR(read_double(g, "nsga2", "swapping_prob", 0, 1, &s.nsga2.swapping_prob));
+    if (g.contains("mutation_prob") && !g["mutation_prob"].is_null()) {
+      double p = 0;
+      SWEPT_RETURN_IF_ERROR(read_double(g, "nsga2", "mutation_prob", 0, 1, &p));
+      s.nsga2.mutation_prob = p;
+    }
   }
   return s;
 }
