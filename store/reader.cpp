@@ -66,20 +66,26 @@ std::string best_states_sql() {
   return sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; });
 }
 
-// The sweep's best trial: the one definition (reader.h, "Best"). Index:
+// The sweep's best trial: the one definition (reader.h, "Best"), the first
+// feasible one in the metric's order (reader.h, "Constraints"). Index:
 // trials_by_sweep_metric (sweep_id, metric_value).
-Status fill_best(Connection& db, SweepRow& sw) {
+Status fill_best(Connection& db, SweepRow& sw, const SweepGoals& goals) {
   if (!sw.metric_name) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(infeasible, infeasible_trials(db, sw, goals));
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
   std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
                     "metric_value IS NOT NULL AND state IN (" + best_states_sql() + ") ORDER BY metric_value " +
-                    (maximize ? "DESC" : "ASC") + ", id LIMIT 1";
+                    (maximize ? "DESC" : "ASC") + ", id LIMIT ?";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  stmt.bind(1, sw.id);
-  SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-  if (row) {
+  // Enough rows to pass every infeasible trial: the first beyond them is feasible.
+  stmt.bind(1, sw.id).bind(2, static_cast<int64_t>(infeasible.size()) + 1);
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    if (infeasible.count(stmt.int64(0))) continue;
     json params = json::parse(stmt.text(2), nullptr, false);
     sw.best = BestTrial{stmt.int64(0), stmt.real(1), params.is_object() ? params : json::object()};
+    break;
   }
   return Status::Ok();
 }
@@ -146,7 +152,9 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
   }
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) {
-    SWEPT_RETURN_IF_ERROR(fill_best(db, sw));
+    const auto goals = sweep_goals(sw);
+    SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
+    SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
     if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
   }
   return out;
