@@ -524,6 +524,7 @@ TEST_CASE("web: a sweep with several objectives serves its Pareto front, each tr
   }
   CHECK(imp["metric"] == "loss");
   CHECK(imp["sampled"] == 5);
+  CHECK(imp["population"] == 6);
 }
 
 // Sweep 3 (maximize): trials whose index order and completion order differ,
