@@ -298,6 +298,10 @@ try {
   if (!(await page.locator('#constraints').textContent()).includes('mem ≤ 8')) throw new Error('constraints not shown');
   await until('importance per objective', async () => (await page.locator('select[aria-label="importance objective"] option').count()) === 3);
   await page.screenshot({ path: path.join(shots, 'front-1280.png'), fullPage: true });
+  await page.goto(`${server.url}#/trials/4002`);
+  await until('the infeasible trial\'s page says so', async () =>
+    (await page.locator('#feasibility').count()) === 1 &&
+    (await page.locator('#feasibility').textContent()) === 'infeasible: violates mem');
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());
