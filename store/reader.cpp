@@ -139,7 +139,8 @@ Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<
 
 // Sweep rows with their best trial; with `with_counts`, also the counts per
 // state (one scan of the trials_by_sweep_state index range).
-Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts) {
+Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts,
+                                          bool with_front) {
   std::vector<SweepRow> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
@@ -154,7 +155,8 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
   for (auto& sw : out) {
     const auto goals = sweep_goals(sw);
     SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
-    SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
+    fill_constraints(sw, *goals);
+    if (with_counts && with_front) SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
     if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
   }
   return out;
@@ -250,7 +252,9 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   if (!schema) return snap;
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt));
+  // Without fronts: a front changes only when a trial completes, which the
+  // counts show, and computing every sweep's front on every poll is not free.
+  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt, /*with_counts=*/true, /*with_front=*/false));
   snap.sweeps = std::move(sweeps);
   // Index: trials_by_state.
   SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = ?2 ORDER BY id LIMIT ?1"));

@@ -209,7 +209,8 @@ struct ObjectivePoints {
 };
 
 // Running trials and per-sweep state counts: what the live-update poller
-// compares between polls.
+// compares between polls. Its sweeps come without their fronts (a front
+// changes only when a trial completes, which the counts show).
 struct LiveSnapshot {
   std::vector<SweepRow> sweeps;
   std::map<int64_t, int64_t> running;  // trial id -> sweep id

@@ -55,12 +55,16 @@ Result<std::set<int64_t>> infeasible_trials(Connection& db, const SweepRow& sw, 
 // Sets `feasible` and `violated` on the completed rows (their `latest` read)
 // of a sweep with constraints.
 void mark_feasibility(const SweepGoals& goals, std::vector<TrialRow>& rows);
+// The summary's constraints.
+void fill_constraints(SweepRow& sw, const SweepGoals& goals);
 // The summary's front of a sweep with several objectives.
 Status fill_front(Connection& db, SweepRow& sw, const SweepGoals& goals);
 
-// Sweep rows (one, or all newest first) with their best trial; with
-// `with_counts`, also the counts per state and the never-reported metric.
-Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true);
+// Sweep rows (one, or all newest first) with their best trial and
+// constraints; with `with_counts`, also the counts per state, the
+// never-reported metric and (with `with_front`) the Pareto front.
+Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true,
+                                          bool with_front = true);
 // One sweep, or NotFound saying how to list them.
 Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true);
 

@@ -205,8 +205,9 @@ void mark_feasibility(const SweepGoals& goals, std::vector<TrialRow>& rows) {
   }
 }
 
+void fill_constraints(SweepRow& sw, const SweepGoals& goals) { sw.constraints = constraints_of(goals); }
+
 Status fill_front(Connection& db, SweepRow& sw, const SweepGoals& goals) {
-  sw.constraints = constraints_of(goals);
   if (!goals.multi_objective()) return Status::Ok();
   SWEPT_ASSIGN_OR_RETURN(e, evaluate(db, sw, goals, /*with_params=*/false));
   sw.front = std::move(e.summary);
