@@ -2,6 +2,8 @@
 // sweep's metric, its parameters and latest metrics; for a sweep with several
 // objectives, its Pareto front. Exit 2 when the sweep names no metric, 1 when
 // no completed (feasible) trial reported it (every objective) yet.
+#include <unordered_map>
+
 #include "cli/client_common.h"
 #include "cli/command.h"
 
@@ -13,10 +15,11 @@ namespace {
 // trials as `swept trials --json` gives them, each with "objectives".
 int print_front(const SweepRow& s, const std::vector<TrialRow>& rows, bool json) {
   const ParetoFront& f = *s.front;
+  std::unordered_map<int64_t, const TrialRow*> by_id;
+  for (const auto& t : rows) by_id[t.id] = &t;
   std::vector<const TrialRow*> front;
   for (int64_t id : f.trial_ids)
-    for (const auto& t : rows)
-      if (t.id == id) front.push_back(&t);
+    if (auto it = by_id.find(id); it != by_id.end()) front.push_back(it->second);
   if (front.empty()) {
     std::cerr << "swept best: no completed" << (s.constraints.empty() ? "" : ", feasible") << " trial of sweep " << s.id
               << " has reported every objective (" << terminal_safe(objective_names(f)) << ") yet\n";

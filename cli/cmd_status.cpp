@@ -26,6 +26,10 @@ std::string progress(const SweepRow& s) {
 void print_front_summary(const ParetoFront& f) {
   std::cout << "  objectives:";
   for (const auto& o : f.objectives) std::cout << " " << terminal_safe(o.name) << " (" << o.goal << ")";
+  if (f.evaluated == 0) {  // no reference point yet either
+    std::cout << "\n  Pareto front: no completed trial has reported every objective yet\n";
+    return;
+  }
   std::cout << "\n  Pareto front: " << f.trial_ids.size() << " trial" << (f.trial_ids.size() == 1 ? "" : "s") << " of "
             << f.evaluated << " completed with every objective";
   if (f.infeasible) std::cout << " (" << f.infeasible << " infeasible)";

@@ -137,8 +137,9 @@ Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<
 
 }  // namespace
 
-// Sweep rows with their best trial; with `with_counts`, also the counts per
-// state (one scan of the trials_by_sweep_state index range).
+// Sweep rows with their best trial and constraints; with `with_counts`, also
+// the counts per state (one scan of the trials_by_sweep_state index range),
+// the never-reported metric and, with `with_front`, the Pareto front.
 Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts,
                                           bool with_front) {
   std::vector<SweepRow> out;

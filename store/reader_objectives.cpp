@@ -146,8 +146,8 @@ std::shared_ptr<const SweepGoals> sweep_goals(const SweepRow& sw) {
 Result<std::vector<TrialValues>> completed_values(Connection& db, int64_t sweep_id, const std::vector<std::string>& names,
                                                   bool with_params) {
   // Indexes: trials_by_sweep_state (sweep_id, state), then trial_latest's
-  // primary key (trial_id, name) per trial. The names are bound one by one
-  // as a JSON array (json_each), so no name is ever spliced into the SQL.
+  // primary key (trial_id, name) per trial. The names go in as one bound
+  // JSON array (json_each), so no name is ever spliced into the SQL.
   std::string sql = std::string("SELECT t.id, t.idx, ") + (with_params ? "t.params" : "NULL") +
                     ", l.name, l.value FROM trials t LEFT JOIN trial_latest l ON l.trial_id = t.id AND l.name IN "
                     "(SELECT value FROM json_each(?2)) WHERE t.sweep_id = ?1 AND t.state IN (" +
