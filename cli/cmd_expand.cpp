@@ -75,11 +75,10 @@ int run_expand(const std::vector<std::string>& args) {
   int64_t n;
   if (adaptive) {
     const auto& s = *spec->search;
-    const int64_t startup = s.method == sweeps::search::SearchMethod::kBayes ? std::max(2, s.bayes.n_startup_trials)
-                                                                              : s.tpe.n_startup_trials;
+    const int64_t startup = sweeps::search::startup_trials(s);
     const int64_t shown = count ? std::min(startup, *count) : startup;
     n = limit ? std::min(*limit, shown) : shown;
-    std::cerr << path << ": method " << (s.method == sweeps::search::SearchMethod::kBayes ? "bayes" : "tpe")
+    std::cerr << path << ": method " << sweeps::search::method_name(s.method)
               << " chooses each trial from the results of earlier ones: showing the " << shown
               << " random startup trials (n_startup_trials), exactly as the scheduler starts them; the trials after "
                  "them depend on results and are known only when the sweep runs\n";

@@ -858,6 +858,75 @@ TEST_CASE("lifecycle: a sweep reaches its target (minimize) with the value at or
   CHECK(u.q("SELECT COUNT(*) FROM trials") == 2);
 }
 
+// ---- several objectives (issue 28) ----
+
+namespace {
+// A 6-trial grid over two objectives, f1 (minimize) and acc (maximize), with targets.
+std::string objectives_sweep(double f1_target, double acc_target) {
+  return R"({"method": "grid", "metrics": [{"name": "f1", "target": )" + std::to_string(f1_target) +
+         R"(}, {"name": "acc", "goal": "maximize", "target": )" + std::to_string(acc_target) +
+         R"(}], "command": ["/bin/true"], "parameters": {"x": {"values": [1, 2, 3, 4, 5, 6]}}})";
+}
+}  // namespace
+
+TEST_CASE("lifecycle: several objectives: the searcher learns each trial's final values and violations") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "nsga2", "metrics": [{"name": "f1"}, {"name": "f2"}],
+      "constraints": [{"name": "mem", "max": 1}], "nsga2": {"population_size": 2}, "command": ["/bin/true"],
+      "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  StartTrial first = u.run(sweep, "a");
+  StartTrial second = u.run(sweep, "a");
+  // The final value is the one at the highest step; mem over its bound makes the first infeasible.
+  u.metrics("a", first, 1, {{1, "f1", 9.0}, {1, "f2", 0.5}, {1, "mem", 2.0}, {2, "f1", 0.5}});
+  u.metrics("a", second, 1, {{1, "f1", 1.0}, {1, "f2", 1.0}, {1, "mem", 0.5}});
+  u.exit("a", first, ExitCause::kExited, 0);
+  u.exit("a", second, ExitCause::kExited, 0);
+  StartTrial third = u.run(sweep, "a");
+  // Bred from the first generation, both trials counted, one infeasible: the
+  // model state recorded with the trial says so.
+  const std::string model = " FROM trials WHERE id=" + std::to_string(third.trial_id);
+  CHECK(u.q("SELECT json_extract(suggestion, '$.mode') = 'model'" + model) == 1);
+  CHECK(u.q("SELECT json_extract(suggestion, '$.generation')" + model) == 0);
+  CHECK(u.q("SELECT json_extract(suggestion, '$.n_failed')" + model) == 0);
+  CHECK(u.q("SELECT json_extract(suggestion, '$.n_infeasible')" + model) == 1);
+}
+
+TEST_CASE("lifecycle: several objectives: the sweep ends when any one reaches its target (maximize, minimize)") {
+  Unit u;
+  const int64_t by_acc = u.submit(objectives_sweep(0.1, 0.9));
+  StartTrial first = u.run(by_acc, "a");
+  u.metrics("a", first, 1, {{1, "f1", 0.5}, {1, "acc", 0.8}});
+  u.exit("a", first, ExitCause::kExited, 0);  // neither reached
+  CHECK(u.runner->has_work());
+  StartTrial second = u.run(by_acc, "a");
+  u.metrics("a", second, 1, {{1, "f1", 0.5}, {1, "acc", 0.95}});
+  u.exit("a", second, ExitCause::kExited, 0);  // acc >= 0.9
+  CHECK_FALSE(u.runner->has_work());
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  const int64_t by_f1 = u.submit(objectives_sweep(0.1, 0.99));
+  StartTrial third = u.run(by_f1, "a");
+  u.metrics("a", third, 1, {{1, "f1", 0.1}, {1, "acc", 0.5}});  // f1 <= 0.1
+  u.exit("a", third, ExitCause::kExited, 0);
+  CHECK_FALSE(u.runner->has_work());
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 2);
+  CHECK(u.q("SELECT COUNT(*) FROM trials") == 3);
+}
+
+TEST_CASE("lifecycle: several objectives: a target reached before a restart still ends the sweep") {
+  Unit u;
+  const int64_t sweep = u.submit(objectives_sweep(0.1, 0.9));
+  StartTrial first = u.run(sweep, "a");
+  StartTrial second = u.run(sweep, "a");
+  u.metrics("a", first, 1, {{1, "f1", 0.05}, {1, "acc", 0.1}});
+  u.exit("a", first, ExitCause::kExited, 0);
+  u.restart(/*grace_ms=*/5000);
+  CHECK_FALSE(u.runner->has_work());
+  REQUIRE(u.life->reconcile("a", {{second.trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  u.exit("a", second, ExitCause::kExited, 0);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM trials") == 2);
+}
+
 TEST_CASE("lifecycle: a sweep that reached its target before a restart creates no trials after it") {
   Unit u;
   const int64_t sweep = u.submit(target_sweep("maximize", 0.9));

@@ -56,6 +56,44 @@ std::string log_safe(const std::string& name) {
   return quoted.substr(1, quoted.size() - 2);
 }
 
+// Several objectives or constraints: each finished trial's final value of
+// every objective and its constraint violations, from trial_latest (the value
+// at the highest step: "final" as for one metric). A trial that did not
+// complete keeps none, so the searchers treat it as failed; a metric it never
+// reported is NaN (an objective: failed; a constraint: violated).
+Status attach_final_values(store::Connection& db, const sweeps::SweepSpec& spec,
+                           const store::Writer::SearchHistoryRows& rows, sweeps::search::SearchHistory& history) {
+  std::vector<TrialRow> trials(rows.finished_ids.size());
+  for (size_t i = 0; i < trials.size(); ++i) trials[i].id = rows.finished_ids[i];
+  SWEPT_RETURN_IF_ERROR(store::fill_latest(db, trials));
+  for (size_t i = 0; i < trials.size() && i < history.finished.size(); ++i) {
+    if (!rows.finished_completed[i]) continue;
+    auto final_of = [&](const std::string& name) {
+      auto it = trials[i].latest.find(name);
+      return it == trials[i].latest.end() ? std::nan("") : it->second;
+    };
+    sweeps::search::Observation& o = history.finished[i];
+    if (sweeps::is_multi_objective(spec))
+      for (const sweeps::Metric& m : spec.objectives) o.values.push_back(final_of(m.name));
+    for (const sweeps::Constraint& c : spec.constraints) o.violations.push_back(c.violation(final_of(c.name)));
+  }
+  return Status::Ok();
+}
+
+// With several objectives: which objective's target the trial's final values
+// reach first (in the file's order), said as for one metric; nullopt if none.
+std::optional<std::string> objective_target_reached(const sweeps::SweepSpec& spec, const TrialRow& trial) {
+  for (const sweeps::Metric& m : spec.objectives) {
+    auto it = trial.latest.find(m.name);
+    if (it == trial.latest.end() || !m.reaches_target(it->second)) continue;
+    std::ostringstream why;
+    why << "trial " << trial.id << " reached the target, " << log_safe(m.name) << " = " << it->second
+        << (m.goal == sweeps::Goal::kMaximize ? " >= " : " <= ") << *m.target << " (metrics[].target)";
+    return why.str();
+  }
+  return std::nullopt;
+}
+
 // What one trial of the sweep holds while it runs (placement's Demand).
 Demand demand_of(const sweeps::SweepSpec& spec) {
   Demand d;
@@ -102,6 +140,14 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       // Its target reached before the restart: it still creates no trials.
       if (summary->best && a.spec.metric->reaches_target(summary->best->value))
         a.target_reached = "trial " + std::to_string(summary->best->trial_id) + " reached the target (metric.target)";
+    }
+    if (sweeps::is_multi_objective(a.spec)) {
+      // Several objectives: any completed trial that reached one objective's target.
+      auto done = store_.trials_in_state(r.id, TrialState::kCompleted);
+      if (!done.ok()) return done.status();
+      SWEPT_RETURN_IF_ERROR(store::fill_latest(store_.connection(), *done));
+      for (const TrialRow& t : *done)
+        if (!a.target_reached) a.target_reached = objective_target_reached(a.spec, t);
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
     for (const TrialRow& t : *live) {
@@ -252,6 +298,8 @@ Result<sweeps::search::Suggestion> SweepRunner::suggest(const Active& s, int64_t
   sweeps::search::SearchHistory history;
   for (auto& [params, value] : rows->finished) history.finished.push_back({std::move(params), value});
   for (auto& params : rows->pending) history.pending.push_back(std::move(params));
+  if (sweeps::is_multi_objective(s.spec) || !s.spec.constraints.empty())
+    SWEPT_RETURN_IF_ERROR(attach_final_values(store_.connection(), s.spec, *rows, history));
   auto out = sweeps::search::suggest(*s.spec.search, s.spec, history, index);
   if (!out.ok()) return out.status().WithContext("sweep " + std::to_string(s.id) + " trial " + std::to_string(index));
   if (out->model.mode == "fallback")
@@ -398,14 +446,24 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
 }
 
 Status SweepRunner::check_target(Active& s, int64_t trial_id) {
-  if (s.target_reached || !s.spec.metric || !s.spec.metric->target) return Status::Ok();
-  SWEPT_ASSIGN_OR_RETURN(rec, store_.trial_record(trial_id));
-  if (!rec.metric_value || !s.spec.metric->reaches_target(*rec.metric_value)) return Status::Ok();
-  std::ostringstream why;
-  why << "trial " << trial_id << " reached the target, " << log_safe(s.spec.metric->name) << " = "
-      << *rec.metric_value << (s.spec.metric->goal == sweeps::Goal::kMaximize ? " >= " : " <= ")
-      << *s.spec.metric->target << " (metric.target)";
-  s.target_reached = why.str();
+  if (s.target_reached) return Status::Ok();
+  if (sweeps::is_multi_objective(s.spec)) {
+    // Several objectives: the sweep finishes when any one reaches its target (W&B's words).
+    std::vector<TrialRow> trial(1);
+    trial[0].id = trial_id;
+    SWEPT_RETURN_IF_ERROR(store::fill_latest(store_.connection(), trial));
+    s.target_reached = objective_target_reached(s.spec, trial[0]);
+    if (!s.target_reached) return Status::Ok();
+  } else {
+    if (!s.spec.metric || !s.spec.metric->target) return Status::Ok();
+    SWEPT_ASSIGN_OR_RETURN(rec, store_.trial_record(trial_id));
+    if (!rec.metric_value || !s.spec.metric->reaches_target(*rec.metric_value)) return Status::Ok();
+    std::ostringstream why;
+    why << "trial " << trial_id << " reached the target, " << log_safe(s.spec.metric->name) << " = "
+        << *rec.metric_value << (s.spec.metric->goal == sweeps::Goal::kMaximize ? " >= " : " <= ")
+        << *s.spec.metric->target << " (metric.target)";
+    s.target_reached = why.str();
+  }
   // Trials waiting for a place (retries) are not started any more.
   SWEPT_RETURN_IF_ERROR(stop_queued(s, "not started: the sweep reached its target").status());
   log::info("sweep " + std::to_string(s.id) + ": " + *s.target_reached + "; it creates no more trials");

@@ -159,6 +159,8 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
     if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
     SWEPT_ASSIGN_OR_RETURN(params, decode_params(ended.int64(3), ended.text(0)));
     out.finished.emplace_back(std::move(params), value);
+    out.finished_ids.push_back(ended.int64(3));
+    out.finished_completed.push_back(trial_state_named(ended.text(1)) == TrialState::kCompleted);
   }
   SWEPT_CACHED(running, "SELECT params, id FROM trials WHERE sweep_id = ?1 AND state = ?2 ORDER BY idx");
   running.bind(1, sweep_id).bind(2, TrialState::kRunning);

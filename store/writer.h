@@ -166,6 +166,10 @@ class Writer {
   struct SearchHistoryRows {
     std::vector<std::pair<nlohmann::json, std::optional<double>>> finished;  // params, value
     std::vector<nlohmann::json> pending;                                       // params
+    // Beside `finished`, row for row: the trial's id and whether it completed
+    // (several objectives and constraints read each trial's final values by id).
+    std::vector<int64_t> finished_ids;
+    std::vector<bool> finished_completed;
   };
   Result<SearchHistoryRows> search_history(int64_t sweep_id);
   // ---- early termination (issue 16; schema v4) ----

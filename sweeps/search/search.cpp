@@ -20,6 +20,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 Status bad(const std::string& path, const std::string& message) { return Status::InvalidArgument(path + ": " + message); }
 
+}  // namespace
+
 // A random point for trial `index`: exactly random search's trial (same seed,
 // same streams), so a bayes or tpe sweep starts as `method: random` would.
 json random_params(const SweepSpec& spec, int64_t index) {
@@ -28,16 +30,18 @@ json random_params(const SweepSpec& spec, int64_t index) {
   return trial_at(random, index).params;
 }
 
-}  // namespace
-
 json ModelState::to_json() const {
   json j = {{"method", method}, {"mode", mode}, {"n_finished", n_finished}, {"n_failed", n_failed},
             {"n_pending", n_pending}, {"n_model", n_model}};
   if (!note.empty()) j["note"] = note;
+  if (n_infeasible > 0) j["n_infeasible"] = n_infeasible;
   if (std::isfinite(best)) j["best"] = best;
   if (mode == "model") {
     j["acquisition"] = acquisition;
-    if (method == "bayes") {
+    if (method == "nsga2") {
+      j["generation"] = generation;
+      j["population"] = population;
+    } else if (method == "bayes") {
       j["lengthscales"] = lengthscales;
       j["signal_variance"] = signal_variance;
       j["noise_variance"] = noise_variance;
@@ -55,9 +59,11 @@ json ModelState::to_json() const {
 Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec, const SearchHistory& history,
                            int64_t index) {
   if (!spec.space) return Status::InvalidArgument("the sweep has no parameter space");
-  const char* method = settings.method == SearchMethod::kBayes ? "bayes" : "tpe";
+  const char* method = method_name(settings.method);
   if (spec.space->explicit_list)
     return bad("trials", std::string(method) + " searches a parameter space; an explicit trials list has nothing to search");
+  if (settings.method == SearchMethod::kNsga2 || is_multi_objective(spec) || !spec.constraints.empty())
+    return suggest_multi(settings, spec, history, index);
   const Encoding enc = encode_space(*spec.space);
   const double sign = settings.goal == Goal::kMaximize ? -1.0 : 1.0;
 

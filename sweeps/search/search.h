@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -96,10 +97,32 @@ struct SearchSettings {
 // a method that is not bayes/tpe, a setting out of range, an unknown key.
 Result<SearchSettings> parse_search_settings(const nlohmann::json& sweep);
 
+// "bayes", "tpe" or "nsga2".
+const char* method_name(SearchMethod method);
+
+// How many random trials open the sweep before the model is used: bayes'
+// max(2, n_startup_trials), tpe's n_startup_trials, nsga2's first generation
+// (population_size).
+int startup_trials(const SearchSettings& settings);
+
 // One finished trial, as the searcher sees it.
 struct Observation {
+  // A constructor rather than an aggregate, so that {params, value} stays complete.
+  Observation() = default;
+  Observation(nlohmann::json params_, std::optional<double> value_, std::vector<double> values_ = {},
+              std::vector<double> violations_ = {})
+      : params(std::move(params_)), value(value_), values(std::move(values_)), violations(std::move(violations_)) {}
+
   nlohmann::json params;        // nested, as the trial received them
   std::optional<double> value;  // the final metric in its own sign; nullopt = failed or lost
+  // Several objectives (SweepSpec::objectives, in that order): each final
+  // value in its own sign; empty, short or with a NaN = failed or lost. When
+  // empty, a single-objective sweep reads `value`.
+  std::vector<double> values;
+  // SweepSpec::constraints, in that order: each Constraint::violation of the
+  // trial's final values (> 0 violated; a missing metric is +inf). Empty =
+  // none known: with constraints, the trial counts as infeasible.
+  std::vector<double> violations;
 };
 
 struct SearchHistory {
@@ -128,6 +151,9 @@ struct ModelState {
   double predicted_quantile = 0, predicted_sd = 0;
   // tpe
   int n_below = 0, n_above = 0;
+  // nsga2: the generation the suggestion is bred from (-1: the first, random) and its size
+  int generation = -1, population = 0;
+  int n_infeasible = 0;  // with constraints: finished trials that violate one
   nlohmann::json to_json() const;
 };
 
@@ -137,8 +163,12 @@ struct Suggestion {
 };
 
 // The suggestion for trial `index` of `spec` (spec.seed, index and the
-// history make it reproducible). Errors: a sweep with an explicit `trials`
-// list, or a metric-less sweep. Never throws.
+// history make it reproducible). Several objectives, constraints or method
+// nsga2 take the multi-objective searchers (multi.cpp, nsga2.cpp): nsga2
+// after Optuna's NSGAIISampler, tpe after Optuna's multi-objective and
+// constrained TPE, bayes on a random Chebyshev scalarisation per suggestion
+// (ParEGO). Errors: a sweep with an explicit `trials` list, or a metric-less
+// sweep. Never throws.
 Result<Suggestion> suggest(const SearchSettings& settings, const SweepSpec& spec, const SearchHistory& history,
                            int64_t index);
 

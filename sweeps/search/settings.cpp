@@ -3,6 +3,7 @@
 // naming its field. Kept apart from the searchers so that the sweep parser
 // (swept_sweeps) can check a bayes/tpe file without linking the models
 // (swept_search: Eigen, LBFGS++).
+#include <algorithm>
 #include <cmath>
 
 #include "sweeps/search/search.h"
@@ -72,6 +73,24 @@ Status only_keys(const json& block, const std::string& prefix, std::initializer_
 }
 
 }  // namespace
+
+const char* method_name(SearchMethod method) {
+  switch (method) {
+    case SearchMethod::kBayes: return "bayes";
+    case SearchMethod::kTpe: return "tpe";
+    case SearchMethod::kNsga2: return "nsga2";
+  }
+  return "tpe";
+}
+
+int startup_trials(const SearchSettings& s) {
+  switch (s.method) {
+    case SearchMethod::kBayes: return std::max(2, s.bayes.n_startup_trials);
+    case SearchMethod::kTpe: return s.tpe.n_startup_trials;
+    case SearchMethod::kNsga2: return s.nsga2.population_size;
+  }
+  return s.tpe.n_startup_trials;
+}
 
 Result<SearchSettings> parse_search_settings(const json& sweep) {
   SearchSettings s;

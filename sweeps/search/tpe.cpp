@@ -239,7 +239,10 @@ Result<std::vector<double>> tpe_suggest(const TpeSettings& s, const ModelInput& 
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return in.y[a] < in.y[b]; });
   std::vector<char> is_below(n_finished, 0);
-  for (size_t i = 0; i < n_below; ++i) is_below[order[i]] = 1;
+  const bool split_given = in.below.size() == n_finished;  // multi-objective TPE (multi.cpp) split them
+  if (split_given) is_below = in.below;
+  else
+    for (size_t i = 0; i < n_below; ++i) is_below[order[i]] = 1;
   std::vector<const std::vector<double>*> below, above;
   for (size_t i = 0; i < n_finished; ++i) (is_below[i] ? below : above).push_back(&in.x[i]);
   if (s.constant_liar)
@@ -247,7 +250,9 @@ Result<std::vector<double>> tpe_suggest(const TpeSettings& s, const ModelInput& 
   // Weighted EI: a "below" trial counts by how much it improves on the best
   // "above" value (a tiny floor keeps a tie from vanishing).
   std::vector<double> improvement;
-  if (s.below_weights == TpeBelowWeights::kImprovement && n_below < n_finished) {
+  if (split_given) {
+    improvement = in.below_weights;
+  } else if (s.below_weights == TpeBelowWeights::kImprovement && n_below < n_finished) {
     const double threshold = in.y[order[n_below]];
     for (size_t i = 0; i < n_finished; ++i)
       if (is_below[i]) improvement.push_back(std::max(1e-12, threshold - in.y[i]));
