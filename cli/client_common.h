@@ -295,4 +295,41 @@ inline std::optional<TrialRow> best_trial(const SweepRow& s, const std::vector<T
   return std::nullopt;
 }
 
+// A sweep with several objectives: its objective names joined, "loss, latency".
+inline std::string objective_names(const ParetoFront& f) {
+  std::string s;
+  for (const auto& o : f.objectives) s.append(s.empty() ? "" : ", ").append(o.name);
+  return s;
+}
+// A trial's final value of each objective, "loss=0.1 latency=12" ("-" for one
+// it never reported).
+inline std::string objective_values_text(const ParetoFront& f, const TrialRow& t) {
+  std::string s;
+  for (const auto& o : f.objectives) {
+    auto it = t.latest.find(o.name);
+    s.append(s.empty() ? "" : " ").append(o.name).append("=").append(it == t.latest.end() ? "-" : fmt_num(it->second));
+  }
+  return s;
+}
+// A sweep's constraints as people read them: "memory <= 8, accuracy >= 0.5".
+inline std::string constraints_text(const std::vector<ConstraintBound>& constraints) {
+  std::string s;
+  for (const auto& c : constraints) {
+    if (c.min) s.append(s.empty() ? "" : ", ").append(c.name).append(" >= ").append(fmt_num(*c.min));
+    if (c.max) s.append(s.empty() ? "" : ", ").append(c.name).append(" <= ").append(fmt_num(*c.max));
+  }
+  return s;
+}
+// A trial's state as the tables print it: "stopping" for a stopped trial
+// still ending, and an infeasible completed trial marked with what it violates.
+inline std::string trial_state_text(const TrialRow& t) {
+  std::string s = stopping(t) ? "stopping" : display_name(t.state);
+  if (t.feasible && !*t.feasible) {
+    s += " (infeasible:";
+    for (const auto& name : t.violated) s.append(" ").append(name);
+    s += ")";
+  }
+  return s;
+}
+
 }  // namespace swept::cli

@@ -1,5 +1,6 @@
 // `swept status [SWEEP]`: without a sweep, one line per sweep; with one, its
-// trials by state and the best trial so far with its parameters. From the
+// trials by state and the best trial so far with its parameters (several
+// objectives: the size of the Pareto front and its hypervolume). From the
 // scheduler, or from a database file with --db.
 #include "cli/client_common.h"
 #include "cli/command.h"
@@ -18,6 +19,23 @@ std::string reported_text(const MetricMissing& m) {
 std::string progress(const SweepRow& s) {
   int64_t done = s.counts.done();
   return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
+}
+
+// A sweep with several objectives: how many trials are on its Pareto front
+// and the hypervolume the front dominates (store/reader.h, "Several objectives").
+void print_front_summary(const ParetoFront& f) {
+  std::cout << "  objectives:";
+  for (const auto& o : f.objectives) std::cout << " " << terminal_safe(o.name) << " (" << o.goal << ")";
+  if (f.evaluated == 0) {  // no reference point yet either
+    std::cout << "\n  Pareto front: no completed trial has reported every objective yet\n";
+    return;
+  }
+  std::cout << "\n  Pareto front: " << f.trial_ids.size() << " trial" << (f.trial_ids.size() == 1 ? "" : "s") << " of "
+            << f.evaluated << " completed with every objective";
+  if (f.infeasible) std::cout << " (" << f.infeasible << " infeasible)";
+  std::cout << "; hypervolume " << fmt_num(f.hypervolume) << " against the reference point (";
+  for (size_t i = 0; i < f.reference.size(); ++i) std::cout << (i ? ", " : "") << fmt_num(f.reference[i]);
+  std::cout << ")\n";
 }
 
 int run_status(const std::vector<std::string>& args) {
@@ -50,9 +68,12 @@ int run_status(const std::vector<std::string>& args) {
       t.add({std::to_string(s.id), s.name.empty() ? "-" : s.name, s.method, std::string(name(s.state)), progress(s),
              std::to_string(s.counts[TrialState::kRunning]), std::to_string(s.counts[TrialState::kQueued]),
              std::to_string(s.counts[TrialState::kFailed]),
-             s.metric_name ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")" : "-",
-             s.metric_missing ? std::string("never reported")
-                               : fmt_opt(s.best ? std::optional<double>(s.best->value) : std::nullopt)});
+             s.front          ? objective_names(*s.front)
+             : s.metric_name  ? *s.metric_name + " (" + s.metric_goal.value_or("minimize") + ")"
+                              : "-",
+             s.front            ? "front of " + std::to_string(s.front->trial_ids.size())
+             : s.metric_missing ? std::string("never reported")
+                                : fmt_opt(s.best ? std::optional<double>(s.best->value) : std::nullopt)});
     t.print(std::cout);
     return kExitOk;
   }
@@ -64,6 +85,9 @@ int run_status(const std::vector<std::string>& args) {
     std::cout << (st.state == kTrialStates.front().state ? " " : ", ") << display_name(st.state) << " "
               << s.counts[st.state];
   std::cout << "\n";
+  if (!s.constraints.empty())
+    std::cout << "  constraints: " << terminal_safe(constraints_text(s.constraints)) << " (an infeasible trial is never best)\n";
+  if (s.front) print_front_summary(*s.front);
   if (s.metric_name) {
     if (s.best)
       std::cout << "  best " << terminal_safe(*s.metric_name) << " = " << fmt_num(s.best->value) << " (trial "

@@ -1,6 +1,6 @@
 // `swept trials SWEEP [--json] [--state STATE]`: one line per trial (state,
-// attempts, agent, GPUs, metric, parameters, reason), or a JSON array of the
-// protocol's TrialRow objects.
+// infeasible marked, attempts, agent, GPUs, metric or every objective,
+// parameters, reason), or a JSON array of the protocol's TrialRow objects.
 #include <algorithm>
 
 #include "cli/client_common.h"
@@ -38,6 +38,11 @@ int run_trials(const std::vector<std::string>& args) {
   }
   auto src = ResultSource::open(flags);
   if (!src.ok()) return report("trials", src.status());
+  // The summary first: a sweep with several objectives shows each trial's
+  // objectives where a sweep with one shows its metric.
+  auto sums = src->sweeps(*id);
+  if (!sums.ok()) return report("trials", sums.status());
+  const std::optional<ParetoFront>& front = sums->front().front;
   auto rows = src->trials(*id);
   if (!rows.ok()) return report("trials", rows.status());
   if (json) {
@@ -50,10 +55,9 @@ int run_trials(const std::vector<std::string>& args) {
   Table table({"TRIAL", "INDEX", "STATE", "ATTEMPTS", "AGENT", "GPUS", "METRIC", "PARAMS", "REASON"});
   for (const auto& t : *rows) {
     if (only && t.state != *only) continue;
-    table.add({std::to_string(t.id), std::to_string(t.index), stopping(t) ? "stopping" : display_name(t.state),
-               std::to_string(t.attempts),
-               agents_text(t), gpus_text(t), fmt_opt(t.metric_value), params_text(t.params),
-               t.reason.value_or("")});
+    table.add({std::to_string(t.id), std::to_string(t.index), trial_state_text(t), std::to_string(t.attempts),
+               agents_text(t), gpus_text(t), front ? objective_values_text(*front, t) : fmt_opt(t.metric_value),
+               params_text(t.params), t.reason.value_or("")});
   }
   table.print(std::cout);
   return kExitOk;

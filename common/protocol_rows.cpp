@@ -1,6 +1,7 @@
 // The codec's query rows (docs/protocol.md, "Rows"): a sweep summary, a
 // trial row, an agent row, and a GPU, written and read. Their JSON is also
 // the CLI's --json output and, for sweeps, the dashboard API's (protocol.h).
+#include <cmath>
 #include <string>
 
 #include "common/protocol_codec.h"
@@ -46,6 +47,26 @@ SweepRow read_sweep_row(const Reader& r) {
     Reader m = r.field("metric_missing");
     s.metric_missing = MetricMissing{m.field("completed").i64(), m.field("reported").strings()};
   }
+  if (r.has("constraints")) {  // optional: a sweep with constraints (issue 28)
+    Reader c = r.field("constraints");
+    for (size_t i = 0, n = c.size(); i < n; ++i)
+      s.constraints.push_back({c.at(i).field("name").str(), c.at(i).field("min").opt_f64(), c.at(i).field("max").opt_f64()});
+  }
+  if (r.has("front") && !r.field("front").raw().is_null()) {  // optional: several objectives (issue 28)
+    Reader f = r.field("front");
+    ParetoFront front;
+    Reader objectives = f.field("objectives");
+    for (size_t i = 0, n = objectives.size(); i < n; ++i)
+      front.objectives.push_back({objectives.at(i).field("name").str(), objectives.at(i).field("goal").str()});
+    Reader ids = f.field("trial_ids");
+    for (size_t i = 0, n = ids.size(); i < n; ++i) front.trial_ids.push_back(ids.at(i).i64());
+    front.evaluated = f.field("evaluated").i64();
+    front.infeasible = f.field("infeasible").i64();
+    Reader ref = f.field("reference");
+    for (size_t i = 0, n = ref.size(); i < n; ++i) front.reference.push_back(ref.at(i).opt_f64().value_or(NAN));
+    front.hypervolume = f.field("hypervolume").opt_f64().value_or(0.0);
+    s.front = std::move(front);
+  }
   return s;
 }
 
@@ -82,6 +103,10 @@ TrialRow read_trial_row(const Reader& r) {
                             s.field("step").i64(),         s.field("value").opt_f64(),
                             s.field("threshold").opt_f64(), s.field("reason").str(),
                             s.field("decided_at").f64()};
+  }
+  if (r.has("feasible")) {  // optional: a completed trial of a sweep with constraints (issue 28)
+    t.feasible = r.field("feasible").boolean();
+    if (r.has("violated")) t.violated = r.field("violated").strings();
   }
   return t;
 }
@@ -139,6 +164,24 @@ nlohmann::json to_json(const SweepRow& s) {
             {"best", std::move(best)}};
   if (s.metric_missing)
     j["metric_missing"] = {{"completed", s.metric_missing->completed}, {"reported", s.metric_missing->reported}};
+  if (!s.constraints.empty()) {
+    json c = json::array();
+    for (const auto& b : s.constraints) c.push_back({{"name", b.name}, {"min", opt(b.min)}, {"max", opt(b.max)}});
+    j["constraints"] = std::move(c);
+  }
+  if (s.front) {
+    const ParetoFront& f = *s.front;
+    json objectives = json::array(), reference = json::array();
+    for (const auto& o : f.objectives) objectives.push_back({{"name", o.name}, {"goal", o.goal}});
+    // A reference value that is not finite (no trial has a value yet) is null, as numbers are in the API.
+    for (double v : f.reference) reference.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+    j["front"] = {{"objectives", std::move(objectives)},
+                  {"trial_ids", f.trial_ids},
+                  {"evaluated", f.evaluated},
+                  {"infeasible", f.infeasible},
+                  {"reference", std::move(reference)},
+                  {"hypervolume", std::isfinite(f.hypervolume) ? json(f.hypervolume) : json(nullptr)}};
+  }
   return j;
 }
 
@@ -169,6 +212,10 @@ nlohmann::json to_json(const TrialRow& t) {
                                  {"decided_at", t.stop->decided_at}}
                           : json(nullptr)}};
   if (!t.nodes.empty()) j["nodes"] = nodes_json(t.nodes);  // optional: a multi-node trial's (issue 25)
+  if (t.feasible) {  // optional: a completed trial of a sweep with constraints (issue 28)
+    j["feasible"] = *t.feasible;
+    j["violated"] = t.violated;
+  }
   return j;
 }
 

@@ -98,6 +98,36 @@ struct BestTrial {
   bool operator==(const BestTrial&) const = default;
 };
 
+// One objective of a sweep with several (a `metrics:` item,
+// docs/sweep-format.md): its metric's name and which way is better.
+struct Objective {
+  std::string name;
+  std::string goal;  // minimize | maximize
+  bool operator==(const Objective&) const = default;
+};
+
+// The Pareto front of a sweep with several objectives, as store/reader.h
+// defines it ("Several objectives"): the non-dominated trials among its
+// completed, feasible trials with a value of every objective, and the
+// hypervolume they dominate.
+struct ParetoFront {
+  std::vector<Objective> objectives;
+  std::vector<int64_t> trial_ids;  // on the front, ascending
+  int64_t evaluated = 0;           // completed trials with a value of every objective
+  int64_t infeasible = 0;          // of those, the ones that violate a constraint
+  std::vector<double> reference;   // the hypervolume's reference point, one value per objective
+  double hypervolume = 0;          // dominated by the front, bounded by `reference`
+  bool operator==(const ParetoFront&) const = default;
+};
+
+// A `constraints:` item: a trial whose final value of `name` falls outside
+// [min, max] is infeasible (never best, never on a front).
+struct ConstraintBound {
+  std::string name;
+  std::optional<double> min, max;
+  bool operator==(const ConstraintBound&) const = default;
+};
+
 // A row of `sweeps` (store/schema.sql), with what the read model derives
 // from the sweep's trials.
 struct SweepRow {
@@ -116,6 +146,8 @@ struct SweepRow {
   StateCounts counts;                           // per trial state
   std::optional<BestTrial> best;                // see store/reader.h, "Best"
   std::optional<MetricMissing> metric_missing;  // see store/reader.h, "A metric never reported"
+  std::vector<ConstraintBound> constraints;     // the sweep's `constraints:` (optional on the wire)
+  std::optional<ParetoFront> front;             // several objectives only (optional on the wire)
   bool operator==(const SweepRow&) const = default;
 };
 
@@ -171,6 +203,12 @@ struct TrialRow {
   // A multi-node trial's nodes, node 0 (agent, gpus above) first
   // (trials.nodes, schema 7); empty for a one-node trial.
   std::vector<TrialNode> nodes;
+  // A sweep with constraints: for a completed trial, whether its final values
+  // satisfy every one (a metric it never reported violates), and the names of
+  // those it violates; nullopt otherwise (store/reader.h, "Constraints").
+  // Optional on the wire.
+  std::optional<bool> feasible;
+  std::vector<std::string> violated;
   // Why the row could not be read whole (the dashboard shows it; the
   // scheduler's reads refuse such a row with Corruption instead).
   std::optional<std::string> damaged;

@@ -66,20 +66,26 @@ std::string best_states_sql() {
   return sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; });
 }
 
-// The sweep's best trial: the one definition (reader.h, "Best"). Index:
+// The sweep's best trial: the one definition (reader.h, "Best"), the first
+// feasible one in the metric's order (reader.h, "Constraints"). Index:
 // trials_by_sweep_metric (sweep_id, metric_value).
-Status fill_best(Connection& db, SweepRow& sw) {
+Status fill_best(Connection& db, SweepRow& sw, const SweepGoals& goals) {
   if (!sw.metric_name) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(infeasible, infeasible_trials(db, sw, goals));
   bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
   std::string sql = std::string("SELECT id, metric_value, params FROM trials WHERE sweep_id = ? AND ") +
                     "metric_value IS NOT NULL AND state IN (" + best_states_sql() + ") ORDER BY metric_value " +
-                    (maximize ? "DESC" : "ASC") + ", id LIMIT 1";
+                    (maximize ? "DESC" : "ASC") + ", id LIMIT ?";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  stmt.bind(1, sw.id);
-  SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
-  if (row) {
+  // Enough rows to pass every infeasible trial: the first beyond them is feasible.
+  stmt.bind(1, sw.id).bind(2, static_cast<int64_t>(infeasible.size()) + 1);
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
+    if (!row) break;
+    if (infeasible.count(stmt.int64(0))) continue;
     json params = json::parse(stmt.text(2), nullptr, false);
     sw.best = BestTrial{stmt.int64(0), stmt.real(1), params.is_object() ? params : json::object()};
+    break;
   }
   return Status::Ok();
 }
@@ -131,9 +137,11 @@ Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<
 
 }  // namespace
 
-// Sweep rows with their best trial; with `with_counts`, also the counts per
-// state (one scan of the trials_by_sweep_state index range).
-Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts) {
+// Sweep rows with their best trial and constraints; with `with_counts`, also
+// the counts per state (one scan of the trials_by_sweep_state index range),
+// the never-reported metric and, with `with_front`, the Pareto front.
+Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts,
+                                          bool with_front) {
   std::vector<SweepRow> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
@@ -146,7 +154,10 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
   }
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) {
-    SWEPT_RETURN_IF_ERROR(fill_best(db, sw));
+    const auto goals = sweep_goals(sw);
+    SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
+    fill_constraints(sw, *goals);
+    if (with_counts && with_front) SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
     if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
   }
   return out;
@@ -242,7 +253,9 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running) {
   if (!schema) return snap;
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt));
+  // Without fronts: a front changes only when a trial completes, which the
+  // counts show, and computing every sweep's front on every poll is not free.
+  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, std::nullopt, /*with_counts=*/true, /*with_front=*/false));
   snap.sweeps = std::move(sweeps);
   // Index: trials_by_state.
   SWEPT_ASSIGN_OR_RETURN(running, db.prepare("SELECT id, sweep_id FROM trials WHERE state = ?2 ORDER BY id LIMIT ?1"));

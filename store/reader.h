@@ -13,10 +13,36 @@
 //
 // "Best": the one definition, used by the dashboard, `swept status` and
 // `swept best` alike, is the trial with the lowest (minimize) or highest
-// (maximize) trials.metric_value among the sweep's completed trials; ties go
+// (maximize) trials.metric_value among the sweep's completed, feasible
+// trials (see "Constraints"); ties go
 // to the lower trial id. A running trial's value may still change and a
 // failed, lost or stopped trial did not finish its run, so none of them is
 // "best".
+//
+// Constraints: a sweep's `constraints:` (docs/sweep-format.md) bound the
+// final values of named metrics. A completed trial is feasible when every
+// bound holds for its final value (the latest by step, trial_latest) of the
+// metric named: sweeps::Constraint::violation <= 0, Optuna's constraints_func
+// contract; a metric it never reported violates. Only completed trials are
+// judged (a running trial's values may still change). An infeasible trial is
+// never "best" (above: the best is the best feasible one), never on a front,
+// and not in the optimisation history.
+//
+// Several objectives: a sweep whose file lists `metrics:` has no one best
+// (`best` stays empty); its summary carries `front` instead: the
+// non-dominated trials (sweeps/pareto.h pareto_front, equal points all on it)
+// among its completed, feasible trials with a final value of every objective
+// (the latest by step of each objective's metric, as trials.metric_value is
+// the one metric's last value), and the hypervolume the front dominates
+// against the reference point (sweeps/pareto.h reference_point: each
+// objective's `ref` when the file gives one, else the worst value seen among
+// those trials, feasible or not). `swept best`, `swept status` and the
+// dashboard show this one front.
+//
+// The objectives and constraints come from the sweep's file (sweeps.spec),
+// read by sweeps/ (the one parser of sweep files), once per file text in this
+// process; a file this build can no longer parse reads as its metric alone,
+// without constraints.
 //
 // A metric never reported: a sweep's summary carries metric_missing when the
 // sweep names a metric, at least kMetricMissingAfter of its trials have
@@ -158,8 +184,33 @@ struct OptimizationHistory {
   std::vector<HistoryPoint> points;
 };
 
+// The completed trials of a sweep with a final value of every objective,
+// for the dashboard's front charts and the importance per objective: each
+// with its values (in the order of `objectives`), feasibility, whether it is
+// on the front, and its params. Every stride-th such trial by idx is kept,
+// plus every trial on the front.
+struct ObjectivePoint {
+  int64_t trial_id = 0, idx = 0;
+  std::vector<double> values;         // one per objective
+  bool feasible = true;               // see "Constraints"
+  std::vector<std::string> violated;  // the constraints it violates
+  bool on_front = false;
+  nlohmann::json params = nlohmann::json::object();  // nested, as in the sweep file
+};
+struct ObjectivePoints {
+  int64_t sweep_id = 0;
+  std::vector<Objective> objectives;  // the sweep's one metric, or its `metrics:`; empty without a metric
+  std::vector<ConstraintBound> constraints;
+  std::optional<ParetoFront> front;  // several objectives only, as the summary's
+  std::vector<std::string> params;   // flattened parameter names
+  int64_t total = 0;                 // such trials before sampling
+  int64_t stride = 1;
+  std::vector<ObjectivePoint> points;
+};
+
 // Running trials and per-sweep state counts: what the live-update poller
-// compares between polls.
+// compares between polls. Its sweeps come without their fronts (a front
+// changes only when a trial completes, which the counts show).
 struct LiveSnapshot {
   std::vector<SweepRow> sweeps;
   std::map<int64_t, int64_t> running;  // trial id -> sweep id
@@ -222,6 +273,9 @@ Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
 // best in either order (so both staircases keep every step; when those alone
 // are more than max_points, every k-th of them). NotFound for an unknown id.
 Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_id, int64_t max_points);
+// The objective points (above), at most about `max_points` (1..20000) plus
+// the front. NotFound for an unknown id.
+Result<ObjectivePoints> objective_points(Connection& db, int64_t sweep_id, int64_t max_points);
 
 // ---- the rows of the protocol (common/protocol.h) ----
 // What the scheduler answers to QUERY_SWEEPS / QUERY_TRIALS / QUERY_AGENTS

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "store/reader.h"
+#include "store/reader_internal.h"
 
 namespace swept::store {
 
@@ -25,10 +26,13 @@ Result<OptimizationHistory> optimization_history(Connection& db, int64_t sweep_i
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare("SELECT id, idx, metric_value, ended_at FROM trials WHERE sweep_id = ? AND "
                                           "metric_value IS NOT NULL AND state IN (" + sql_state_list([](const TrialStateInfo& s) { return s.counts_for_best; }) + ") ORDER BY idx"));
   stmt.bind(1, sweep_id);
+  // Infeasible trials are never best (reader.h, "Constraints"), so not points.
+  SWEPT_ASSIGN_OR_RETURN(infeasible, infeasible_trials(db, sweep, *sweep_goals(sweep)));
   std::vector<HistoryPoint> all;
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
+    if (infeasible.count(stmt.int64(0))) continue;
     HistoryPoint p;
     p.trial_id = stmt.int64(0);
     p.idx = stmt.int64(1);

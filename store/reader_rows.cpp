@@ -7,6 +7,7 @@
 
 #include "store/integrity.h"
 #include "store/reader.h"
+#include "store/reader_internal.h"
 #include "store/rows.h"
 #include "store/schema.h"
 
@@ -54,7 +55,7 @@ Result<std::vector<SweepRow>> sweep_summaries(Connection& db, std::optional<int6
 Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index, int64_t limit) {
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_RETURN_IF_ERROR(get_sweep(db, sweep_id).status());
+  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
   // Index: UNIQUE (sweep_id, idx).
   SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
   SWEPT_ASSIGN_OR_RETURN(st, db.prepare(std::string("SELECT ") + kTrialColumns + ", " +
@@ -102,6 +103,7 @@ Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64
     auto it = by_id.find(lat.int64(0));
     if (it != by_id.end()) out[it->second].latest[lat.text(1)] = lat.real(2);
   }
+  mark_feasibility(*sweep_goals(sweep), out);
   return out;
 }
 

@@ -379,7 +379,9 @@ TEST_CASE("sweeps.yaml: each example's YAML twin reads as its JSON original") {
     const ParseOutcome b = parse_sweep(slurp(twin.string()), Format::kYaml);
     REQUIRE_MESSAGE(a.spec, shown(a));
     REQUIRE_MESSAGE(b.spec, shown(b));
-    CHECK(b.warnings.empty());
+    // The one warning an example may carry: the one every W&B file with
+    // `method: custom` gets (examples/multi-objective.yaml, engine optuna).
+    for (const auto& w : b.warnings) CHECK_MESSAGE(w.path == "scheduler.engine", w.ToString());
     CHECK(describe(*a.spec) == describe(*b.spec));
     CHECK(a.spec->command == b.spec->command);
     CHECK(a.spec->seed == b.spec->seed);

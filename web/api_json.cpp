@@ -46,6 +46,10 @@ json trial_row_json(const TrialRow& r) {
   if (r.damaged) j["damaged"] = *r.damaged;  // shown on the row; the page still answers
   if (stopping(r)) j["stopping"] = true;     // stopped by the user, its process not ended yet
   if (!r.nodes.empty()) j["nodes"] = nodes_json(r.nodes);  // a multi-node trial: every node, node 0 first
+  if (r.feasible) {  // a completed trial of a sweep with constraints
+    j["feasible"] = *r.feasible;
+    j["violated"] = r.violated;
+  }
   return j;
 }
 
@@ -169,15 +173,51 @@ json history_json(const store::OptimizationHistory& h) {
           {"points", points}};
 }
 
-json importance_json(const ImportanceReport& r) {
+json objective_points_json(const store::ObjectivePoints& p) {
+  json objectives = json::array(), constraints = json::array(), points = json::array();
+  for (const auto& o : p.objectives) objectives.push_back({{"name", o.name}, {"goal", o.goal}});
+  for (const auto& c : p.constraints)
+    constraints.push_back({{"name", c.name}, {"min", opt_number(c.min)}, {"max", opt_number(c.max)}});
+  for (const auto& pt : p.points) {
+    json values = json::array();
+    for (double v : pt.values) values.push_back(number(v));
+    points.push_back({{"trial_id", pt.trial_id}, {"index", pt.idx}, {"values", values}, {"feasible", pt.feasible},
+                      {"violated", pt.violated}, {"on_front", pt.on_front}, {"params", flat_params_object(pt.params)}});
+  }
+  // The front's summary has the one shape of the sweep's (protocol.h).
+  json front = nullptr;
+  if (p.front) {
+    SweepRow carrier;
+    carrier.front = p.front;
+    front = protocol::to_json(carrier)["front"];
+  }
+  return {{"sweep_id", p.sweep_id}, {"objectives", objectives}, {"constraints", constraints},
+          {"front", front},         {"params", p.params},         {"total", p.total},
+          {"stride", p.stride},     {"points", points}};
+}
+
+namespace {
+json importance_params_json(const std::vector<ParameterImportance>& list) {
   json params = json::array();
-  for (const auto& p : r.params)
+  for (const auto& p : list)
     params.push_back({{"name", p.name}, {"eta_squared", number(p.eta_squared)}, {"groups", p.groups}, {"trials", p.trials}});
-  return {{"method", r.method},
-          {"metric", opt(r.metric_name)},
-          {"population", r.population},
-          {"sampled", r.sampled},
-          {"params", params}};
+  return params;
+}
+}  // namespace
+
+json importance_json(const ImportanceReport& r) {
+  json j = {{"method", r.method},
+            {"metric", opt(r.metric_name)},
+            {"population", r.population},
+            {"sampled", r.sampled},
+            {"params", importance_params_json(r.params)}};
+  if (!r.objectives.empty()) {  // several objectives: each one's importance
+    json objectives = json::array();
+    for (const auto& o : r.objectives)
+      objectives.push_back({{"metric", o.metric}, {"goal", o.goal}, {"params", importance_params_json(o.params)}});
+    j["objectives"] = std::move(objectives);
+  }
+  return j;
 }
 
 json error_json(const Status& s) {

@@ -19,6 +19,7 @@ nlohmann::json agent_json(const AgentRow& agent);
 nlohmann::json points_json(const store::SweepPoints& points);
 nlohmann::json history_json(const store::OptimizationHistory& history);
 nlohmann::json importance_json(const ImportanceReport& report);
+nlohmann::json objective_points_json(const store::ObjectivePoints& points);
 // {"error": {"code": "not_found", "message": "..."}}
 nlohmann::json error_json(const Status& status);
 // HTTP status for a failed Status: 400, 404, 409, 503 or 500.

@@ -150,6 +150,14 @@ void install_sweep_routes(Routes& routes, const ApiContext& api) {
     return history_json(history);
   });
 
+  routes.get_cached(R"(/api/sweeps/(\d+)/objectives)", {"limit"}, [api](const QueryParams& q) -> Result<json> {
+    SWEPT_ASSIGN_OR_RETURN(id, q.path_id("sweep id"));
+    SWEPT_ASSIGN_OR_RETURN(limit, chart_limit(q));
+    SWEPT_ASSIGN_OR_RETURN(db, api.pool.acquire());
+    SWEPT_ASSIGN_OR_RETURN(points, store::objective_points(*db, id, limit));
+    return objective_points_json(points);
+  });
+
   routes.get_cached(R"(/api/sweeps/(\d+)/importance)", {}, [api](const QueryParams& q) -> Result<json> {
     SWEPT_ASSIGN_OR_RETURN(id, q.path_id("sweep id"));
     SWEPT_ASSIGN_OR_RETURN(db, api.pool.acquire());

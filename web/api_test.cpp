@@ -416,11 +416,115 @@ TEST_CASE("web: points and importance summarise a sweep from a sample") {
   CHECK(imp["method"].get<std::string>().find("eta^2") != std::string::npos);
   CHECK(imp["sampled"] == 27);  // the 3 queued trials have no metric value
   CHECK(imp["population"] == 30);
-  REQUIRE(imp["params"].size() == 3);
+  // The hostile parameter has one value in every trial: never changed, so
+  // not listed at all (not with eta^2 0).
+  REQUIRE(imp["params"].size() == 2);
   CHECK(imp["params"][0]["name"] == "lr");  // loss falls with lr here: it explains most
   CHECK(imp["params"][0]["eta_squared"].get<double>() > 0.5);
+  CHECK(imp["params"][1]["name"] == "model.layers");
+  CHECK_FALSE(imp.contains("objectives"));
   auto empty = get_json(*r.client, "/api/sweeps/2/importance", 200);
   CHECK(empty["population"] == 0);
+}
+
+// Sweep 5: two objectives (loss down, acc up) and a constraint (mem at most
+// 8), in the sweep file as submitted. Trial 500 and its equal 502 and trial
+// 501 are the front; 503 would dominate them but violates mem; 504 is
+// dominated; 505 is running. `fixed` never changes.
+void fill_objectives_sweep(TestDb& db) {
+  db.exec("BEGIN");
+  db.run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at) "
+         "VALUES (5, 'front', 'random', NULL, NULL, ?, 'running', 6, 6, 1000)",
+         {"method: random\nrun_cap: 6\nmetrics:\n  - {name: loss, goal: minimize}\n  - {name: acc, goal: maximize}\n"
+          "constraints:\n  - {name: mem, max: 8}\nparameters:\n  lr: {min: 0.0, max: 1.0}\n  fixed: {value: 1}\n"});
+  const double values[6][3] = {{1, 0.5, 4}, {2, 0.9, 4}, {1, 0.5, 8}, {0.5, 0.95, 16}, {3, 0.4, 4}, {0.1, 1.0, 1}};
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = std::to_string(500 + i);
+    db.run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, created_at, ended_at) VALUES (" + id +
+               ", 5, " + std::to_string(i) + ", ?, '[]', '" + (i == 5 ? "running" : "completed") + "', 1, 1000, 1010)",
+           {json{{"lr", 0.1 * i}, {"fixed", 1}}.dump()});
+    const char* names[3] = {"loss", "acc", "mem"};
+    for (int k = 0; k < 3; ++k)
+      db.run("INSERT INTO trial_latest (trial_id, name, step, value) VALUES (" + id + ", ?, 1, " +
+                 std::to_string(values[i][k]) + ")",
+             {names[k]});
+  }
+  db.exec("COMMIT");
+}
+
+TEST_CASE("web: a sweep with several objectives serves its Pareto front, each trial's objectives and feasibility") {
+  TestDb db;
+  db.fill();
+  fill_objectives_sweep(db);
+  auto r = start(db.path());
+  auto sweep = get_json(*r.client, "/api/sweeps/5", 200);
+  CHECK(sweep["best"].is_null());
+  const json& front = sweep["front"];
+  CHECK(front["trial_ids"] == json::array({500, 501, 502}));
+  CHECK(front["objectives"] == json::parse(R"([{"name": "loss", "goal": "minimize"}, {"name": "acc", "goal": "maximize"}])"));
+  CHECK(front["evaluated"] == 5);
+  CHECK(front["infeasible"] == 1);
+  CHECK(front["reference"][0].get<double>() == doctest::Approx(3));
+  CHECK(front["reference"][1].get<double>() == doctest::Approx(0.4));
+  CHECK(front["hypervolume"].get<double>() == doctest::Approx(0.6));
+  CHECK(sweep["constraints"] == json::parse(R"([{"name": "mem", "min": null, "max": 8}])"));
+  // The list has the same summary; a sweep with one metric and no constraints has neither key.
+  auto list = get_json(*r.client, "/api/sweeps", 200);
+  for (const auto& s : list["sweeps"]) {
+    if (s["id"] == 5) CHECK(s["front"] == front);
+    if (s["id"] == 1) CHECK_FALSE(s.contains("front"));
+    if (s["id"] == 1) CHECK_FALSE(s.contains("constraints"));
+  }
+
+  auto page = get_json(*r.client, "/api/sweeps/5/trials", 200);
+  CHECK(page["best_trial_id"].is_null());
+  for (const auto& t : page["trials"]) {
+    if (t["id"] == 503) {
+      CHECK(t["feasible"] == false);
+      CHECK(t["violated"] == json::array({"mem"}));
+    } else if (t["id"] == 505) {
+      CHECK_FALSE(t.contains("feasible"));  // running: not judged yet
+    } else {
+      CHECK(t["feasible"] == true);
+    }
+  }
+
+  auto points = get_json(*r.client, "/api/sweeps/5/objectives", 200);
+  CHECK(points["front"] == front);
+  CHECK(points["total"] == 5);
+  CHECK(points["params"] == json::array({"fixed", "lr"}));
+  REQUIRE(points["points"].size() == 5);
+  for (const auto& p : points["points"]) {
+    const int id = p["trial_id"];
+    CHECK(p["on_front"] == (id == 500 || id == 501 || id == 502));
+    CHECK(p["feasible"] == (id != 503));
+    if (id == 501) CHECK(p["values"] == json::array({2.0, 0.9}));
+  }
+  get_json(*r.client, "/api/sweeps/5/objectives?limit=0", 400);
+  get_json(*r.client, "/api/sweeps/99/objectives", 404);
+  // One metric: one objective, its best the one point on the "front".
+  auto one = get_json(*r.client, "/api/sweeps/1/objectives", 200);
+  CHECK(one["objectives"].size() == 1);
+  CHECK(one["front"].is_null());
+  int best = 0;
+  for (const auto& p : one["points"]) best += p["on_front"].get<bool>() ? p["trial_id"].get<int>() : 0;
+  CHECK(best == get_json(*r.client, "/api/sweeps/1", 200)["best"]["trial_id"]);
+  CHECK(best == 118);  // the lowest loss among completed trials (running 121 is lower, but not best)
+
+  // Importance per objective; `fixed` never changed, so it is not listed.
+  auto imp = get_json(*r.client, "/api/sweeps/5/importance", 200);
+  REQUIRE(imp["objectives"].size() == 2);
+  CHECK(imp["objectives"][0]["metric"] == "loss");
+  CHECK(imp["objectives"][1]["metric"] == "acc");
+  CHECK(imp["objectives"][1]["goal"] == "maximize");
+  for (const auto& o : imp["objectives"]) {
+    REQUIRE(o["params"].size() == 1);
+    CHECK(o["params"][0]["name"] == "lr");
+    CHECK(o["params"][0]["trials"] == 5);
+  }
+  CHECK(imp["metric"] == "loss");
+  CHECK(imp["sampled"] == 5);
+  CHECK(imp["population"] == 6);
 }
 
 // Sweep 3 (maximize): trials whose index order and completion order differ,

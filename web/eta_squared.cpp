@@ -89,6 +89,9 @@ std::vector<ParameterImportance> parameter_importance(const ImportanceInput& inp
     } else {
       imp.groups = rows.size();
     }
+    // A parameter that never changed (one value over the trials with a
+    // metric) explains nothing and is not a choice the sweep made: not listed.
+    if (imp.groups < 2) continue;
     out.push_back(std::move(imp));
   }
   std::stable_sort(out.begin(), out.end(),

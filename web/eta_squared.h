@@ -34,7 +34,8 @@ struct ParameterImportance {
 // ANOVA): trials are grouped by the parameter's value (numbers with more than
 // `max_bins` distinct values into `max_bins` equal-count bins by rank; anything
 // else by value) and eta^2 = SS_between / SS_total of the metric. A parameter
-// with a single group, or a metric with no variance, scores 0.
+// with a single group (it never changed over the trials with a metric value)
+// is left out of the result; with a metric of no variance, one scores 0.
 // `values[p][t]` is parameter p of trial t (nullopt-like: absent when the
 // trial lacks it, represented by `present[p][t] == false`).
 struct ImportanceInput {

@@ -10,7 +10,9 @@
 // rows the test inserts while the page is open appear (live update), every
 // state's badge has its tone's colour (app.css styles tones only), and an
 // early-stopped trial shows as such in the trials table and gets its stop
-// mark on the learning curves (the database is brought to schema version 5,
+// mark on the learning curves; a sweep with three objectives shows its
+// Pareto front, the objectives' parallel coordinates and its infeasible
+// trial (the database is brought to schema version 5,
 // the stop_* columns of version 4 included, by the migrations' own ALTERs).
 // Then the same over HTTPS: `swept web --tls-cert/--tls-key` with a throwaway
 // self-signed certificate (openssl CLI), chromium told to accept it, the page
@@ -96,9 +98,32 @@ function fixture() {
     if (step <= 20) s += `INSERT INTO metrics VALUES (3001, 'loss', ${step}, ${1.5 + 1 / (step + 1)});\n`;
   }
   s += `INSERT INTO trial_latest VALUES (3000, 'loss', 40, 0.2); INSERT INTO trial_latest VALUES (3001, 'loss', 20, 1.5);\n`;
+  s += objectivesSweepSql();
   s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100, NULL);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
+}
+
+// Sweep 4: three objectives (loss down, acc up, latency down) and a
+// constraint (mem at most 8), as its sweep file says. 4000, 4001 and 4004
+// are the Pareto front; 4002 would be on it but violates mem; 4003 is
+// dominated by 4000.
+const FRONT = [4000, 4001, 4004];
+function objectivesSweepSql() {
+  const spec = 'method: random\nrun_cap: 5\nmetrics:\n  - {name: loss, goal: minimize}\n  - {name: acc, goal: maximize}\n' +
+    '  - {name: latency, goal: minimize}\nconstraints:\n  - {name: mem, max: 8}\nparameters:\n  lr: {min: 0.0, max: 1.0}\n';
+  const rows = [[1, 0.5, 10, 4], [2, 0.9, 10, 4], [0.5, 0.95, 5, 16], [3, 0.4, 20, 4], [1.5, 0.6, 2, 4]];
+  let s = `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (4, 'front', 'random', NULL, NULL, ${q(spec)}, 'running', 5, 5, 1700000000);\n`;
+  rows.forEach((r, i) => {
+    const id = 4000 + i;
+    s += `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, created_at, ended_at)
+          VALUES (${id}, 4, ${i}, '{"lr": ${0.1 * (i + 1)}}', '[]', 'completed', 1, 1700000000, 1700000050);\n`;
+    ['loss', 'acc', 'latency', 'mem'].forEach((name, k) => {
+      s += `INSERT INTO trial_latest VALUES (${id}, '${name}', 1, ${r[k]});\n`;
+    });
+  });
+  return s;
 }
 
 // Every state of every table (GET /api/info) is shown in its tone's colour:
@@ -246,6 +271,37 @@ try {
   if (!stopTitle.includes('early-stopped at step 20') || !stopTitle.includes(STOP_REASON))
     throw new Error(`the stop mark does not say where and why: ${stopTitle}`);
   await page.screenshot({ path: path.join(shots, 'early-stopped-1920.png'), fullPage: true });
+
+  // Several objectives: the front scatter of two chosen objectives (front
+  // points marked, the infeasible trial hollow), parallel coordinates of all
+  // three, the front's trials highlighted and the infeasible one tagged in
+  // the table, and a summary that gives the front's size and hypervolume.
+  await page.goto(`${server.url}#/sweeps/4`);
+  await until('the front scatter', async () => (await page.locator('#front svg circle.front-dot').count()) === 5);
+  const onFront = async (sel) => (await page.locator(sel).evaluateAll((ns) => ns.map((n) => Number(n.dataset.trialId)))).sort();
+  const dots = await onFront('#front svg circle.on-front');
+  if (JSON.stringify(dots) !== JSON.stringify(FRONT)) throw new Error(`front dots: ${dots}`);
+  const hollow = await onFront('#front svg circle.infeasible');
+  if (JSON.stringify(hollow) !== '[4002]') throw new Error(`infeasible dots: ${hollow}`);
+  await until('parallel coordinates of the objectives', async () =>
+    (await page.locator('#front-parallel svg path.front-pc').count()) === 5 &&
+    (await page.locator('#front-parallel svg path.front-pc.on-front').count()) === FRONT.length);
+  await page.locator('select[aria-label="front y objective"]').selectOption({ label: 'latency' });
+  await until('the scatter against latency', async () =>
+    (await page.locator('#front .front-ylabel').textContent()) === 'latency (minimize)');
+  await until('the front rows highlighted', async () => (await page.locator('#trials tr.best').count()) === FRONT.length);
+  const tagged = await page.locator('#trials tr.infeasible .infeasible-tag').count();
+  if (tagged !== 1 || await page.locator('#trials tr[data-trial-id="4002"] .infeasible-tag').count() !== 1)
+    throw new Error('the infeasible trial is not tagged in the table');
+  const frontSummary = await page.locator('#front-summary').textContent();
+  if (!frontSummary.includes('3 trials on the front of 5 (1 infeasible)')) throw new Error(`front summary: ${frontSummary}`);
+  if (!(await page.locator('#constraints').textContent()).includes('mem ≤ 8')) throw new Error('constraints not shown');
+  await until('importance per objective', async () => (await page.locator('select[aria-label="importance objective"] option').count()) === 3);
+  await page.screenshot({ path: path.join(shots, 'front-1280.png'), fullPage: true });
+  await page.goto(`${server.url}#/trials/4002`);
+  await until('the infeasible trial\'s page says so', async () =>
+    (await page.locator('#feasibility').count()) === 1 &&
+    (await page.locator('#feasibility').textContent()) === 'infeasible: violates mem');
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());

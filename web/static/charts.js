@@ -208,6 +208,11 @@
       .attr('y', y.rangeBand() / 2 + 4).text(function (p) { return 'η² ' + p.eta_squared.toFixed(2); });
   }
 
+  // Shared with front.js (the charts of several objectives).
+  swept.chartFrame = chartFrame;
+  swept.extent = extent;
+  swept.tickNumber = tickNumber;
+  swept.shorten = shorten;
   swept.emptyChart = emptyChart;
   swept.drawLines = drawLines;
   swept.drawParallel = drawParallel;

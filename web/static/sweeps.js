@@ -11,6 +11,8 @@
   var STATES = swept.STATES, STATE_LABELS = swept.STATE_LABELS, SWEEP_FINAL = swept.SWEEP_FINAL;
   var emptyChart = swept.emptyChart, drawLines = swept.drawLines, drawParallel = swept.drawParallel;
   var drawScatter = swept.drawScatter, drawHistory = swept.drawHistory, drawImportance = swept.drawImportance;
+  var drawFrontScatter = swept.drawFrontScatter, drawObjectiveParallel = swept.drawObjectiveParallel;
+  var asMetricPoints = swept.asMetricPoints, frontText = swept.frontText;
   var PAGE_SIZE = 50;  // trials per page of the table
 
   function sweepsView(root) {
@@ -27,13 +29,14 @@
         body.appendChild(el('tr', null, el('td', { colspan: 8, className: 'muted', text: 'No sweeps yet: submit one with swept submit or swept run.' })));
       }
       sweeps.forEach(function (s) {
-        var best = s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) :
+        var best = s.front ? el('span', { text: 'front of ' + s.front.trial_ids.length }) :
+          s.best ? el('span', null, fmt(s.best.value) + ' ', trialLink(s.best.trial_id)) :
           s.metric_missing ? el('span', { className: 'warning-text', text: 'never reported', title: metricMissingText(s) }) : '—';
         body.appendChild(el('tr', { 'data-sweep-id': s.id },
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: String(s.id) })),
           el('td', null, el('a', { href: '#/sweeps/' + Number(s.id), text: s.name })),
           el('td', { text: s.method }),
-          el('td', { text: s.metric.name ? s.metric.name + ' (' + (s.metric.goal || '') + ')' : '—' }),
+          el('td', { text: metricText(s) }),
           el('td', null, stateBadge('sweep', s.state)),
           el('td', null, progressBar(s.counts)),
           el('td', { className: 'muted counts', text: countsText(s.counts) + (s.total_trials !== null ? ' of ' + s.total_trials : '') }),
@@ -48,6 +51,22 @@
     return { onChange: function (ev) { if (ev.resync || ev.sweeps.length) refresh(); }, dispose: refresh.cancel };
   }
 
+  // The sweep's metric, or its objectives: "loss (minimize), acc (maximize)".
+  function metricText(s) {
+    if (s.front) return s.front.objectives.map(function (o) { return o.name + ' (' + o.goal + ')'; }).join(', ');
+    return s.metric.name ? s.metric.name + ' (' + (s.metric.goal || '') + ')' : '—';
+  }
+
+  // A sweep's constraints: "mem ≤ 8, acc ≥ 0.5".
+  function constraintsText(constraints) {
+    var parts = [];
+    constraints.forEach(function (c) {
+      if (c.min !== null) parts.push(c.name + ' ≥ ' + fmt(c.min));
+      if (c.max !== null) parts.push(c.name + ' ≤ ' + fmt(c.max));
+    });
+    return parts.join(', ');
+  }
+
   // The warning for a sweep whose metric no trial reports (docs/api.md,
   // metric_missing), or null.
   function metricMissingText(s) {
@@ -60,7 +79,8 @@
 
   function sweepView(root, sweepId) {
     var state = { sort: 'idx', order: 'asc', states: [], offset: 0, selected: null, metric: null, page: null, sweep: null,
-      historyMode: 'index', history: null };
+      historyMode: 'index', history: null, frontX: 0, frontY: 1, objectives: null, importance: null,
+      importanceObjective: 0 };
     var title = el('h1', { text: 'Sweep ' + sweepId });
     var summary = el('div', { className: 'summary' });
     var warning = el('div', { id: 'metric-warning', className: 'warning', role: 'alert', hidden: 'hidden' });
@@ -74,28 +94,45 @@
     var scatters = el('div', { className: 'scatters' });
     var metricSelect = el('select', { 'aria-label': 'curve metric' });
     var importanceNote = el('div', { className: 'note' });
+    var importanceSelect = el('select', { 'aria-label': 'importance objective', hidden: 'hidden' });
+    // A sweep with several objectives: its Pareto front (shown once the summary says so).
+    var frontX = el('select', { 'aria-label': 'front x objective' }), frontY = el('select', { 'aria-label': 'front y objective' });
+    var frontChart = el('div', { className: 'chart tall', id: 'front' });
+    var frontParallel = el('div', { className: 'chart tall', id: 'front-parallel', hidden: 'hidden' });
+    var frontNote = el('div', { className: 'note' });
+    var frontPanel = el('section', { className: 'panel wide', id: 'front-panel', hidden: 'hidden' },
+      el('h2', null, 'Pareto front ', frontX, ' against ', frontY), frontChart, frontParallel, frontNote);
     var table = el('table', { id: 'trials' });
     var pager = el('div', { className: 'pager' });
     root.replaceChildren(
       el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary, warning,
-      el('div', { className: 'grid' },
+      el('div', { className: 'grid' }, frontPanel,
         el('section', { className: 'panel' }, el('h2', null, 'Learning curves ', metricSelect), curves,
           el('div', { className: 'note', text: 'Tick trials in the table to compare them.' })),
-        el('section', { className: 'panel' }, el('h2', { text: 'Parameter importance' }), importance, importanceNote),
+        el('section', { className: 'panel' }, el('h2', null, 'Parameter importance ', importanceSelect), importance, importanceNote),
         el('section', { className: 'panel wide' }, el('h2', null, 'Optimisation history ', historyModes), history, historyNote),
         el('section', { className: 'panel wide' }, el('h2', { text: 'Parallel coordinates' }), parallel),
         el('section', { className: 'panel wide' }, el('h2', { text: 'Metric vs each parameter' }), scatters)),
       el('section', { className: 'panel' }, toolbar, el('div', { className: 'table-wrap' }, table), pager));
 
     metricSelect.addEventListener('change', function () { state.metric = metricSelect.value; loadCurves(); });
+    frontX.addEventListener('change', function () { state.frontX = Number(frontX.value); renderFront(); });
+    frontY.addEventListener('change', function () { state.frontY = Number(frontY.value); renderFront(); });
+    importanceSelect.addEventListener('change', function () {
+      state.importanceObjective = Number(importanceSelect.value); renderImportance();
+    });
 
     function renderSummary(s) {
       state.sweep = s;
       title.textContent = s.name + ' (sweep ' + s.id + ')';
       var items = [el('span', null, stateBadge('sweep', s.state)), el('span', null, 'method ', el('b', { text: s.method })),
-        el('span', null, 'metric ', el('b', { text: s.metric.name ? s.metric.name + ' (' + s.metric.goal + ')' : '—' })),
+        el('span', null, s.front ? 'objectives ' : 'metric ', el('b', { text: metricText(s) })),
         el('span', null, progressBar(s.counts)), el('span', { className: 'muted', text: countsText(s.counts) }),
-        el('span', null, 'best ', el('b', { text: s.best ? fmt(s.best.value) : '—' }), ' ', s.best ? trialLink(s.best.trial_id) : '')];
+        s.front ? el('span', { id: 'front-summary' }, 'Pareto front ', el('b', { text: frontText(s.front) }))
+          : el('span', null, 'best ', el('b', { text: s.best ? fmt(s.best.value) : '—' }), ' ', s.best ? trialLink(s.best.trial_id) : '')];
+      if (s.constraints && s.constraints.length)
+        items.push(el('span', { id: 'constraints', className: 'muted', text: 'constraints: ' + constraintsText(s.constraints) }));
+      frontPanel.hidden = !s.front;
       if (swept.info.cancel && SWEEP_FINAL[s.state] === false) {
         items.push(el('button', { className: 'danger', text: 'Cancel sweep', onclick: function () {
           if (!window.confirm('Cancel sweep ' + s.id + ' and stop its running trials?')) return;
@@ -141,7 +178,7 @@
         page.trials.slice(0, 4).forEach(function (t) { if (state.selected.indexOf(t.id) < 0) state.selected.push(t.id); });
       }
       if (state.metric === null) {
-        var sw = state.sweep && state.sweep.metric.name;
+        var sw = state.sweep && (state.sweep.metric.name || (state.sweep.front && state.sweep.front.objectives[0].name));
         state.metric = sw && page.columns.metrics.indexOf(sw) >= 0 ? sw : (page.columns.metrics[0] || '');
       }
       metricSelect.replaceChildren.apply(metricSelect, page.columns.metrics.map(function (m) {
@@ -170,9 +207,14 @@
           agent = t.nodes.map(function (n) { return n.agent; }).join(' + ');
           gpus = t.nodes.map(function (n) { return n.gpus.join(',') || '—'; }).join(' + ');
         }
-        var tr = el('tr', { 'data-trial-id': t.id, className: t.id === page.best_trial_id ? 'best' : '' },
+        // The best trial, or every trial on the Pareto front, is highlighted;
+        // an infeasible one is marked with the constraints it violates.
+        var rowClass = (t.id === page.best_trial_id || onFront(t.id) ? 'best' : '') + (t.feasible === false ? ' infeasible' : '');
+        var tr = el('tr', { 'data-trial-id': t.id, className: rowClass.trim() },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
-          el('td', null, stateBadge('trial', t.state, t.stopping)), el('td', { text: agent }), el('td', { text: gpus }),
+          el('td', null, stateBadge('trial', t.state, t.stopping), t.feasible === false ?
+            el('span', { className: 'infeasible-tag', text: 'infeasible', title: 'violates ' + t.violated.join(', ') }) : null),
+          el('td', { text: agent }), el('td', { text: gpus }),
           el('td', { className: 'num', text: String(t.attempts) }));
         page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
         page.columns.metrics.forEach(function (m) { tr.appendChild(el('td', { className: 'num', text: fmt(t.metrics[m]) })); });
@@ -185,6 +227,10 @@
         el('button', { text: '← prev', disabled: page.offset === 0 ? 'disabled' : null, onclick: function () { state.offset = Math.max(0, state.offset - PAGE_SIZE); loadTable(); } }),
         el('span', { className: 'muted', text: from + '–' + to + ' of ' + page.total }),
         el('button', { text: 'next →', disabled: to >= page.total ? 'disabled' : null, onclick: function () { state.offset += PAGE_SIZE; loadTable(); } }));
+    }
+
+    function onFront(id) {
+      return !!(state.sweep && state.sweep.front && state.sweep.front.trial_ids.indexOf(id) >= 0);
     }
 
     function loadTable() {
@@ -221,22 +267,72 @@
         (h.stride > 1 ? ' (every ' + h.stride + 'th shown, and each that improved the best)' : '') + '.';
     }
 
+    // The front's selectors and charts from the objective points.
+    function renderFront() {
+      var data = state.objectives;
+      if (!data) return;
+      [[frontX, state.frontX], [frontY, state.frontY]].forEach(function (pair) {
+        pair[0].replaceChildren.apply(pair[0], data.objectives.map(function (o, k) {
+          var opt = el('option', { value: k, text: o.name });
+          if (k === pair[1]) opt.selected = true;
+          return opt;
+        }));
+      });
+      drawFrontScatter(frontChart, data, state.frontX, state.frontY);
+      frontParallel.hidden = data.objectives.length < 3;
+      if (data.objectives.length >= 3) drawObjectiveParallel(frontParallel, data);
+      frontNote.textContent = (data.front ? frontText(data.front) + '. ' : '') + 'Large dots: the Pareto front' +
+        (data.objectives.length === 2 ? ' (the line is its staircase)' : ' over every objective') +
+        '; hollow grey: infeasible (violates a constraint)' +
+        (data.stride > 1 ? '; every ' + data.stride + 'th trial shown, and the whole front' : '') + '.';
+    }
+
+    function renderImportance() {
+      var r = state.importance;
+      if (!r) return;
+      var objectives = r.objectives || [];
+      importanceSelect.hidden = !objectives.length;
+      if (!objectives.length) return drawImportance(importance, r);
+      importanceSelect.replaceChildren.apply(importanceSelect, objectives.map(function (o, k) {
+        var opt = el('option', { value: k, text: o.metric });
+        if (k === state.importanceObjective) opt.selected = true;
+        return opt;
+      }));
+      drawImportance(importance, objectives[state.importanceObjective] || objectives[0]);
+    }
+
+    // Parallel coordinates and a scatter per parameter, of the one metric
+    // (several objectives: the first one's).
+    function drawParamCharts(data, best) {
+      drawParallel(parallel, data, best);
+      scatters.replaceChildren();
+      data.params.forEach(function (p) {
+        var box = el('div', { className: 'chart' });
+        scatters.appendChild(box);
+        drawScatter(box, data, p, best);
+      });
+      if (!data.params.length) scatters.appendChild(el('div', { className: 'muted', text: 'no parameters' }));
+    }
+
     function loadCharts() {
-      api('/api/sweeps/' + sweepId + '/history').then(function (h) { state.history = h; renderHistory(); })
-        .catch(function (e) { showError(history, e); });
-      var best = state.sweep && state.sweep.best ? state.sweep.best.trial_id : null;
-      api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) {
-        drawParallel(parallel, data, best);
-        scatters.replaceChildren();
-        data.params.forEach(function (p) {
-          var box = el('div', { className: 'chart' });
-          scatters.appendChild(box);
-          drawScatter(box, data, p, best);
-        });
-        if (!data.params.length) scatters.appendChild(el('div', { className: 'muted', text: 'no parameters' }));
-      }).catch(function (e) { showError(parallel, e); });
+      if (state.sweep && state.sweep.front) {
+        emptyChart(history, 'several objectives: the Pareto front above shows what each trial traded');
+        historyNote.textContent = '';
+        api('/api/sweeps/' + sweepId + '/objectives?limit=1000').then(function (data) {
+          state.objectives = data;
+          renderFront();
+          drawParamCharts(asMetricPoints(data, 0), null);
+        }).catch(function (e) { showError(frontChart, e); });
+      } else {
+        api('/api/sweeps/' + sweepId + '/history').then(function (h) { state.history = h; renderHistory(); })
+          .catch(function (e) { showError(history, e); });
+        var best = state.sweep && state.sweep.best ? state.sweep.best.trial_id : null;
+        api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) { drawParamCharts(data, best); })
+          .catch(function (e) { showError(parallel, e); });
+      }
       api('/api/sweeps/' + sweepId + '/importance').then(function (r) {
-        drawImportance(importance, r);
+        state.importance = r;
+        renderImportance();
         importanceNote.textContent = 'Method: ' + r.method + '. Sampled ' + r.sampled + ' of ' + r.population + ' trials.';
       }).catch(function (e) { showError(importance, e); });
     }

@@ -18,6 +18,10 @@
       function row(k, v) { kv.appendChild(el('dt', { text: k })); kv.appendChild(el('dd', null, v)); }
       row('sweep', el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: t.sweep_name }));
       row('state', stateBadge('trial', t.state, t.stopping));
+      // A completed trial of a sweep with constraints: whether it keeps them all.
+      if (t.feasible !== undefined)
+        row('constraints', el('span', { id: 'feasibility', className: t.feasible ? '' : 'infeasible-tag',
+          text: t.feasible ? 'feasible' : 'infeasible: violates ' + t.violated.join(', ') }));
       row('reason', t.reason || '—');
       row('exit code', t.exit_code === null ? '—' : String(t.exit_code));
       row('agent', t.agent || '—');
