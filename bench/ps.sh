@@ -10,7 +10,9 @@
 # quarter of a core: its cgroup's cpu.max "25000 100000" (cgroup v2), else
 # cpu.cfs_quota_us 25000 of 100000 (cgroup v1's cpu controller), else (no
 # writable cgroup) SIGSTOP/SIGCONT from this script, 30 ms stopped of every
-# 40 ms. Worker 0 (the one that reports) is never the straggler. The time
+# 40 ms. STRAGGLER_US sets the quota: where the workers get less than a core
+# each (more processes than cores), a quarter of a core slows nobody, and a
+# quarter of their share is the straggler the benchmark means. Worker 0 (the one that reports) is never the straggler. The time
 # is from the start of the processes to worker 0's first validation line at
 # or above the target (each line stamped by this script as it arrives); a
 # run that has not got there after RUN_LIMIT seconds is stopped and
@@ -21,7 +23,7 @@
 # Env:   BIN (swept-train; default build/bin/swept-train), THREADS (per
 #        process; default nproc/5, at least 1), MODELS ("mlp cnn"), SCENARIOS
 #        ("full straggler"), STRATEGIES ("allreduce sync sync+1 async"),
-#        RUN_LIMIT (seconds, default 90), SCALE_STEPS (default 300; 0 skips the
+#        RUN_LIMIT (seconds, default 90), STRAGGLER_US (cgroup quota per 100 ms, default 25000), SCALE_STEPS (default 300; 0 skips the
 #        1-vs-2-server part), OUT (a file for the JSON lines; default stdout only)
 # Prints one JSON line per run. Exit 2 when swept-train or the data is missing.
 set -uo pipefail
@@ -33,6 +35,7 @@ MODELS="${MODELS:-mlp cnn}"
 SCENARIOS="${SCENARIOS:-full straggler}"
 STRATEGIES="${STRATEGIES:-allreduce sync sync+1 async}"
 RUN_LIMIT="${RUN_LIMIT:-90}"
+STRAGGLER_US="${STRAGGLER_US:-25000}"
 SCALE_STEPS="${SCALE_STEPS:-300}"
 OUT="${OUT:-/dev/null}"
 [[ -x "$BIN" ]] || { echo "ps.sh: $BIN not found: build swept-train (cmake --build build --target swept-train) or set BIN" >&2; exit 2; }
@@ -51,13 +54,13 @@ make_cgroup() {
   local v2=/sys/fs/cgroup v1=/sys/fs/cgroup/cpu
   if [[ -f $v2/cgroup.controllers ]] && grep -qw cpu $v2/cgroup.controllers && mkdir "$v2/swept-ps-$$" 2>/dev/null; then
     CG="$v2/swept-ps-$$"
-    echo "25000 100000" >"$CG/cpu.max" 2>/dev/null && { STRAGGLE="cgroup v2 cpu.max 25000/100000"; return; }
+    echo "$STRAGGLER_US 100000" >"$CG/cpu.max" 2>/dev/null && { STRAGGLE="cgroup v2 cpu.max $STRAGGLER_US/100000"; return; }
     rmdir "$CG"; CG=""
   fi
   if [[ -d $v1 ]] && mkdir "$v1/swept-ps-$$" 2>/dev/null; then
     CG="$v1/swept-ps-$$"
-    echo 100000 >"$CG/cpu.cfs_period_us" && echo 25000 >"$CG/cpu.cfs_quota_us" &&
-      { STRAGGLE="cgroup v1 cpu.cfs_quota_us 25000/100000"; return; }
+    echo 100000 >"$CG/cpu.cfs_period_us" && echo "$STRAGGLER_US" >"$CG/cpu.cfs_quota_us" &&
+      { STRAGGLE="cgroup v1 cpu.cfs_quota_us $STRAGGLER_US/100000"; return; }
     rmdir "$CG"; CG=""
   fi
   STRAGGLE="SIGSTOP/SIGCONT 30 of 40 ms"
