@@ -26,12 +26,14 @@ zmq::context_t& context() {
 }
 }  // namespace
 
-Result<std::unique_ptr<PsClient>> PsClient::connect(const Cluster& cluster,
-                                                    size_t total_params, std::chrono::milliseconds timeout) {
+Result<std::unique_ptr<PsClient>> PsClient::connect(const Cluster& cluster, size_t total_params,
+                                                    std::chrono::milliseconds timeout,
+                                                    const std::atomic<bool>* stop) {
   std::unique_ptr<PsClient> c(new PsClient());
   c->worker_ = cluster.index;
   c->workers_ = static_cast<int>(cluster.workers.size());
   c->timeout_ = timeout;
+  c->stop_ = stop;
   const int servers = static_cast<int>(cluster.servers.size());
   static int next_monitor = 0;
   for (int i = 0; i < servers; ++i) {
@@ -109,9 +111,13 @@ Result<PullResult> PsClient::gather(const char* what, std::vector<float>* params
         items.push_back({l->socket.handle(), 0, ZMQ_POLLIN, 0});
         items.push_back({l->monitor.handle(), 0, ZMQ_POLLIN, 0});
       }
+      if (stop_ != nullptr && stop_->load()) {
+        out.stopped = true;
+        return out;
+      }
       const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (wait.count() <= 0) break;
-      if (zmq::poll(items, wait) <= 0) continue;
+      if (zmq::poll(items, std::min(wait, std::chrono::milliseconds(100))) <= 0) continue;
       for (size_t i = 0; i < n; ++i) {
         // A closed connection is reported only when no message is left
         // before it: a server that ends the attempt sends its reason (kAbort)

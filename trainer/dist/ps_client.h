@@ -10,6 +10,7 @@
 // Thread safety: one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <vector>
@@ -26,6 +27,7 @@ struct PullResult {
   int64_t version0 = 0;     // server 0's version (async: updates applied in all)
   int64_t unit = -1;        // the unit of work handed out (kWantUnitFlag), -1 none
   PsReply stats;            // server 0's staleness counters
+  bool stopped = false;     // the stop flag was set while waiting: nothing else is valid
 };
 
 class PsClient {
@@ -33,9 +35,12 @@ class PsClient {
   // Connects to every server of `cluster` and says hello (checks that they
   // serve the same workers and model). Errors: kIoError (a server not
   // answering within `timeout`), kInvalidArgument (the server refused:
-  // another TF_CONFIG or model).
-  static Result<std::unique_ptr<PsClient>> connect(const Cluster& cluster,
-                                                   size_t total_params, std::chrono::milliseconds timeout);
+  // another TF_CONFIG or model). Every wait also ends, within 100 ms, once
+  // *stop is true (SIGTERM: a sync pull may wait long for a straggler), with
+  // PullResult::stopped.
+  static Result<std::unique_ptr<PsClient>> connect(const Cluster& cluster, size_t total_params,
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::atomic<bool>* stop = nullptr);
   ~PsClient();
 
   // Pushes `grad` (all parameters' gradient; null: nothing to push)
@@ -59,6 +64,7 @@ class PsClient {
   int worker_ = 0;
   int workers_ = 0;
   std::chrono::milliseconds timeout_{0};
+  const std::atomic<bool>* stop_ = nullptr;
   std::vector<std::unique_ptr<Link>> links_;
   std::vector<std::pair<size_t, size_t>> slices_;
   std::vector<int64_t> versions_;  // of each server's slice at the last pull

@@ -121,7 +121,8 @@ struct WorkerSetup {
   std::unique_ptr<PsClient> client;
 };
 
-Result<WorkerSetup> set_up_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::milliseconds timeout) {
+Result<WorkerSetup> set_up_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::milliseconds timeout,
+                                  const std::atomic<bool>& stop_requested) {
   log::info("CPU kernels: " + cpu::kernel_choice().description());
   CpuBackendOptions options;
   options.threads = config.threads > 0 ? config.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -136,7 +137,7 @@ Result<WorkerSetup> set_up_worker(const TrainConfig& config, const Cluster& clus
   WorkerSetup out;
   out.trainer = std::move(*trainer);
   Result<std::unique_ptr<PsClient>> client =
-      PsClient::connect(cluster, param_layout(config.model).total, timeout);
+      PsClient::connect(cluster, param_layout(config.model).total, timeout, &stop_requested);
   if (!client.ok()) return client.status();
   out.client = std::move(*client);
   log::info("worker " + std::to_string(cluster.index) + " of " + std::to_string(workers) + " with " +
@@ -154,7 +155,7 @@ int run_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::m
     return exit_code_for(s);
   };
   const auto started = SteadyClock::now();
-  Result<WorkerSetup> setup = set_up_worker(config, cluster, timeout);
+  Result<WorkerSetup> setup = set_up_worker(config, cluster, timeout, stop_requested);
   if (!setup.ok()) return fail(setup.status());
   Trainer& trainer = *setup->trainer;
   PsClient& client = *setup->client;
@@ -163,8 +164,13 @@ int run_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::m
   std::vector<float> params(param_layout(config.model).total), grad;
   Reporter reporter(config, trainer, metrics);
   Result<PullResult> r = client.step(nullptr, 0, 0, !sync, workers * total, params);
+  auto stopped = [](int64_t step) {
+    log::info("stopped by signal at step " + std::to_string(step) + " (--strategy=ps: nothing saved)");
+    return kExitInterrupted;
+  };
   for (;;) {
     if (!r.ok()) return fail(r.status());
+    if (r->stopped) return stopped(trainer.step());
     if (worker0) {
       Result<int> rc = reporter.at(sync ? r->min_version : r->version0 / workers, *r, params);
       if (!rc.ok()) return fail(rc.status());
@@ -173,10 +179,7 @@ int run_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::m
     const int64_t step = sync ? r->min_version : r->unit / workers;
     const int shard = sync ? cluster.index : static_cast<int>(r->unit % workers);
     if (sync ? step >= total : r->unit < 0) break;
-    if (stop_requested.load()) {
-      log::info("stopped by signal at step " + std::to_string(step) + " (--strategy=ps: nothing saved)");
-      return kExitInterrupted;
-    }
+    if (stop_requested.load()) return stopped(step);
     Status s = trainer.ps_gradient(step, shard, params, grad);
     if (!s.ok()) return fail(s);
     // Async applies N pushes per global batch: each at lr / N, so that they
@@ -186,6 +189,7 @@ int run_worker(const TrainConfig& config, const Cluster& cluster, std::chrono::m
   }
   Result<PullResult> end = client.done(worker0, &params);
   if (!end.ok()) return fail(end.status());
+  if (end->stopped) return stopped(total);
   if (!worker0) return kExitOk;
   Result<int> rc = reporter.at(total, *end, params);
   if (!rc.ok()) return fail(rc.status());

@@ -202,6 +202,28 @@ TEST_CASE("trainer ps: a killed parameter server ends the workers at once, namin
   }
 }
 
+TEST_CASE("trainer ps: SIGTERM ends a worker waiting for a stopped peer's gradient at once (exit 130)") {
+  TempDir data("ps-term");
+  write_mnist_like(data.path(), 1100, 300, 2);
+  PsRun run({"--data=" + data.path(), "--model=mlp", "--hidden=8", "--batch_size=10", "--epochs=1000",
+             "--log_every=1", "--ps_mode=sync"},
+            2, 1);
+  // Worker 1 never pushes: worker 0 computes step 0, pushes, and its pull
+  // for version 1 waits. Its log says when it is connected (the pipes are
+  // read until then, with a deadline).
+  run.workers[1]->signal(SIGSTOP);
+  const auto deadline = swept::trainer::testing::Clock::now() + std::chrono::seconds(60);
+  while (run.workers[0]->err().find("worker 0 of 2 with 1 parameter server") == std::string::npos &&
+         swept::trainer::testing::Clock::now() < deadline)
+    run.workers[0]->wait_for_line([](const std::string&) { return false; }, 0.05);
+  REQUIRE(run.workers[0]->err().find("worker 0 of 2 with 1 parameter server") != std::string::npos);
+  run.workers[0]->signal(SIGTERM);
+  CHECK(run.workers[0]->wait_exit(30) == 130);  // not after SWEPT_RENDEZVOUS_TIMEOUT (60 s), exit 1
+  CHECK(run.workers[0]->err().find("stopped by signal") != std::string::npos);
+  run.workers[1]->signal(SIGCONT);
+  CHECK(run.servers[0]->wait_exit(30) == 1);  // worker 0 was lost: the attempt ends
+}
+
 TEST_CASE("trainer ps: bad flags and a bad TF_CONFIG exit 2 with a clear line") {
   const std::string tf2 =
       R"({"cluster": {"worker": ["a:1", "b:1"], "ps": ["c:2"]}, "task": {"type": "worker", "index": 0}})";
