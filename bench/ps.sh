@@ -128,9 +128,11 @@ run_one() {
   done
   best=$(grep -o '"val_accuracy":[0-9.e-]*' "$W/lines" 2>/dev/null | cut -d: -f2 | sort -g | tail -1)
   local stale=$(grep -o '"staleness_mean":[0-9.e-]*,"staleness_max":[0-9]*,"gradients_dropped":[0-9]*' "$W/lines" | tail -1)
+  # Every validation line as [seconds, accuracy]: the time to any other target.
+  local curve=$(awk -v t0="$t0" '/val_accuracy/ { if (match($0, /"val_accuracy":[0-9.e-]+/)) { printf "%s[%.2f, %s]", sep, $1 - t0, substr($0, RSTART + 15, RLENGTH - 15); sep = ", " } }' "$W/lines")
   kill "${pids[@]}" 2>/dev/null
   wait "${pids[@]}" 2>/dev/null
-  local line="{\"model\": \"$model\", \"strategy\": \"$strategy\", \"scenario\": \"$scenario\", \"target\": $target, \"seconds_to_target\": ${tta:-null}, \"limit\": $RUN_LIMIT, \"best_val_accuracy\": ${best:-null}, \"threads\": $THREADS, \"straggler\": \"$([[ $scenario == straggler ]] && echo "$STRAGGLE")\"${stale:+, ${stale//\"/\"}}}"
+  local line="{\"model\": \"$model\", \"strategy\": \"$strategy\", \"scenario\": \"$scenario\", \"target\": $target, \"seconds_to_target\": ${tta:-null}, \"limit\": $RUN_LIMIT, \"best_val_accuracy\": ${best:-null}, \"threads\": $THREADS, \"straggler\": \"$([[ $scenario == straggler ]] && echo "$STRAGGLE")\"${stale:+, ${stale//\"/\"}}, \"val_curve\": [$curve]}"
   echo "$line" | tee -a "$OUT"
 }
 
