@@ -22,7 +22,8 @@
 # Usage: bench/ps.sh [DATA_DIR]   (default: $SWEPT_DATA_DIR, else data/mnist)
 # Env:   BIN (swept-train; default build/bin/swept-train), THREADS (per
 #        process; default nproc/5, at least 1), MODELS ("mlp cnn"), SCENARIOS
-#        ("full straggler"), STRATEGIES ("allreduce sync sync+1 async"),
+#        ("full straggler"), STRATEGIES ("allreduce sync sync+1 async"; set but
+#        empty: none, e.g. SCENARIOS= for the servers' part alone),
 #        RUN_LIMIT (seconds, default 90), STRAGGLER_US (cgroup quota per 100 ms, default 25000), SCALE_STEPS (default 300; 0 skips the
 #        1-vs-2-server part), OUT (a file for the JSON lines; default stdout only)
 # Prints one JSON line per run. Exit 2 when swept-train or the data is missing.
@@ -31,9 +32,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 DATA="${1:-${SWEPT_DATA_DIR:-$root/data/mnist}}"
 BIN="${BIN:-$root/build/bin/swept-train}"
 THREADS="${THREADS:-$(( $(nproc) / 5 > 0 ? $(nproc) / 5 : 1 ))}"
-MODELS="${MODELS:-mlp cnn}"
-SCENARIOS="${SCENARIOS:-full straggler}"
-STRATEGIES="${STRATEGIES:-allreduce sync sync+1 async}"
+MODELS="${MODELS-mlp cnn}"
+SCENARIOS="${SCENARIOS-full straggler}"
+STRATEGIES="${STRATEGIES-allreduce sync sync+1 async}"
 RUN_LIMIT="${RUN_LIMIT:-90}"
 STRAGGLER_US="${STRAGGLER_US:-25000}"
 SCALE_STEPS="${SCALE_STEPS:-300}"
