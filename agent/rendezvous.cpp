@@ -152,6 +152,10 @@ std::vector<std::pair<std::string, std::string>> gang_environment(
       {"GROUP_WORLD_SIZE", std::to_string(gang.nodes)},
       {"SWEPT_NODES", std::to_string(gang.nodes)},
       {"SWEPT_NODE_RANK", std::to_string(gang.node_rank)},
+      // Issue 30: every process of a gang is a worker (no parameter servers
+      // are placed yet), its index its rank, as TF_CONFIG's task would say.
+      {"SWEPT_ROLE", "worker"},
+      {"SWEPT_ROLE_INDEX", std::to_string(rank)},
   };
   if (!ifname.empty()) {
     for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {

@@ -63,7 +63,8 @@ Status check_port_bindable(int port);
 // torchrun's environment for local rank `local_rank` of `gang`'s node
 // (docs/protocol.md, START_TRIAL `gang`): MASTER_ADDR, MASTER_PORT,
 // WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-// GROUP_WORLD_SIZE, SWEPT_NODES, SWEPT_NODE_RANK; and GLOO_SOCKET_IFNAME and
+// GROUP_WORLD_SIZE, SWEPT_NODES, SWEPT_NODE_RANK, SWEPT_ROLE (worker) and
+// SWEPT_ROLE_INDEX (RANK); and GLOO_SOCKET_IFNAME and
 // NCCL_SOCKET_IFNAME set to `ifname`, each unless `ifname` is empty or the
 // variable is already set, in the agent's own environment (getenv) or in
 // `scheduler_env` (the sweep's env): a user who names the interface knows

@@ -109,7 +109,8 @@ TEST_CASE("rendezvous: torchrun's environment for each local rank of a node") {
       {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29517"},      {"WORLD_SIZE", "6"},
       {"RANK", "5"},               {"LOCAL_RANK", "2"},           {"LOCAL_WORLD_SIZE", "3"},
       {"GROUP_RANK", "1"},         {"GROUP_WORLD_SIZE", "2"},     {"SWEPT_NODES", "2"},
-      {"SWEPT_NODE_RANK", "1"},    {"GLOO_SOCKET_IFNAME", "eth1"}, {"NCCL_SOCKET_IFNAME", "eth1"}};
+      {"SWEPT_NODE_RANK", "1"},    {"GLOO_SOCKET_IFNAME", "eth1"}, {"NCCL_SOCKET_IFNAME", "eth1"},
+      {"SWEPT_ROLE", "worker"},    {"SWEPT_ROLE_INDEX", "5"}};
   CHECK(env == want);
 
   // Set by the user (the agent's environment, or the sweep's env): left to them.

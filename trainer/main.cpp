@@ -18,6 +18,7 @@
 
 #include "common/exit_codes.h"
 #include "common/log.h"
+#include "trainer/dist/ps_run.h"
 #include "trainer/dist/world.h"
 #include "trainer/options.h"
 #include "trainer/train.h"
@@ -67,6 +68,12 @@ int main(int argc, char** argv) {
   if (cl->action != swept::trainer::CommandLine::Action::kTrain) {
     std::cout << cl->text << std::endl;
     return swept::kExitOk;
+  }
+  if (cl->config.strategy == swept::trainer::Strategy::kParameterServer) {
+    // The cluster from TF_CONFIG (trainer/dist/cluster.h), not torchrun's variables.
+    take_stop_signals_on_own_thread();
+    std::ios::sync_with_stdio(false);
+    return swept::trainer::run_parameter_server_strategy(cl->config, env, std::cout, g_stop);
   }
   // WORLD_SIZE, RANK, ... (trainer/dist/world.h): refused before any work.
   swept::Result<swept::trainer::World> world = swept::trainer::world_from_env(env);

@@ -72,6 +72,12 @@ po::options_description describe() {
        "continue from the newest valid checkpoint in --checkpoint_dir")
       ("log_every", po::value<int64_t>()->default_value(100), "steps between loss lines, >= 1")
       ("eval_every", po::value<int64_t>()->default_value(0), "steps between validations (0: each epoch's end)")
+      ("strategy", po::value<std::string>()->default_value("allreduce"),
+       "allreduce | ps (parameter servers; the cluster from TF_CONFIG, trainer/README.md)")
+      ("ps_mode", po::value<std::string>(), "ps: async (every push applied as it arrives) | sync (default async)")
+      ("backup_workers", po::value<int>(), "ps sync: each step drops the last K workers' gradients (default 0)")
+      ("max_staleness", po::value<int>(),
+       "ps async: a worker more than S pushes ahead of the slowest waits (default 0: unbounded)")
       ("config", po::value<std::string>(), "JSON file of {\"name\": value} with these names")
       ("help", "this text")
       ("version", "the version and the backends built in");
@@ -351,6 +357,40 @@ Status read_checkpoints_and_logging(const po::variables_map& vm, TrainConfig& c)
   return Status::Ok();
 }
 
+// --strategy and the parameter-server options. What needs the cluster (the
+// number of workers, the servers' addresses) is checked where TF_CONFIG is
+// read (dist/cluster.h); here, what the flags alone can tell.
+Status read_strategy(const po::variables_map& vm, TrainConfig& c) {
+  const std::string strategy = vm["strategy"].as<std::string>();
+  if (strategy == "allreduce") c.strategy = Strategy::kAllReduce;
+  else if (strategy == "ps") c.strategy = Strategy::kParameterServer;
+  else return bad("--strategy=" + strategy + ": expected allreduce or ps");
+  const bool ps = c.strategy == Strategy::kParameterServer;
+  for (const char* name : {"ps_mode", "backup_workers", "max_staleness"})
+    if (!ps && vm.count(name)) return bad(std::string("--") + name + " needs --strategy=ps");
+  if (!ps) return Status::Ok();
+  const std::string mode = vm.count("ps_mode") ? vm["ps_mode"].as<std::string>() : "async";
+  if (mode == "async") c.ps_mode = PsMode::kAsync;
+  else if (mode == "sync") c.ps_mode = PsMode::kSync;
+  else return bad("--ps_mode=" + mode + ": expected async or sync");
+  if (vm.count("backup_workers")) {
+    if (c.ps_mode != PsMode::kSync) return bad("--backup_workers needs --ps_mode=sync (async never waits for a step)");
+    c.backup_workers = vm["backup_workers"].as<int>();
+    if (c.backup_workers < 0) return bad("--backup_workers must be >= 0");
+  }
+  if (vm.count("max_staleness")) {
+    if (c.ps_mode != PsMode::kAsync) return bad("--max_staleness needs --ps_mode=async (sync is never stale)");
+    c.max_staleness = vm["max_staleness"].as<int>();
+    if (c.max_staleness < 0) return bad("--max_staleness must be >= 0 (0: unbounded)");
+  }
+  // What the servers do not implement (yet): said at once, not mid-run.
+  if (c.device != DeviceKind::kCpu) return bad("--strategy=ps trains on the CPU only: drop --device");
+  if (c.replicas > 1) return bad("--strategy=ps runs one replica per worker process: drop --replicas");
+  if (!c.checkpoint_dir.empty() || c.resume)
+    return bad("--strategy=ps writes no checkpoints (the state lives on the servers): drop --checkpoint_dir");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args, const EnvLookup& env) {
@@ -379,6 +419,7 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   SWEPT_RETURN_IF_ERROR(read_length_and_data(vm, env, c));
   SWEPT_RETURN_IF_ERROR(read_device(vm, env, c));
   SWEPT_RETURN_IF_ERROR(read_checkpoints_and_logging(vm, c));
+  SWEPT_RETURN_IF_ERROR(read_strategy(vm, c));
   return cl;
 }
 

@@ -22,6 +22,14 @@ namespace swept::trainer {
 
 enum class DeviceKind { kCpu, kCuda };
 
+// How the processes of a run share the work (trainer/README.md, "Parameter
+// servers"): all-reduce among workers, or parameter servers (dist/ps_*.h).
+enum class Strategy { kAllReduce, kParameterServer };
+// --ps_mode: async applies every push as it arrives (optionally with bounded
+// staleness); sync applies the mean of the first workers - backup_workers
+// gradients of each version and drops the rest.
+enum class PsMode { kAsync, kSync };
+
 struct TrainConfig {
   ModelConfig model;
   OptimizerConfig optimizer;
@@ -52,6 +60,11 @@ struct TrainConfig {
   bool resume = false;
   int64_t log_every = 100;
   int64_t eval_every = 0;  // 0: at the end of each epoch
+
+  Strategy strategy = Strategy::kAllReduce;
+  PsMode ps_mode = PsMode::kAsync;
+  int backup_workers = 0;  // sync: gradients of a version dropped (the slowest K)
+  int max_staleness = 0;   // async: a worker this many pushes ahead of the slowest waits; 0: unbounded
 };
 
 struct CommandLine {

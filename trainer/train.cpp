@@ -127,7 +127,9 @@ Trainer::~Trainer() {
 
 int64_t Trainer::epoch() const { return step_ / steps_per_epoch_; }
 
-double Trainer::current_lr() const {
+double Trainer::current_lr() const { return lr_at(step_); }
+
+double Trainer::lr_at(int64_t step) const {
   ScheduleConfig s;
   s.kind = config_.schedule;
   s.lr = scaled_lr(config_.lr, config_.scale_lr, config_.batch_size, config_.base_batch);
@@ -135,13 +137,13 @@ double Trainer::current_lr() const {
   s.decay_steps = config_.decay_steps > 0 ? config_.decay_steps : steps_per_epoch_;
   s.decay_rate = config_.decay_rate;
   s.total_steps = total_steps_;
-  return learning_rate(s, step_);
+  return learning_rate(s, step);
 }
 
 Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config, const MnistData& data,
                                                  std::vector<std::unique_ptr<Backend>> backends,
                                                  std::unique_ptr<AllReduce> allreduce,
-                                                 std::unique_ptr<CrossProcess> across) {
+                                                 std::unique_ptr<CrossProcess> across, int ps_workers) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   t->split_ = split_validation(data.train.count(), config.val_fraction);
@@ -151,13 +153,15 @@ Result<std::unique_ptr<Trainer>> Trainer::create(const TrainConfig& config, cons
     return Status::Internal("Trainer::create: " + std::to_string(n) + " backends for an all-reduce over " +
                             std::to_string(allreduce ? allreduce->world_size() : 0));
   t->across_ = std::move(across);
-  const int all = n * t->processes();
+  if (ps_workers > 0 && (n != 1 || t->across_))
+    return Status::Internal("Trainer::create: a parameter-server worker has one replica and no all-reduce peers");
+  const int all = ps_workers > 0 ? ps_workers : n * t->processes();
   t->first_replica_ = t->process_rank() * n;
   if (config.batch_size % all != 0)
     return Status::InvalidArgument(
         "--batch_size=" + std::to_string(config.batch_size) + " is not divisible by the " + std::to_string(all) +
         " replicas" +
-        (t->processes() > 1 ? " (" + std::to_string(n) + " in each of WORLD_SIZE=" + std::to_string(t->processes()) +
+        (ps_workers > 0 ? std::string(" (one per worker)") : t->processes() > 1 ? " (" + std::to_string(n) + " in each of WORLD_SIZE=" + std::to_string(t->processes()) +
                                   " processes)"
                             : std::string()) +
         ": each replica takes an equal share of the global batch");
@@ -287,6 +291,50 @@ Status Trainer::train_step() {
   window_.samples += config_.batch_size;
   window_.steps += 1;
   return Status::Ok();
+}
+
+Status Trainer::ps_gradient(int64_t step, int shard, const std::vector<float>& params, std::vector<float>& grad) {
+  if (replicas_.size() != 1 || across_ || params.size() != layout_.total)
+    return Status::Internal("Trainer::ps_gradient: not a parameter-server worker's trainer");
+  step_ = step;
+  const int64_t e = epoch();
+  if (order_epoch_ != e) {
+    order_ = epoch_order(split_.train_count, config_.seed, e);
+    order_epoch_ = e;
+    ++order_version_;
+  }
+  Replica& rep = *replicas_[0];
+  Backend& b = *rep.backend;
+  Network& net = *rep.net;
+  SWEPT_RETURN_IF_ERROR(upload_order(rep));
+  SWEPT_RETURN_IF_ERROR(b.copy_from_host(net.params(), params.data(), params.size() * sizeof(float)));
+  StepScalars s;  // replica_step's, less the update's fields
+  s.step = static_cast<uint64_t>(step);
+  s.seed = config_.seed;
+  s.batch_start = (step % steps_per_epoch_) * config_.batch_size;
+  SWEPT_RETURN_IF_ERROR(b.copy_from_host(rep.scalars->data(), &s, sizeof s));
+  const StepScalars* scalars = static_cast<const StepScalars*>(rep.scalars->data());
+  const int64_t first = static_cast<int64_t>(shard) * shard_;
+  SWEPT_RETURN_IF_ERROR(b.gather_batch(rep.train_images->u8(), rep.train_labels->i32(), kImageSize, rep.order->i32(),
+                                       scalars, first, shard_, net.input(), net.labels()));
+  SWEPT_RETURN_IF_ERROR(net.forward(shard_, true, scalars, first));
+  SWEPT_RETURN_IF_ERROR(b.softmax_cross_entropy(shard_, kClasses, net.logits(), net.labels(),
+                                                1.0f / static_cast<float>(shard_), net.logits_grad(),
+                                                rep.stats->f32()));
+  SWEPT_RETURN_IF_ERROR(net.backward(shard_, {}));
+  grad.resize(layout_.total);
+  SWEPT_RETURN_IF_ERROR(b.copy_to_host(grad.data(), net.grads(), grad.size() * sizeof(float)));
+  window_.samples += shard_;  // this worker's own batches only
+  window_.steps += 1;
+  return Status::Ok();
+}
+
+Status Trainer::set_params(const std::vector<float>& params) {
+  if (params.size() != layout_.total) return Status::Internal("Trainer::set_params: wrong size");
+  return run_on_replicas([&](int r) {
+    return replicas_[r]->backend->copy_from_host(replicas_[r]->net->params(), params.data(),
+                                                 params.size() * sizeof(float));
+  });
 }
 
 Result<Window> Trainer::fold_window(bool take) {

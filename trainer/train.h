@@ -64,10 +64,14 @@ class Trainer {
   // Errors: allocation (kResourceExhausted), a config the data cannot serve
   // (kInvalidArgument: e.g. a batch larger than the training set, or not
   // divisible by the replicas of all processes).
+  // ps_workers > 0: a parameter-server worker (one replica, no `across`):
+  // the global batch is split into ps_workers shards, and ps_gradient()
+  // computes any one of them.
   static Result<std::unique_ptr<Trainer>> create(const TrainConfig& config, const MnistData& data,
                                                  std::vector<std::unique_ptr<Backend>> backends,
                                                  std::unique_ptr<AllReduce> allreduce,
-                                                 std::unique_ptr<CrossProcess> across = nullptr);
+                                                 std::unique_ptr<CrossProcess> across = nullptr,
+                                                 int ps_workers = 0);
   ~Trainer();
 
   int64_t steps_per_epoch() const { return steps_per_epoch_; }
@@ -98,6 +102,17 @@ class Trainer {
   // Continues from `state`; fails with kInvalidArgument when it belongs to
   // another model, optimizer, batch size or data set (naming the difference).
   Status restore(const CheckpointState& state);
+
+  // ---- parameter-server workers (dist/ps_run.cpp) ----
+  // The gradient of shard `shard` of global batch `step` (its data and
+  // dropout exactly as the all-reduce's replica `shard` would see them),
+  // computed on `params`, into `grad` (layout order); its loss and accuracy
+  // go into the window. No update: the servers apply it.
+  Status ps_gradient(int64_t step, int shard, const std::vector<float>& params, std::vector<float>& grad);
+  // Replica 0's parameters (for an evaluation of pulled parameters).
+  Status set_params(const std::vector<float>& params);
+  // The schedule's learning rate at `step`.
+  double lr_at(int64_t step) const;
 
   // Collective (every process calls it after the same step): stop is true on
   // every process when `mine` is true on any, so that all stop after the
