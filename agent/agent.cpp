@@ -83,6 +83,8 @@ int Agent::run(const std::atomic<bool>& stop) {
   log::info("agent " + name_ + ": " + describe_gpus(gpus_) + ", " + std::to_string(slots_) +
             " slots, workdir " + supervisor_options_.workdir_root + ", scheduler " + options_.scheduler_endpoint);
   log::info("trial containment: " + containment_->description());
+  if (const TrialLimiter* limiter = containment_->limiter()) log::info(limiter->description());
+  if (run_as_) log::info("trials run as user " + run_as_->name + " (uid " + std::to_string(run_as_->uid) + ")");
   resolve_advertised_address();
   lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
   while (true) {
@@ -252,6 +254,9 @@ Status validate_options(const AgentOptions& o) {
   auto spec = parse_gpu_spec(o.gpus);
   if (!spec.ok()) return spec.status();
   if (o.slots < 0) return Status::InvalidArgument("--slots must be 0 (one per CPU) or more");
+  if (!o.run_as.empty()) {
+    if (auto user = resolve_run_as(o.run_as); !user.ok()) return user.status();
+  }
   if (o.heartbeat_interval_ms <= 0) return Status::InvalidArgument("the heartbeat interval must be more than 0 ms");
   if (o.liveness < 1) return Status::InvalidArgument("liveness must be at least 1 heartbeat");
   if (o.reconnect_initial_ms <= 0 || o.reconnect_max_ms < o.reconnect_initial_ms) {
@@ -315,13 +320,24 @@ int run_agent(const AgentOptions& options, const std::atomic<bool>& stop) {
     int slots = options.slots > 0
                     ? options.slots
                     : default_cpu_slots([](const char* v) { return static_cast<const char*>(std::getenv(v)); });
+    std::optional<RunAs> run_as;
+    if (!options.run_as.empty()) {
+      auto user = resolve_run_as(options.run_as);
+      if (!user.ok()) {
+        log::error(user.status().message());
+        return kExitUsage;
+      }
+      run_as = std::move(*user);
+    }
     auto containment = Containment::create(options.containment);
     if (!containment.ok()) {
       log::error(containment.status().message());
       return containment.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
     }
+    (*containment)->enable_limits(options.enforce_cpus);
     loop::Agent agent(options, std::move(*gpus), name, workdir.lexically_normal().string(), slots,
                 std::move(*containment));
+    if (run_as) agent.run_trials_as(std::move(*run_as));
     return agent.run(stop);
   } catch (const std::exception& e) {
     log::error(std::string("agent: internal error: ") + e.what());

@@ -69,6 +69,14 @@ struct AgentOptions {
   // (a cgroup v2 per trial where the agent may make one, else the subreaper
   // sweep; SWEPT_AGENT_CONTAINMENT overrides "auto"), "cgroup", "subreaper".
   std::string containment = "auto";
+  // Trial limits (agent/limits.h, docs/deploy.md "Trial limits"): memory and
+  // pids are always set where the host can; the CPU quota (resources.cpus
+  // CPUs' worth of time, cgroup cpu.max or cfs_quota_us) only with this
+  // (--enforce-cpus): a trial's threads otherwise use whatever CPUs are idle.
+  bool enforce_cpus = false;
+  // Non-empty: trials run as this unprivileged user (--run-as; the agent must
+  // be root), who owns their directories but not their cgroups.
+  std::string run_as;
   // Multi-node trials (docs/protocol.md, START_TRIAL `gang`). The address
   // other hosts reach this one at, sent in REGISTER (`addr`) and given to
   // every node of a trial whose node 0 runs here as MASTER_ADDR

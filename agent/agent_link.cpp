@@ -11,6 +11,18 @@
 
 namespace swept::agent::loop {
 
+namespace {
+
+// REGISTER `containment` (docs/protocol.md): the mode, then the limits this
+// agent sets in each trial's cgroup, e.g. "cgroup; limits memory,pids", or
+// "subreaper; no limits" where the host offers none.
+std::string containment_value(const Containment& c) {
+  std::string limits = c.limiter() ? c.limiter()->enforced() : "";
+  return std::string(containment_mode_name(c.mode())) + (limits.empty() ? "; no limits" : "; limits " + limits);
+}
+
+}  // namespace
+
 void Agent::manage_link(int64_t now) {
   if (link_.is_open()) {
     if (auto failed = link_.handshake_failure()) {
@@ -87,7 +99,7 @@ void Agent::send_register(int64_t now) {
   reg.healthy = health_problem_.empty();
   reg.health = health_problem_;
   reg.draining = shutting_down_;
-  reg.containment = containment_mode_name(containment_->mode());
+  reg.containment = containment_value(*containment_);
   // Trials waiting for a place are not running: a new session forgets
   // them (docs/protocol.md, Reconciliation), and the scheduler requeues them.
   if (!waiting_.empty()) {

@@ -116,6 +116,12 @@ class Agent final : private LeaseHost {
   Agent(const AgentOptions& options, std::vector<Gpu> gpus, std::string name, std::string workdir, int slots,
         std::unique_ptr<Containment> containment);
 
+  // Trials from now on run as `user` (AgentOptions::run_as, resolved).
+  void run_trials_as(RunAs user) {
+    run_as_ = std::move(user);
+    supervisor_options_.run_as = &*run_as_;
+  }
+
   // The loop, until `stop` (or options.drain) and every trial has ended.
   // Returns run_agent()'s exit code.
   int run(const std::atomic<bool>& stop);
@@ -213,6 +219,7 @@ class Agent final : private LeaseHost {
   Backoff backoff_;
   // Declared before trials_: their supervisors use it until destroyed.
   std::unique_ptr<Containment> containment_;
+  std::optional<RunAs> run_as_;  // --run-as, resolved; supervisor_options_.run_as points here
   bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
   Lease lease_;  // and its keeper, which stops trials through containment_
   std::map<TrialKey, HostedTrial> trials_;

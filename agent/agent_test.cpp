@@ -245,8 +245,15 @@ TEST_CASE("agent: registers, runs a trial, streams its metrics, reports its exit
   CHECK(reg.running.empty());
   CHECK(reg.finished.empty());
   // Its containment mode, as agent/containment.h names it (which one depends
-  // on the machine: a delegated cgroup v2, or the fallback).
-  CHECK((reg.containment == "cgroup" || reg.containment == "subreaper"));
+  // on the machine: a delegated cgroup v2, or the fallback), then the limits
+  // it sets in each trial's cgroup (agent/limits.h; none where the host has
+  // no controller).
+  const std::string limits = reg.containment.substr(reg.containment.find("; ") + 2);
+  CHECK_MESSAGE((reg.containment.rfind("cgroup; ", 0) == 0 || reg.containment.rfind("subreaper; ", 0) == 0),
+                reg.containment);
+  CHECK_MESSAGE((limits == "no limits" || limits == "limits memory,pids" || limits == "limits memory" ||
+                 limits == "limits pids"),
+                reg.containment);  // no --enforce-cpus: never cpus
 
   // The command names swept-params.json, so the agent writes it (and the trial checks it is there).
   s.send(start_trial(17, "test -s swept-params.json || exit 9; "
@@ -781,7 +788,7 @@ void frozen_agent_case(const std::string& containment) {
   auto reg = s.wait_for<pr::Register>();
   REQUIRE(reg);
   // The REGISTER names the mode the agent chose (forced: subreaper).
-  if (containment == "subreaper") CHECK(reg->containment == "subreaper");
+  if (containment == "subreaper") CHECK(reg->containment.rfind("subreaper; ", 0) == 0);
   pr::RegisterAck ack = ack_for(*reg);
   ack.lease_ms = 2000;
   s.send(ack);

@@ -77,6 +77,7 @@ Result<std::unique_ptr<Containment>> Containment::create(const std::string& pref
   std::unique_ptr<Containment> c(new Containment());
   static std::atomic<uint64_t> instances{0};
   const uint64_t instance = ++instances;
+  c->instance_ = instance;
   c->tag_prefix_ = std::to_string(::getpid()) + "-" + std::to_string(instance) + "-";
   std::string why_not;
   if (choice != "subreaper") {
@@ -93,26 +94,41 @@ Containment::~Containment() {
   // The agent is stopping: every trial has been reaped; remove what is left,
   // the pool's cgroups first (killing what one might hold: none should).
   release_pool();
+  limiter_.reset();  // its v1 directories: every trial has ended
   if (subtree_control_fd_ >= 0) ::close(subtree_control_fd_);
   for (int i = 0; i < 1000 && collect({}); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (mode_ == ContainmentMode::kCgroup) ::rmdir(agent_dir_.c_str());
 }
 
-Result<TrialContainer> Containment::prepare(int64_t sweep_id, int64_t trial_id, int attempt) {
+void Containment::enable_limits(bool enforce_cpus) {
+  limiter_ = std::make_unique<TrialLimiter>(mode_ == ContainmentMode::kCgroup ? agent_dir_ : std::string(),
+                                            enforce_cpus, instance_);
+}
+
+Result<TrialContainer> Containment::prepare(int64_t sweep_id, int64_t trial_id, int attempt,
+                                            const protocol::TrialLimits& limits) {
   uint64_t serial = ++next_serial_;
   const std::string tag = tag_prefix_ + std::to_string(serial);
-  if (mode_ != ContainmentMode::kCgroup) {
-    TrialContainer c;
-    c.tag = tag;
-    return c;
+  auto which = [&] {
+    return " (for trial " + std::to_string(trial_id) + " of sweep " + std::to_string(sweep_id) + ", attempt " +
+           std::to_string(attempt) + ")";
+  };
+  TrialContainer c;
+  if (mode_ == ContainmentMode::kCgroup) {
+    auto taken = take_cgroup();
+    if (!taken.ok()) return Status::IoError(taken.status().message() + which());
+    c = std::move(taken).value();
   }
-  auto taken = take_cgroup();
-  if (!taken.ok()) {
-    return Status::IoError(taken.status().message() + " (for trial " + std::to_string(trial_id) + " of sweep " +
-                           std::to_string(sweep_id) + ", attempt " + std::to_string(attempt) + ")");
+  c.tag = tag;
+  if (limiter_) {
+    auto applied = limiter_->apply(c.cgroup_dir, limits, serial);
+    if (!applied.ok()) {
+      kill_all_and_release(c);
+      return Status::IoError(applied.status().message() + which());
+    }
+    c.limits = std::move(applied).value();
   }
-  taken->tag = tag;
-  return taken;
+  return c;
 }
 
 std::string Containment::procs_file(const TrialContainer& c) {
@@ -148,12 +164,14 @@ void Containment::kill_all_and_release(TrialContainer& c) {
   } else {
     kill_tagged(c);
   }
+  if (limiter_) limiter_->release(c.limits);
 }
 
 bool Containment::collect(const std::vector<pid_t>& live_leaders) {
   remove_emptied();
   reap_orphans(live_leaders);
-  return !to_remove_.empty() || !to_reap_.empty();
+  const bool limits_pending = limiter_ && limiter_->collect();
+  return !to_remove_.empty() || !to_reap_.empty() || limits_pending;
 }
 
 }  // namespace swept::agent

@@ -31,8 +31,8 @@
 //    truly clean: cgroup.events says "populated 0" (no process in it or below)
 //    and "frozen 0", cgroup.stat says it has no child cgroups (nor dying
 //    ones), and the agent's directory enables no controller for it
-//    (cgroup.subtree_control empty: the agent enables none, but someone else
-//    could). The emptiness is checked again just before the reuse. What a
+//    (cgroup.subtree_control empty: the agent enables controllers there only
+//    for cgroup v2 trial limits, agent/limits.h, and then reuses nothing). The emptiness is checked again just before the reuse. What a
 //    reused cgroup carries over, then: no limits and no controller counters
 //    (memory.peak, pids.max, memory.events and the like do not exist in it;
 //    where a controller is enabled nothing is reused and every trial gets a
@@ -50,7 +50,8 @@
 //    Delegate=yes). The agent's own cgroup keeps the agent: the trials' cgroups
 //    are its descendants and have no children with processes of their own, so
 //    cgroup v2's no-internal-processes rule is met without moving the agent
-//    (no controller is enabled anywhere by the agent).
+//    (the agent enables controllers only in its own directory, for trial
+//    limits: agent/limits.h).
 //  - kSubreaper: the fallback. The agent is a child subreaper
 //    (PR_SET_CHILD_SUBREAPER): a trial's orphaned processes become the
 //    agent's children instead of init's. Each trial carries a marker in its
@@ -77,6 +78,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/limits.h"
 #include "common/mutex.h"
 #include "common/status.h"
 
@@ -101,6 +103,7 @@ struct TrialContainer {
   int pool_slot = -1;
   std::string tag;         // kSubreaper: the value of SWEPT_TRIAL_TAG; also set in kCgroup (harmless)
   pid_t leader = -1;       // the trial's main process once launched
+  AppliedLimits limits;    // its memory, pids and cpu limits (agent/limits.h); empty without enable_limits()
 };
 
 // What another process needs to find every trial of one agent's containment
@@ -171,14 +174,26 @@ class Containment {
   // kCgroup: the directory holding the trials' cgroups ("" otherwise).
   const std::string& cgroup_root() const { return agent_dir_; }
 
+  // Sets each trial's limits from now on (agent/limits.h): memory and pids
+  // always where the host can, the cpu quota with `enforce_cpus`. Called once,
+  // before the first prepare(); the limiter's description() goes to the log.
+  void enable_limits(bool enforce_cpus);
+  // Null before enable_limits().
+  const TrialLimiter* limiter() const { return limiter_.get(); }
+  // "out of memory: limit 8 GiB" when the OOM killer struck the trial, else
+  // "". Read once its processes ended, before kill_all_and_release().
+  static std::string oom_reason(const TrialContainer& c) { return TrialLimiter::oom_reason(c.limits); }
+
   // The most emptied trial cgroups kept for reuse (each holds three
   // descriptors while kept or in use).
   static constexpr int kMaxPooledCgroups = 64;
 
   // A container for one trial (kCgroup: an empty cgroup of the pool, else one
-  // made here). The ids are for messages only. IoError when no cgroup can be
-  // made.
-  Result<TrialContainer> prepare(int64_t sweep_id, int64_t trial_id, int attempt);
+  // made here). The ids are for messages only. With enable_limits(),
+  // `limits` are set in it (c.limits.procs_files: the v1 cgroups the trial's
+  // process must enter too). IoError when no cgroup can be made or limited.
+  Result<TrialContainer> prepare(int64_t sweep_id, int64_t trial_id, int attempt,
+                                 const protocol::TrialLimits& limits = {});
   // The file the trial's process writes 0 into before it execs when it is
   // not created in its cgroup ("" when none).
   static std::string procs_file(const TrialContainer& c);
@@ -259,6 +274,8 @@ class Containment {
   bool has_cgroup_kill_ = false;
   std::string tag_prefix_;  // "PID-INSTANCE-": every trial's tag starts so
   uint64_t next_serial_ = 0;
+  uint64_t instance_ = 0;                  // counts containments in this process (names directories)
+  std::unique_ptr<TrialLimiter> limiter_;  // null: no limits set
   uint64_t cgroups_made_ = 0;  // names trial cgroups: trial-N
   bool reuse_cgroups_ = true;            // SWEPT_AGENT_REUSE_CGROUPS != "0"
   int subtree_control_fd_ = -1;          // agent_dir_/cgroup.subtree_control, for clean()

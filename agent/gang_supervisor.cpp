@@ -62,7 +62,7 @@ void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& lau
     if (Status free = check_port_bindable(gang_.master_port); !free.ok()) return fail_to_start(free);
   }
   if (options_.containment) {
-    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
+    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt, launch_.limits);
     if (!container.ok()) return fail_to_start(container.status());
     container_ = *container;
     has_container_ = true;

@@ -165,6 +165,8 @@ struct ChildPlan {
   char* const* envp = nullptr;
   const char* working_dir = nullptr;  // null: stay where the agent is
   const char* cgroup_procs = nullptr;  // null: none; else the child writes "0" there first
+  const char* const* more_cgroup_procs = nullptr;  // null-terminated; each gets "0" too
+  const RunAs* run_as = nullptr;  // become this user after making the directories (only its numbers are read)
   const char* const* make_dirs = nullptr;  // null-terminated
   const char* file_path = nullptr;         // null: none
   const char* file_content = nullptr;
@@ -178,7 +180,7 @@ struct ChildPlan {
 };
 
 // What the child reports through the error pipe when it gives up.
-enum class Stage : int { kSetup, kMakeDir, kWriteFile, kChdir, kExec, kCgroup };
+enum class Stage : int { kSetup, kMakeDir, kWriteFile, kChdir, kExec, kCgroup, kRunAs };
 struct ChildFailure {
   Stage stage = Stage::kSetup;
   int item = 0;  // which of make_dirs
@@ -219,10 +221,17 @@ struct KernelSigaction {
   // starts later is born inside it (agent/containment.h).
   if (plan.cgroup_procs) {
     long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.cgroup_procs), O_WRONLY | O_CLOEXEC);
-    if (fd < 0) child_failed(plan.error_fd, Stage::kCgroup, fd);
+    if (fd < 0) child_failed(plan.error_fd, Stage::kCgroup, fd, -1);
     rc = raw_syscall(SYS_write, fd, reinterpret_cast<long>("0"), 1);
     raw_syscall(SYS_close, fd);
-    if (rc < 0) child_failed(plan.error_fd, Stage::kCgroup, rc);
+    if (rc < 0) child_failed(plan.error_fd, Stage::kCgroup, rc, -1);
+  }
+  for (int i = 0; plan.more_cgroup_procs && plan.more_cgroup_procs[i]; ++i) {
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.more_cgroup_procs[i]), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) child_failed(plan.error_fd, Stage::kCgroup, fd, i);
+    rc = raw_syscall(SYS_write, fd, reinterpret_cast<long>("0"), 1);
+    raw_syscall(SYS_close, fd);
+    if (rc < 0) child_failed(plan.error_fd, Stage::kCgroup, rc, i);
   }
 
   // Default dispositions and an empty mask, whatever the agent's threads had.
@@ -240,6 +249,25 @@ struct KernelSigaction {
   for (int i = 0; plan.make_dirs && plan.make_dirs[i]; ++i) {
     rc = raw_syscall(SYS_mkdirat, AT_FDCWD, reinterpret_cast<long>(plan.make_dirs[i]), 0755);
     if (rc < 0 && rc != -EEXIST) child_failed(plan.error_fd, Stage::kMakeDir, rc, i);
+  }
+  if (plan.run_as) {
+    // The trial's directories become the user's (not following a link the
+    // trial left in their place), then the process becomes the user: groups
+    // first, while it still may set them.
+    for (int i = 0; plan.make_dirs && plan.make_dirs[i]; ++i) {
+      rc = raw_syscall(SYS_fchownat, AT_FDCWD, reinterpret_cast<long>(plan.make_dirs[i]), plan.run_as->uid,
+                       plan.run_as->gid, AT_SYMLINK_NOFOLLOW);
+      if (rc < 0) child_failed(plan.error_fd, Stage::kMakeDir, rc, i);
+    }
+    const RunAs& u = *plan.run_as;
+    if ((rc = raw_syscall(SYS_setgroups, static_cast<long>(u.groups.size()), reinterpret_cast<long>(u.groups.data()))) < 0 ||
+        (rc = raw_syscall(SYS_setresgid, u.gid, u.gid, u.gid)) < 0 ||
+        (rc = raw_syscall(SYS_setresuid, u.uid, u.uid, u.uid)) < 0) {
+      child_failed(plan.error_fd, Stage::kRunAs, rc);
+    }
+    // A change of credentials clears the parent-death signal: armed again.
+    if ((rc = raw_syscall(SYS_prctl, PR_SET_PDEATHSIG, SIGKILL)) < 0) child_failed(plan.error_fd, Stage::kSetup, rc);
+    if (raw_syscall(SYS_getppid) != plan.parent_pid) raw_syscall(SYS_exit_group, 127);
   }
   if (plan.file_path) {
     long fd = raw_syscall(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.file_path),
@@ -412,8 +440,11 @@ struct ExecWatch::Memory {
   std::string command;  // argv[0] as given, for messages
   std::string working_dir;
   std::string cgroup_procs;
+  std::vector<std::string> more_cgroup_procs;
+  std::vector<const char*> more_cgroup_procs_ptrs;
   std::vector<std::string> make_dirs;
   std::vector<const char*> make_dir_ptrs;
+  std::optional<RunAs> run_as;
   std::string file_path;
   std::string file_content;
   ChildPlan plan;
@@ -454,7 +485,12 @@ Status ExecWatch::outcome() {
   } else if (failure.stage == Stage::kChdir) {
     outcome_ = host_status("cannot enter the trial directory " + m.working_dir, child_errno);
   } else if (failure.stage == Stage::kCgroup) {
-    outcome_ = host_status("cannot enter the trial's cgroup (" + m.cgroup_procs + ")", child_errno);
+    const std::string& file = failure.item >= 0 && static_cast<size_t>(failure.item) < m.more_cgroup_procs.size()
+                                  ? m.more_cgroup_procs[static_cast<size_t>(failure.item)]
+                                  : m.cgroup_procs;
+    outcome_ = host_status("cannot enter the trial's cgroup (" + file + ")", child_errno);
+  } else if (failure.stage == Stage::kRunAs) {
+    outcome_ = host_status("cannot become user " + (m.run_as ? m.run_as->name : std::string("?")), child_errno);
   } else if (failure.stage == Stage::kSetup) {
     outcome_ = host_status("cannot start " + m.program, child_errno);
   } else if (child_errno == ENOENT) {
@@ -509,6 +545,9 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   m.command = spec.argv[0];
   m.working_dir = spec.working_dir;
   m.cgroup_procs = spec.cgroup_procs;
+  m.more_cgroup_procs = spec.more_cgroup_procs;
+  for (const auto& f : m.more_cgroup_procs) m.more_cgroup_procs_ptrs.push_back(f.c_str());
+  m.more_cgroup_procs_ptrs.push_back(nullptr);
   m.make_dirs = spec.make_dirs;
   for (const auto& d : m.make_dirs) m.make_dir_ptrs.push_back(d.c_str());
   m.make_dir_ptrs.push_back(nullptr);
@@ -522,6 +561,9 @@ Result<SpawnedChild> PosixLauncher::launch(const LaunchSpec& spec) {
   plan.envp = m.envp.data();
   plan.working_dir = m.working_dir.empty() ? nullptr : m.working_dir.c_str();
   plan.make_dirs = m.make_dir_ptrs.data();
+  plan.more_cgroup_procs = m.more_cgroup_procs_ptrs.data();
+  if (spec.run_as) m.run_as = *spec.run_as;
+  plan.run_as = m.run_as ? &*m.run_as : nullptr;
   plan.file_path = m.file_path.empty() ? nullptr : m.file_path.c_str();
   plan.file_content = m.file_content.data();
   plan.file_size = m.file_content.size();

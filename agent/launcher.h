@@ -38,6 +38,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/run_as.h"
 #include "common/status.h"
 
 namespace swept::agent {
@@ -66,6 +67,16 @@ struct LaunchSpec {
   // no cgroup.
   std::string cgroup_procs;
   int cgroup_fd = -1;
+  // The cgroup.procs files of the trial's cgroup v1 directories (its limits,
+  // agent/limits.h), which the child writes "0" into first thing, however it
+  // entered the one above; a failure there is a failed launch (Unavailable).
+  std::vector<std::string> more_cgroup_procs;
+  // Non-null: the child becomes this user once in its cgroups, with the
+  // directories of make_dirs (made as root) handed to it; it then writes
+  // file_path, enters working_dir and execs as that user, so no trial file
+  // is written by root where the trial could have planted a link. Borrowed
+  // until launch() returns.
+  const RunAs* run_as = nullptr;
 };
 
 // Until a launched child has exec'd, it runs on memory of the agent's (its

@@ -71,7 +71,9 @@ std::string LazyLogFile::append(std::string_view bytes) {
   if (bytes.empty() || failed_ || path_.empty()) return {};
   if (fd_ < 0) {
     // Append: every attempt's output stays, one after the other.
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    // Not through a link: under --run-as the trial owns its directory, and
+    // could leave one there pointing at a file of root's.
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd_ < 0) {
       failed_ = true;
       std::string why = "cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there";
@@ -198,22 +200,37 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.working_dir = working_dir_;
   spec.env_overrides = environment_;
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
+  if (options_.run_as) {
+    spec.run_as = options_.run_as;
+    spec.env_overrides.emplace_back("USER", options_.run_as->name);
+    spec.env_overrides.emplace_back("LOGNAME", options_.run_as->name);
+    spec.env_overrides.emplace_back("HOME", options_.run_as->home);
+  }
   if (!launch_.skip_params_file && names_params_file(launch_.argv)) {
     spec.file_path = (working_dir / protocol::kParamsFileName).string();
     spec.file_content = launch_.params_json + "\n";
   }
   if (options_.shared_container) {  // a node's process: the node's container
     container_ = *options_.shared_container;
+    spec.more_cgroup_procs = container_.limits.procs_files;
     spec.cgroup_procs = Containment::procs_file(container_);
     spec.cgroup_fd = container_.cgroup_fd;
     spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
   } else if (options_.containment) {
-    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt);
+    auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt, launch_.limits);
     if (!container.ok()) return fail_to_start(container.status());
     container_ = *container;
+    spec.more_cgroup_procs = container_.limits.procs_files;
     spec.cgroup_procs = Containment::procs_file(container_);
     spec.cgroup_fd = container_.cgroup_fd;
     spec.env_overrides.emplace_back(Containment::tag_variable(), container_.tag);
+  }
+  if (!container_.limits.warning.empty() && !options_.shared_container) {
+    // A limit the sweep asked for that this host cannot set: the trial runs
+    // without it (docs/deploy.md, "Trial limits"), and its record says so.
+    const std::string line = "[swept: " + container_.limits.warning + "]\n";
+    log_.append(line);
+    if (std::string e = stderr_log_.append(line); !e.empty()) log_.append(e);
   }
   auto child = [&] {
     // Listed before any containment of this process may reap it (Containment::ReapHold).
@@ -273,6 +290,8 @@ TrialSupervisor::~TrialSupervisor() {
 void TrialSupervisor::release_container() {
   if (options_.shared_container) return;  // the node's: its GangSupervisor releases it
   if (options_.containment && (!container_.cgroup_dir.empty() || !container_.tag.empty())) {
+    // Read before its cgroups go: whether the OOM killer struck (finish() says so).
+    if (oom_reason_.empty()) oom_reason_ = Containment::oom_reason(container_);
     options_.containment->kill_all_and_release(container_);
     container_ = TrialContainer{};
   }
@@ -465,6 +484,11 @@ void TrialSupervisor::finish(std::optional<int> wait_status) {
   } else {
     r.end = r.exit_code ? TrialEnd::kExited : TrialEnd::kSignaled;
     r.reason = how + (r.diverged ? " (diverged)" : "");
+    // The OOM killer may have struck the trial's main process or a helper
+    // (a data loader) whose loss made it fail: either way the cause is this.
+    // (A node's shared container is still there; a trial's own was read at its release.)
+    const std::string oom = oom_reason_.empty() ? Containment::oom_reason(container_) : oom_reason_;
+    if (!oom.empty()) r.reason = oom + " (" + r.reason + ")";
   }
   result_ = std::move(r);
   child_.pid = -1;  // reaped: never signal it again

@@ -63,6 +63,7 @@ struct TrialLaunch {
   std::vector<int> gpu_indices;       // CUDA_VISIBLE_DEVICES; empty: no GPU visible
   double gpu_memory_fraction = 0;     // > 0: SWEPT_GPU_MEMORY_FRACTION
   double timeout_s = 0;               // 0: no limit
+  protocol::TrialLimits limits;       // set in its container (agent/limits.h); a gang's node: in GangSupervisor's
   // One process of a node of a multi-node trial (agent/gang_supervisor.h);
   // the defaults are a trial of one process.
   std::string log_prefix;      // "rank-3.": its logs are rank-3.stdout.log and rank-3.stderr.log
@@ -108,6 +109,9 @@ struct SupervisorOptions {
   // its own process group: the node's other processes run on. Null: the
   // supervisor prepares and releases a container of its own.
   const TrialContainer* shared_container = nullptr;
+  // Non-null: trials run as this user (swept agent --run-as; agent/run_as.h),
+  // their directories theirs. Must outlive the supervisor.
+  const RunAs* run_as = nullptr;
 };
 
 // What the agent's loop sees of one trial while it runs: one process
@@ -257,6 +261,7 @@ class TrialSupervisor final : public Supervision {
   bool killed_ = false;
   bool timed_out_ = false;
   std::string stop_reason_;
+  std::string oom_reason_;  // "out of memory: ..." read when its container was released; "" otherwise
   std::optional<TrialResult> result_;
   std::optional<Status> exec_failure_;  // the exec failed after launch() returned
 };

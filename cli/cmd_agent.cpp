@@ -55,7 +55,8 @@ int run_agent_command(const std::vector<std::string>& args) {
   po::options_description visible(
       "usage: swept agent --scheduler tcp://HOST:5555 [--gpus auto|none|fake:N[xMEMORY]] [--slots N]\n"
       "                   [--name NAME] [--workdir DIR] [--key FILE --scheduler-pub FILE]\n"
-      "                   [--advertise-addr ADDR] [--rendezvous-ports LO-HI]\n\n"
+      "                   [--advertise-addr ADDR] [--rendezvous-ports LO-HI]\n"
+      "                   [--enforce-cpus] [--run-as USER]\n\n"
       "Runs the trials a swept scheduler sends to this host, each as a child process with its GPUs\n"
       "in CUDA_VISIBLE_DEVICES. Stops on SIGTERM/SIGINT after stopping its trials (exit 130).\n"
       "Drains on SIGUSR1 (Slurm's --signal before a time limit): takes no new trials, stops the\n"
@@ -88,6 +89,9 @@ int run_agent_command(const std::vector<std::string>& args) {
       "(default: the local address of the connection to the scheduler)")(
       "rendezvous-ports", po::value<std::string>()->default_value("29500-29999"),
       "ports LO-HI the scheduler may pick a multi-node trial's MASTER_PORT from when node 0 runs here")(
+      "enforce-cpus", "limit each trial to resources.cpus CPUs' worth of time (cgroup cpu quota)")(
+      "run-as", po::value<std::string>(&o.run_as),
+      "run trials as this unprivileged user (the agent must be root); they cannot leave their cgroups")(
       "verbose,v", "log every trial's start and end");
   po::variables_map vm;
   try {
@@ -122,6 +126,7 @@ int run_agent_command(const std::vector<std::string>& args) {
     return kExitUsage;
   }
   std::tie(o.rendezvous_port_lo, o.rendezvous_port_hi) = *ports;
+  o.enforce_cpus = vm.count("enforce-cpus") > 0;
   if (Status s = agent::validate_options(o); !s.ok()) {
     std::cerr << "swept agent: " << s.message() << "\n";
     return kExitUsage;

@@ -44,9 +44,9 @@ inline constexpr int64_t kMaxMessageBytes = int64_t{16} << 20;
 // Messages queued per peer in each direction on the scheduler's socket
 // (ZMQ_SNDHWM / ZMQ_RCVHWM): beyond it a reply is dropped, a sender waits.
 inline constexpr int kPeerHighWaterMark = 1000;
-// The longest containment mode name a REGISTER may carry (docs/protocol.md,
-// REGISTER `containment`): a mode's name, not a description.
-inline constexpr size_t kMaxContainmentBytes = 32;
+// The longest containment a REGISTER may carry (docs/protocol.md, REGISTER
+// `containment`): a mode's name and the limits enforced, not a description.
+inline constexpr size_t kMaxContainmentBytes = 64;
 
 // ---- pieces ----------------------------------------------------------------
 
@@ -130,8 +130,9 @@ struct Register {
   // leaves once its trials have stopped. Optional on the wire (absent: false).
   bool draining = false;
   // How the agent keeps each trial's processes together (agent/containment.h:
-  // "cgroup" or "subreaper"); "" when it does not say (optional on the wire,
-  // at most kMaxContainmentBytes).
+  // "cgroup" or "subreaper"), then the limits it sets ("; limits memory,pids,cpus"
+  // or "; no limits"); "" when it does not say (optional on the wire, at most
+  // kMaxContainmentBytes).
   std::string containment;
   // Multi-node trials (issue 25), optional on the wire. `addr`: the address
   // other hosts reach this one at (--advertise-addr, else the local address
@@ -209,6 +210,16 @@ inline constexpr int kMaxProcsPerNode = 64;
 // The REGISTER feature an agent lists when it runs START_TRIAL `gang`.
 inline constexpr const char* kFeatureGang = "gang";
 
+// A trial's limits (START_TRIAL `limits`, docs/protocol.md), which the agent
+// sets in the trial's cgroup where its host can (docs/deploy.md, "Trial
+// limits"). Each optional on the wire; 0 when absent.
+struct TrialLimits {
+  int64_t memory_bytes = 0;  // resources.memory; 0: none
+  int64_t pids = 0;          // resources.pids; 0: the agent's default (4096)
+  int cpus = 0;              // resources.cpus; a quota only under `swept agent --enforce-cpus`
+  bool operator==(const TrialLimits&) const = default;
+};
+
 struct StartTrial {
   int64_t trial_id = 0;
   int attempt = 0;
@@ -225,6 +236,7 @@ struct StartTrial {
   int64_t after_trial_id = 0;
   int after_attempt = 0;
   std::optional<Gang> gang;  // a node of a multi-node trial (issue 25)
+  TrialLimits limits;
   bool operator==(const StartTrial&) const = default;
 };
 

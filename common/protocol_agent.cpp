@@ -144,6 +144,11 @@ json body(const StartTrial& m) {
                  {"procs_per_node", m.gang->procs_per_node},
                  {"master_addr", m.gang->master_addr},
                  {"master_port", m.gang->master_port}};
+  json limits = json::object();
+  if (m.limits.memory_bytes > 0) limits["memory"] = m.limits.memory_bytes;
+  if (m.limits.pids > 0) limits["pids"] = m.limits.pids;
+  if (m.limits.cpus > 0) limits["cpus"] = m.limits.cpus;
+  if (!limits.empty()) j["limits"] = std::move(limits);
   return j;
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
@@ -259,6 +264,15 @@ void read(const Reader& r, StartTrial& m) {
     if (gang.master_addr.empty() || gang.master_addr.size() > 255) bad("master_addr", "a host address of 1 to 255 bytes");
     if (gang.master_port < 1 || gang.master_port > 65535) bad("master_port", "a port, 1 to 65535");
     m.gang = std::move(gang);
+  }
+  if (r.has("limits")) {
+    Reader l = r.field("limits");
+    m.limits.memory_bytes = opt_field_i64(l, "memory", 0);
+    m.limits.pids = opt_field_i64(l, "pids", 0);
+    m.limits.cpus = static_cast<int>(opt_field_i64(l, "cpus", 0));
+    if (m.limits.memory_bytes < 0) throw FieldError(l.path() + ".memory: must be a number of bytes >= 0");
+    if (m.limits.pids < 0) throw FieldError(l.path() + ".pids: must be a number of processes >= 0");
+    if (m.limits.cpus < 0 || m.limits.cpus > 4096) throw FieldError(l.path() + ".cpus: must be 0 to 4096");
   }
 }
 

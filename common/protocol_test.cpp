@@ -86,6 +86,11 @@ std::vector<Message> every_message() {
   st.gang = Gang{4, 2, 8, "10.1.2.3", 29517};  // node 2 of a 4-node trial (issue 25)
   all.push_back(st);
   st.gang.reset();
+  st.limits = TrialLimits{int64_t{8} << 30, 4096, 2};  // resources.memory, pids, cpus (optional)
+  all.push_back(st);
+  st.limits = TrialLimits{0, 64, 0};  // only some of them
+  all.push_back(st);
+  st.limits = TrialLimits{};
   all.push_back(StopTrial{17, 2, "cancelled by the user"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
   Metrics m;

@@ -809,3 +809,16 @@ TEST_CASE("broker: a 2-node trial that waits past the bound gets both agents, ho
   CHECK(gang_b);
   CHECK(waited_ms <= 2000 + 3 * 500);  // the bound, then the two agents freeing in turn
 }
+
+TEST_CASE("START_TRIAL carries the sweep's limits: resources.memory, pids (default 4096) and cpus") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 4);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"],
+      "resources": {"memory": "8GiB", "pids": 64, "cpus": 2}, "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  CHECK(st.limits == swept::protocol::TrialLimits{int64_t{8} << 30, 64, 2});
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})").ok());
+  auto plain = expect<StartTrial>(*f.broker, a);
+  CHECK(plain.limits == swept::protocol::TrialLimits{0, 4096, 1});
+}

@@ -177,6 +177,7 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
+  if (terms != terms_.end()) st.limits = terms->second.limits;
   if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;

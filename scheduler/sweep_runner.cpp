@@ -169,6 +169,7 @@ SweepTerms SweepRunner::terms(const Active& s) const {
   const Demand d = demand_of(s.spec);
   t.cpus = d.needs_gpu() ? 0 : d.cpus;
   t.timeout_s = s.spec.timeout_s;
+  t.limits = {s.spec.resources.memory_bytes, s.spec.resources.pids, s.spec.resources.cpus};
   if (s.spec.metric) t.metric = s.spec.metric->name;
   return t;
 }

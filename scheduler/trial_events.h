@@ -24,6 +24,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/protocol.h"
 #include "common/rows.h"
 #include "common/states.h"
 
@@ -35,6 +36,7 @@ struct SweepTerms {
   int max_retries = 0;
   int cpus = 0;                       // CPU slots a trial holds (0 when it takes GPUs)
   double timeout_s = 0;               // per trial; 0: none
+  protocol::TrialLimits limits;       // resources.memory, pids, cpus: START_TRIAL `limits`
   std::optional<std::string> metric;  // the sweep's metric, kept in trials.metric_value
 };
 

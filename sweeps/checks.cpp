@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -329,6 +330,38 @@ void Checker::only_keys(const json& object, const std::string& path, const std::
       add(join(path, it.key()), unknown_key_message(it.key(), allowed));
     }
   }
+}
+
+std::optional<int64_t> parse_memory_bytes(const json& v) {
+  constexpr int64_t kMin = int64_t{1} << 20, kMax = int64_t{1} << 50;
+  auto in_range = [&](double bytes) -> std::optional<int64_t> {
+    if (!(bytes >= double(kMin) && bytes <= double(kMax))) return std::nullopt;
+    return static_cast<int64_t>(bytes);
+  };
+  if (v.is_number()) {  // bytes; a float only when whole (YAML reads 1e9 as one)
+    const double bytes = v.get<double>();
+    return bytes == std::floor(bytes) ? in_range(bytes) : std::nullopt;
+  }
+  if (!v.is_string()) return std::nullopt;
+  const std::string text = v.get<std::string>();
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+  if (digits == 0 || digits > 24 || std::count(text.begin(), text.begin() + digits, '.') > 1 || text[0] == '.') {
+    return std::nullopt;
+  }
+  size_t unit_at = digits;
+  while (unit_at < text.size() && text[unit_at] == ' ') ++unit_at;
+  const std::string unit = text.substr(unit_at);
+  // Decimal units as the SI says, binary ones as the IEC does: "8GB" and
+  // "8GiB" differ by 7 %, which a limit near a job's peak must not blur.
+  static const std::pair<const char*, double> kUnits[] = {
+      {"", 1},          {"B", 1},         {"kB", 1e3},      {"KB", 1e3},         {"MB", 1e6},
+      {"GB", 1e9},      {"TB", 1e12},     {"KiB", 1024.0},  {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0}};
+  for (const auto& [name, scale] : kUnits) {
+    if (unit == name) return in_range(std::strtod(text.substr(0, digits).c_str(), nullptr) * scale);
+  }
+  return std::nullopt;
 }
 
 }  // namespace swept::sweeps

@@ -50,6 +50,12 @@ std::optional<nlohmann::json> decimal_number(std::string_view text);
 // Whether `text` is spelt as decimal_number reads but is beyond a double (1e400).
 bool decimal_beyond_double(std::string_view text);
 
+// resources.memory: a plain integer of bytes, or a decimal number with a
+// unit ("8GiB", "1.5 GB", "512MB"; B, kB/KB, MB, GB, TB as powers of 1000,
+// KiB, MiB, GiB, TiB as powers of 1024), from 1 MiB to 1 PiB. nullopt for
+// anything else (the caller names the field).
+std::optional<int64_t> parse_memory_bytes(const nlohmann::json& v);
+
 // 1-based line and column (in characters) of a byte offset.
 struct LineColumn {
   size_t line = 1, column = 1;

@@ -218,7 +218,7 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
     ck.add("resources", "expected an object like {\"gpus\": 1, \"cpus\": 2}, found " + found(r));
     return;
   }
-  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus", "nodes", "procs_per_node"});
+  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus", "nodes", "procs_per_node", "memory", "pids"});
   if (r.contains("gpus")) {
     if (auto v = ck.integer(r["gpus"], "resources.gpus", 0, 1024, "a whole number of GPUs from 0 to 1024")) {
       spec.resources.gpus = static_cast<int>(*v);
@@ -247,6 +247,21 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
     if (auto v = ck.integer(r["procs_per_node"], "resources.procs_per_node", 1, 64,
                             "a whole number of processes per node from 1 to 64")) {
       spec.resources.procs_per_node = static_cast<int>(*v);
+    }
+  }
+  if (r.contains("memory")) {
+    if (auto v = parse_memory_bytes(r["memory"])) {
+      spec.resources.memory_bytes = *v;
+    } else {
+      ck.add("resources.memory", "expected a size from 1MiB to 1PiB: a number with a unit (\"8GiB\", \"512MB\"; "
+                                 "units B, kB, MB, GB, TB, KiB, MiB, GiB, TiB) or a plain integer of bytes, found " +
+                                     found(r["memory"]));
+    }
+  }
+  if (r.contains("pids")) {
+    if (auto v = ck.integer(r["pids"], "resources.pids", 16, 4194304,
+                            "a whole number of processes and threads per trial from 16 to 4194304")) {
+      spec.resources.pids = *v;
     }
   }
   if (spec.resources.gpus > 0 && spec.resources.gpu_memory_fraction > 0) {

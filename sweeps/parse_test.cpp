@@ -189,8 +189,17 @@ const std::vector<Malformed>& malformed_files() {
        {"resources.gpu_memory_fraction: expected a share of one GPU in (0, 1], found 1.5"}},
       {"negative gpus", with(R"(, "resources": {"gpus": -1})"),
        {"resources.gpus: expected a whole number of GPUs from 0 to 1024, found -1"}},
-      {"unknown resource", with(R"(, "resources": {"memory": 4})"),
-       {"resources.memory: unknown key; expected one of: gpus, gpu_memory_fraction, cpus, nodes, procs_per_node"}},
+      {"unknown resource", with(R"(, "resources": {"disk": 4})"),
+       {"resources.disk: unknown key; expected one of: gpus, gpu_memory_fraction, cpus, nodes, procs_per_node, "
+        "memory, pids"}},
+      {"memory without a unit it knows", with(R"(, "resources": {"memory": "8 GiGs"})"),
+       {"resources.memory: expected a size from 1MiB to 1PiB: a number with a unit (\"8GiB\", \"512MB\"; units B, "
+        "kB, MB, GB, TB, KiB, MiB, GiB, TiB) or a plain integer of bytes, found \"8 GiGs\""}},
+      {"memory below 1 MiB", with(R"(, "resources": {"memory": 4096})"),
+       {"resources.memory: expected a size from 1MiB to 1PiB: a number with a unit (\"8GiB\", \"512MB\"; units B, "
+        "kB, MB, GB, TB, KiB, MiB, GiB, TiB) or a plain integer of bytes, found 4096"}},
+      {"pids below 16", with(R"(, "resources": {"pids": 2})"),
+       {"resources.pids: expected a whole number of processes and threads per trial from 16 to 4194304, found 2"}},
       {"nodes above the limit", with(R"(, "resources": {"nodes": 1025})"),
        {"resources.nodes: expected a whole number of nodes (agents the trial spans) from 1 to 1024, found 1025"}},
       {"zero nodes", with(R"(, "resources": {"nodes": 0})"),
@@ -557,6 +566,22 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   CHECK(describe(s) == "random, 1 parameter, 20 trials, each on 3 nodes x 2 processes");
 }
 
+TEST_CASE("sweeps.parse: resources.memory in bytes with units, resources.pids") {
+  auto memory = [](const std::string& yaml_value) {
+    const ParseOutcome o =
+        parse_sweep("method: grid\nparameters: {x: {values: [1]}}\nresources:\n  memory: " + yaml_value + "\n  pids: 64\n");
+    REQUIRE_MESSAGE(o.spec.has_value(), yaml_value);
+    CHECK(o.spec->resources.pids == 64);
+    return o.spec->resources.memory_bytes;
+  };
+  CHECK(memory("8GiB") == int64_t{8} << 30);
+  CHECK(memory("512MB") == 512000000);
+  CHECK(memory("1.5 GiB") == int64_t{3} << 29);
+  CHECK(memory("2TB") == int64_t{2000000000000});
+  CHECK(memory("1048576") == 1048576);
+  CHECK(memory("1e9") == 1000000000);
+}
+
 TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1.0 apart") {
   const ParseOutcome a = parse_sweep(R"({"method": "grid", "parameters": {"x": {"values": [1]}}})");
   REQUIRE(a.spec.has_value());
@@ -566,6 +591,8 @@ TEST_CASE("sweeps.parse: defaults when keys are absent - inference keeps 1 and 1
   CHECK_FALSE(a.spec->early_terminate.has_value());
   CHECK(a.spec->resources.gpus == 0);
   CHECK(a.spec->resources.cpus == 1);
+  CHECK(a.spec->resources.memory_bytes == 0);
+  CHECK(a.spec->resources.pids == 4096);
   CHECK(a.spec->max_parallel == 0);
   CHECK(a.spec->seed == 0);
   // {"min": 1, "max": 10} is int_uniform (a grid of 10), {"min": 1.0, ...} uniform (no grid).

@@ -62,6 +62,9 @@ enum class Method { kGrid, kRandom, kBayes, kTpe, kNsga2 };
 namespace search {
 struct SearchSettings;  // search/search.h
 }
+// resources.pids when the file says none: room for a data loader's workers
+// and a framework's threads, far below what takes a host down.
+inline constexpr int64_t kDefaultTrialPids = 4096;
 // swept's `resources` key.
 // Per node: a trial with `nodes` > 1 takes all of this on each of `nodes`
 // different agents (issue 25).
@@ -71,6 +74,11 @@ struct Resources {
   int cpus = 1;                      // CPU slots per node
   int nodes = 1;                     // agents the trial spans, started together (1 to 1024)
   int procs_per_node = 1;            // processes on each node, torchrun's --nproc_per_node (1 to 64)
+  // Per node, enforced by the agent in the trial's cgroup where the host can
+  // (docs/deploy.md, "Trial limits"): the most memory its processes may hold
+  // (0: no limit) and the most processes and threads at once.
+  int64_t memory_bytes = 0;
+  int64_t pids = kDefaultTrialPids;
 };
 
 struct ParameterSpace;  // the parsed parameter tree; opaque outside sweeps/

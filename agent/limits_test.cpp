@@ -1,0 +1,228 @@
+// Tests of trial limits (issue 26, item 6) with real processes and real
+// cgroups: a trial that allocates past resources.memory is killed and says
+// so; a fork bomb stops at resources.pids; --enforce-cpus sets the quota;
+// --run-as runs the trial as that user, who cannot leave its cgroups.
+// Each needs root and the controller on this machine: where one is missing
+// the case prints why and exits 77, which CTest reports as skipped (never
+// as passed).
+#include "agent/limits.h"
+
+#include <doctest/doctest.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+#include "agent/containment.h"
+#include "agent/supervisor.h"
+#include "agent/test_util.h"
+#include "common/testing/eventually.h"
+#include "common/testing/temp_dir.h"
+
+using namespace swept::agent;
+using swept::agent::testing::kNoPause;
+using swept::agent::testing::read_file;
+
+namespace {
+
+// Ends this test case as skipped (CTest's SKIP_RETURN_CODE), saying why.
+void skip_unless(bool ok, const std::string& why) {
+  if (ok) return;
+  std::fprintf(stderr, "SKIPPED (not a pass): %s\n", why.c_str());
+  std::fflush(stderr);
+  std::_Exit(77);
+}
+
+std::unique_ptr<Containment> limited_containment(bool enforce_cpus) {
+  skip_unless(::geteuid() == 0, "trial limits need root (cgroups)");
+  auto c = Containment::create("auto");
+  REQUIRE(c.ok());
+  (*c)->enable_limits(enforce_cpus);
+  MESSAGE((*c)->description() << "; " << (*c)->limiter()->description());
+  return std::move(*c);
+}
+
+// Whether `item` is in a comma-separated `list`.
+bool listed(const std::string& list, const std::string& item) {
+  std::istringstream in(list);
+  for (std::string w; std::getline(in, w, ',');) {
+    if (w == item) return true;
+  }
+  return false;
+}
+
+bool enforces(const Containment& c, const std::string& what) { return listed(c.limiter()->enforced(), what); }
+
+// One trial under `containment`, stepped as the agent's loop would.
+struct Run {
+  Run(Containment& containment, std::vector<std::string> argv, const swept::protocol::TrialLimits& limits,
+      const RunAs* run_as = nullptr)
+      : containment(containment) {
+    REQUIRE_FALSE(root.path().empty());
+    ::chmod(root.path().c_str(), 0755);  // a --run-as user must reach its directory
+    SupervisorOptions options;
+    options.workdir_root = root.path();
+    options.stop_grace_ms = 300;
+    options.containment = &containment;
+    options.run_as = run_as;
+    TrialLaunch launch;
+    launch.sweep_id = 1;
+    launch.trial_id = 9;
+    launch.argv = std::move(argv);
+    launch.limits = limits;
+    sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
+  }
+  void step() {
+    int64_t until = sup->next_deadline_ms() - swept::SteadyClock::instance().now_ms();
+    swept::agent::testing::poll_readable(sup->poll_fds(), static_cast<int>(std::clamp<int64_t>(until, 0, 100)));
+    sup->service();
+    log += sup->take_log().text;
+    std::vector<pid_t> leaders;
+    if (!sup->finished()) leaders.push_back(sup->pid());
+    containment.collect(leaders);
+  }
+  bool until(const std::function<bool()>& done, double seconds = 30) {
+    return swept::testing::eventually([&] { return done() || (step(), done()); }, seconds, kNoPause);
+  }
+  const TrialResult& finish() {
+    REQUIRE_MESSAGE(until([&] { return sup->finished(); }), log);
+    return sup->result();
+  }
+  std::string file(const std::string& name) const { return read_file(sup->working_dir() + "/" + name); }
+
+  Containment& containment;
+  swept::testing::TempDir root{"swept-limits"};
+  PosixLauncher launcher;
+  std::unique_ptr<TrialSupervisor> sup;
+  std::string log;
+};
+
+// The last path component of the trial's cgroup in the hierarchy whose
+// /proc/PID/cgroup line names `controller` ("" for the v2 line), e.g. "trial-3".
+std::string trial_cgroup_name(pid_t pid, const std::string& controller) {
+  std::istringstream lines(read_file("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);) {
+    size_t a = line.find(':'), b = line.find(':', a + 1);
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    if (controller.empty() ? controllers.empty() : listed(controllers, controller)) {
+      return line.substr(line.rfind('/') + 1);
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("limits: a trial that allocates past resources.memory is killed, its reason says out of memory") {
+  auto c = limited_containment(false);
+  skip_unless(enforces(*c, "memory"), "no memory controller: " + c->limiter()->description());
+  swept::protocol::TrialLimits limits;
+  limits.memory_bytes = int64_t{64} << 20;
+  // `tail` keeps a line whole: 400 MB without a newline is 400 MB held.
+  Run big(*c, {"/bin/sh", "-c", "head -c 400000000 /dev/zero | tail; exit 3"}, limits);
+  const TrialResult& r = big.finish();
+  CHECK_MESSAGE(r.reason.rfind("out of memory: limit 64 MiB (", 0) == 0, r.reason, "\n", big.log);
+  CHECK(r.exit_code == 3);
+  // The same trial within its limit: its reason is its exit, nothing more.
+  Run small(*c, {"/bin/sh", "-c", "head -c 1000 /dev/zero | tail >/dev/null; exit 3"}, limits);
+  CHECK(small.finish().reason == "exit code 3");
+}
+
+TEST_CASE("limits: a fork bomb stops at resources.pids, and what it started dies with it") {
+  auto c = limited_containment(false);
+  skip_unless(enforces(*c, "pids"), "no pids controller: " + c->limiter()->description());
+  swept::protocol::TrialLimits limits;
+  limits.pids = 32;
+  // 2,000 processes without a limit; the shell gives up at its first fork refused.
+  Run bomb(*c,
+           {"/bin/sh", "-c",
+            "i=0; while [ $i -lt 2000 ]; do sleep 1000 & echo $! >> pids; i=$((i+1)); echo $i > forked; done; exit 0"},
+           limits);
+  const TrialResult& r = bomb.finish();
+  CHECK_MESSAGE(r.exit_code != 0, r.reason);  // refused a fork: the shell failed
+  const int forked = std::atoi(bomb.file("forked").c_str());
+  CHECK(forked > 0);
+  CHECK_MESSAGE(forked < 32, "started ", forked, " processes under pids.max 32");
+  std::vector<pid_t> pids;
+  std::istringstream in(bomb.file("pids"));
+  for (long p; in >> p;) pids.push_back(static_cast<pid_t>(p));
+  CHECK(bomb.until([&] { return std::none_of(pids.begin(), pids.end(), process_alive); }));
+}
+
+TEST_CASE("limits: --enforce-cpus gives the trial resources.cpus CPUs' worth of quota") {
+  auto c = limited_containment(true);
+  skip_unless(enforces(*c, "cpus"), "no cpu controller: " + c->limiter()->description());
+  swept::protocol::TrialLimits limits;
+  limits.cpus = 2;
+  Run trial(*c, {"/bin/sh", "-c", "echo ready; while [ ! -e go ]; do sleep 0.01; done"}, limits);
+  REQUIRE(trial.until([&] { return trial.log.find("ready") != std::string::npos; }));
+  std::string quota;
+  const auto v1 = c->limiter()->v1_agent_dirs();
+  auto cpu_dir = std::find_if(v1.begin(), v1.end(), [](const std::string& d) {
+    return ::access((d + "/cpu.cfs_quota_us").c_str(), F_OK) == 0;
+  });
+  if (cpu_dir != v1.end()) {
+    const std::string dir = *cpu_dir + "/" + trial_cgroup_name(trial.sup->pid(), "cpu");
+    quota = read_file(dir + "/cpu.cfs_quota_us") + "/" + read_file(dir + "/cpu.cfs_period_us");
+    CHECK(quota == "200000\n/100000\n");
+  } else {
+    quota = read_file(c->cgroup_root() + "/" + trial_cgroup_name(trial.sup->pid(), "") + "/cpu.max");
+    CHECK(quota == "200000 100000\n");
+  }
+  std::ofstream(trial.sup->working_dir() + "/go").put('\n');
+  CHECK(trial.finish().reason == "exit code 0");
+}
+
+TEST_CASE("limits: --run-as runs the trial as that user, who owns its directory and cannot leave its cgroups") {
+  auto c = limited_containment(false);
+  skip_unless(std::system("command -v useradd >/dev/null && command -v userdel >/dev/null") == 0,
+              "no useradd/userdel to make a test user");
+  const std::string user = "swept-lt" + std::to_string(::getpid() % 100000);
+  REQUIRE(std::system(("useradd --system --no-create-home --shell /usr/sbin/nologin " + user).c_str()) == 0);
+  struct Remove {
+    std::string user;
+    ~Remove() { (void)std::system(("userdel " + user + " 2>/dev/null").c_str()); }
+  } remove{user};
+  auto run_as = resolve_run_as(user);
+  REQUIRE(run_as.ok());
+  // Every cgroup directory holding the trial's: writing its cgroup.procs is
+  // how a process moves itself out (what root trials could do).
+  std::vector<std::string> parents = c->limiter()->v1_agent_dirs();
+  if (c->mode() == ContainmentMode::kCgroup) parents.push_back(c->cgroup_root());
+  REQUIRE_FALSE(parents.empty());
+  std::string script = "id -u > uid; stat -c %u . > owner; stat -c %u checkpoints > checkpoints_owner; ";
+  for (const std::string& p : parents) {
+    script += "if echo $$ > " + p + "/cgroup.procs; then echo ESCAPED " + p + "; else echo refused; fi; ";
+  }
+  Run trial(*c, {"/bin/sh", "-c", script}, {}, &*run_as);
+  const TrialResult& r = trial.finish();
+  CHECK_MESSAGE(r.reason == "exit code 0", r.reason, "\n", trial.log);
+  const std::string uid = std::to_string(run_as->uid) + "\n";
+  CHECK(trial.file("uid") == uid);
+  CHECK(trial.file("owner") == uid);
+  CHECK(trial.file("checkpoints_owner") == uid);
+  CHECK_MESSAGE(trial.log.find("ESCAPED") == std::string::npos, trial.log);
+  CHECK(trial.log.find("refused") != std::string::npos);
+}
+
+TEST_CASE("limits: --run-as refuses root, an unknown user, and says why") {
+  auto root = resolve_run_as("root");
+  CHECK(root.status().message().find("that is root") != std::string::npos);
+  auto nobody = resolve_run_as("no-such-user-swept");
+  CHECK(nobody.status().message() ==
+        "--run-as no-such-user-swept: no such user; create one (useradd --system swept-trial) or name an existing one");
+}
+
+TEST_CASE("limits: sizes are written as people read them") {
+  CHECK(format_bytes(int64_t{8} << 30) == "8 GiB");
+  CHECK(format_bytes(int64_t{64} << 20) == "64 MiB");
+  CHECK(format_bytes(int64_t{3} << 29) == "1.5 GiB (1610612736 bytes)");
+  CHECK(format_bytes(1000) == "1000 bytes");
+}
