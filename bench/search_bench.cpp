@@ -6,6 +6,9 @@
 //   search_bench quality PEER_SCRIPT [--trials 40] [--seeds 1-8] [--slots 1] [--function NAME] [--methods LIST]
 //       [--settings '{"bayes": {...}, "tpe": {...}}'] [--extra]
 //       (--extra: bench/search_extra_peer.py's functions, with that script as PEER_SCRIPT)
+//       [--functions a,b,c]: these names instead, evaluated by the peer itself (`PEER serve NAME`: one
+//       JSON object of params a line in, one value a line out), so any peer with a serve mode
+//       (bench/search_shapes_peer.py) can bring functions that this file does not know
 //       one JSON line per (function, method): {"function","method","slots","best":[per seed]}
 //   search_bench latency PEER_SCRIPT [--sizes 100,1000,10000]
 //       one JSON line per (method, finished trials): {"method","finished","ms":[...],"cpu_ms":[...]}
@@ -26,6 +29,9 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -121,6 +127,54 @@ double value(const std::string& name, const json& p) {
   return base + 0.08 * u * u + 0.004 * h * h + 0.01 * wd * wd + (u > 2 ? 0.5 : 0.0);
 }
 
+// The peer's `serve NAME` process: params written as one JSON line, the value
+// read back as one line. One process per function, so a 40-trial sweep does
+// not start Python 40 times.
+class PeerFunction {
+ public:
+  PeerFunction(const std::string& peer, const std::string& name) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) std::exit(1);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0), dup2(out[1], 1);
+      close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+      execlp("python3", "python3", peer.c_str(), "serve", name.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(in[0]), close(out[1]);
+    to_ = fdopen(in[1], "w"), from_ = fdopen(out[0], "r");
+  }
+  ~PeerFunction() {
+    fclose(to_), fclose(from_);
+    waitpid(pid_, nullptr, 0);
+  }
+  PeerFunction(const PeerFunction&) = delete;
+  PeerFunction& operator=(const PeerFunction&) = delete;
+
+  double operator()(const json& params) {
+    std::fputs((params.dump() + "\n").c_str(), to_);
+    std::fflush(to_);
+    char line[256];
+    if (!std::fgets(line, sizeof line, from_)) {
+      std::cerr << "search_bench: the peer's serve process gave no value for " << params.dump() << "\n";
+      std::exit(1);
+    }
+    return std::strtod(line, nullptr);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+PeerFunction* g_peer_function = nullptr;  // set while a --functions function is being searched
+
+double evaluate(const std::string& name, const json& params) {
+  return g_peer_function ? (*g_peer_function)(params) : value(name, params);
+}
+
 SweepSpec spec_for(const std::string& peer, const std::string& name, uint64_t seed) {
   const json params = json::parse(run_command("python3 " + peer + " space " + name));
   const json file = {{"method", "random"}, {"metric", {{"name", "value"}}}, {"parameters", params}, {"seed", seed}};
@@ -192,7 +246,7 @@ double run_sweep(const std::string& method, const SweepSpec& spec, const std::st
     }
     const json done = h.pending.front();
     h.pending.erase(h.pending.begin());
-    const double v = value(name, done);
+    const double v = evaluate(name, done);
     best = std::min(best, v);
     h.finished.push_back({done, v});
   }
@@ -200,11 +254,15 @@ double run_sweep(const std::string& method, const SweepSpec& spec, const std::st
 }
 
 int quality(const std::string& peer, int trials, int seed_lo, int seed_hi, int slots, const std::string& only,
-            const std::string& methods, bool extra) {
-  std::vector<const char*> names(std::begin(kFunctions), std::end(kFunctions));
+            const std::string& methods, bool extra, const std::vector<std::string>& peer_functions) {
+  std::vector<std::string> names(std::begin(kFunctions), std::end(kFunctions));
   if (extra) names.assign(std::begin(kExtraFunctions), std::end(kExtraFunctions));
-  for (const char* name : names) {
+  if (!peer_functions.empty()) names = peer_functions;
+  for (const std::string& name : names) {
     if (!only.empty() && only != name) continue;
+    std::unique_ptr<PeerFunction> served;
+    if (!peer_functions.empty()) served = std::make_unique<PeerFunction>(peer, name);
+    g_peer_function = served.get();
     std::vector<json> points;
     for (const char* method : {"bayes", "tpe", "random"}) {
       if (methods.find(method) == std::string::npos) continue;
@@ -218,7 +276,8 @@ int quality(const std::string& peer, int trials, int seed_lo, int seed_hi, int s
                         {"fallbacks", fallbacks}}.dump()
                 << std::endl;
     }
-    check_against_peer(peer, name, points);
+    if (!served) check_against_peer(peer, name, points);
+    g_peer_function = nullptr;
   }
   return 0;
 }
@@ -267,13 +326,14 @@ int latency(const std::string& peer, const std::vector<int>& sizes) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: search_bench quality|latency PEER_SCRIPT [--trials N] [--seeds A-B] [--slots K] [--function NAME] [--methods bayes,tpe,random] [--sizes a,b,c] [--extra]\n";
+    std::cerr << "usage: search_bench quality|latency PEER_SCRIPT [--trials N] [--seeds A-B] [--slots K] [--function NAME] [--methods bayes,tpe,random] [--sizes a,b,c] [--extra] [--functions a,b,c]\n";
     return 2;
   }
   const std::string mode = argv[1], peer = argv[2];
   int trials = 40, lo = 1, hi = 8, slots = 1;
   std::string only, methods = "bayes,tpe,random";
   std::vector<int> sizes{100, 1000, 10000};
+  std::vector<std::string> peer_functions;
   bool extra = false;
   for (int i = 3; i < argc; i += 2) {
     if (std::string(argv[i]) == "--extra") {
@@ -287,6 +347,13 @@ int main(int argc, char** argv) {
     else if (flag == "--function") only = v;
     else if (flag == "--methods") methods = v;
     else if (flag == "--settings") g_extra = json::parse(v);
+    else if (flag == "--functions") {
+      for (size_t a = 0; a < v.size();) {
+        const size_t b = v.find(',', a);
+        peer_functions.push_back(v.substr(a, b - a));
+        a = b == std::string::npos ? v.size() : b + 1;
+      }
+    }
     else if (flag == "--seeds") lo = std::stoi(v.substr(0, v.find('-'))), hi = std::stoi(v.substr(v.find('-') + 1));
     else if (flag == "--sizes") {
       sizes.clear();
@@ -300,7 +367,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (mode == "quality") return quality(peer, trials, lo, hi, slots, only, methods, extra);
+  if (mode == "quality") return quality(peer, trials, lo, hi, slots, only, methods, extra, peer_functions);
   if (mode == "latency") return latency(peer, sizes);
   std::cerr << "search_bench: unknown mode " << mode << " (quality or latency)\n";
   return 2;

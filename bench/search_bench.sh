@@ -7,6 +7,8 @@
 # 1. Search quality: swept's bayes, tpe and random against Optuna's TPE and
 #    random sampler (../shared/bench/search_peer.py, Debian's python3-optuna),
 #    5 functions, 40 trials, seeds 1-8, one trial at a time; median best.
+#    1b. The same on bench/search_shapes_peer.py's functions (issue 28: rotated ill-conditioned
+#    and many-minima shapes), its tune and holdout sets apart, evaluated by the peer's serve mode.
 # 2. Parallel search: the same with 4 slots (oldest pending trial finishes first).
 # 3. Suggestion latency at 100, 1,000, 10,000 finished trials, beside Optuna's TPE.
 # 4. Steps saved by hyperband, asha and median on synthetic learning curves.
@@ -32,6 +34,14 @@ for f in $functions; do
 done
 "$build/bin/search_bench" quality "$peer" --trials 40 --seeds 1-8 --slots 1 > "$out/swept1.jsonl"
 "$build/bin/search_bench" quality "$peer" --trials 40 --seeds 1-8 --slots 4 --methods bayes,tpe > "$out/swept4.jsonl"
+shapes="$here/search_shapes_peer.py"
+: > "$out/shapes_peer.jsonl"
+for f in $(python3 "$shapes" list); do
+  /usr/bin/python3 "$shapes" optuna "$f" --sampler tpe --trials 40 --seeds 1-8 >> "$out/shapes_peer.jsonl"
+done
+"$build/bin/search_bench" quality "$shapes" --functions "$(python3 "$shapes" list | paste -sd,)" --trials 40 --seeds 1-8 \
+  --methods bayes,tpe > "$out/shapes.jsonl"
+python3 "$shapes" list holdout > "$out/shapes_holdout.txt"
 echo "load after quality:$(uptime | sed 's/.*load average://')"
 "$build/bin/search_bench" latency "$peer" --sizes 100,1000,10000 > "$out/latency.jsonl"
 for f in hartmann6 nnlike; do
@@ -64,6 +74,15 @@ for f in fns:
     print(f"| {f} | {b:.4g} | {t:.4g} | {r:.4g} | {ot:.4g} | {orr:.4g} | {'yes' if b <= ot else 'no'} | {'yes' if t <= ot else 'no'} |")
 print(f"\nbayes at least as good as Optuna TPE on {wins['bayes']}/5, better than both randoms on {wins['bayes_rand']}/5; "
       f"tpe: {wins['tpe']}/5 and {wins['tpe_rand']}/5.")
+print("\n### Shapes of issue 28 (bench/search_shapes_peer.py): median best of 40 trials over seeds 1-8\n")
+print("| function | set | swept bayes | swept tpe | Optuna TPE | bayes <= Optuna TPE | tpe <= Optuna TPE |")
+print("|---|---|---|---|---|---|---|")
+holdout = set(open(f"{out}/shapes_holdout.txt").read().split())
+shp = {r["function"]: statistics.median(r["best"]) for r in rows("shapes_peer.jsonl")}
+shm = {(r["function"], r["method"]): statistics.median(r["best"]) for r in rows("shapes.jsonl")}
+for f, ot in shp.items():
+    b, t = shm[(f, "bayes")], shm[(f, "tpe")]
+    print(f"| {f} | {'holdout' if f in holdout else 'tune'} | {b:.4g} | {t:.4g} | {ot:.4g} | {'yes' if b <= ot else 'no'} | {'yes' if t <= ot else 'no'} |")
 print("\n### Parallel search: 4 slots against 1 (median best of 40 trials, seeds 1-8)\n")
 print("| function | bayes 1 slot | bayes 4 slots | tpe 1 slot | tpe 4 slots |")
 print("|---|---|---|---|---|")
