@@ -912,8 +912,8 @@ TEST_CASE("warm start: a grid imports the fitting trials of an earlier sweep, co
   StartTrial failed = u.run(first, "a");  // x=4 fails: no value
   u.exit("a", failed, ExitCause::kExited, 1);
 
-  // x=1 and x=3 are points of the new grid; x=2 is not; x=4 has no value.
-  auto r = submit_warm(u, grid_of("[1, 3, 5, 7]"), WarmInput{first, std::nullopt});
+  // x=1 and x=3 are points of the new grid (indices 1 and 3); x=2 is not; x=4 has no value.
+  auto r = submit_warm(u, grid_of("[5, 1, 7, 3]"), WarmInput{first, std::nullopt});
   REQUIRE(r.ok());
   REQUIRE(r->warm_start);
   CHECK(*r->warm_start ==
@@ -923,12 +923,12 @@ TEST_CASE("warm start: a grid imports the fitting trials of an earlier sweep, co
   const int64_t second = r->sweep_id;
   const std::string in_second = " FROM trials WHERE sweep_id=" + std::to_string(second);
   CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported' AND attempts=0 AND metric_value IS NOT NULL") == 2);
-  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported' AND idx IN (0, 1)") == 2);  // its grid points
+  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported' AND idx IN (1, 3)") == 2);  // its grid points
   CHECK(u.q("SELECT COUNT(*)" + in_second + " AND reason LIKE 'imported from sweep 1, trial %'") == 2);
-  CHECK(u.q("SELECT next_index FROM sweeps WHERE id=" + std::to_string(second)) == 2);
+  CHECK(u.q("SELECT next_index FROM sweeps WHERE id=" + std::to_string(second)) == 0);
 
   // A restarted scheduler finds them stored: nothing imported twice, and
-  // only the points not known run.
+  // only the points not known run, stepping over the known ones.
   u.restart(/*grace_ms=*/0);
   CHECK(complete(u, second, 0.8) == nlohmann::json{{"x", 5}});
   CHECK(complete(u, second, 0.9) == nlohmann::json{{"x", 7}});
