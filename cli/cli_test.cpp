@@ -426,4 +426,88 @@ TEST_CASE("cli: swept run and swept scheduler take --max-unauthenticated as swep
   CHECK_MESSAGE(ok.exit_code == 0, ok.err);
 }
 
+
+// ---- warm starts (issue 28): the file read at the edge, exit 2 naming the field ----
+
+// A grid sweep of the example quadratic script over `lrs`, warm-started from `warm` ("" for none).
+std::string quadratic_grid(const std::string& lrs, const std::string& warm) {
+  json j = {{"method", "grid"},
+            {"metric", {{"name", "loss"}}},
+            {"command", {SWEPT_SOURCE_DIR "/examples/scripts/quadratic.py", "${args}"}},
+            {"parameters", {{"lr", {{"values", json::parse(lrs)}}}, {"target", {{"value", 3.0}}}, {"steps", {{"value", 5}}}}}};
+  if (!warm.empty()) j["warm_start"] = {{"file", warm}};
+  return j.dump();
+}
+
+TEST_CASE("cli: validate counts the trials of a warm start file that fit, and says why the first did not") {
+  const std::string csv = write_temp("runs.csv",
+                                     "trial_id,index,state,attempts,agent,exit_code,metric_value,reason,param.lr,"
+                                     "param.steps,param.target,metric.loss\n"
+                                     "1,0,completed,1,a,0,0.5,,0.1,5,3,0.5\n"
+                                     "2,1,completed,1,a,0,0.4,,7,5,3,0.4\n"
+                                     "3,2,failed,1,a,1,,\"exit code 1, \"\"oops\"\"\",0.5,5,3,\n");
+  const std::string sweep = write_temp("warm.json", quadratic_grid("[0.1, 0.5, 0.9]", "runs.csv"));
+  Run r = swept("validate " + quote(sweep));
+  INFO(r.err);
+  CHECK(r.exit_code == swept::kExitOk);
+  CHECK(lines(r.out).front() ==
+        sweep + ": warm start: 1 of 3 earlier trials fit; 2 skipped: 1 outside this sweep's space (first: " + csv +
+            ", row 3: parameters.lr: 7 is not among its values), 1 without a final value of loss (not completed, or "
+            "never reported it)");
+}
+
+TEST_CASE("cli: an unreadable warm start file or one without the metric is exit 2 naming warm_start.file") {
+  const std::string sweep = write_temp("nofile.json", quadratic_grid("[0.1]", "missing.csv"));
+  Run v = swept("validate " + quote(sweep));
+  CHECK(v.exit_code == swept::kExitUsage);
+  CHECK(v.err.find("warm_start.file: " + scratch_dir() + "/missing.csv: cannot open the file") != std::string::npos);
+  // swept submit reads it before it connects: no scheduler is needed to refuse it.
+  Run s = swept("submit " + quote(sweep) + " --scheduler tcp://127.0.0.1:9 --timeout-ms 500");
+  CHECK(s.exit_code == swept::kExitUsage);
+  CHECK(s.err.find("swept submit: " + sweep + ": warm_start.file: ") != std::string::npos);
+  write_temp("other.json", R"([{"id": 4, "state": "completed", "params": {"lr": 0.1}, "latest": {"acc": 0.9}}])");
+  Run m = swept("validate " + quote(write_temp("other-metric.json", quadratic_grid("[0.1]", "other.json"))));
+  CHECK(m.exit_code == swept::kExitUsage);
+  CHECK(m.err.find("warm_start.file: " + scratch_dir() + "/other.json: no completed trial in it has a value of the "
+                   "sweep's metric 'loss'") != std::string::npos);
+  Run db = swept("validate " + quote(write_temp("bysweep.json", R"({"method": "grid", "metric": {"name": "loss"},
+      "warm_start": {"sweep": 3}, "parameters": {"x": {"values": [1]}}})")));
+  CHECK(db.exit_code == swept::kExitOk);
+  CHECK(db.out.find("warm start from sweep 3: give --db FILE to count the trials that fit") != std::string::npos);
+}
+
+TEST_CASE("cli: a sweep warm-started from another's CSV export runs only the points it does not know") {
+  const std::string dir = scratch_dir() + "/warm-run";
+  std::filesystem::create_directories(dir);
+  const std::string bin = quote(SWEPT_BINARY_DIR "/bin/swept");
+  const std::string db = quote(dir + "/s.db");
+  std::ofstream(dir + "/a.json") << quadratic_grid("[0.1, 0.5]", "");
+  std::ofstream(dir + "/b.json") << quadratic_grid("[0.1, 0.5, 0.9]", "a.csv");
+  const std::string run = " --db " + db + " --workdir " + quote(dir + "/work") + " --dashboard off --progress off";
+  const std::string cmd = bin + " run " + quote(dir + "/a.json") + run + " && " + bin + " export 1 --db " + db +
+                          " --format csv -o " + quote(dir + "/a.csv") + " && " + bin + " run " +
+                          quote(dir + "/b.json") + run + " && " + bin + " trials 2 --json --db " + db + " >" +
+                          quote(dir + "/trials.json");
+  const int status = std::system(("( " + cmd + " ) 2>" + quote(dir + "/err")).c_str());
+  INFO(slurp(dir + "/err"));
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  CHECK(slurp(dir + "/err").find("warm start: 2 of 2 earlier trials fit") != std::string::npos);
+  json trials = json::parse(slurp(dir + "/trials.json"));
+  REQUIRE(trials.size() == 3);
+  int imported = 0;
+  for (const json& t : trials) {
+    if (t["state"] == "imported") {
+      ++imported;
+      CHECK(t["attempts"] == 0);
+      CHECK(t["reason"].get<std::string>().rfind("imported from " + dir + "/a.csv, row ", 0) == 0);
+      CHECK(t["latest"].contains("loss"));
+    } else {
+      CHECK(t["state"] == "completed");
+      CHECK(t["params"]["lr"] == 0.9);  // the one point not known
+    }
+  }
+  CHECK(imported == 2);
+}
+
 }  // namespace

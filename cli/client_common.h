@@ -111,7 +111,7 @@ class ResultSource {
     if (db_) return store::trial_rows(*db_, sweep_id);
     // Page by page (QUERY_TRIALS is paged): the whole sweep for the caller.
     std::vector<TrialRow> all;
-    protocol::QueryTrials q{"", sweep_id, -1, protocol::kTrialsPageDefault};
+    protocol::QueryTrials q{"", sweep_id, protocol::kFromFirstTrial, protocol::kTrialsPageDefault};
     while (true) {
       auto r = client_->call(q);
       if (!r.ok()) return r.status();
@@ -190,6 +190,12 @@ inline std::string final_counts_text(const StateCounts& c) {
 
 // Trials not in a final state (queued or running).
 inline int64_t unfinished_count(const StateCounts& c) { return c.total() - c.done(); }
+// The final trials counted against total_trials: a warm start's imported
+// trials (issue 28) are points of a grid, so in its total, but no work of any
+// other method's sweep (its run_cap counts its own trials).
+inline int64_t done_of_total(const SweepRow& s) {
+  return s.counts.done() - (s.method == "grid" ? 0 : s.counts[TrialState::kImported]);
+}
 
 // Text from the database or a peer (sweep names, parameter values, agent
 // names, reasons) made safe to print on a terminal: C0 controls (ESC, CR,

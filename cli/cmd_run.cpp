@@ -26,6 +26,7 @@
 #include "cli/local_agents.h"
 #include "cli/run_session.h"
 #include "cli/sweep_file.h"
+#include "cli/warm_file.h"
 #include "common/log.h"
 
 namespace swept::cli {
@@ -100,8 +101,12 @@ int run_run(const std::vector<std::string>& args) {
   if (auto rc = parse_run_flags(args, o, verbose)) return *rc;
   if (auto rc = check_run_flags(o)) return *rc;
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
-  std::optional<std::string> text = read_sweep_file(o.file);  // says why on failure
-  if (!text) return kExitUsage;
+  std::optional<LoadedSweep> loaded = load_sweep_file(o.file);  // says why on failure
+  if (!loaded) return kExitUsage;
+  auto warm_trials = read_warm_start(o.file, loaded->spec);  // a warm_start.file is read here, at the edge
+  if (!warm_trials.ok()) return report("run", warm_trials.status().WithContext(o.file));
+  o.warm.trials = std::move(*warm_trials);
+  const std::string* text = &loaded->text;
   o.agent.heartbeat_interval_ms = o.broker.heartbeat_ms;
   // Checked with a stand-in endpoint: the session connects the agent to the
   // embedded scheduler through o.broker.local_bind.

@@ -17,8 +17,10 @@ std::string reported_text(const MetricMissing& m) {
 }
 
 std::string progress(const SweepRow& s) {
-  int64_t done = s.counts.done();
-  return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf"));
+  int64_t done = done_of_total(s);
+  const int64_t imported = s.counts[TrialState::kImported];
+  return std::to_string(done) + "/" + (s.total_trials ? std::to_string(*s.total_trials) : std::string("inf")) +
+         (imported ? " (" + std::to_string(imported) + " imported)" : "");
 }
 
 // A sweep with several objectives: how many trials are on its Pareto front

@@ -35,9 +35,12 @@ int run_wait(const std::vector<std::string>& args) {
     const auto& s = sums->front();
     if (s.state != SweepState::kRunning && s.counts[TrialState::kRunning] == 0) {
       std::cout << "sweep " << s.id << " " << name(s.state) << ": " << final_counts_text(s.counts) << "\n";
-      // Early-stopped trials are the sweep's rule at work, not a failure.
+      // Early-stopped trials are the sweep's rule at work, not a failure;
+      // imported ones (a warm start's) were never this sweep's to run.
       bool all = s.state == SweepState::kCompleted &&
-                 s.counts[TrialState::kCompleted] + s.counts[TrialState::kEarlyStopped] == s.counts.total();
+                 s.counts[TrialState::kCompleted] + s.counts[TrialState::kEarlyStopped] +
+                         s.counts[TrialState::kImported] ==
+                     s.counts.total();
       return all ? kExitOk : kExitNotAllCompleted;
     }
     if (timeout_s > 0 && std::chrono::steady_clock::now() - start > std::chrono::duration<double>(timeout_s)) {

@@ -49,7 +49,7 @@ std::string clock_text(double seconds) {
 // stream: GCC 12's -Wrestrict misreads `"[" + std::string(...)` once inlined
 // here, and warnings are errors.
 std::string progress_line(const SweepRow& s, double elapsed) {
-  const int64_t done = s.counts.done();
+  const int64_t done = done_of_total(s);
   std::ostringstream line;
   if (s.total_trials && *s.total_trials > 0) {
     const int width = 24;
@@ -140,7 +140,7 @@ std::optional<int> RunSession::start_dashboard_if_asked() {
 }
 
 std::optional<int> RunSession::submit(const std::string& sweep_text) {
-  auto submitted = broker_->submit(sweep_text);
+  auto submitted = broker_->submit(sweep_text, options_.warm);
   if (!submitted.ok()) {
     std::cerr << "swept run: " << options_.file << " is not a valid sweep file:\n"
               << submitted.status().message() << "\n";
@@ -148,6 +148,7 @@ std::optional<int> RunSession::submit(const std::string& sweep_text) {
   }
   sweep_id_ = submitted->sweep_id;
   total_trials_ = submitted->total_trials;
+  if (submitted->warm_start) std::cerr << "swept run: " << *submitted->warm_start << "\n";
   return std::nullopt;
 }
 
@@ -305,7 +306,8 @@ std::optional<int> RunSession::show_progress(std::chrono::steady_clock::time_poi
   // Early-stopped trials are the sweep's rule at work, not a failure.
   const bool all_completed =
       s.state == SweepState::kCompleted &&
-      s.counts[TrialState::kCompleted] + s.counts[TrialState::kEarlyStopped] == s.counts.total();
+      s.counts[TrialState::kCompleted] + s.counts[TrialState::kEarlyStopped] + s.counts[TrialState::kImported] ==
+          s.counts.total();
   return all_completed ? kExitOk : kExitNotAllCompleted;
 }
 

@@ -50,6 +50,7 @@ struct RunOptions {
   agent::AgentOptions agent;          // its scheduler endpoint, context and wake-up are set by start()
   int local_agents = 1;               // agents sharing the machine (cli/local_agents.h)
   scheduler::BrokerOptions broker;    // local_bind names the agent's inproc endpoint
+  scheduler::WarmInput warm;          // a warm start's file trials, read by cmd_run (cli/warm_file.h)
 };
 
 class RunSession {

@@ -280,10 +280,26 @@ struct Error {
   bool operator==(const Error&) const = default;
 };
 
+// One earlier trial a warm start offers (issue 28; sweeps/warm_start.h):
+// read by the CLI from a file `swept export` wrote, sent with SUBMIT.
+struct WarmTrial {
+  nlohmann::json params;        // nested, as in a sweep file
+  std::optional<double> value;  // its final value of the sweep's metric; nullopt: none
+  std::string origin;           // "runs.csv, row 4": where it comes from
+  bool text_values = false;     // read from CSV text: categorical values match by their text too
+  bool operator==(const WarmTrial&) const = default;
+};
+
 struct Submit {
   std::string request_id;
   std::string spec;    // the sweep file's text
   std::string source;  // its file name, for messages
+  // Warm start (docs/sweep-format.md "Warm starts"), both optional on the
+  // wire: the sweep whose trials seed this one (`swept submit --warm-start
+  // ID`, over the file's warm_start), and the trials of the file its
+  // warm_start.file names, read by the client.
+  std::optional<int64_t> warm_sweep = std::nullopt;
+  std::optional<std::vector<WarmTrial>> warm_trials = std::nullopt;
   bool operator==(const Submit&) const = default;
 };
 
@@ -291,6 +307,9 @@ struct Submitted {
   std::string request_id;
   int64_t sweep_id = 0;
   std::optional<int64_t> total_trials;
+  // A warm-started sweep: what it imported and skipped, in words
+  // ("3 of 5 earlier trials fit; 2 skipped: ..."); absent otherwise.
+  std::optional<std::string> warm_start = std::nullopt;
   bool operator==(const Submitted&) const = default;
 };
 
@@ -333,11 +352,14 @@ struct Sweeps {
 // `after_index`, at most `limit` of them, in index order.
 inline constexpr int64_t kTrialsPageDefault = 1000;
 inline constexpr int64_t kTrialsPageMax = 10000;
+// The first page: below every index, the negative ones of a warm start's
+// imported trials (issue 28) included.
+inline constexpr int64_t kFromFirstTrial = INT64_MIN;
 
 struct QueryTrials {
   std::string request_id;
   int64_t sweep_id = 0;
-  int64_t after_index = -1;  // optional on the wire; -1: from the first trial
+  int64_t after_index = kFromFirstTrial;  // optional on the wire; absent: from the first trial
   int64_t limit = kTrialsPageDefault;  // optional on the wire; 1..kTrialsPageMax
   bool operator==(const QueryTrials&) const = default;
 };

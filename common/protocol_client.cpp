@@ -11,9 +11,22 @@ namespace swept::protocol::codec {
 // ---- writing ----
 
 json body(const Error& m) { return {{"request_id", m.request_id}, {"code", m.code}, {"message", m.message}}; }
-json body(const Submit& m) { return {{"request_id", m.request_id}, {"spec", m.spec}, {"source", m.source}}; }
+json body(const Submit& m) {
+  json j = {{"request_id", m.request_id}, {"spec", m.spec}, {"source", m.source}};
+  // Absent unless given: older schedulers read the same message.
+  if (m.warm_sweep) j["warm_sweep"] = *m.warm_sweep;
+  if (m.warm_trials) {
+    json a = json::array();
+    for (const auto& t : *m.warm_trials)
+      a.push_back({{"params", t.params}, {"value", opt(t.value)}, {"origin", t.origin}, {"text_values", t.text_values}});
+    j["warm_trials"] = std::move(a);
+  }
+  return j;
+}
 json body(const Submitted& m) {
-  return {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}, {"total_trials", opt(m.total_trials)}};
+  json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}, {"total_trials", opt(m.total_trials)}};
+  if (m.warm_start) j["warm_start"] = *m.warm_start;
+  return j;
 }
 json body(const Cancel& m) {
   json j = {{"request_id", m.request_id}};
@@ -39,7 +52,7 @@ json body(const Sweeps& m) {
 }
 json body(const QueryTrials& m) {
   json j = {{"request_id", m.request_id}, {"sweep_id", m.sweep_id}, {"limit", m.limit}};
-  if (m.after_index >= 0) j["after_index"] = m.after_index;
+  if (m.after_index != kFromFirstTrial) j["after_index"] = m.after_index;
   return j;
 }
 json body(const Trials& m) {
@@ -68,12 +81,24 @@ void read(const Reader& r, Error& m) {
 }
 
 void read(const Reader& r, Submit& m) {
-  m = Submit{r.field("request_id").str(), r.field("spec").str(), opt_field_str(r, "source")};
+  m = Submit{r.field("request_id").str(), r.field("spec").str(), opt_field_str(r, "source"), std::nullopt, std::nullopt};
+  if (r.has("warm_sweep")) m.warm_sweep = r.field("warm_sweep").i64();
+  if (r.has("warm_trials")) {
+    Reader a = r.field("warm_trials");
+    m.warm_trials.emplace();
+    for (size_t i = 0, n = a.size(); i < n; ++i) {
+      Reader t = a.at(i);
+      m.warm_trials->push_back(WarmTrial{t.field("params").object(), t.field("value").opt_f64(),
+                                         opt_field_str(t, "origin"),
+                                         t.has("text_values") ? t.field("text_values").boolean() : false});
+    }
+  }
 }
 
 void read(const Reader& r, Submitted& m) {
   m = Submitted{r.field("request_id").str(), r.field("sweep_id").i64(),
-                r.has("total_trials") ? r.field("total_trials").opt_i64() : std::nullopt};
+                r.has("total_trials") ? r.field("total_trials").opt_i64() : std::nullopt, std::nullopt};
+  if (r.has("warm_start")) m.warm_start = r.field("warm_start").str();
 }
 
 void read(const Reader& r, Cancel& m) {
@@ -107,7 +132,7 @@ void read(const Reader& r, Sweeps& m) {
 void read(const Reader& r, QueryTrials& m) {
   m.request_id = r.field("request_id").str();
   m.sweep_id = r.field("sweep_id").i64();
-  m.after_index = opt_field_i64(r, "after_index", -1);
+  m.after_index = opt_field_i64(r, "after_index", kFromFirstTrial);
   m.limit = opt_field_i64(r, "limit", kTrialsPageDefault);
   if (m.limit < 1 || m.limit > kTrialsPageMax)
     throw FieldError(r.path() + ".limit: must be 1 to " + std::to_string(kTrialsPageMax));

@@ -121,6 +121,12 @@ std::vector<Message> every_message() {
   all.push_back(Submit{"r2", "{\"method\": \"grid\"}", "grid.json"});
   all.push_back(Submitted{"r2", 3, 12});
   all.push_back(Submitted{"r3", 4, std::nullopt});
+  // Warm starts (issue 28): the sweep to seed from, the file's trials, the summary.
+  all.push_back(Submit{"r2w", "{}", "w.json", 7,
+                       std::vector<WarmTrial>{{{{"lr", 0.1}, {"opt", {{"name", "adam"}}}}, 0.25, "runs.csv, row 2", true},
+                                              {{{"lr", 0.2}}, std::nullopt, "runs.csv, row 3", false}}});
+  all.push_back(Submit{"r2e", "{}", "w.json", std::nullopt, std::vector<WarmTrial>{}});
+  all.push_back(Submitted{"r3w", 5, 4, "1 of 2 earlier trials fit; 1 skipped: ..."});
   all.push_back(Cancel{"r4", 3, std::nullopt});
   all.push_back(Cancel{"r5", std::nullopt, 17});
   all.push_back(Retry{"r6", 3});

@@ -49,6 +49,11 @@ namespace swept {
 // metrics stay, it is never retried by itself and `swept retry` takes it back
 // only when asked (--early-stopped). Shown to users as "early-stopped"
 // (display_name).
+// imported: a result this sweep did not run, taken from an earlier sweep or an
+// exported file by a warm start (issue 28, docs/sweep-format.md "Warm
+// starts"); its `reason` names the source. It may be best and the searchers
+// learn from it, but no event moves it: never dispatched, retried or counted
+// as work the sweep launched.
 #define SWEPT_TRIAL_STATES(X)                                         \
   X(kQueued, "queued", false, false, false, false, kNeutral)          \
   X(kRunning, "running", false, false, false, false, kActive)         \
@@ -56,7 +61,8 @@ namespace swept {
   X(kFailed, "failed", true, false, true, true, kBad)                 \
   X(kStopped, "stopped", true, false, false, true, kHalted)           \
   X(kLost, "lost", true, false, true, false, kWarn)                   \
-  X(kEarlyStopped, "early_stopped", true, false, false, true, kPartial)
+  X(kEarlyStopped, "early_stopped", true, false, false, true, kPartial) \
+  X(kImported, "imported", true, true, false, false, kGood)
 
 // X(enumerator, name, tone)
 #define SWEPT_SWEEP_STATES(X)          \

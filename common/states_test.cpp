@@ -115,6 +115,17 @@ const std::vector<Row> kTable = {
     {S::kFailed, ev(K::kRequeue), kNone, kNone},
     {S::kStopped, ev(K::kRequeue), kNone, kNone},
     {S::kEarlyStopped, ev(K::kRequeue), kNone, kNone},
+    // imported (issue 28, warm starts): a result from elsewhere; nothing moves it
+    {S::kImported, ev(K::kDispatch), kNone, kNone},
+    {S::kImported, ev(K::kAdopt), kNone, kNone},
+    {S::kImported, TrialEvent::finish(S::kCompleted), kNone, kNone},
+    {S::kImported, ev(K::kCancel), kNone, kNone},
+    {S::kImported, ev(K::kLose), kNone, kNone},
+    {S::kImported, ev(K::kRetry), kNone, kNone},
+    {S::kImported, ev(K::kRetryEarlyStopped), kNone, kNone},
+    {S::kImported, ev(K::kRequeue), kNone, kNone},
+    // and no process ends as imported
+    {S::kRunning, TrialEvent::finish(S::kImported), kNone, kNone},
 };
 
 }  // namespace

@@ -162,9 +162,9 @@ Status Broker::recover() {
   return Status::Ok();
 }
 
-Result<SubmitResult> Broker::submit(const std::string& spec_text) {
+Result<SubmitResult> Broker::submit(const std::string& spec_text, const WarmInput& warm) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
-  auto r = runner_.submit(spec_text);
+  auto r = runner_.submit(spec_text, warm);
   if (!r.ok()) {
     store_.rollback();
     return r.status();
@@ -450,12 +450,12 @@ Status Broker::handle_client(const std::string& routing_id, const Message& m) {
   };
 
   if (auto* sub = std::get_if<Submit>(&m)) {
-    auto r = runner_.submit(sub->spec);
+    auto r = runner_.submit(sub->spec, WarmInput{sub->warm_sweep, sub->warm_trials});
     if (!r.ok()) {
       return refuse(sub->request_id,
                     r.status().WithContext(sub->source.empty() ? std::string("sweep file") : sub->source));
     }
-    send_later(routing_id, Submitted{sub->request_id, r->sweep_id, r->total_trials});
+    send_later(routing_id, Submitted{sub->request_id, r->sweep_id, r->total_trials, r->warm_start});
     log::info("sweep " + to_s(r->sweep_id) + " submitted (" +
               (r->total_trials ? to_s(*r->total_trials) + " trials" : std::string("unbounded")) + ")");
     dirty_ = true;

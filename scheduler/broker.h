@@ -158,7 +158,7 @@ class Broker {
   Status recover();
 
   // Submits a sweep directly (swept run), as SUBMIT would.
-  Result<SubmitResult> submit(const std::string& spec_text);
+  Result<SubmitResult> submit(const std::string& spec_text, const WarmInput& warm = {});
 
   // One turn of the loop: waits up to `max_wait_ms` for messages. Errors are
   // fatal store failures (the caller stops).

@@ -941,3 +941,157 @@ TEST_CASE("lifecycle: a sweep that reached its target before a restart creates n
   CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
   CHECK(u.q("SELECT COUNT(*) FROM trials") == 2);
 }
+
+// ---- warm starts (issue 28) ----
+
+namespace {
+// Submits `spec` with a warm start, as the broker does: the sweep id, or the
+// refusal (nothing recorded then).
+Result<SubmitResult> submit_warm(Unit& u, const std::string& spec, const WarmInput& warm) {
+  u.commit();
+  REQUIRE(u.store->begin().ok());
+  auto r = u.runner->submit(spec, warm);
+  if (!r.ok()) {
+    u.store->rollback();
+    return r.status();
+  }
+  REQUIRE(pass_events(*u.life, *u.runner).ok());
+  u.commit();
+  return r;
+}
+// Runs one trial of the sweep to completion with acc = `value`; its params.
+nlohmann::json complete(Unit& u, int64_t sweep, double value) {
+  StartTrial st = u.run(sweep, "a");
+  u.metrics("a", st, 1, {{1, "acc", value}});
+  u.exit("a", st, ExitCause::kExited, 0);
+  return st.params;
+}
+std::string grid_of(const std::string& values, const std::string& extra = "") {
+  return R"({"method": "grid", "metric": {"name": "acc", "goal": "maximize")" + extra +
+         R"(}, "command": ["/bin/true"], "parameters": {"x": {"values": )" + values + "}}}";
+}
+}  // namespace
+
+TEST_CASE("warm start: a grid imports the fitting trials of an earlier sweep, counts the skipped, never runs them") {
+  Unit u;
+  const int64_t first = u.submit(grid_of("[1, 2, 3, 4]"));
+  complete(u, first, 0.5);  // x=1
+  complete(u, first, 0.6);  // x=2
+  complete(u, first, 0.7);  // x=3
+  StartTrial failed = u.run(first, "a");  // x=4 fails: no value
+  u.exit("a", failed, ExitCause::kExited, 1);
+
+  // x=1 and x=3 are points of the new grid (indices 1 and 3); x=2 is not; x=4 has no value.
+  auto r = submit_warm(u, grid_of("[5, 1, 7, 3]"), WarmInput{first, std::nullopt});
+  REQUIRE(r.ok());
+  REQUIRE(r->warm_start);
+  CHECK(*r->warm_start ==
+        "warm start: 2 of 4 earlier trials fit; 2 skipped: 1 outside this sweep's space (first: sweep 1, trial 2: "
+        "parameters.x: 2 is not among its values), 1 without a final value of acc (not completed, or never reported "
+        "it)");
+  const int64_t second = r->sweep_id;
+  const std::string in_second = " FROM trials WHERE sweep_id=" + std::to_string(second);
+  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported' AND attempts=0 AND metric_value IS NOT NULL") == 2);
+  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported' AND idx IN (1, 3)") == 2);  // its grid points
+  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND reason LIKE 'imported from sweep 1, trial %'") == 2);
+  CHECK(u.q("SELECT next_index FROM sweeps WHERE id=" + std::to_string(second)) == 0);
+
+  // A restarted scheduler finds them stored: nothing imported twice, and
+  // only the points not known run, stepping over the known ones.
+  u.restart(/*grace_ms=*/0);
+  CHECK(complete(u, second, 0.8) == nlohmann::json{{"x", 5}});
+  CHECK(complete(u, second, 0.9) == nlohmann::json{{"x", 7}});
+  bool started = true;
+  REQUIRE(start_next_trial(*u.life, *u.runner, second, "a", Placement{0, {}, 0.0, 1}, 0, &started).ok());
+  CHECK_FALSE(started);
+  CHECK(u.q("SELECT COUNT(*)" + in_second) == 4);
+  CHECK(u.q("SELECT COUNT(*)" + in_second + " AND state='imported'") == 2);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts a JOIN trials t ON t.id=a.trial_id WHERE t.sweep_id=" +
+            std::to_string(second)) == 2);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed' AND id=" + std::to_string(second)) == 1);
+}
+
+TEST_CASE("warm start: a grid whose every point is known completes at once, running nothing") {
+  Unit u;
+  const int64_t first = u.submit(grid_of("[1, 2]"));
+  complete(u, first, 0.5);
+  complete(u, first, 0.6);
+  auto r = submit_warm(u, grid_of("[2, 1]"), WarmInput{first, std::nullopt});
+  REQUIRE(r.ok());
+  CHECK_FALSE(u.runner->is_running(r->sweep_id));
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed' AND id=" + std::to_string(r->sweep_id)) == 1);
+}
+
+TEST_CASE("warm start: bayes learns from the imported trials at once and never runs them, its run_cap its own") {
+  Unit u;
+  std::vector<protocol::WarmTrial> file;
+  for (int i = 0; i < 6; ++i)
+    file.push_back({{{"x", 0.1 + 0.15 * i}}, 0.1 * i, "runs.csv, row " + std::to_string(i + 2), true});
+  file.push_back({{{"x", 7.0}}, 0.9, "runs.csv, row 8", true});  // outside [0, 1]
+  const std::string spec = R"({"method": "bayes", "metric": {"name": "acc", "goal": "maximize"}, "run_cap": 2,
+      "bayes": {"n_startup_trials": 5},
+      "warm_start": {"file": "runs.csv"}, "command": ["/bin/true"], "parameters": {"x": {"min": 0.0, "max": 1.0}}})";
+  auto r = submit_warm(u, spec, WarmInput{std::nullopt, file});
+  REQUIRE(r.ok());
+  CHECK(r->warm_start->rfind("warm start: 6 of 7 earlier trials fit; 1 skipped: 1 outside", 0) == 0);
+  const std::string in_sweep = " FROM trials WHERE sweep_id=" + std::to_string(r->sweep_id);
+  CHECK(u.q("SELECT COUNT(*)" + in_sweep + " AND state='imported' AND idx < 0") == 6);
+  StartTrial one = u.run(r->sweep_id, "a");
+  CHECK(u.q("SELECT idx" + u.trial(one.trial_id)) == 0);
+  // The model saw the six imported results: past the startup phase already.
+  u.commit();
+  const std::string text = store::testing::dump(u.db.path, "SELECT suggestion" + u.trial(one.trial_id));
+  auto model = nlohmann::json::parse(text.substr(0, text.rfind('|')));
+  CHECK(model["n_finished"] == 6);
+  CHECK(model["mode"] == "model");
+  u.metrics("a", one, 1, {{1, "acc", 0.2}});
+  u.exit("a", one, ExitCause::kExited, 0);
+  complete(u, r->sweep_id, 0.3);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed' AND id=" + std::to_string(r->sweep_id)) == 1);
+  CHECK(u.q("SELECT COUNT(*)" + in_sweep + " AND attempts > 0") == 2);  // run_cap 2: its own trials only
+  CHECK(u.q("SELECT COUNT(*)" + in_sweep + " AND state='imported'") == 6);
+  // The read model lists them (indices below 0 first), as `swept trials` and the API do.
+  auto rows = store::trial_rows(u.store->connection(), r->sweep_id);
+  REQUIRE(rows.ok());
+  REQUIRE(rows->size() == 8);
+  CHECK(rows->front().index == -6);
+  CHECK(rows->front().state == TrialState::kImported);
+  CHECK(rows->front().latest.at("acc") == doctest::Approx(0.5));
+}
+
+TEST_CASE("warm start: an imported trial that reaches the target does not end the sweep, before or after a restart") {
+  Unit u;
+  const int64_t first = u.submit(grid_of("[1, 2]"));
+  complete(u, first, 0.95);
+  auto r = submit_warm(u, grid_of("[1, 2, 3]", R"(, "target": 0.9)"), WarmInput{first, std::nullopt});
+  REQUIRE(r.ok());
+  CHECK(u.runner->has_work());
+  u.restart(/*grace_ms=*/0);
+  CHECK(u.runner->has_work());
+  CHECK(complete(u, r->sweep_id, 0.5) == nlohmann::json{{"x", 2}});
+  CHECK(u.runner->has_work());
+}
+
+TEST_CASE("warm start: a bad one is refused naming the field, and nothing is recorded") {
+  Unit u;
+  auto missing = submit_warm(u, grid_of("[1]"), WarmInput{42, std::nullopt});
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == StatusCode::kInvalidArgument);
+  CHECK(missing.status().message() ==
+        "--warm-start: there is no sweep 42 in this scheduler's database; `swept status` lists the sweeps");
+  const std::string with_key = R"({"method": "grid", "metric": {"name": "acc"}, "warm_start": {"sweep": 42},
+      "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})";
+  auto keyed = submit_warm(u, with_key, WarmInput{});
+  REQUIRE_FALSE(keyed.ok());
+  CHECK(keyed.status().message().rfind("warm_start.sweep: there is no sweep 42", 0) == 0);
+  const std::string with_file = R"({"method": "grid", "metric": {"name": "acc"}, "warm_start": {"file": "r.csv"},
+      "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})";
+  auto unsent = submit_warm(u, with_file, WarmInput{});
+  REQUIRE_FALSE(unsent.ok());
+  CHECK(unsent.status().message().rfind("warm_start.file: the trials of r.csv were not sent", 0) == 0);
+  auto no_metric = submit_warm(u, R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})",
+                               WarmInput{1, std::nullopt});
+  REQUIRE_FALSE(no_metric.ok());
+  CHECK(no_metric.status().message().rfind("--warm-start: a warm start needs the sweep's metric", 0) == 0);
+  CHECK(u.q("SELECT COUNT(*) FROM sweeps") == 0);
+}

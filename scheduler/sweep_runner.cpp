@@ -124,6 +124,8 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
     a.spec = std::move(*spec);
     a.total = r.total_trials;
     a.next_index = r.next_index;
+    SWEPT_ASSIGN_OR_RETURN(imported, store_.imported_indices(r.id));
+    a.imported.insert(imported.begin(), imported.end());
     // (A `lost` trial is final: it had no retries left. `swept retry` takes it back.)
     auto ids = store_.trial_ids_in_state(r.id, TrialState::kQueued);
     if (!ids.ok()) return ids.status();
@@ -138,8 +140,8 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       if (!summary.ok()) return summary.status();
       a.metric_seen = summary->best || summary->metric_missing;
       // Its target reached before the restart: it still creates no trials.
-      if (summary->best && a.spec.metric->reaches_target(summary->best->value))
-        a.target_reached = "trial " + std::to_string(summary->best->trial_id) + " reached the target (metric.target)";
+      SWEPT_ASSIGN_OR_RETURN(reached, target_reached_by_own(a));
+      a.target_reached = std::move(reached);
     }
     if (sweeps::is_multi_objective(a.spec)) {
       // Several objectives: any completed trial that reached one objective's target.
@@ -188,9 +190,11 @@ void SweepRunner::end(std::map<int64_t, Active>::iterator it) {
   ++ended_count_;
 }
 
-Result<SubmitResult> SweepRunner::submit(const std::string& text) {
+Result<SubmitResult> SweepRunner::submit(const std::string& text, const WarmInput& warm) {
   auto spec = parse_or_explain(text);
   if (!spec.ok()) return spec.status();
+  // A bad warm start is refused before anything is recorded.
+  SWEPT_ASSIGN_OR_RETURN(candidates, warm_candidates(*spec, warm));
   Active a;
   a.spec = std::move(*spec);
   a.total = sweeps::trial_count(a.spec);
@@ -208,9 +212,17 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   auto id = store_.insert_sweep(r);
   if (!id.ok()) return id.status();
   a.id = *id;
+  std::optional<std::string> warm_summary;
+  if (candidates) {
+    SWEPT_ASSIGN_OR_RETURN(summary, import_warm_start(a, *candidates));
+    warm_summary = std::move(summary);
+  }
   SWEPT_RETURN_IF_ERROR(make_stopper(a, false));
-  if (r.state == SweepState::kRunning) run(std::move(a));
-  return SubmitResult{*id, r.total_trials};
+  if (r.state == SweepState::kRunning) {
+    run(std::move(a));
+    SWEPT_RETURN_IF_ERROR(maybe_complete(*id));  // a grid whose every point was imported
+  }
+  return SubmitResult{*id, r.total_trials, std::move(warm_summary)};
 }
 
 std::vector<SweepQueue> SweepRunner::queues() const {
@@ -221,7 +233,9 @@ std::vector<SweepQueue> SweepRunner::queues() const {
     q.demand = demand(id);
     q.running = s.running;
     q.max_parallel = s.spec.max_parallel;
-    int64_t ungenerated = s.total ? std::max<int64_t>(0, *s.total - s.next_index) : (int64_t{1} << 40);
+    // Imported grid points ahead are never generated.
+    const auto imported_ahead = static_cast<int64_t>(std::distance(s.imported.lower_bound(s.next_index), s.imported.end()));
+    int64_t ungenerated = s.total ? std::max<int64_t>(0, *s.total - s.next_index - imported_ahead) : (int64_t{1} << 40);
     q.available = static_cast<int64_t>(s.queued.size()) + ungenerated;
     out.push_back(q);
   }
@@ -273,6 +287,7 @@ Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
     if (!id.ok()) return id.status();
     if (model) SWEPT_RETURN_IF_ERROR(store_.set_trial_suggestion(*id, model->dump()));
     s.next_index = index + 1;
+    SWEPT_RETURN_IF_ERROR(skip_imported(s));  // a warm start's grid points are not run again
     if (!argv.ok()) {
       std::string reason = "cannot build the command: " + argv.status().message();
       const TrialState rejected = next_trial_state(TrialState::kQueued, {TrialEventKind::kReject}, 0).value();

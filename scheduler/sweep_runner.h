@@ -24,6 +24,13 @@
 // and returned, and the broker has the lifecycle send the stop. On recover()
 // (and when retry reloads a sweep) the curves are rebuilt from the store.
 //
+// Warm starts (issue 28, warm_start.cpp): a sweep submitted with earlier
+// trials imports those that fit its space, in the submit's transaction, as
+// trials in state `imported` (a grid point at its index, anything else below
+// index 0). The searchers' history holds them; a grid steps over its imported
+// points; nothing dispatches them, and a restarted scheduler finds them
+// stored rather than importing again.
+//
 // Invariants: a trial id is in at most one queue, at most once; `running`
 // counts the sweep's trials the broker has out on agents (dispatched or
 // adopted, not yet final or requeued); a sweep is completed exactly when every
@@ -36,6 +43,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,12 +57,23 @@
 #include "store/writer.h"
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
+#include "sweeps/warm_start.h"
 
 namespace swept::scheduler {
 
 struct SubmitResult {
   int64_t sweep_id = 0;
   std::optional<int64_t> total_trials;
+  std::optional<std::string> warm_start;  // a warm start's summary (sweeps::WarmPlan::summary)
+};
+
+// Where a sweep's warm start comes from besides its file's `warm_start` key
+// (docs/sweep-format.md "Warm starts"): `swept submit --warm-start ID`, which
+// wins over the key, and the trials of the file warm_start.file names, read
+// by the client (the scheduler reads no files of a sweep's).
+struct WarmInput {
+  std::optional<int64_t> sweep;
+  std::optional<std::vector<protocol::WarmTrial>> trials;
 };
 
 class SweepRunner {
@@ -68,7 +87,11 @@ class SweepRunner {
 
   // Parses, validates and records a sweep file. InvalidArgument lists every
   // problem ("parameters.lr.min: expected a number ..."), one per line.
-  Result<SubmitResult> submit(const std::string& text);
+  // A warm start (the file's warm_start, or `warm`) imports the earlier
+  // trials that fit the sweep's space in the same transaction (warm_start.cpp):
+  // InvalidArgument naming the field when its sweep does not exist, when the
+  // file's trials were not sent, or when the sweep has no metric.
+  Result<SubmitResult> submit(const std::string& text, const WarmInput& warm = {});
 
   // What placement needs: one queue per running sweep, in submission order.
   std::vector<SweepQueue> queues() const;
@@ -127,7 +150,21 @@ class SweepRunner {
     // metric.target reached (by which trial, with which value): no trial is
     // created any more; the sweep completes once its running ones end.
     std::optional<std::string> target_reached;
+    // Grid points a warm start imported (trials.idx >= 0, state imported):
+    // never generated, next_index steps over them.
+    std::set<int64_t> imported;
   };
+  // A sweep's warm start (warm_start.cpp), in two steps so that a bad one
+  // records nothing: the earlier trials it offers (nullopt: none), checked
+  // before the sweep is recorded, then imported into the recorded sweep,
+  // returning the summary.
+  Result<std::optional<std::vector<sweeps::WarmCandidate>>> warm_candidates(const sweeps::SweepSpec& spec,
+                                                                           const WarmInput& warm);
+  Result<std::string> import_warm_start(Active& s, const std::vector<sweeps::WarmCandidate>& candidates);
+  // Steps next_index over the imported grid points at it (stored too).
+  Status skip_imported(Active& s);
+  // Whether a trial this sweep ran (not an imported one) reached its target.
+  Result<std::optional<std::string>> target_reached_by_own(const Active& s);
   // Whether a completed trial's stored value reaches the sweep's target; the
   // sweep then stops creating trials (its queued ones are stopped).
   Status check_target(Active& s, int64_t trial_id);

@@ -61,6 +61,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -285,8 +286,10 @@ Result<ObjectivePoints> objective_points(Connection& db, int64_t sweep_id, int64
 Result<std::vector<SweepRow>> sweep_summaries(Connection& db, std::optional<int64_t> sweep_id);
 // trial_rows: the trials of a sweep with index above `after_index`, at most
 // `limit` (-1: all), in index order, with their latest values, suggestion
-// and stop decision.
-Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64_t after_index = -1,
+// and stop decision. The default is every trial: a warm start's imported
+// trials have indices below 0 (issue 28).
+Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id,
+                                         int64_t after_index = std::numeric_limits<int64_t>::min(),
                                          int64_t limit = -1);
 // The bounded tail of a trial's output ("" when it printed nothing).
 Result<std::string> trial_log_tail(Connection& db, int64_t trial_id);

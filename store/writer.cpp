@@ -150,13 +150,15 @@ Result<Writer::SearchHistoryRows> Writer::search_history(int64_t sweep_id) {
   SearchHistoryRows out;
   // Index: trials_by_sweep_state (sweep_id, state).
   SWEPT_CACHED(ended, "SELECT params, state, metric_value, id FROM trials WHERE sweep_id = ?1 AND state IN "
-                      "(?2, ?3, ?4) ORDER BY ended_at, id");
+                      "(?2, ?3, ?4, ?5) ORDER BY ended_at, id");
   ended.bind(1, sweep_id).bind(2, TrialState::kCompleted).bind(3, TrialState::kFailed).bind(4, TrialState::kLost);
+  ended.bind(5, TrialState::kImported);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, ended.step());
     if (!row) break;
     std::optional<double> value;
-    if (trial_state_named(ended.text(1)) == TrialState::kCompleted) value = ended.optional_real(2);
+    const auto state = trial_state_named(ended.text(1));
+    if (state == TrialState::kCompleted || state == TrialState::kImported) value = ended.optional_real(2);
     SWEPT_ASSIGN_OR_RETURN(params, decode_params(ended.int64(3), ended.text(0)));
     out.finished.emplace_back(std::move(params), value);
     out.finished_ids.push_back(ended.int64(3));
@@ -285,6 +287,42 @@ Result<int64_t> Writer::insert_trial(int64_t sweep_id, int64_t index, const std:
   up.bind(2, sweep_id);
   SWEPT_RETURN_IF_ERROR(up.run());
   return id;
+}
+
+Result<int64_t> Writer::insert_imported_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
+                                             const std::string& metric_name, double value, const std::string& origin,
+                                             double now) {
+  SWEPT_CACHED(st,
+               "INSERT INTO trials(sweep_id, idx, params, command, state, attempts, reason, metric_value, created_at, "
+               "ended_at) VALUES(?1, ?2, ?3, '[]', ?4, 0, ?5, ?6, ?7, ?7)");
+  st.bind(1, sweep_id).bind(2, index).bind(3, params_json).bind(4, TrialState::kImported);
+  st.bind(5, "imported from " + origin).bind(6, value).bind(7, now);
+  SWEPT_RETURN_IF_ERROR(st.run());
+  const int64_t id = conn_->last_insert_rowid();
+  // Its value as the trial's latest of the metric, as a run trial's would be:
+  // what `swept trials`, the export and a later warm start read.
+  SWEPT_CACHED(latest, "INSERT INTO trial_latest(trial_id, name, step, value) VALUES(?1, ?2, 0, ?3)");
+  latest.bind(1, id).bind(2, metric_name).bind(3, value);
+  SWEPT_RETURN_IF_ERROR(latest.run());
+  return id;
+}
+
+Result<std::vector<int64_t>> Writer::imported_indices(int64_t sweep_id) {
+  SWEPT_CACHED(st, "SELECT idx FROM trials WHERE sweep_id = ?1 AND state = ?2 AND idx >= 0 ORDER BY idx");
+  st.bind(1, sweep_id).bind(2, TrialState::kImported);
+  std::vector<int64_t> out;
+  while (true) {
+    SWEPT_ASSIGN_OR_RETURN(row, st.step());
+    if (!row) break;
+    out.push_back(st.int64(0));
+  }
+  return out;
+}
+
+Status Writer::raise_next_index(int64_t sweep_id, int64_t next_index) {
+  SWEPT_CACHED(st, "UPDATE sweeps SET next_index = MAX(next_index, ?1) WHERE id = ?2");
+  st.bind(1, next_index).bind(2, sweep_id);
+  return st.run();
 }
 
 // The scheduler's reads of trials refuse a damaged row (sound_trial_row):

@@ -158,7 +158,8 @@ class Writer {
   // The model state (JSON text) that chose the trial's params (bayes/tpe).
   Status set_trial_suggestion(int64_t trial_id, const std::string& model_json);
   // What an adaptive searcher learns from: the sweep's trials that ended
-  // (completed, failed, lost) in completion order (ended_at, then id), with
+  // (completed, failed, lost, and imported ones, which end when imported:
+  // before any of its own) in completion order (ended_at, then id), with
   // trials.metric_value for completed ones and nullopt for the rest (a
   // completed trial that never reported the metric has nullopt too), and the
   // params of its running trials (out on agents), by index. Params are
@@ -200,6 +201,21 @@ class Writer {
     std::vector<std::pair<int64_t, double>> points;  // (step, value)
   };
   Result<std::vector<CurveRows>> metric_curves(int64_t sweep_id, const std::string& metric_name);
+
+  // ---- warm starts (issue 28) ----
+  // An earlier trial imported into the sweep at `index` (a grid point's
+  // index, or below 0 outside a grid): state imported, never run (no
+  // attempts, an empty command), its reason "imported from <origin>", its
+  // value of `metric_name` as metric_value and as that metric's latest
+  // value, ended at `now`. Leaves next_index as it is. Returns the trial id.
+  Result<int64_t> insert_imported_trial(int64_t sweep_id, int64_t index, const std::string& params_json,
+                                        const std::string& metric_name, double value, const std::string& origin,
+                                        double now);
+  // The indices (>= 0: grid points) of the sweep's imported trials, ascending.
+  Result<std::vector<int64_t>> imported_indices(int64_t sweep_id);
+  // Raises the sweep's next_index to `next_index` (trials below it exist:
+  // run, or imported at grid points the sweep skips).
+  Status raise_next_index(int64_t sweep_id, int64_t next_index);
 
   // Trials of a sweep in a state, ids only, ordered by index.
   Result<std::vector<int64_t>> trial_ids_in_state(int64_t sweep_id, TrialState state);

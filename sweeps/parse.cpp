@@ -21,6 +21,7 @@
 #include "sweeps/parameters.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
+#include "sweeps/warm_start.h"
 #include "sweeps/stopping/stopping.h"
 #include "sweeps/sweep.h"
 
@@ -40,7 +41,7 @@ const std::vector<std::string> kTopLevelKeys = {
     "method", "metric", "parameters", "run_cap", "name", "description", "program", "command",
     "early_terminate", "resources", "max_parallel", "seed", "max_retries", "timeout_s", "order",
     "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project",
-    "metrics", "constraints", "scheduler", "nsga2"};
+    "metrics", "constraints", "scheduler", "nsga2", "warm_start"};
 
 // Checks the macros of one command element against what the sweep provides.
 void check_command_element(Checker& ck, const std::string& element, const std::string& path, bool has_program) {
@@ -622,6 +623,7 @@ ParseOutcome check_document(Document doc, Format format) {
     parse_run_limits(ck, root, spec);
     parse_walk_order(ck, root, spec, method_ok, *space);
     parse_space(ck, root, spec, method_ok, *space);
+    if (root.contains("warm_start")) parse_warm_start(ck, root, spec);  // warm_start.h
   }
   outcome.problems = std::move(ck.problems);
   if (ck.dropped > 0) outcome.problems.push_back({"", "... and " + std::to_string(ck.dropped) + " more problems; fix these first"});

@@ -83,6 +83,14 @@ struct Resources {
 
 struct ParameterSpace;  // the parsed parameter tree; opaque outside sweeps/
 
+// swept's `warm_start` key (issue 28; sweeps/warm_start.h): the earlier
+// trials that seed this sweep, from a sweep in the same database or from a
+// file `swept export` wrote. Exactly one of the two is set.
+struct WarmStartSource {
+  std::optional<int64_t> sweep;     // warm_start.sweep: a sweep id
+  std::optional<std::string> file;  // warm_start.file: a path, relative to the sweep file's folder
+};
+
 struct SweepSpec {
   std::string name;         // "" when the file gives none
   std::string description;
@@ -113,6 +121,7 @@ struct SweepSpec {
   int max_retries = 0;    // extra attempts after a trial is lost
   double timeout_s = 0;   // 0 = no limit
   std::shared_ptr<const ParameterSpace> space;  // never null after parsing
+  std::optional<WarmStartSource> warm_start;    // nullopt: the sweep starts from nothing
 };
 
 struct ParseOutcome {

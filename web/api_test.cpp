@@ -1019,7 +1019,7 @@ TEST_CASE("web: an early-stopped trial's series says where it was stopped, the s
     CHECK(info["trial_states"][i]["final"] == swept::kTrialStates[i].final);
     CHECK(info["trial_states"][i]["tone"] == std::string(swept::name(swept::kTrialStates[i].tone)));
   }
-  CHECK(info["trial_states"][swept::kTrialStateCount - 1]["label"] == "early-stopped");
+  CHECK(info["trial_states"][swept::index_of(swept::TrialState::kEarlyStopped)]["label"] == "early-stopped");
   // The dashboard's cancel buttons and agent badges act on these flags, not on literals of its own.
   REQUIRE(info["sweep_states"].size() == swept::kSweepStateCount);
   for (size_t i = 0; i < swept::kSweepStateCount; ++i) {
