@@ -149,6 +149,11 @@ json body(const StartTrial& m) {
   if (m.limits.pids > 0) limits["pids"] = m.limits.pids;
   if (m.limits.cpus > 0) limits["cpus"] = m.limits.cpus;
   if (!limits.empty()) j["limits"] = std::move(limits);
+  if (m.checkpoint) {
+    json c = {{"segments", true}};
+    if (m.checkpoint->from_trial_id) c["from"] = json::array({*m.checkpoint->from_trial_id, m.checkpoint->from_attempt});
+    j["checkpoint"] = std::move(c);
+  }
   return j;
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
@@ -273,6 +278,20 @@ void read(const Reader& r, StartTrial& m) {
     if (m.limits.memory_bytes < 0) throw FieldError(l.path() + ".memory: must be a number of bytes >= 0");
     if (m.limits.pids < 0) throw FieldError(l.path() + ".pids: must be a number of processes >= 0");
     if (m.limits.cpus < 0 || m.limits.cpus > 4096) throw FieldError(l.path() + ".cpus: must be 0 to 4096");
+  }
+  if (r.has("checkpoint")) {
+    Reader c = r.field("checkpoint");
+    CheckpointSegment seg;
+    if (!c.field("segments").boolean()) throw FieldError(c.path() + ".segments: must be true");
+    if (c.has("from")) {
+      Reader f = c.field("from");
+      if (f.size() != 2) f.fail("[trial_id, attempt]");
+      seg.from_trial_id = f.at(0).i64();
+      seg.from_attempt = f.at(1).i32();
+      if (*seg.from_trial_id <= 0 || seg.from_attempt <= 0)
+        throw FieldError(f.path() + ": the trial id and attempt must be positive");
+    }
+    m.checkpoint = seg;
   }
 }
 

@@ -19,6 +19,7 @@
 #include "sweeps/numeric.h"
 #include "sweeps/objectives.h"
 #include "sweeps/parameters.h"
+#include "sweeps/pbt.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
 #include "sweeps/warm_start.h"
@@ -40,7 +41,7 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {
     "method", "metric", "parameters", "run_cap", "name", "description", "program", "command",
     "early_terminate", "resources", "max_parallel", "seed", "max_retries", "timeout_s", "order",
-    "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project",
+    "without_replacement", "trials", "bayes", "tpe", "pbt", "apiVersion", "kind", "controller", "entity", "project",
     "metrics", "constraints", "scheduler", "nsga2", "warm_start"};
 
 // Checks the macros of one command element against what the sweep provides.
@@ -351,6 +352,7 @@ std::string method_word(Method m) {
     case Method::kBayes: return "bayes";
     case Method::kTpe: return "tpe";
     case Method::kNsga2: return "nsga2";
+    case Method::kPbt: return "pbt";
   }
   return "grid";
 }
@@ -372,7 +374,11 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
     const std::optional<json> view = custom_method_view(root);
     return view && parse_method(ck, *view, spec);
   }
-  auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe", "nsga2", "custom"});
+  if (m == "pbt") {  // swept's own method (pbt.h), beside W&B's; its block is read by parse_pbt
+    spec.method = Method::kPbt;
+    return true;
+  }
+  auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe", "nsga2", "custom", "pbt"});
   if (!v) return false;
   if (*v == "bayes" || *v == "tpe" || *v == "nsga2") {
     // The searcher's own reader: metric (required), impute and the bayes/tpe blocks, each problem named.
@@ -624,6 +630,7 @@ ParseOutcome check_document(Document doc, Format format) {
     parse_walk_order(ck, root, spec, method_ok, *space);
     parse_space(ck, root, spec, method_ok, *space);
     if (root.contains("warm_start")) parse_warm_start(ck, root, spec);  // warm_start.h
+    pbt::parse_pbt(ck, root, spec, *space);
   }
   outcome.problems = std::move(ck.problems);
   if (ck.dropped > 0) outcome.problems.push_back({"", "... and " + std::to_string(ck.dropped) + " more problems; fix these first"});

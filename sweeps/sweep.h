@@ -57,7 +57,9 @@ enum class Format { kAuto, kJson, kYaml };
 // `method: custom` has no Method of its own: the parser resolves it to the
 // method its engine runs (SweepSpec::engine: optuna -> kTpe, ax -> kBayes,
 // wandb -> the file's own method).
-enum class Method { kGrid, kRandom, kBayes, kTpe, kNsga2 };
+// kPbt (population-based training, pbt.h): `population` members drawn as
+// random search draws them, which then learn from each other's checkpoints.
+enum class Method { kGrid, kRandom, kBayes, kTpe, kNsga2, kPbt };
 
 namespace search {
 struct SearchSettings;  // search/search.h
@@ -65,6 +67,9 @@ struct SearchSettings;  // search/search.h
 // resources.pids when the file says none: room for a data loader's workers
 // and a framework's threads, far below what takes a host down.
 inline constexpr int64_t kDefaultTrialPids = 4096;
+namespace pbt {
+struct PbtSettings;  // pbt.h
+}
 // swept's `resources` key.
 // Per node: a trial with `nodes` > 1 takes all of this on each of `nodes`
 // different agents (issue 25).
@@ -115,6 +120,8 @@ struct SweepSpec {
   std::optional<stopping::Rule> early_terminate;
   // method bayes or tpe: the searcher's settings (search::parse_search_settings); null otherwise.
   std::shared_ptr<const search::SearchSettings> search;
+  // method pbt: the `pbt:` block (pbt.h); null otherwise.
+  std::shared_ptr<const pbt::PbtSettings> pbt;
   Resources resources;
   int max_parallel = 0;   // 0 = no limit
   uint64_t seed = 0;      // from the file's `seed`, or 0
