@@ -65,7 +65,8 @@ struct CommandLine {
 // tests); nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
-// args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent) and
+// args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent),
+// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir) and
 // SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
 // validated and used for --device=cuda).
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const EnvLookup& env);
