@@ -387,3 +387,19 @@ TEST_CASE("trainer: --resume with only a truncated checkpoint exits 2 naming the
   CHECK(second.err().find("no checkpoint in " + dir.path() + " passes its checks") != std::string::npos);
   CHECK(second.lines().empty());
 }
+
+// bench/pbt_mnist.sh counts the steps until a member first reaches a test
+// accuracy, so the test set is evaluated along the way on request.
+TEST_CASE("trainer: --test_every reports test accuracy at its steps, and the final line at the last") {
+  TempDir data("testevery");
+  write_mnist_like(data.path(), 400, 60, 4);
+  Child c({"--data=" + data.path(), "--max_steps=12", "--batch_size=20", "--test_every=5", "--threads=1"});
+  REQUIRE(c.wait_exit() == 0);
+  std::vector<int64_t> test_steps;
+  for (const std::string& line : c.lines()) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("test_accuracy")) test_steps.push_back(j["step"].get<int64_t>());
+  }
+  CHECK(test_steps == std::vector<int64_t>{5, 10, 12});
+  CHECK(nlohmann::json::parse(c.lines().back())["final"] == true);
+}

@@ -73,6 +73,8 @@ po::options_description describe() {
        "lr, momentum, weight decay, dropout, batch size and the schedule may differ from the checkpoint's")
       ("log_every", po::value<int64_t>()->default_value(100), "steps between loss lines, >= 1")
       ("eval_every", po::value<int64_t>()->default_value(0), "steps between validations (0: each epoch's end)")
+      ("test_every", po::value<int64_t>()->default_value(0),
+       "steps between test-set evaluations, for measuring (0: only at the end; never pick by them)")
       ("config", po::value<std::string>(), "JSON file of {\"name\": value} with these names")
       ("help", "this text")
       ("version", "the version and the backends built in");
@@ -338,7 +340,8 @@ Status read_device(const po::variables_map& vm, const EnvLookup& env, TrainConfi
   return read_gpu_memory_fraction(vm, env, c);
 }
 
-// --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every.
+// --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every,
+// --test_every.
 // --resume without --checkpoint_dir takes $SWEPT_CHECKPOINT_DIR, the folder a
 // swept agent gives each trial (and where population-based training puts
 // the checkpoint a member continues from), so a sweep needs only resume=true.
@@ -355,6 +358,8 @@ Status read_checkpoints_and_logging(const po::variables_map& vm, const EnvLookup
   if (c.log_every < 1) return bad("--log_every must be >= 1");
   c.eval_every = vm["eval_every"].as<int64_t>();
   if (c.eval_every < 0) return bad("--eval_every must be >= 0");
+  c.test_every = vm["test_every"].as<int64_t>();
+  if (c.test_every < 0) return bad("--test_every must be >= 0");
   return Status::Ok();
 }
 

@@ -52,6 +52,7 @@ struct TrainConfig {
   bool resume = false;
   int64_t log_every = 100;
   int64_t eval_every = 0;  // 0: at the end of each epoch
+  int64_t test_every = 0;  // 0: the test set only at the end
 };
 
 struct CommandLine {

@@ -310,6 +310,16 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
       emit(metrics, {{"step", step}, {"val_loss", v->loss}, {"val_accuracy", v->accuracy}});
       window_pause += pause.seconds();
     }
+    // Test accuracy along the way, for benchmarks that count the steps to a
+    // target (bench/pbt_mnist.sh); the last step's comes with the final line.
+    if (config.test_every > 0 && step % config.test_every == 0 && step != trainer.total_steps()) {
+      const RunClock pause;
+      Result<EvalResult> t = trainer.evaluate_test();
+      if (!t.ok()) return fail(t.status());
+      if (!std::isfinite(t->loss)) return diverged("the test loss");
+      emit(metrics, {{"step", step}, {"test_loss", t->loss}, {"test_accuracy", t->accuracy}});
+      window_pause += pause.seconds();
+    }
     if (checkpoint_now) {
       const RunClock pause;
       Status c = save();
