@@ -22,6 +22,7 @@ const char* method_name(sweeps::Method m) {
     case sweeps::Method::kRandom: return "random";
     case sweeps::Method::kBayes: return "bayes";
     case sweeps::Method::kTpe: return "tpe";
+    case sweeps::Method::kPbt: return "pbt";
   }
   return "grid";
 }

@@ -4,6 +4,7 @@
 // search/random.cpp), and the one-line summary `swept validate` prints.
 #include <algorithm>
 
+#include "sweeps/pbt.h"
 #include "sweeps/space.h"
 #include "sweeps/sweep.h"
 #include "sweeps/trial.h"
@@ -24,6 +25,7 @@ std::optional<int64_t> trial_count(const SweepSpec& spec) {
   if (space.explicit_list) n = static_cast<int64_t>(space.explicit_trials.size());
   else if (spec.method == Method::kGrid || space.without_replacement) n = space.grid_size;
   if (spec.run_cap) n = n ? std::min(*n, *spec.run_cap) : *spec.run_cap;
+  if (spec.pbt) n = spec.pbt->population;  // one trial per member, its segments its attempts
   return n;
 }
 
@@ -57,6 +59,7 @@ std::string describe(const SweepSpec& spec) {
   else if (spec.method == Method::kGrid) s = "grid";
   else if (spec.method == Method::kBayes) s = "bayes (each trial chosen from earlier results)";
   else if (spec.method == Method::kTpe) s = "tpe (each trial chosen from earlier results)";
+  else if (spec.pbt) s = "pbt (" + pbt::describe(*spec.pbt) + ")";
   else s = space.without_replacement ? "random without replacement" : "random";
   if (space.random_order) s += " in random order";
   const int n = parameter_count(spec);

@@ -18,6 +18,7 @@
 #include "sweeps/document.h"
 #include "sweeps/numeric.h"
 #include "sweeps/parameters.h"
+#include "sweeps/pbt.h"
 #include "sweeps/search/search.h"
 #include "sweeps/space.h"
 #include "sweeps/stopping/stopping.h"
@@ -38,7 +39,7 @@ namespace {
 const std::vector<std::string> kTopLevelKeys = {
     "method", "metric", "parameters", "run_cap", "name", "description", "program", "command",
     "early_terminate", "resources", "max_parallel", "seed", "max_retries", "timeout_s", "order",
-    "without_replacement", "trials", "bayes", "tpe", "apiVersion", "kind", "controller", "entity", "project"};
+    "without_replacement", "trials", "bayes", "tpe", "pbt", "apiVersion", "kind", "controller", "entity", "project"};
 
 // Checks the macros of one command element against what the sweep provides.
 void check_command_element(Checker& ck, const std::string& element, const std::string& path, bool has_program) {
@@ -330,6 +331,7 @@ std::string method_word(Method m) {
     case Method::kRandom: return "random";
     case Method::kBayes: return "bayes";
     case Method::kTpe: return "tpe";
+    case Method::kPbt: return "pbt";
   }
   return "grid";
 }
@@ -348,6 +350,10 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
   if (m.is_string() && m.get<std::string>() == "custom") {
     ck.add("method", "expected \"grid\", \"random\", \"bayes\" or \"tpe\", found \"custom\": custom search is not supported");
     return false;
+  }
+  if (m == "pbt") {  // swept's own method (pbt.h), beside W&B's four; its block is read by parse_pbt
+    spec.method = Method::kPbt;
+    return true;
   }
   auto v = ck.choice(m, "method", {"grid", "random", "bayes", "tpe"});
   if (!v) return false;
@@ -598,6 +604,7 @@ ParseOutcome check_document(Document doc, Format format) {
     parse_run_limits(ck, root, spec);
     parse_walk_order(ck, root, spec, method_ok, *space);
     parse_space(ck, root, spec, method_ok, *space);
+    pbt::parse_pbt(ck, root, spec, *space);
   }
   outcome.problems = std::move(ck.problems);
   if (ck.dropped > 0) outcome.problems.push_back({"", "... and " + std::to_string(ck.dropped) + " more problems; fix these first"});

@@ -54,10 +54,15 @@ enum class Format { kAuto, kJson, kYaml };
 
 // kBayes and kTpe choose each trial from the results of earlier ones
 // (search/search.h); trial_at draws their trials as random search would.
-enum class Method { kGrid, kRandom, kBayes, kTpe };
+// kPbt (population-based training, pbt.h): `population` members drawn as
+// random search draws them, which then learn from each other's checkpoints.
+enum class Method { kGrid, kRandom, kBayes, kTpe, kPbt };
 
 namespace search {
 struct SearchSettings;  // search/search.h
+}
+namespace pbt {
+struct PbtSettings;  // pbt.h
 }
 // swept's `resources` key.
 // Per node: a trial with `nodes` > 1 takes all of this on each of `nodes`
@@ -85,6 +90,8 @@ struct SweepSpec {
   std::optional<stopping::Rule> early_terminate;
   // method bayes or tpe: the searcher's settings (search::parse_search_settings); null otherwise.
   std::shared_ptr<const search::SearchSettings> search;
+  // method pbt: the `pbt:` block (pbt.h); null otherwise.
+  std::shared_ptr<const pbt::PbtSettings> pbt;
   Resources resources;
   int max_parallel = 0;   // 0 = no limit
   uint64_t seed = 0;      // from the file's `seed`, or 0
