@@ -49,7 +49,8 @@ PY
 }
 
 uniform='{"min": 0.0, "max": 1.0}'
-# Prints "name seed best-Q@25% @50% @75% @100%" for one search.
+# Prints "name seed attempts best-Q@25% @50% @75% @100%" for one search (a
+# PBT member's segments are its attempts: 2 means no exploit round ran).
 run_search() {  # $1 name, $2 seed, $3 method block, $4 trials run at once, $5 steps each
   local name=$1 seed=$2 db=$tmp/$1-$2.db
   sweep_file "$name" "$seed" "$3" "$5"
@@ -66,7 +67,8 @@ for frac in (0.25, 0.5, 0.75, 1.0):
     step = int(budget * frac) // trials  # each trial's step when all have spent frac of the budget
     values = [v for _, s, v in rows if s <= step]
     best.append(max(values) if values else float("nan"))
-print(name, seed, " ".join(f"{b:.4f}" for b in best))
+attempts = con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+print(name, seed, attempts, " ".join(f"{b:.4f}" for b in best))
 PY
 }
 
@@ -90,8 +92,11 @@ python3 - "$tmp/results" <<'PY'
 import statistics, sys
 by = {}
 for line in open(sys.argv[1]):
-    name, seed, *best = line.split()
+    name, seed, attempts, *best = line.split()
     by.setdefault(name, []).append([float(b) for b in best])
+    if name == "pbt" and int(attempts) <= 2:
+        print(f"  warning: PBT seed {seed} ran {attempts} attempt(s) for 2 members: no exploit round happened "
+              "(is method pbt's scheduler side in this swept?)")
 for name in ("pbt", "grid", "random", "random2"):
     runs = by.get(name, [])
     med = [statistics.median(r[i] for r in runs) for i in range(4)]
