@@ -123,8 +123,11 @@ med = {}
 for name in ("pbt", "asha"):
     runs = by.get(name, [])
     med[name] = statistics.median(value(s) for _, s, _ in runs)
-    print(f"  {name:5s}: " + ", ".join(f"seed {seed}: {s} ({a} attempts)" for seed, s, a in runs) +
-          f"; median {med[name]:.0f}" + (" (not reached)" if med[name] > budget else ""))
+    shown = f">{budget} (not reached)" if med[name] > budget else f"{med[name]:.0f}"
+    print(f"  {name:5s}: " + ", ".join(f"seed {seed}: {s} ({a} attempts)" for seed, s, a in runs) + f"; median {shown}")
+    if name == "pbt" and any(a <= 4 for _, _, a in runs):
+        print("  warning: a PBT run had no more attempts than members: no exploit round happened "
+              "(is method pbt's scheduler side in this swept?)")
 if med["pbt"] <= budget and med["asha"] <= budget:
     print(f"ratio pbt/asha: {med['pbt'] / med['asha']:.2f}")
 print("target (PBT fewer steps than ASHA):", "met" if med["pbt"] < med["asha"] else "NOT met")
