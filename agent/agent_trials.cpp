@@ -76,6 +76,7 @@ void Agent::start_trial(const TrialKey& key, const pr::StartTrial& start, int64_
   launch.gpu_indices = start.gpus;
   launch.gpu_memory_fraction = start.gpu_fraction;
   launch.timeout_s = start.timeout_s;
+  launch.checkpoint = start.checkpoint;
   if (start.gang) {  // one node of a multi-node trial: procs_per_node processes
     t.supervisor = GangSupervisor::start(launch, *start.gang, gang_ifname_, supervisor_options_, launcher_, clock_);
   } else {

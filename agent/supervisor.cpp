@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent/checkpoint_copy.h"
 #include "common/log.h"
 #include "common/protocol.h"
 
@@ -63,6 +64,33 @@ int write_all(int fd, std::string_view data, uint64_t* written) {
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
   fd = -1;
+}
+
+// A pbt segment's checkpoint directory `dir`: empty, or a verified copy of
+// the ended segment START_TRIAL named (a sibling trial of the same sweep,
+// under the layout the scheduler sends: sweep-S/trial-T). Its size and the
+// time it took go to the log, for the exploit cost (issue 29). A directory
+// this same attempt left (an agent restarted before it launched) is made again.
+Status prepare_segment(const TrialLaunch& launch, const std::filesystem::path& working_dir,
+                       const std::filesystem::path& dir, const Clock& clock) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  fs::create_directories(dir.parent_path(), ec);
+  if (ec) return Status::Unavailable("cannot create " + dir.parent_path().string() + ": " + ec.message());
+  const protocol::CheckpointSegment& seg = *launch.checkpoint;
+  if (!seg.from_trial_id) return Status::Ok();  // the first segment: the launcher makes it empty
+  const fs::path from = working_dir.parent_path() / ("trial-" + std::to_string(*seg.from_trial_id)) / "segments" /
+                        std::to_string(seg.from_attempt);
+  const int64_t t0 = clock.now_us();
+  auto copied = copy_checkpoint(from.string(), dir.string());
+  const std::string what = "trial " + std::to_string(launch.trial_id) + " attempt " + std::to_string(launch.attempt) +
+                           ": checkpoint of trial " + std::to_string(*seg.from_trial_id) + " segment " +
+                           std::to_string(seg.from_attempt);
+  if (!copied.ok()) return copied.status().WithContext(what + " not copied");
+  log::info(what + " copied and verified: " + std::to_string(copied->files) + " files, " +
+            std::to_string(copied->bytes) + " bytes in " + std::to_string((clock.now_us() - t0) / 1000) + " ms");
+  return Status::Ok();
 }
 
 }  // namespace
@@ -176,6 +204,11 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   fs::path working_dir = (fs::path(options_.workdir_root) / relative).lexically_normal();
   fs::path checkpoint_dir = working_dir / "checkpoints";
   working_dir_ = working_dir.string();
+  if (launch_.checkpoint) {  // a pbt segment: a directory of its own, maybe a copy of an ended segment's
+    checkpoint_dir = working_dir / "segments" / std::to_string(launch_.attempt);
+    Status ready = prepare_segment(launch_, working_dir, checkpoint_dir, clock_);
+    if (!ready.ok()) return fail_to_start(ready);
+  }
   // The trial's own directories and parameter file are made by its process
   // before the exec (LaunchSpec::make_dirs), beside the agent's loop; the
   // sweep's directory, shared by its trials, here (a cheap EEXIST after the

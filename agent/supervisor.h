@@ -16,6 +16,8 @@
 //                                   attempt after attempt (created at the
 //                                   first byte: absent when it wrote none)
 //   <root>/<workdir>/checkpoints/   SWEPT_CHECKPOINT_DIR
+//   <root>/<workdir>/segments/<attempt>/   SWEPT_CHECKPOINT_DIR of a pbt
+//                                   member's segment, instead (checkpoint_copy.h)
 //
 // Invariants:
 //  - the child is reaped exactly once, after every byte it wrote to its pipes
@@ -45,6 +47,7 @@
 #include <vector>
 
 #include "agent/containment.h"
+#include "common/protocol.h"
 #include "agent/launcher.h"
 #include "agent/output_reader.h"
 #include "common/clock.h"
@@ -70,6 +73,10 @@ struct TrialLaunch {
   bool skip_params_file = false;  // the node wrote swept-params.json once for all its processes
   // Set last, over the scheduler's env: torchrun's variables (agent/rendezvous.h).
   std::vector<std::pair<std::string, std::string>> agent_env;
+  // A pbt member's segment (START_TRIAL `checkpoint`, issue 29): the
+  // checkpoint directory is <root>/<workdir>/segments/<attempt>, filled with
+  // a verified copy of the named ended segment's before the launch.
+  std::optional<protocol::CheckpointSegment> checkpoint;
 };
 
 // How a trial's process ended (the agent maps this to docs/protocol.md's causes).

@@ -25,12 +25,14 @@ struct Trial {
   std::vector<MetricPoint> metrics;
   std::string log;
   size_t max_pending_metrics = SupervisorOptions{}.max_pending_metrics;
+  std::string shared_root;  // another Trial's root: trials of one agent, side by side
 
+  void root_override(const std::string& path) { shared_root = path; }
   void start(TrialLaunch launch, int grace_ms = 10000, uint64_t max_log_bytes = uint64_t{1} << 30) {
     SupervisorOptions options;
     options.max_pending_metrics = max_pending_metrics;
     options.max_output_log_bytes = max_log_bytes;
-    options.workdir_root = root.path();
+    options.workdir_root = shared_root.empty() ? root.path() : shared_root;
     options.stop_grace_ms = grace_ms;
     if (launch.workdir.empty()) launch.workdir = "sweep-1/trial-7";
     sup = TrialSupervisor::start(launch, options, launcher, swept::SteadyClock::instance());
@@ -129,6 +131,41 @@ TEST_CASE("agent supervisor: the trial's environment and directories") {
   cpu.start(shell("echo \"[${CUDA_VISIBLE_DEVICES-unset}] ${SWEPT_GPU_MEMORY_FRACTION-none}\""));
   REQUIRE(cpu.run_to_end());
   CHECK(cpu.log == "[] none\n");  // set but empty: the trial sees no GPU
+}
+
+TEST_CASE("agent supervisor: a pbt segment's checkpoint directory, filled with a verified copy of another's") {
+  // Member 5's first segment saves into its own segment directory.
+  Trial first;
+  TrialLaunch l = shell("echo \"ckpt=$SWEPT_CHECKPOINT_DIR\"; echo 42 > \"$SWEPT_CHECKPOINT_DIR/theta\"");
+  l.trial_id = 5;
+  l.workdir = "sweep-1/trial-5";
+  l.attempt = 1;
+  l.checkpoint = swept::protocol::CheckpointSegment{};
+  first.start(l);
+  REQUIRE(first.run_to_end());
+  CHECK(first.log == "ckpt=" + first.root.path() + "/sweep-1/trial-5/segments/1\n");
+
+  // Member 7's second segment starts on a copy of member 5's first, in a directory of its own.
+  Trial second;
+  second.root_override(first.root.path());
+  TrialLaunch c = shell("echo \"ckpt=$SWEPT_CHECKPOINT_DIR\"; cat \"$SWEPT_CHECKPOINT_DIR/theta\"");
+  c.trial_id = 7;
+  c.workdir = "sweep-1/trial-7";
+  c.attempt = 2;
+  c.checkpoint = swept::protocol::CheckpointSegment{5, 1};
+  second.start(c);
+  REQUIRE(second.run_to_end());
+  CHECK(second.log == "ckpt=" + first.root.path() + "/sweep-1/trial-7/segments/2\n42\n");
+
+  // A donor segment that is not on this host: the segment does not start, and says why.
+  Trial orphan;
+  orphan.root_override(first.root.path());
+  c.attempt = 3;
+  c.checkpoint = swept::protocol::CheckpointSegment{9, 4};
+  orphan.start(c);
+  REQUIRE(orphan.run_to_end());
+  CHECK(orphan.sup->result().end == TrialEnd::kLaunchFailed);
+  CHECK(orphan.sup->result().reason.find("checkpoint of trial 9 segment 4 not copied") != std::string::npos);
 }
 
 TEST_CASE("agent supervisor: failures are reported with exit code, signal and reason") {

@@ -209,6 +209,19 @@ inline constexpr int kMaxProcsPerNode = 64;
 // The REGISTER feature an agent lists when it runs START_TRIAL `gang`.
 inline constexpr const char* kFeatureGang = "gang";
 
+// Population-based training (issue 29): START_TRIAL `checkpoint`. A segment
+// of a member runs with its own checkpoint directory, `<workdir>/segments/<attempt>`,
+// filled before the start with a copy of `from`'s: the directory an ended
+// segment (that trial, that attempt, of the same sweep) left behind, which
+// nothing writes any more (docs/protocol.md, START_TRIAL `checkpoint`).
+struct CheckpointSegment {
+  std::optional<int64_t> from_trial_id;  // nullopt: start with an empty directory
+  int from_attempt = 0;
+  bool operator==(const CheckpointSegment&) const = default;
+};
+// The REGISTER feature an agent lists when it runs START_TRIAL `checkpoint`.
+inline constexpr const char* kFeatureCheckpointSegments = "checkpoint_segments";
+
 struct StartTrial {
   int64_t trial_id = 0;
   int attempt = 0;
@@ -225,6 +238,7 @@ struct StartTrial {
   int64_t after_trial_id = 0;
   int after_attempt = 0;
   std::optional<Gang> gang;  // a node of a multi-node trial (issue 25)
+  std::optional<CheckpointSegment> checkpoint;  // a pbt member's segment (issue 29)
   bool operator==(const StartTrial&) const = default;
 };
 

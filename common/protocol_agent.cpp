@@ -144,6 +144,11 @@ json body(const StartTrial& m) {
                  {"procs_per_node", m.gang->procs_per_node},
                  {"master_addr", m.gang->master_addr},
                  {"master_port", m.gang->master_port}};
+  if (m.checkpoint) {
+    json c = {{"segments", true}};
+    if (m.checkpoint->from_trial_id) c["from"] = json::array({*m.checkpoint->from_trial_id, m.checkpoint->from_attempt});
+    j["checkpoint"] = std::move(c);
+  }
   return j;
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
@@ -259,6 +264,20 @@ void read(const Reader& r, StartTrial& m) {
     if (gang.master_addr.empty() || gang.master_addr.size() > 255) bad("master_addr", "a host address of 1 to 255 bytes");
     if (gang.master_port < 1 || gang.master_port > 65535) bad("master_port", "a port, 1 to 65535");
     m.gang = std::move(gang);
+  }
+  if (r.has("checkpoint")) {
+    Reader c = r.field("checkpoint");
+    CheckpointSegment seg;
+    if (!c.field("segments").boolean()) throw FieldError(c.path() + ".segments: must be true");
+    if (c.has("from")) {
+      Reader f = c.field("from");
+      if (f.size() != 2) f.fail("[trial_id, attempt]");
+      seg.from_trial_id = f.at(0).i64();
+      seg.from_attempt = f.at(1).i32();
+      if (*seg.from_trial_id <= 0 || seg.from_attempt <= 0)
+        throw FieldError(f.path() + ": the trial id and attempt must be positive");
+    }
+    m.checkpoint = seg;
   }
 }
 

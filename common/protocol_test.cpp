@@ -86,6 +86,11 @@ std::vector<Message> every_message() {
   st.gang = Gang{4, 2, 8, "10.1.2.3", 29517};  // node 2 of a 4-node trial (issue 25)
   all.push_back(st);
   st.gang.reset();
+  st.checkpoint = CheckpointSegment{};  // a pbt member's first segment: an empty directory of its own
+  all.push_back(st);
+  st.checkpoint = CheckpointSegment{12, 3};  // its next: a copy of trial 12's third segment (issue 29)
+  all.push_back(st);
+  st.checkpoint.reset();
   all.push_back(StopTrial{17, 2, "cancelled by the user"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
   Metrics m;
@@ -249,6 +254,9 @@ TEST_CASE("malformed messages name the field") {
        "agent_shutdown or not_running)"},
       {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[{"index":"0"}],"running":[],"finished":[]})"),
        DecodeFailure::kMalformed, "REGISTER.gpus[0].index: expected an integer, found a string"},
+      {frames_of("START_TRIAL",
+                 R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","checkpoint":{"segments":true,"from":[0,2]}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.checkpoint.from: the trial id and attempt must be positive"},
       {frames_of("START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":[],"workdir":"w"})"),
        DecodeFailure::kMalformed, "START_TRIAL.argv: must not be empty"},
       {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","after":[1]})"),

@@ -55,6 +55,10 @@ Status judge_metrics(TrialLifecycle& lifecycle, SweepRunner& runner, const Trial
   if (stored.rows == 0) return Status::Ok();
   SWEPT_ASSIGN_OR_RETURN(verdict, runner.observe_metrics(stored.sweep_id, batch.trial_id, batch.records));
   if (verdict && stored.current) lifecycle.stop_early(batch.trial_id, verdict->decision.reason);
+  // A pbt member at its interval (or done) is stopped the same way (issue 29).
+  if (!stored.current) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(order, runner.observe_pbt(stored.sweep_id, batch.trial_id, batch.records));
+  if (order) lifecycle.stop_at_interval(batch.trial_id, order->reason, order->done);
   return Status::Ok();
 }
 

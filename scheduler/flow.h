@@ -42,7 +42,8 @@ Status queue_successors(TrialLifecycle& lifecycle, SweepRunner& runner, const st
 
 // A stored METRICS batch (TrialLifecycle::metrics said where it went) is
 // judged by its sweep's early_terminate rule; a stop goes to the trial when
-// the batch is of its current attempt.
+// the batch is of its current attempt. A pbt member's batch of its current
+// attempt may stop it at its interval (or done), the runner says.
 Status judge_metrics(TrialLifecycle& lifecycle, SweepRunner& runner, const TrialLifecycle::MetricsOutcome& stored,
                      const protocol::Metrics& batch);
 

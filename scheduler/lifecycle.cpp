@@ -171,12 +171,14 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.sweep_id = t.sweep_id;
   st.argv = std::move(t.argv);
   st.params = std::move(t.params);
-  // env stays empty: the agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID,
-  // SWEPT_ATTEMPT and SWEPT_PARAMS from the fields above.
+  // The agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID, SWEPT_ATTEMPT and
+  // SWEPT_PARAMS from the fields above; env holds only what the runner adds.
+  st.env = std::move(t.env);
   st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
+  st.checkpoint = t.checkpoint;
   if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;
@@ -338,6 +340,15 @@ void TrialLifecycle::stop_early(int64_t trial_id, const std::string& why) {
   send_early_stop(it->second, early_stop_reason(why));
 }
 
+void TrialLifecycle::stop_at_interval(int64_t trial_id, const std::string& why, bool done) {
+  auto it = live_.find(trial_id);
+  if (it == live_.end()) return;
+  LiveTrial& lt = it->second;
+  if (lt.early_stop || lt.cancelled || lt.interval_stop || lt.done_stop) return;
+  (done ? lt.done_stop : lt.interval_stop) = true;
+  mail_stop(lt, why);
+}
+
 void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
   lt.early_stop = true;
   lt.early_stop_reason = reason;
@@ -362,6 +373,13 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   if (it != live_.end() && it->second.gang() && it->second.attempt == e.attempt && it->second.node_of(agent) >= 0)
     return gang_node_exited(it->second, it->second.node_of(agent), agent, e);
   if (it != live_.end() && it->second.agent == agent && it->second.attempt == e.attempt) {
+    const LiveTrial& cur = it->second;
+    if ((cur.interval_stop || cur.done_stop) && !cur.cancelled && e.cause == ExitCause::kStopped) {
+      // A pbt member stopped as its runner asked: the segment's end, not the trial's.
+      if (cur.done_stop) SWEPT_RETURN_IF_ERROR(finish(e.trial_id, TrialState::kCompleted, &e, "reached pbt.max_steps"));
+      else SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "its segment ended at the pbt interval", /*at_interval=*/true));
+      return ExitOutcome::kRan;
+    }
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
       SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "agent " + agent + " could not start it: " + reason));
       return ExitOutcome::kHostFault;
@@ -508,7 +526,7 @@ Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
   if (next == TrialState::kQueued) {
     end.trial_reason = "requeued: " + reason;
     SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
-    events_.push_back(TrialRequeued{trial_id, lt.sweep_id});
+    events_.push_back(TrialRequeued{trial_id, lt.sweep_id, false, lt.attempt});
     changed_ = true;
     log::info("trial " + to_s(trial_id) + " lost (" + reason + "): requeued");
     return Status::Ok();
@@ -523,7 +541,7 @@ Status TrialLifecycle::lose(int64_t trial_id, const std::string& reason) {
   return Status::Ok();
 }
 
-Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
+Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason, bool at_interval) {
   auto taken = take_for_rerun(trial_id, reason);
   if (!taken.ok()) return taken.status();
   if (!*taken) return Status::Ok();
@@ -547,7 +565,7 @@ Status TrialLifecycle::requeue(int64_t trial_id, const std::string& reason) {
   end.ended_at = now;
   end.trial_state = next;
   SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
-  events_.push_back(TrialRequeued{trial_id, lt.sweep_id});
+  events_.push_back(TrialRequeued{trial_id, lt.sweep_id, at_interval, lt.attempt});
   changed_ = true;
   log::info("trial " + to_s(trial_id) + " requeued without spending a retry: " + reason);
   return Status::Ok();

@@ -104,6 +104,11 @@ struct LiveTrial {
   bool early_stop = false;   // its sweep's early_terminate rule stopped it: STOP_TRIAL sent
   bool stop_on_record = false;  // a previous scheduler recorded that decision (see RecoveredTrial)
   std::string early_stop_reason;
+  // A pbt member the runner stopped (STOP_TRIAL sent): at its interval (its
+  // segment ends, requeued at no cost, for its population's round), or done
+  // at pbt.max_steps (it ends completed). Issue 29.
+  bool interval_stop = false;
+  bool done_stop = false;
   // METRICS batches: the highest stored, and the highest acknowledged.
   int64_t stored_seq = 0;
   int64_t acked_seq = 0;
@@ -272,6 +277,12 @@ class TrialLifecycle {
   // stored batch): STOP_TRIAL goes to the outbox once, and whatever ends it
   // then, it ends early_stopped. No-op unless it is live and not cancelled.
   void stop_early(int64_t trial_id, const std::string& why);
+  // A pbt member reached its interval (`done`: pbt.max_steps): STOP_TRIAL
+  // goes out once. When it then exits stopped, its segment ends requeued at
+  // no cost with TrialRequeued.at_interval (done: it ends completed); a
+  // process that ended by itself first keeps its own outcome. No-op unless
+  // it is live and not stopped for another reason.
+  void stop_at_interval(int64_t trial_id, const std::string& why, bool done);
   // A TRIAL_EXITED from `agent`: the current attempt ends (finish, lose or
   // requeue as its cause says); an attempt given up while its agent was
   // away keeps a result it reports; a superseded one is history only.
@@ -319,7 +330,8 @@ class TrialLifecycle {
   // `state` completed | failed | stopped; `e` the exit when there is one.
   Status finish(int64_t trial_id, TrialState state, const protocol::TrialExited* e, std::string reason);
   Status lose(int64_t trial_id, const std::string& reason);
-  Status requeue(int64_t trial_id, const std::string& reason);
+  // `at_interval`: a pbt member's segment that ended at its interval (the event says so).
+  Status requeue(int64_t trial_id, const std::string& reason, bool at_interval = false);
 
  private:
   // What a TRIAL_EXITED means for the trial: the event (the process ended

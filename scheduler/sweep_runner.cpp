@@ -104,6 +104,7 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
         a.target_reached = "trial " + std::to_string(summary->best->trial_id) + " reached the target (metric.target)";
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
+    make_population(a);
     for (const TrialRow& t : *live) {
       RecoveredTrial rt{t.id,   t.sweep_id, t.attempts, t.agent.value_or(""), t.gpus, t.gpu_fraction.value_or(0),
                         t.started_at.has_value(), false, {}};
@@ -162,6 +163,7 @@ Result<SubmitResult> SweepRunner::submit(const std::string& text) {
   if (!id.ok()) return id.status();
   a.id = *id;
   SWEPT_RETURN_IF_ERROR(make_stopper(a, false));
+  make_population(a);
   if (r.state == SweepState::kRunning) run(std::move(a));
   return SubmitResult{*id, r.total_trials};
 }
@@ -202,6 +204,10 @@ Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t 
   t.previous_attempts = rec->attempts;
   t.params = std::move(rec->params);
   t.argv = std::move(rec->command);
+  if (s.population && s.population->has(t.trial_id)) {
+    t.checkpoint = s.population->next_checkpoint(t.trial_id);
+    t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->next_stop_step());
+  }
   return std::optional<TrialToStart>(std::move(t));
 }
 
@@ -239,6 +245,7 @@ Result<std::optional<TrialToStart>> SweepRunner::generate(Active& s) {
     t.index = index;
     t.params = std::move(trial.params);
     t.argv = std::move(*argv);
+    if (s.population) SWEPT_RETURN_IF_ERROR(pbt_created(s, t));
     return std::optional<TrialToStart>(std::move(t));
   }
   return std::optional<TrialToStart>();
@@ -281,8 +288,15 @@ Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
 }
 
 Status SweepRunner::on_event(const LifecycleEvent& event) {
-  if (const auto* e = std::get_if<TrialEnded>(&event)) return on_trial_ended(*e);
-  if (const auto* e = std::get_if<TrialRequeued>(&event)) on_trial_requeued(*e);
+  if (const auto* e = std::get_if<TrialEnded>(&event)) {
+    SWEPT_RETURN_IF_ERROR(pbt_ended(*e));  // first: a round it completes queues members before completion is judged
+    return on_trial_ended(*e);
+  }
+  if (const auto* e = std::get_if<TrialRequeued>(&event)) {
+    SWEPT_ASSIGN_OR_RETURN(held, pbt_requeued(*e));
+    if (!held) on_trial_requeued(*e);
+    return pbt_maybe_round(e->sweep_id);
+  }
   if (const auto* e = std::get_if<TrialAdopted>(&event)) on_trial_adopted(*e);
   return Status::Ok();
 }
@@ -388,7 +402,7 @@ Status SweepRunner::maybe_complete(int64_t sweep_id) {
   auto it = sweeps_.find(sweep_id);
   if (it == sweeps_.end()) return Status::Ok();
   const Active& s = it->second;
-  if (s.running > 0) return Status::Ok();
+  if (s.running > 0 || (s.population && s.population->holding())) return Status::Ok();
   if (!s.target_reached && (!s.total || s.next_index < *s.total || !s.queued.empty())) return Status::Ok();
   SWEPT_RETURN_IF_ERROR(store_.set_sweep_state(sweep_id, SweepState::kCompleted, clock_.wall_seconds()));
   log::info("sweep " + std::to_string(sweep_id) + " completed" +
@@ -467,6 +481,7 @@ Result<int64_t> SweepRunner::retry_failed(int64_t sweep_id, bool early_stopped) 
       // Only the failed trials run again: nothing new is generated after a cancel.
       if (all->front().state == SweepState::kCancelled) a.total = a.next_index;
       SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
+      make_population(a);
       run(std::move(a));
       it = sweeps_.find(r.id);
     }

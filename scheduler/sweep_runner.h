@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "scheduler/early_stop.h"
+#include "scheduler/pbt_population.h"
 #include "scheduler/placement.h"
 #include "scheduler/trial_events.h"
 #include "store/reader.h"
@@ -96,6 +98,16 @@ class SweepRunner {
   Result<std::optional<StopVerdict>> observe_metrics(int64_t sweep_id, int64_t trial_id,
                                                      const std::vector<protocol::MetricRecord>& records);
 
+  // A stored METRICS batch of a pbt member (issue 29; sweep_runner_pbt.cpp):
+  // whether to stop it now, at its interval or done at pbt.max_steps, and
+  // why (the broker has the lifecycle send the stop: stop_at_interval).
+  struct PbtStopOrder {
+    bool done = false;
+    std::string reason;
+  };
+  Result<std::optional<PbtStopOrder>> observe_pbt(int64_t sweep_id, int64_t trial_id,
+                                                  const std::vector<protocol::MetricRecord>& records);
+
   // Marks the sweep completed when nothing remains; no-op otherwise.
   Status maybe_complete(int64_t sweep_id);
 
@@ -124,6 +136,9 @@ class SweepRunner {
     int running = 0;
     bool metric_seen = false;  // a trial has reported the metric (or the warning was given)
     std::optional<EarlyStopper> stopper;  // the sweep has early_terminate
+    // method pbt: its members between rounds (members a restarted scheduler
+    // did not create are not in it: they run to their end as plain trials).
+    std::shared_ptr<PbtPopulation> population;
     // metric.target reached (by which trial, with which value): no trial is
     // created any more; the sweep completes once its running ones end.
     std::optional<std::string> target_reached;
@@ -140,6 +155,17 @@ class SweepRunner {
   // method bayes/tpe: trial `index` from the history stored so far.
   Result<sweeps::search::Suggestion> suggest(const Active& s, int64_t index);
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
+  // ---- method pbt (sweep_runner_pbt.cpp) ----
+  void make_population(Active& s);
+  // A member was generated: it joins the population, its lineage starts.
+  Status pbt_created(Active& s, TrialToStart& t);
+  // A member's segment ended at its interval, or was lost: true when the
+  // event is handled here (the member waits for its round, not queued).
+  Result<bool> pbt_requeued(const TrialRequeued& e);
+  Status pbt_ended(const TrialEnded& e);
+  // Runs the sweep's round when it is ready: new parameters and commands
+  // stored, lineage recorded, the waiting members queued.
+  Status pbt_maybe_round(int64_t sweep_id);
   // The event handlers (on_event).
   Status on_trial_ended(const TrialEnded& e);
   void on_trial_requeued(const TrialRequeued& e);

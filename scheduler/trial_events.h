@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -24,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/protocol.h"
 #include "common/rows.h"
 #include "common/states.h"
 
@@ -47,6 +49,12 @@ struct TrialToStart {
   int previous_attempts = 0;  // the new attempt is previous_attempts + 1
   nlohmann::json params;
   std::vector<std::string> argv;
+  // A pbt member's segment (issue 29): its own checkpoint directory, maybe a
+  // copy of an ended segment's (START_TRIAL `checkpoint`).
+  std::optional<protocol::CheckpointSegment> checkpoint;
+  // Variables for the trial's environment (START_TRIAL `env`): a pbt
+  // member's SWEPT_PBT_STOP_STEP.
+  std::map<std::string, std::string> env;
 };
 
 // A trial the store had as running when the scheduler started: it waits for
@@ -76,10 +84,14 @@ struct TrialEnded {
   bool was_running = true;
 };
 // A running trial went back to its sweep's queue (lost with retries left,
-// or requeued at no cost); it runs again, first in line.
+// or requeued at no cost); it runs again, first in line. `at_interval`: a
+// pbt member's segment `attempt` ended at its interval, as the runner asked
+// (stop_at_interval): it waits for its population's round, not in the queue.
 struct TrialRequeued {
   int64_t trial_id = 0;
   int64_t sweep_id = 0;
+  bool at_interval = false;
+  int attempt = 0;
 };
 // A queued trial is running again: its agent came back still running the
 // attempt that had been given up.

@@ -282,3 +282,31 @@ TEST_CASE("store: a schema v6 database is upgraded to keep a multi-node trial's 
   CHECK(rows[0].nodes == nodes);
   CHECK(rows[1].nodes.empty());
 }
+
+// Schema 8 (issue 29): a v7 file (the v3 fixture upgraded, then the table
+// dropped and the version set back) gains pbt_lineage, where a member's
+// rounds are kept (one row per member and round, a round's row replaced).
+TEST_CASE("store: a schema v7 database is upgraded to keep pbt lineage") {
+  TempDb t;
+  std::filesystem::copy_file(kV3, t.path);
+  REQUIRE(Writer::open(t.path).ok());
+  REQUIRE(exec_error(t.path, "DROP TABLE pbt_lineage; UPDATE meta SET value='7' WHERE key='schema_version'") == "");
+  REQUIRE(query_int(t.path, "SELECT COUNT(*) FROM sqlite_master WHERE name='pbt_lineage'") == 0);
+  auto writer = Writer::open(t.path);
+  REQUIRE(writer.ok());
+  CHECK(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == kSchemaVersion);
+  REQUIRE((*writer)->begin().ok());
+  Writer::LineageRow row;
+  row.trial_id = 1;
+  row.round = 1;
+  row.from_step = 100;
+  row.donor_trial_id = 2;
+  row.donor_segment = 1;
+  row.params_json = R"({"lr": 0.1})";
+  REQUIRE((*writer)->record_lineage(row).ok());
+  row.donor_trial_id = 3;  // the plan made again (a donor lost): the round's row is replaced
+  REQUIRE((*writer)->record_lineage(row).ok());
+  REQUIRE((*writer)->commit().ok());
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM pbt_lineage") == 1);
+  CHECK(query_int(t.path, "SELECT donor_trial_id FROM pbt_lineage WHERE trial_id=1 AND round=1") == 3);
+}

@@ -62,6 +62,22 @@ Status Writer::migrate() {
       // node 0 first, for the trial's current attempt and for each attempt.
       "ALTER TABLE trials ADD COLUMN nodes TEXT;"
       "ALTER TABLE attempts ADD COLUMN nodes TEXT;",
+      // v8 (issue 29): a pbt member's lineage, one row per member and round
+      // (round 0: its first parameters): the parameters in force from
+      // `from_step` on, and the member whose checkpoint it resumed from
+      // (donor_trial_id, donor_segment = that member's attempt; NULL: its own
+      // or none). The member's parameter schedule is its rows by round.
+      "CREATE TABLE IF NOT EXISTS pbt_lineage ("
+      "  trial_id INTEGER NOT NULL REFERENCES trials(id),"
+      "  round INTEGER NOT NULL,"
+      "  from_step INTEGER NOT NULL,"
+      "  donor_trial_id INTEGER REFERENCES trials(id),"
+      "  donor_segment INTEGER,"
+      "  params TEXT NOT NULL,"
+      "  changes TEXT NOT NULL DEFAULT '[]',"
+      "  decided_at REAL NOT NULL,"
+      "  PRIMARY KEY (trial_id, round)"
+      ") WITHOUT ROWID;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
   for (; version < kSchemaVersion; ++version) {

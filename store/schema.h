@@ -20,7 +20,7 @@ class Connection;
 
 // The schema version this code writes; older files are migrated on open
 // (Writer::open), newer ones refused.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 // The text of store/schema.sql (version 1), compiled in, its state CHECK
 // lists empty: what a new database gets is state_checks.h's schema_sql().
 extern const char* const kSchemaSql;

@@ -157,6 +157,25 @@ class Writer {
   Result<int> count_attempts(int64_t trial_id, TrialState attempt_state);
   // The model state (JSON text) that chose the trial's params (bayes/tpe).
   Status set_trial_suggestion(int64_t trial_id, const std::string& model_json);
+  // ---- population-based training (issue 29; writer_pbt.cpp) ----
+  // A member's parameters and command for its next segment (they change at
+  // an exploit); its queued attempt is built from them (trial_record).
+  Status set_trial_params(int64_t trial_id, const std::string& params_json, const std::string& command_json);
+  // One row of a member's lineage (migration v8): from `from_step` on it
+  // runs with `params_json`, resumed from donor's segment (nullopt: its own).
+  struct LineageRow {
+    int64_t trial_id = 0;
+    int64_t round = 0;
+    int64_t from_step = 0;
+    std::optional<int64_t> donor_trial_id;
+    std::optional<int> donor_segment;
+    std::string params_json;
+    std::string changes_json = "[]";
+    double decided_at = 0;
+  };
+  // Inserts the row, or replaces the member's row for that round (a plan
+  // recomputed after a donor was lost).
+  Status record_lineage(const LineageRow& row);
   // What an adaptive searcher learns from: the sweep's trials that ended
   // (completed, failed, lost) in completion order (ended_at, then id), with
   // trials.metric_value for completed ones and nullopt for the rest (a

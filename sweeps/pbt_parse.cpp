@@ -99,6 +99,11 @@ void check_companions(Checker& ck, const json& root) {
                               "stopped), found one; remove it");
   if (root.contains("run_cap"))
     ck.add("run_cap", "expected no run_cap with method pbt (pbt.population sets the number of members), found one");
+  // A member's checkpoint is one node's directory (START_TRIAL `checkpoint`).
+  if (root.contains("resources") && root["resources"].is_object() && root["resources"].contains("nodes") &&
+      root["resources"]["nodes"] != 1)
+    ck.add("resources.nodes", "expected one node per member with method pbt (a member's checkpoint is copied as "
+                              "one node's directory), found " + found(root["resources"]["nodes"]));
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// PbtPopulation: one `method: pbt` sweep's members between two rounds
+// (issue 29; docs/sweep-format.md, "Population-based training").
+//
+// A member is one trial; each segment between two rounds is one attempt of
+// it, with its own checkpoint directory on its agent (START_TRIAL
+// `checkpoint`, docs/protocol.md). The runner feeds this the member's metric
+// values (observe), and what the lifecycle decided about its attempts
+// (reached, gone, ended); it answers when to stop a member (at the interval,
+// or done at max_steps), when a round is ready, and, through sweeps/'s pure
+// plan_round, what every member does next: its parameters and whose ended
+// segment its next segment starts from.
+//
+// Invariants: a member's `stop_step` is (round + 1) x interval for the round
+// being gathered; `segment` is the attempt whose directory holds the member's
+// newest complete checkpoint (0: none yet). A member stopped at the interval
+// is kReached until the round runs; one lost in mid-segment is kGone for
+// this round (never waited for) and resumes from its own `segment`.
+// No I/O, no clock: the runner records what this decides.
+// Thread safety: one thread (the broker's loop), as the runner.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/protocol.h"
+#include "sweeps/pbt.h"
+#include "sweeps/sweep.h"
+
+namespace swept::scheduler {
+
+class PbtPopulation {
+ public:
+  // What a metric value asks of its member.
+  enum class Stop { kNone, kInterval, kDone };
+
+  // `spec` is a pbt sweep's (spec.pbt and spec.metric set); kept by value.
+  explicit PbtPopulation(sweeps::SweepSpec spec) : spec_(std::move(spec)) {}
+
+  // A member was created (its first segment starts from nothing).
+  void add(int64_t trial_id, int slot, nlohmann::json params);
+  bool has(int64_t trial_id) const { return members_.count(trial_id) != 0; }
+
+  // A value of the sweep's metric at `step`: kInterval the first time a
+  // member reaches its stop step (the value is kept for the ranking), kDone
+  // when it reaches pbt.max_steps. kNone otherwise, and for a member already
+  // told to stop.
+  Stop observe(int64_t trial_id, int64_t step, double value);
+
+  // Its segment `attempt` ended at the interval: its checkpoint is complete
+  // there. True: it waits for the round; false: the round it stopped for
+  // has run without it (it had been lost meanwhile), so it goes on at once
+  // from its own checkpoint with its own parameters.
+  bool reached(int64_t trial_id, int attempt);
+  // Whether a member waits for the round (the sweep is not complete then).
+  bool holding() const;
+  // Its segment was lost or ended for a reason not its own: the round goes
+  // on without it; it is rerun from its own newest complete segment.
+  void gone(int64_t trial_id);
+  // It reached a final state (done, failed, lost for good): out of the population.
+  void ended(int64_t trial_id);
+
+  // Whether the round can run: a member reached the interval and none still runs.
+  bool ready() const;
+  // Runs the round (precondition: ready()): plan_round over the members'
+  // reports, then each reached member takes its new parameters and the
+  // segment to start from, and all live members aim at the next interval.
+  // The plan is returned for the runner to record (params, lineage, queue);
+  // `resumed` gets the members that waited, to be queued again.
+  sweeps::pbt::RoundPlan run_round(std::vector<int64_t>* resumed);
+
+  // Where the member's next segment starts: its own or its donor's newest
+  // complete segment, or an empty directory before its first.
+  protocol::CheckpointSegment next_checkpoint(int64_t trial_id) const;
+  // The round being gathered (1 for the first interval).
+  int64_t round() const { return round_; }
+  // The step at which a running member is stopped next: the round's
+  // interval, or pbt.max_steps when that comes first. A segment's program
+  // reads it as SWEPT_PBT_STOP_STEP, so that it may save there and wait for
+  // the stop, and its checkpoint is exactly at the interval.
+  int64_t next_stop_step() const;
+  // The step its next segment starts from (the interval it was stopped at; 0 at first).
+  int64_t from_step(int64_t trial_id) const;
+
+ private:
+  struct Member {
+    int slot = 0;
+    nlohmann::json params;
+    sweeps::pbt::Standing standing = sweeps::pbt::Standing::kRunning;
+    double value = 0;
+    bool stop_sent = false;        // told to stop in this segment (interval or done)
+    int segment = 0;               // newest attempt whose checkpoint is complete
+    protocol::CheckpointSegment next;  // where its next segment starts
+    int64_t from_step = 0;
+    int64_t stopped_for = 0;       // the round it was last stopped for
+  };
+  int64_t stop_step() const { return round_ * spec_.pbt->interval; }
+
+  sweeps::SweepSpec spec_;
+  std::map<int64_t, Member> members_;  // by trial id
+  int64_t round_ = 1;
+};
+
+}  // namespace swept::scheduler

@@ -1,0 +1,193 @@
+// method pbt through the lifecycle and the runner, joined by flow.h as the
+// broker joins them, over a real SQLite file and a FakeClock: members stopped
+// at their interval wait for the round, the bottom one resumes from a copy
+// of the top one's segment with explored parameters, a member lost in
+// mid-segment neither stalls the round nor spends a retry for its segments,
+// and the lineage is stored.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "scheduler/flow.h"
+#include "scheduler/lifecycle.h"
+#include "scheduler/sweep_runner.h"
+#include "store/test_support.h"
+
+using namespace swept;
+using namespace swept::scheduler;
+using namespace swept::protocol;
+
+namespace {
+
+// Population 4, a quantile of one member, lr doubled on explore, rounds at
+// steps 10 and 20, done at 30; one retry for a lost segment.
+const char* kSweep = R"({"method": "pbt", "metric": {"name": "q", "goal": "maximize"}, "seed": 5,
+    "max_retries": 1, "command": ["/bin/echo", "${args}"],
+    "parameters": {"lr": {"min": 0.01, "max": 0.1}},
+    "pbt": {"population": 4, "interval": 10, "max_steps": 30, "resample_probability": 0, "perturb": [2],
+            "hyperparam_mutations": {"lr": {"min": 0.001, "max": 1}}}})";
+
+struct Pbt {
+  store::testing::TempDb db;
+  FakeClock clock;
+  std::unique_ptr<store::Writer> store;
+  std::unique_ptr<SweepRunner> runner;
+  std::unique_ptr<TrialLifecycle> life;
+  int64_t sweep = 0;
+  int64_t seq = 0;
+
+  Pbt() {
+    auto w = store::Writer::open(db.path);
+    REQUIRE(w.ok());
+    store = std::move(*w);
+    runner = std::make_unique<SweepRunner>(*store, clock);
+    life = std::make_unique<TrialLifecycle>(*store, clock);
+    REQUIRE(store->begin().ok());
+    auto r = runner->submit(kSweep);
+    REQUIRE(r.ok());
+    sweep = r->sweep_id;
+    pass();
+  }
+  void pass() { REQUIRE(pass_events(*life, *runner).ok()); }
+  // Starts the sweep's next trial on agent "a", confirmed running; nullopt when it has none to start.
+  std::optional<StartTrial> start() {
+    bool started = false;
+    REQUIRE(start_next_trial(*life, *runner, sweep, "a", Placement{0, {}, 0.0, 1}, 0, &started).ok());
+    pass();
+    if (!started) return std::nullopt;
+    auto mail = life->take_mail();
+    REQUIRE(mail.size() == 1);
+    auto* st = std::get_if<StartTrial>(&mail[0].message);
+    REQUIRE(st != nullptr);
+    REQUIRE(life->started("a", TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    return *st;
+  }
+  // The member reports q at `step`: true when the scheduler sent it STOP_TRIAL.
+  bool report(const StartTrial& st, int64_t step, double q) {
+    Metrics batch{st.trial_id, st.attempt, ++seq, {{step, "q", q}}, "", 0};
+    auto r = life->metrics("a", batch);
+    REQUIRE(r.ok());
+    REQUIRE(judge_metrics(*life, *runner, *r, batch).ok());
+    pass();
+    auto mail = life->take_mail();
+    return std::any_of(mail.begin(), mail.end(), [&](const AgentMail& m) {
+      auto* stop = std::get_if<StopTrial>(&m.message);
+      return stop && stop->trial_id == st.trial_id;
+    });
+  }
+  // It saved and exited on the stop.
+  void stopped(const StartTrial& st) {
+    TrialExited e;
+    e.trial_id = st.trial_id;
+    e.attempt = st.attempt;
+    e.cause = ExitCause::kStopped;
+    e.ended_at = 2.0;
+    REQUIRE(life->exited("a", e).ok());
+    pass();
+  }
+  int64_t q(const std::string& sql) {
+    if (store->in_transaction()) REQUIRE(store->commit().ok());
+    return store::testing::query_int(db.path, sql);
+  }
+};
+
+std::string arg_of(const StartTrial& st) { return st.argv.size() > 1 ? st.argv[1] : ""; }
+
+}  // namespace
+
+TEST_CASE("pbt: members wait at the interval; the round copies the best member's segment into the worst's") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  REQUIRE(members.size() == 4);
+  for (const StartTrial& st : members) {
+    REQUIRE(st.checkpoint);  // each segment has its own directory, the first one empty
+    CHECK(!st.checkpoint->from_trial_id);
+    CHECK(st.attempt == 1);
+  }
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 is the worst, member 1 the best
+  for (size_t i = 0; i < members.size(); ++i) {
+    CHECK(!p.report(members[i], 5, q[i] / 2));
+    CHECK(p.report(members[i], 10, q[i]));  // at the interval: stopped
+    CHECK(!p.report(members[i], 11, q[i]));  // told once
+  }
+  // Three have saved and exited: they wait; nothing starts, the sweep is not complete.
+  for (size_t i = 0; i < 3; ++i) p.stopped(members[i]);
+  CHECK(!p.start());
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 3);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1") == 0);
+  p.stopped(members[3]);  // the last: the round runs
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1") == 4);
+  const std::string worst = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT donor_trial_id FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == members[1].trial_id);
+  CHECK(p.q("SELECT donor_segment FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == 1);
+  CHECK(p.q("SELECT from_step FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == 10);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL") == 3);
+  // The worst member's stored parameters are the best's lr, doubled.
+  const double best_lr = members[1].params["lr"].get<double>();
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE id=" + worst + " AND abs(json_extract(params, '$.lr') - " +
+            std::to_string(best_lr * 2) + ") < 1e-6") == 1);  // to_string keeps 6 decimals
+
+  // Segment 2: attempt 2 of each member, from its own segment 1, or the best's for the worst.
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  for (const auto& [id, st] : second) {
+    CHECK(st.attempt == 2);
+    REQUIRE(st.checkpoint);
+    CHECK(st.checkpoint->from_attempt == 1);
+    CHECK(*st.checkpoint->from_trial_id == (id == members[0].trial_id ? members[1].trial_id : id));
+  }
+  CHECK(arg_of(second[members[0].trial_id]).find("--lr=") == 0);
+  CHECK(second[members[0].trial_id].params["lr"].get<double>() == doctest::Approx(best_lr * 2));
+  CHECK(second[members[2].trial_id].params == members[2].params);  // not in the bottom: unchanged
+  // Segments ended at an interval are no retries: both attempts so far are `queued` in the history.
+  CHECK(p.q("SELECT COUNT(*) FROM attempts WHERE state='queued'") == 4);
+  CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='running'") == 1);
+}
+
+TEST_CASE("pbt: a member lost in mid-segment does not stall the round, reruns from its own segment, keeps its retry") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  REQUIRE(members.size() == 4);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  const int64_t lost = members[2].trial_id;
+  // Member 2's host vanishes in segment 2 (max_retries 1: its two segments spent none of it).
+  REQUIRE(p.life->lose(lost, "its agent went away").ok());
+  p.pass();
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued' AND id=" + std::to_string(lost)) == 1);
+  // The others reach round 2 and it runs without waiting for member 2.
+  for (const auto& [id, st] : second) {
+    if (id == lost) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND trial_id=" + std::to_string(lost)) == 0);
+  // Member 2 reruns from its own segment 1 (its last complete one), as attempt 3.
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.size() == 4);
+  REQUIRE(third[lost].checkpoint);
+  CHECK(*third[lost].checkpoint->from_trial_id == lost);
+  CHECK(third[lost].checkpoint->from_attempt == 1);
+  CHECK(third[lost].attempt == 3);
+  // Everyone runs to max_steps: done, completed; the sweep completes.
+  for (const auto& [id, st] : third) {
+    CHECK(p.report(st, 30, 0.7));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='completed'") == 4);
+  CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+}

@@ -1,0 +1,138 @@
+// SweepRunner's population-based training (issue 29; sweep_runner.h): a
+// `method: pbt` sweep's members are its trials; PbtPopulation decides when a
+// member stops and when its round runs, sweeps/pbt.h what each member does
+// next; this file records those decisions (parameters, command, lineage)
+// and keeps the queue and the running count as the rest of the runner does.
+#include <cstdlib>
+
+#include "common/log.h"
+#include "scheduler/sweep_runner.h"
+#include "sweeps/pbt.h"
+#include "sweeps/trial.h"
+
+namespace swept::scheduler {
+namespace {
+
+// The command macros read the scheduler's environment, as generate() does.
+const sweeps::CommandContext& pbt_command_context() {
+  static const sweeps::CommandContext context = [] {
+    sweeps::CommandContext c;
+    c.getenv = [](const std::string& name) -> std::optional<std::string> {
+      const char* v = std::getenv(name.c_str());
+      return v ? std::optional<std::string>(v) : std::nullopt;
+    };
+    return c;
+  }();
+  return context;
+}
+
+std::string sweep_and_trial(int64_t sweep_id, int64_t trial_id) {
+  return "sweep " + std::to_string(sweep_id) + " trial " + std::to_string(trial_id);
+}
+
+}  // namespace
+
+void SweepRunner::make_population(Active& s) {
+  if (s.spec.pbt && s.spec.metric) s.population = std::make_shared<PbtPopulation>(s.spec);
+}
+
+Status SweepRunner::pbt_created(Active& s, TrialToStart& t) {
+  s.population->add(t.trial_id, static_cast<int>(t.index), t.params);
+  t.checkpoint = protocol::CheckpointSegment{};  // its first segment: an empty directory of its own
+  t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->next_stop_step());
+  store::Writer::LineageRow row;
+  row.trial_id = t.trial_id;
+  row.params_json = t.params.dump();
+  row.decided_at = clock_.wall_seconds();
+  return store_.record_lineage(row);
+}
+
+Result<std::optional<SweepRunner::PbtStopOrder>> SweepRunner::observe_pbt(
+    int64_t sweep_id, int64_t trial_id, const std::vector<protocol::MetricRecord>& records) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || !it->second.population) return std::optional<PbtStopOrder>();
+  PbtPopulation& pop = *it->second.population;
+  const std::string& metric = it->second.spec.metric->name;
+  for (const protocol::MetricRecord& r : records) {
+    if (r.name != metric) continue;
+    const int64_t round = pop.round();
+    switch (pop.observe(trial_id, r.step, r.value)) {
+      case PbtPopulation::Stop::kNone: continue;
+      case PbtPopulation::Stop::kDone:
+        return std::optional<PbtStopOrder>(PbtStopOrder{true, "reached pbt.max_steps at step " + std::to_string(r.step)});
+      case PbtPopulation::Stop::kInterval:
+        log::info(sweep_and_trial(sweep_id, trial_id) + " reached the interval of round " + std::to_string(round) +
+                  " at step " + std::to_string(r.step));
+        return std::optional<PbtStopOrder>(
+            PbtStopOrder{false, "pbt round " + std::to_string(round) + ": at its interval (step " +
+                                    std::to_string(r.step) + "), it saves and waits for the population"});
+    }
+  }
+  return std::optional<PbtStopOrder>();
+}
+
+Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
+  auto it = sweeps_.find(e.sweep_id);
+  if (it == sweeps_.end() || !it->second.population || !it->second.population->has(e.trial_id)) return false;
+  Active& s = it->second;
+  if (!e.at_interval) {
+    // Lost (or its agent shut down) in mid-segment: the round does not wait;
+    // it reruns from its own newest complete checkpoint, queued as any rerun.
+    s.population->gone(e.trial_id);
+    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost; the population goes on without it, and "
+              "it reruns from its last complete checkpoint");
+    return false;
+  }
+  s.running = std::max(0, s.running - 1);
+  if (!s.population->reached(e.trial_id, e.attempt)) s.queued.push_front(e.trial_id);
+  return true;
+}
+
+Status SweepRunner::pbt_ended(const TrialEnded& e) {
+  auto it = sweeps_.find(e.sweep_id);
+  if (it == sweeps_.end() || !it->second.population || !it->second.population->has(e.trial_id)) return Status::Ok();
+  it->second.population->ended(e.trial_id);
+  return pbt_maybe_round(e.sweep_id);
+}
+
+Status SweepRunner::pbt_maybe_round(int64_t sweep_id) {
+  auto it = sweeps_.find(sweep_id);
+  if (it == sweeps_.end() || !it->second.population || !it->second.population->ready()) return Status::Ok();
+  Active& s = it->second;
+  PbtPopulation& pop = *s.population;
+  std::vector<int64_t> resumed;
+  const sweeps::pbt::RoundPlan plan = pop.run_round(&resumed);
+  const double now = clock_.wall_seconds();
+  int exploited = 0;
+  for (const sweeps::pbt::MemberPlan& p : plan.members) {
+    if (std::find(resumed.begin(), resumed.end(), p.member) == resumed.end()) continue;
+    auto argv = sweeps::build_command(s.spec, p.params, pbt_command_context());
+    if (!argv.ok()) return argv.status().WithContext(sweep_and_trial(s.id, p.member) + ": the explored parameters");
+    SWEPT_RETURN_IF_ERROR(store_.set_trial_params(p.member, p.params.dump(), nlohmann::json(*argv).dump()));
+    store::Writer::LineageRow row;
+    row.trial_id = p.member;
+    row.round = plan.round;
+    row.from_step = pop.from_step(p.member);
+    const protocol::CheckpointSegment from = pop.next_checkpoint(p.member);
+    if (p.donor) row.donor_trial_id = p.donor, row.donor_segment = from.from_attempt;
+    row.params_json = p.params.dump();
+    row.changes_json = nlohmann::json(p.changes).dump();
+    row.decided_at = now;
+    SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
+    if (p.donor) {
+      ++exploited;
+      std::string changes;
+      for (const std::string& c : p.changes) changes += (changes.empty() ? "" : "; ") + c;
+      log::info(sweep_and_trial(s.id, p.member) + " round " + std::to_string(plan.round) + ": copies trial " +
+                std::to_string(*p.donor) + "'s checkpoint (segment " + std::to_string(from.from_attempt) + ")" +
+                (changes.empty() ? std::string(", parameters unchanged") : ", " + changes));
+    }
+    s.queued.push_back(p.member);
+  }
+  log::info("sweep " + std::to_string(s.id) + ": pbt round " + std::to_string(plan.round) + " ran: " +
+            std::to_string(resumed.size()) + " members resume, " + std::to_string(exploited) + " from a better one's "
+            "checkpoint");
+  return Status::Ok();
+}
+
+}  // namespace swept::scheduler

@@ -1,0 +1,30 @@
+#!/bin/sh
+# A population-based-training member for the pbt tests (issue 29): theta
+# climbs by --lr each step and the metric is q = theta. Its checkpoint is one
+# line "step theta" in $SWEPT_CHECKPOINT_DIR/state, written at every step
+# through a rename (never half written); a segment resumes from it, with
+# whatever --lr its command now carries. At $SWEPT_PBT_STOP_STEP it saves and
+# waits for the scheduler's SIGTERM, so its checkpoint is the interval's.
+# Each start appends "trial attempt start_step lr" to $PBT_LEDGER.
+lr=0.1 steps=100 delay=0.01
+for a in "$@"; do
+  case $a in
+    --lr=*) lr=${a#*=} ;;
+    --steps=*) steps=${a#*=} ;;
+  esac
+done
+dir=$SWEPT_CHECKPOINT_DIR
+step=0 theta=0
+[ -f "$dir/state" ] && read -r step theta <"$dir/state"
+echo "$SWEPT_TRIAL_ID $SWEPT_ATTEMPT $step $lr" >>"$PBT_LEDGER"
+trap 'exit 0' TERM
+while [ "$step" -lt "$steps" ]; do
+  step=$((step + 1))
+  theta=$(awk -v t="$theta" -v l="$lr" 'BEGIN { printf "%.6f", t + l }')
+  echo "$step $theta" >"$dir/state.tmp" && mv "$dir/state.tmp" "$dir/state"
+  echo "{\"step\": $step, \"q\": $theta}"
+  if [ "$step" -eq "${SWEPT_PBT_STOP_STEP:-0}" ]; then
+    while :; do sleep 0.05; done  # saved at the interval: wait for the stop
+  fi
+  sleep "$delay"
+done
