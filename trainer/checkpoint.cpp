@@ -88,6 +88,10 @@ Status write_checkpoint(const std::string& dir, const CheckpointState& s, int ke
   nlohmann::json tensors = nlohmann::json::array();
   for (const auto& [name, shape] : s.tensors) tensors.push_back({{"name", name}, {"shape", shape}});
   meta["tensors"] = tensors;
+  meta["epoch_position"] = s.epoch_position;
+  nlohmann::json hyper = nlohmann::json::object();
+  for (const auto& [name, value] : s.hyperparameters) hyper[name] = nlohmann::json::parse(value);
+  meta["hyperparameters"] = hyper;
   const std::string meta_text = meta.dump();
 
   std::vector<uint8_t> bytes;
@@ -174,6 +178,9 @@ Result<CheckpointState> read_checkpoint(const std::string& path) {
     order_count = meta.at("order_count").get<uint64_t>();
     for (const auto& t : meta.at("tensors"))
       s.tensors.emplace_back(t.at("name").get<std::string>(), t.at("shape").get<std::vector<int>>());
+    s.epoch_position = meta.value("epoch_position", int64_t{-1});
+    if (meta.contains("hyperparameters"))
+      for (const auto& [name, value] : meta.at("hyperparameters").items()) s.hyperparameters.emplace_back(name, value.dump());
   } catch (const std::exception& e) {
     return corrupt(std::string("bad metadata: ") + e.what());
   }
@@ -206,6 +213,18 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::string describe_hyperparameter_changes(const std::vector<std::pair<std::string, std::string>>& before,
+                                            const std::vector<std::pair<std::string, std::string>>& after) {
+  std::string out;
+  for (const auto& [name, value] : after) {
+    const auto old = std::find_if(before.begin(), before.end(), [&](const auto& b) { return b.first == name; });
+    if (old != before.end() && old->second == value) continue;
+    if (!out.empty()) out += ", ";
+    out += name + " " + (old == before.end() ? std::string("?") : old->second) + " -> " + value;
+  }
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -310,4 +311,95 @@ TEST_CASE("trainer: a run ended by --max_steps mid-epoch reports val_loss at its
     CHECK(evaluations_at_end == 1);
     CHECK(nlohmann::json::parse(c.lines().back())["final"] == true);
   }
+}
+
+// What a population-based training member does: a segment ends (here at
+// --max_steps), the next starts from the checkpoint in SWEPT_CHECKPOINT_DIR
+// (only --resume on the command line) with other hyperparameters. 1000
+// samples, 1/12 held out: 916 to train, 20 a batch = 45 steps an epoch.
+TEST_CASE("trainer: --resume from SWEPT_CHECKPOINT_DIR with a new lr and batch size continues the series and logs the change") {
+  TempDir data("pbt");
+  write_mnist_like(data.path(), 1000, 100, 4);
+  TempDir dir("pbt-ckpt");
+  const std::map<std::string, std::string> env = {{"SWEPT_CHECKPOINT_DIR", dir.path()}};
+  auto args = [&](const std::string& lr, const std::string& batch, const std::string& max_steps) {
+    return std::vector<std::string>{"--data=" + data.path(), "--optimizer=momentum", "--schedule=constant",
+                                    "--lr=" + lr, "--batch_size=" + batch, "--max_steps=" + max_steps,
+                                    "--log_every=5", "--threads=1", "--resume"};
+  };
+  Child first(args("0.05", "20", "10"), env);
+  REQUIRE(first.wait_exit() == 0);
+  INFO(first.err());
+  REQUIRE(list_checkpoints(dir.path()).size() == 1);  // --resume alone made the folder the checkpoint folder
+  CHECK(first.err().find("no checkpoint in " + dir.path() + ", starting from step 0") != std::string::npos);
+
+  Child second(args("0.1", "40", "20"), env);
+  REQUIRE(second.wait_exit() == 0);
+  INFO(second.err());
+  CHECK(second.err().find("resumed from " + checkpoint_path(dir.path(), 10) + " at step 10") != std::string::npos);
+  CHECK(second.err().find("hyperparameters changed on resume: lr 0.05 -> 0.1, batch_size 20 -> 40, max_steps 10 -> 20") !=
+        std::string::npos);
+  // The series goes on from step 10, at the new learning rate.
+  std::vector<int64_t> loss_steps;
+  for (const std::string& line : second.lines()) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (!j.contains("loss") || j.contains("final")) continue;
+    loss_steps.push_back(j["step"].get<int64_t>());
+    CHECK(j["lr"].get<double>() == doctest::Approx(0.1));
+    CHECK(j["epoch"] == 0);
+  }
+  CHECK(loss_steps == std::vector<int64_t>{15, 20});
+  auto last = read_checkpoint(list_checkpoints(dir.path()).front());
+  REQUIRE(last.ok());
+  CHECK(last->step == 20);
+  CHECK(last->epoch_position == 10 * 20 + 10 * 40);
+
+  SUBCASE("another architecture still refuses, naming it") {
+    std::vector<std::string> wider = args("0.1", "40", "30");
+    wider.push_back("--hidden=50");
+    Child third(wider, env);
+    CHECK(third.wait_exit() == 2);
+    CHECK(third.err().find("other shapes") != std::string::npos);
+  }
+  SUBCASE("without SWEPT_CHECKPOINT_DIR, --resume alone is a usage error") {
+    Child third(args("0.1", "40", "30"));
+    CHECK(third.wait_exit() == 2);
+    CHECK(third.err().find("--resume needs --checkpoint_dir (or SWEPT_CHECKPOINT_DIR") != std::string::npos);
+  }
+}
+
+// A checkpoint copied into a member's folder that arrived cut short must not
+// be taken for "no checkpoint": that would silently restart from step 0.
+TEST_CASE("trainer: --resume with only a truncated checkpoint exits 2 naming the file, not a fresh start") {
+  TempDir data("trunc");
+  write_mnist_like(data.path(), 400, 20, 4);
+  TempDir dir("trunc-ckpt");
+  const std::vector<std::string> args = {"--data=" + data.path(), "--max_steps=5", "--batch_size=20", "--threads=1",
+                                         "--checkpoint_dir=" + dir.path(), "--resume"};
+  Child first(args);
+  REQUIRE(first.wait_exit() == 0);
+  const std::string file = checkpoint_path(dir.path(), 5);
+  std::filesystem::resize_file(file, std::filesystem::file_size(file) / 2);
+  Child second(args);
+  CHECK(second.wait_exit() == 2);
+  INFO(second.err());
+  CHECK(second.err().find("checkpoint " + file + ": checksum mismatch") != std::string::npos);
+  CHECK(second.err().find("no checkpoint in " + dir.path() + " passes its checks") != std::string::npos);
+  CHECK(second.lines().empty());
+}
+
+// bench/pbt_mnist.sh counts the steps until a member first reaches a test
+// accuracy, so the test set is evaluated along the way on request.
+TEST_CASE("trainer: --test_every reports test accuracy at its steps, and the final line at the last") {
+  TempDir data("testevery");
+  write_mnist_like(data.path(), 400, 60, 4);
+  Child c({"--data=" + data.path(), "--max_steps=12", "--batch_size=20", "--test_every=5", "--threads=1"});
+  REQUIRE(c.wait_exit() == 0);
+  std::vector<int64_t> test_steps;
+  for (const std::string& line : c.lines()) {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    if (j.contains("test_accuracy")) test_steps.push_back(j["step"].get<int64_t>());
+  }
+  CHECK(test_steps == std::vector<int64_t>{5, 10, 12});
+  CHECK(nlohmann::json::parse(c.lines().back())["final"] == true);
 }

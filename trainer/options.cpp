@@ -69,7 +69,8 @@ po::options_description describe() {
       ("checkpoint_dir", po::value<std::string>()->default_value(""), "write checkpoints here (empty: none)")
       ("checkpoint_every", po::value<int64_t>()->default_value(0), "steps between checkpoints (0: only at the end)")
       ("resume", po::value<bool>()->default_value(false, "false")->implicit_value(true, "true"),
-       "continue from the newest valid checkpoint in --checkpoint_dir")
+       "continue from the newest valid checkpoint in --checkpoint_dir (default then: $SWEPT_CHECKPOINT_DIR); "
+       "lr, momentum, weight decay, dropout, batch size and the schedule may differ from the checkpoint's")
       ("log_every", po::value<int64_t>()->default_value(100), "steps between loss lines, >= 1")
       ("eval_every", po::value<int64_t>()->default_value(0), "steps between validations (0: each epoch's end)")
       ("strategy", po::value<std::string>()->default_value("allreduce"),
@@ -78,6 +79,8 @@ po::options_description describe() {
       ("backup_workers", po::value<int>(), "ps sync: each step drops the last K workers' gradients (default 0)")
       ("max_staleness", po::value<int>(),
        "ps async: a worker more than S pushes ahead of the slowest waits (default 0: unbounded)")
+      ("test_every", po::value<int64_t>()->default_value(0),
+       "steps between test-set evaluations, for measuring (0: only at the end; never pick by them)")
       ("config", po::value<std::string>(), "JSON file of {\"name\": value} with these names")
       ("help", "this text")
       ("version", "the version and the backends built in");
@@ -343,17 +346,26 @@ Status read_device(const po::variables_map& vm, const EnvLookup& env, TrainConfi
   return read_gpu_memory_fraction(vm, env, c);
 }
 
-// --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every.
-Status read_checkpoints_and_logging(const po::variables_map& vm, TrainConfig& c) {
+// --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every,
+// --test_every.
+// --resume without --checkpoint_dir takes $SWEPT_CHECKPOINT_DIR, the folder a
+// swept agent gives each trial (and where population-based training puts
+// the checkpoint a member continues from), so a sweep needs only resume=true.
+Status read_checkpoints_and_logging(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
   c.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
   c.checkpoint_every = vm["checkpoint_every"].as<int64_t>();
   if (c.checkpoint_every < 0) return bad("--checkpoint_every must be >= 0");
   c.resume = vm["resume"].as<bool>();
-  if (c.resume && c.checkpoint_dir.empty()) return bad("--resume needs --checkpoint_dir");
+  if (c.resume && c.checkpoint_dir.empty()) {
+    if (auto d = env("SWEPT_CHECKPOINT_DIR"); d && !d->empty()) c.checkpoint_dir = *d;
+    else return bad("--resume needs --checkpoint_dir (or SWEPT_CHECKPOINT_DIR, which a swept agent sets)");
+  }
   c.log_every = vm["log_every"].as<int64_t>();
   if (c.log_every < 1) return bad("--log_every must be >= 1");
   c.eval_every = vm["eval_every"].as<int64_t>();
   if (c.eval_every < 0) return bad("--eval_every must be >= 0");
+  c.test_every = vm["test_every"].as<int64_t>();
+  if (c.test_every < 0) return bad("--test_every must be >= 0");
   return Status::Ok();
 }
 
@@ -418,7 +430,7 @@ Result<CommandLine> parse_command_line(const std::vector<std::string>& raw_args,
   SWEPT_RETURN_IF_ERROR(read_schedule(vm, c));
   SWEPT_RETURN_IF_ERROR(read_length_and_data(vm, env, c));
   SWEPT_RETURN_IF_ERROR(read_device(vm, env, c));
-  SWEPT_RETURN_IF_ERROR(read_checkpoints_and_logging(vm, c));
+  SWEPT_RETURN_IF_ERROR(read_checkpoints_and_logging(vm, env, c));
   SWEPT_RETURN_IF_ERROR(read_strategy(vm, c));
   return cl;
 }

@@ -65,6 +65,7 @@ struct TrainConfig {
   PsMode ps_mode = PsMode::kAsync;
   int backup_workers = 0;  // sync: gradients of a version dropped (the slowest K)
   int max_staleness = 0;   // async: a worker this many pushes ahead of the slowest waits; 0: unbounded
+  int64_t test_every = 0;  // 0: the test set only at the end
 };
 
 struct CommandLine {
@@ -78,7 +79,8 @@ struct CommandLine {
 // tests); nullopt when unset.
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
-// args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent) and
+// args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent),
+// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir) and
 // SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
 // validated and used for --device=cuda).
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const EnvLookup& env);

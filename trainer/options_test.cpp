@@ -128,6 +128,19 @@ TEST_CASE("trainer: data folder: --data, else SWEPT_DATA_DIR, else the per-user 
   CHECK(help.find(SWEPT_SOURCE_DIR) == std::string::npos);
 }
 
+// A swept agent gives each trial SWEPT_CHECKPOINT_DIR; --resume alone uses
+// it (a PBT sweep's command needs no path), --checkpoint_dir still wins, and
+// without --resume nothing is checkpointed unless asked.
+TEST_CASE("trainer: checkpoint folder: --checkpoint_dir, else SWEPT_CHECKPOINT_DIR with --resume") {
+  const std::map<std::string, std::string> agent = {{"SWEPT_CHECKPOINT_DIR", "/trial/checkpoints"}};
+  CHECK(parse({"--resume"}, agent)->config.checkpoint_dir == "/trial/checkpoints");
+  CHECK(parse({"--resume", "--checkpoint_dir=/mine"}, agent)->config.checkpoint_dir == "/mine");
+  CHECK(parse({}, agent)->config.checkpoint_dir.empty());
+  auto none = parse({"--resume"}, {{"SWEPT_CHECKPOINT_DIR", ""}});
+  REQUIRE_FALSE(none.ok());
+  CHECK(none.status().message().find("--resume needs --checkpoint_dir (or SWEPT_CHECKPOINT_DIR") != std::string::npos);
+}
+
 TEST_CASE("trainer: SWEPT_GPU_MEMORY_FRACTION: ignored on the CPU, validated for CUDA") {
   CHECK(parse({}, {{"SWEPT_GPU_MEMORY_FRACTION", "0.4"}}).ok());
   CHECK(parse({}, {{"SWEPT_GPU_MEMORY_FRACTION", "garbage"}}).ok());

@@ -129,23 +129,36 @@ class RunClock {
 };
 
 // --resume: restores the newest checkpoint that passes its checks, skipping
-// (with a warning) ones that do not; none at all is a fresh start, not an
-// error. Returns the training seconds the run had before (0 on a fresh
-// start); a checkpoint that reads well but belongs to other settings is an
-// error, never skipped.
+// (with a warning) ones that do not; no checkpoint file at all is a fresh
+// start, not an error. Files that are all damaged (a truncated copy, say)
+// are an error: starting from step 0 there would silently throw away the
+// training the files stood for. Returns the training seconds the run had
+// before (0 on a fresh start); a checkpoint that reads well but belongs to
+// other settings is an error, never skipped. Logs the hyperparameters that
+// differ from the checkpoint's (population-based training changes them).
 Result<double> resume_from_newest_checkpoint(const TrainConfig& config, Trainer& trainer) {
-  for (const std::string& path : list_checkpoints(config.checkpoint_dir)) {
+  const std::vector<std::string> files = list_checkpoints(config.checkpoint_dir);
+  for (const std::string& path : files) {
     Result<CheckpointState> state = read_checkpoint(path);
     if (!state.ok()) {
+      if (path == files.back())
+        return Status::InvalidArgument(state.status().message() + "; no checkpoint in " + config.checkpoint_dir +
+                                       " passes its checks: replace them with a whole copy, or delete the folder's "
+                                       "ckpt-*.swck files to start from step 0");
       log::warn(state.status().message() + "; trying an older checkpoint");
       continue;
     }
     Status restored = trainer.restore(*state);
     if (!restored.ok()) return restored.WithContext(path);
     log::info("resumed from " + path + " at step " + std::to_string(trainer.step()));
+    const std::string changes = describe_hyperparameter_changes(state->hyperparameters, trainer.hyperparameters());
+    if (state->hyperparameters.empty())
+      log::info("the checkpoint records no hyperparameters (an older swept-train wrote it): this run's are in force");
+    else if (!changes.empty())
+      log::info("hyperparameters changed on resume: " + changes);
     return state->train_seconds;
   }
-  log::info("--resume: no valid checkpoint in " + config.checkpoint_dir + ", starting from step 0");
+  log::info("--resume: no checkpoint in " + config.checkpoint_dir + ", starting from step 0");
   return 0.0;
 }
 
@@ -284,7 +297,7 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
       window_clock.reset();
       window_pause = 0;
     }
-    const bool epoch_end = step % trainer.steps_per_epoch() == 0;
+    const bool epoch_end = trainer.epoch() != epoch;
     // Also at the last step, wherever it falls (--max_steps may end a run
     // mid-epoch): every run that completes reports its validation figures.
     const bool eval_now =
@@ -295,6 +308,16 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
       if (!v.ok()) return fail(v.status());
       if (!std::isfinite(v->loss)) return diverged("the validation loss");
       emit(metrics, {{"step", step}, {"val_loss", v->loss}, {"val_accuracy", v->accuracy}});
+      window_pause += pause.seconds();
+    }
+    // Test accuracy along the way, for benchmarks that count the steps to a
+    // target (bench/pbt_mnist.sh); the last step's comes with the final line.
+    if (config.test_every > 0 && step % config.test_every == 0 && step != trainer.total_steps()) {
+      const RunClock pause;
+      Result<EvalResult> t = trainer.evaluate_test();
+      if (!t.ok()) return fail(t.status());
+      if (!std::isfinite(t->loss)) return diverged("the test loss");
+      emit(metrics, {{"step", step}, {"test_loss", t->loss}, {"test_accuracy", t->accuracy}});
       window_pause += pause.seconds();
     }
     if (checkpoint_now) {

@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -125,7 +127,53 @@ Trainer::~Trainer() {
   threads_.reset();  // threads first: they reference replicas
 }
 
-int64_t Trainer::epoch() const { return step_ / steps_per_epoch_; }
+int64_t Trainer::epoch() const { return epoch_; }
+
+int64_t Trainer::steps_to_epochs_end() const {
+  if (epoch_ >= config_.epochs) return 0;
+  const int64_t left_in_epoch = (static_cast<int64_t>(split_.train_count) - epoch_position_) / config_.batch_size;
+  return left_in_epoch + (config_.epochs - epoch_ - 1) * steps_per_epoch_;
+}
+
+// Moves the data position past one step of batch_size samples: an epoch ends
+// when fewer than a batch of its order is left (those few are skipped, as
+// steps_per_epoch = train_count / batch_size always did).
+void Trainer::advance_epoch_position() {
+  epoch_position_ += config_.batch_size;
+  if (epoch_position_ + config_.batch_size > static_cast<int64_t>(split_.train_count)) {
+    ++epoch_;
+    epoch_position_ = 0;
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> Trainer::hyperparameters() const {
+  // Floats as the shortest text that reads back as the same float (0.9, not
+  // 0.8999999761581421): these are for people to read in the resume line.
+  auto f = [](float v) {
+    char text[32];
+    for (int digits = 1; digits <= 9; ++digits) {
+      std::snprintf(text, sizeof text, "%.*g", digits, static_cast<double>(v));
+      if (std::strtof(text, nullptr) == v) break;
+    }
+    return std::string(text);
+  };
+  auto d = [](double v) { return nlohmann::json(v).dump(); };
+  const OptimizerConfig& o = config_.optimizer;
+  return {{"lr", d(config_.lr)},
+          {"momentum", f(o.momentum)},
+          {"nesterov", o.nesterov ? "true" : "false"},
+          {"beta1", f(o.beta1)},
+          {"beta2", f(o.beta2)},
+          {"epsilon", f(o.epsilon)},
+          {"weight_decay", d(config_.weight_decay)},
+          {"dropout", f(config_.model.dropout)},
+          {"batch_size", std::to_string(config_.batch_size)},
+          {"warmup_steps", std::to_string(config_.warmup_steps)},
+          {"decay_steps", std::to_string(config_.decay_steps)},
+          {"decay_rate", d(config_.decay_rate)},
+          {"epochs", std::to_string(config_.epochs)},
+          {"max_steps", std::to_string(config_.max_steps)}};
+}
 
 double Trainer::current_lr() const { return lr_at(step_); }
 
@@ -238,7 +286,7 @@ Status Trainer::replica_step(int r) {
   s.adam_correction2 = static_cast<float>(1.0 - std::pow(static_cast<double>(config_.optimizer.beta2), t));
   s.step = static_cast<uint64_t>(step_);
   s.seed = config_.seed;
-  s.batch_start = (step_ % steps_per_epoch_) * config_.batch_size;
+  s.batch_start = epoch_position_;
   SWEPT_RETURN_IF_ERROR(b.copy_from_host(rep.scalars->data(), &s, sizeof s));
 
   const StepScalars* scalars = static_cast<const StepScalars*>(rep.scalars->data());
@@ -288,6 +336,7 @@ Status Trainer::train_step() {
   }
   SWEPT_RETURN_IF_ERROR(run_on_replicas([this](int r) { return replica_step(r); }));
   ++step_;
+  advance_epoch_position();
   window_.samples += config_.batch_size;
   window_.steps += 1;
   return Status::Ok();
@@ -415,6 +464,8 @@ Result<CheckpointState> Trainer::snapshot(double train_seconds) {
   s.seed = config_.seed;
   s.step = step_;
   s.epoch = epoch();
+  s.epoch_position = epoch_position_;
+  s.hyperparameters = hyperparameters();
   s.window_loss_sum = w->loss_sum;
   s.window_correct = w->correct;
   s.window_samples = w->samples;
@@ -450,8 +501,8 @@ Status Trainer::restore(const CheckpointState& s) {
   if (s.model != model_name(config_.model.kind)) return mismatch("--model", s.model, model_name(config_.model.kind));
   if (s.optimizer != optimizer_name(config_.optimizer.kind))
     return mismatch("--optimizer", s.optimizer, optimizer_name(config_.optimizer.kind));
-  if (s.batch_size != config_.batch_size)
-    return mismatch("--batch_size", std::to_string(s.batch_size), std::to_string(config_.batch_size));
+  // The batch size may change (population-based training perturbs it):
+  // the data position is kept in samples, not steps.
   if (s.train_count != split_.train_count)
     return mismatch("training samples (--data, --val_fraction)", std::to_string(s.train_count),
                     std::to_string(split_.train_count));
@@ -463,15 +514,32 @@ Status Trainer::restore(const CheckpointState& s) {
     return Status::InvalidArgument("the checkpoint at step " + std::to_string(s.step) +
                                    " holds parameters of other shapes (another --hidden?): resume with the same "
                                    "settings, or use another --checkpoint_dir");
+  // Files from before epoch_position was recorded never changed batch
+  // size, so their position follows from the step.
+  int64_t position = s.epoch_position;
+  const int64_t ckpt_steps_per_epoch = s.batch_size > 0 ? static_cast<int64_t>(s.train_count) / s.batch_size : 0;
+  if (position < 0 && ckpt_steps_per_epoch > 0 && s.epoch == s.step / ckpt_steps_per_epoch)
+    position = (s.step - s.epoch * ckpt_steps_per_epoch) * s.batch_size;
   const int states = optimizer_states(config_.optimizer.kind);
   if ((states >= 1) != !s.state1.empty() || (states >= 2) != !s.state2.empty() ||
-      s.order.size() != split_.train_count || s.step < 0 || s.epoch != s.step / steps_per_epoch_)
+      s.order.size() != split_.train_count || s.step < 0 || s.epoch < 0 || position < 0 ||
+      position > static_cast<int64_t>(split_.train_count))
     return Status::InvalidArgument("the checkpoint at step " + std::to_string(s.step) +
                                    " is inconsistent with this run's settings");
   step_ = s.step;
   order_ = s.order;
   order_epoch_ = s.epoch;
   ++order_version_;
+  epoch_ = s.epoch;
+  epoch_position_ = position;
+  // A larger batch than the rest of the epoch holds: that epoch is done
+  // (train_step draws the next one's order).
+  if (epoch_position_ + config_.batch_size > static_cast<int64_t>(split_.train_count)) {
+    ++epoch_;
+    epoch_position_ = 0;
+  }
+  // --epochs counts passes over the data, whatever batch sizes made them.
+  total_steps_ = config_.max_steps > 0 ? config_.max_steps : step_ + steps_to_epochs_end();
   window_.loss_sum = s.window_loss_sum;
   window_.correct = s.window_correct;
   window_.samples = s.window_samples;
@@ -538,7 +606,8 @@ Result<double> Trainer::adopt_rank0_state(double train_seconds) {
     const std::vector<double> scalars = {static_cast<double>(mine->step), static_cast<double>(mine->epoch),
                                          mine->window_loss_sum, mine->window_correct,
                                          static_cast<double>(mine->window_samples),
-                                         static_cast<double>(mine->window_steps), mine->train_seconds};
+                                         static_cast<double>(mine->window_steps), mine->train_seconds,
+                                         static_cast<double>(mine->epoch_position)};
     put_raw(bytes, scalars.data(), scalars.size());
     put_raw(bytes, mine->params.data(), mine->params.size());
     put_raw(bytes, mine->state1.data(), mine->state1.size());
@@ -550,7 +619,7 @@ Result<double> Trainer::adopt_rank0_state(double train_seconds) {
   CheckpointState s = *mine;
   std::vector<double> scalars;
   size_t at = 0;
-  if (!take_raw(bytes, at, scalars) || scalars.size() != 7 || !take_raw(bytes, at, s.params) ||
+  if (!take_raw(bytes, at, scalars) || scalars.size() != 8 || !take_raw(bytes, at, s.params) ||
       !take_raw(bytes, at, s.state1) || !take_raw(bytes, at, s.state2) || !take_raw(bytes, at, s.order))
     return Status::Internal("rank 0's training state arrived truncated (" + std::to_string(bytes.size()) + " bytes)");
   s.step = static_cast<int64_t>(scalars[0]);
@@ -559,6 +628,7 @@ Result<double> Trainer::adopt_rank0_state(double train_seconds) {
   s.window_correct = scalars[3];
   s.window_samples = static_cast<int64_t>(scalars[4]);
   s.window_steps = static_cast<int64_t>(scalars[5]);
+  s.epoch_position = static_cast<int64_t>(scalars[7]);
   SWEPT_RETURN_IF_ERROR(restore(s));
   return scalars[6];
 }

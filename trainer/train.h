@@ -28,6 +28,8 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -78,6 +80,7 @@ class Trainer {
   int64_t total_steps() const { return total_steps_; }
   int64_t step() const { return step_; }        // steps completed
   int64_t epoch() const;                        // epoch of the next step
+  int64_t epoch_position() const { return epoch_position_; }  // samples of epoch() already trained
   int replicas() const { return static_cast<int>(replicas_.size()); }  // in this process
   int processes() const { return across_ ? across_->size() : 1; }
   int process_rank() const { return across_ ? across_->rank() : 0; }
@@ -99,9 +102,19 @@ class Trainer {
   Result<std::vector<float>> params(int replica);
   // The whole state of the run for a checkpoint (folds the window first).
   Result<CheckpointState> snapshot(double train_seconds);
-  // Continues from `state`; fails with kInvalidArgument when it belongs to
-  // another model, optimizer, batch size or data set (naming the difference).
+  // Continues from `state` with this Trainer's hyperparameters: weights,
+  // optimizer state, step, data position (in samples: a new batch size
+  // continues the epoch where the old one stopped) and the metrics window
+  // come from the checkpoint; the learning rate, momentum, weight decay,
+  // dropout, batch size and the rest of hyperparameters() from the config.
+  // With --epochs deciding the length, total_steps() becomes the steps that
+  // finish those epochs at the new batch size. Fails with kInvalidArgument
+  // when the checkpoint belongs to another model, optimizer, seed or data
+  // set, or other shapes (naming the difference).
   Status restore(const CheckpointState& state);
+  // The hyperparameters a resume may change, name and value as JSON text,
+  // as snapshot() records them (CheckpointState::hyperparameters).
+  std::vector<std::pair<std::string, std::string>> hyperparameters() const;
 
   // ---- parameter-server workers (dist/ps_run.cpp) ----
   // The gradient of shard `shard` of global batch `step` (its data and
@@ -135,6 +148,8 @@ class Trainer {
   Status run_on_replicas(const std::function<Status(int)>& fn);
   Status replica_step(int r);
   Status upload_order(Replica& rep);
+  int64_t steps_to_epochs_end() const;
+  void advance_epoch_position();
   Result<EvalResult> evaluate(const Buffer& images, const Buffer& labels, const Buffer& order, int64_t count);
 
   TrainConfig config_;
@@ -144,6 +159,8 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;
+  int64_t epoch_ = 0;           // of the next step
+  int64_t epoch_position_ = 0;  // samples of epoch_'s order already trained
   int64_t test_count_ = 0;
   std::vector<int32_t> order_;  // of the epoch being trained
   int64_t order_epoch_ = -1;

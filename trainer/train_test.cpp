@@ -196,3 +196,134 @@ TEST_CASE("trainer: both models learn the generated data set") {
     CHECK(test->accuracy > 0.9);
   }
 }
+
+// Population-based training resumes a member from a checkpoint with other
+// hyperparameters. The momentum update is v' = mu·v + g, p' = p - lr·v', with
+// g = grad + wd·p on weights: from one step after the restore, g is
+// recovered from the new velocity with the new mu, and must match the
+// gradient a resume with the checkpoint's own settings computes (the same
+// weights, batch and dropout masks), plus the change of weight decay times p.
+TEST_CASE("trainer: restore with a new lr, momentum and weight decay keeps weights, velocity and step, and uses the new values") {
+  const MnistData data = small_data(600, 50);
+  TrainConfig c = base_config(ModelKind::kMlp, 50);
+  c.model.dropout = 0.2f;
+  auto t = make_trainer(c, data, 1, 1);
+  for (int i = 0; i < 5; ++i) REQUIRE(t->train_step().ok());
+  auto snap = t->snapshot(1.0);
+  REQUIRE(snap.ok());
+
+  auto one_step_after_restore = [&](const TrainConfig& config) {
+    auto r = make_trainer(config, data, 1, 1);
+    REQUIRE(r->restore(*snap).ok());
+    CHECK(r->step() == 5);
+    CHECK(r->current_lr() == doctest::Approx(config.lr));  // constant schedule
+    REQUIRE(r->train_step().ok());
+    CHECK(r->step() == 6);
+    auto after = r->snapshot(2.0);
+    REQUIRE(after.ok());
+    return std::move(*after);
+  };
+  const CheckpointState same = one_step_after_restore(c);
+  TrainConfig changed = c;
+  changed.lr = 0.3;  // from 0.1
+  changed.optimizer.momentum = 0.5f;
+  changed.weight_decay = 1e-2;
+  const CheckpointState moved = one_step_after_restore(changed);
+
+  const ParamLayout layout = param_layout(c.model);
+  double worst_p = 0, worst_g = 0, moved_norm = 0;
+  for (const ParamTensor& p : layout.tensors) {
+    for (size_t i = p.offset; i < p.offset + p.size; ++i) {
+      const double v0 = snap->state1[i], p0 = snap->params[i];
+      // The new lr moved the weights by lr·v'.
+      worst_p = std::max(worst_p, std::abs(moved.params[i] - (p0 - changed.lr * moved.state1[i])));
+      const double g_moved = moved.state1[i] - 0.5 * v0;
+      const double g_same = same.state1[i] - static_cast<double>(c.optimizer.momentum) * v0;
+      const double wd_delta = p.is_weight ? (changed.weight_decay - c.weight_decay) * p0 : 0.0;
+      worst_g = std::max(worst_g, std::abs(g_moved - (g_same + wd_delta)));
+      moved_norm = std::max(moved_norm, static_cast<double>(std::abs(moved.params[i] - same.params[i])));
+    }
+  }
+  CHECK(worst_p < 1e-6);
+  CHECK(worst_g < 1e-5);
+  CHECK(moved_norm > 1e-4);  // the two resumes really differ
+  // The resumed checkpoint records the values in force.
+  CHECK(describe_hyperparameter_changes(snap->hyperparameters, moved.hyperparameters) ==
+        "lr 0.1 -> 0.3, momentum 0.9 -> 0.5, weight_decay 0.0001 -> 0.01");
+  CHECK(describe_hyperparameter_changes(snap->hyperparameters, same.hyperparameters).empty());
+}
+
+// The data position is kept in samples: 540 training samples, batch 50 (10
+// steps an epoch, the last 40 samples skipped), 4 steps = 200 samples in;
+// at batch 100 the epoch continues at 200 and ends after 3 steps (500), and
+// --epochs=2 then needs 5 more steps of 100.
+TEST_CASE("trainer: restore with another batch size continues the epoch where it stopped") {
+  const MnistData data = small_data(600, 50);
+  TrainConfig c = base_config(ModelKind::kMlp, 50);
+  c.epochs = 2;
+  auto t = make_trainer(c, data, 1, 1);
+  REQUIRE(t->total_steps() == 20);
+  for (int i = 0; i < 4; ++i) REQUIRE(t->train_step().ok());
+  auto snap = t->snapshot(1.0);
+  REQUIRE(snap.ok());
+  CHECK(snap->epoch_position == 200);
+
+  TrainConfig big = c;
+  big.batch_size = 100;
+  auto r = make_trainer(big, data, 2, 1);  // 2 replicas of 50 each
+  REQUIRE(r->restore(*snap).ok());
+  CHECK(r->step() == 4);
+  CHECK(r->epoch() == 0);
+  CHECK(r->epoch_position() == 200);
+  CHECK(r->total_steps() == 4 + 3 + 5);
+  for (int i = 0; i < 3; ++i) REQUIRE(r->train_step().ok());
+  CHECK(r->epoch() == 1);
+  CHECK(r->epoch_position() == 0);
+  auto later = r->snapshot(2.0);
+  REQUIRE(later.ok());
+  // The next epoch's order, not the checkpoint's.
+  CHECK(later->order == epoch_order(540, c.seed, 1));
+  CHECK(later->order != snap->order);
+
+  SUBCASE("a batch larger than the rest of the epoch starts the next epoch") {
+    for (int i = 0; i < 5; ++i) REQUIRE(t->train_step().ok());  // 9 steps: 450 of 540
+    auto late = t->snapshot(1.0);
+    REQUIRE(late.ok());
+    auto r2 = make_trainer(big, data, 1, 1);
+    REQUIRE(r2->restore(*late).ok());
+    CHECK(r2->epoch() == 1);
+    CHECK(r2->epoch_position() == 0);
+    CHECK(r2->total_steps() == 9 + 5);
+  }
+  SUBCASE("a checkpoint without epoch_position (older files) takes it from the step") {
+    CheckpointState old = *snap;
+    old.epoch_position = -1;
+    old.hyperparameters.clear();
+    auto r3 = make_trainer(big, data, 1, 1);
+    REQUIRE(r3->restore(old).ok());
+    CHECK(r3->epoch_position() == 200);
+  }
+}
+
+TEST_CASE("trainer: checkpoint: epoch position and hyperparameters round trip, and changes are named") {
+  TempDir dir("ckpt-hyper");
+  CheckpointState s;
+  s.model = "mlp";
+  s.optimizer = "sgd";
+  s.tensors = {{"fc1.bias", {2}}};
+  s.batch_size = 2;
+  s.train_count = 4;
+  s.step = 3;
+  s.epoch = 1;
+  s.epoch_position = 2;
+  s.hyperparameters = {{"lr", "0.002"}, {"nesterov", "false"}, {"batch_size", "2"}};
+  s.params = {1, 2};
+  s.order = {0, 1, 2, 3};
+  REQUIRE(write_checkpoint(dir.path(), s, 2).ok());
+  auto back = read_checkpoint(checkpoint_path(dir.path(), 3));
+  REQUIRE(back.ok());
+  CHECK(back->epoch_position == 2);
+  CHECK(describe_hyperparameter_changes(back->hyperparameters, s.hyperparameters).empty());
+  CHECK(describe_hyperparameter_changes(back->hyperparameters, {{"lr", "0.004"}, {"batch_size", "2"}, {"dropout", "0.5"}}) ==
+        "lr 0.002 -> 0.004, dropout ? -> 0.5");
+}

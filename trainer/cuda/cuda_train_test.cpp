@@ -152,6 +152,60 @@ TEST_CASE("trainer/cuda: a CNN run (adam) tracks the CPU run's loss") {
   CHECK(got.graph_fallbacks == std::vector<int>{0});
 }
 
+// Population-based training resumes a member with another batch size and lr
+// (trainer/README.md, "Resuming with other hyperparameters"): the data
+// position comes from the checkpoint in samples, so the GPU's captured step
+// must take its batch start from there too. A CPU checkpoint after 5 steps of
+// 32 (160 of 640 samples), resumed at batch 64 and lr 0.2 on both backends
+// for 9 steps: 7 finish epoch 0 (160 + 7 x 64 = 608, the last 32 skipped),
+// 2 start epoch 1's order.
+TEST_CASE("trainer/cuda: a resume with another batch size and lr continues on the GPU as on the CPU") {
+  require_gpu();
+  const auto data = synthetic_mnist(640, 64);
+  auto config = small_config(trainer::ModelKind::kMlp);
+  config.epochs = 2;
+  std::unique_ptr<trainer::Trainer> first;
+  {
+    std::vector<std::unique_ptr<Backend>> cpu;
+    cpu.push_back(trainer::make_cpu_backend({.threads = 1}));
+    auto t = trainer::Trainer::create(config, data, std::move(cpu), trainer::make_cpu_allreduce(1));
+    REQUIRE(t.ok());
+    first = std::move(*t);
+  }
+  for (int s = 0; s < 5; ++s) REQUIRE(first->train_step().ok());
+  auto snap = first->snapshot(0);
+  REQUIRE(snap.ok());
+  auto resumed = config;
+  resumed.batch_size = 64;
+  resumed.lr = 0.2;
+  auto run = [&](std::unique_ptr<Backend> backend) {
+    std::vector<std::unique_ptr<Backend>> one;
+    one.push_back(std::move(backend));
+    auto t = trainer::Trainer::create(resumed, data, std::move(one), trainer::make_cpu_allreduce(1));
+    REQUIRE(t.ok());
+    REQUIRE((*t)->restore(*snap).ok());
+    CHECK((*t)->epoch_position() == 160);
+    REQUIRE((*t)->fold_window(true).ok());  // the checkpoint's window: losses of the 5 steps before
+    Trajectory out;
+    for (int s = 0; s < 9; ++s) {
+      REQUIRE((*t)->train_step().ok());
+      auto w = (*t)->fold_window(true);
+      REQUIRE(w.ok());
+      out.losses.push_back(w->loss_sum / double(w->samples));
+    }
+    CHECK((*t)->epoch() == 1);
+    CHECK((*t)->epoch_position() == 128);
+    auto p = (*t)->params(0);
+    REQUIRE(p.ok());
+    out.params.push_back(std::move(*p));
+    return out;
+  };
+  const Trajectory want = run(trainer::make_cpu_backend({.threads = 1}));
+  const Trajectory got = run(cuda_backend());
+  check_tracks(got, want, 1e-4);
+  CHECK(relative_error(got.params[0], want.params[0]) < 1e-4);
+}
+
 TEST_CASE("trainer/cuda: 2 and 4 replicas on one GPU follow 1 replica's trajectory with identical weights") {
   require_gpu();
   const auto data = synthetic_mnist(640, 64);

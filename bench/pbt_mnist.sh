@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Issue 29, benchmark 2: population-based training against ASHA on MNIST with
+# swept-train's CNN (SGD with momentum, batch 64, constant lr: PBT makes the
+# schedule), on the same space (lr log-uniform 0.002-0.1, momentum 0.5-0.95)
+# and the same step budget B = 4 x MAX_STEPS:
+#   pbt   population 4, lr and momentum mutated every 100 steps, MAX_STEPS
+#         steps per member, 4 members at once (`--slots 4`);
+#   asha  random search with early_terminate {type: asha, min_resource: 100,
+#         reduction_factor: 3}, one trial at a time (`--slots 1`), as many
+#         trials as B holds at ASHA's expected ~300 steps a trial.
+# Both rank on val_accuracy; every trial also reports test_accuracy every 100
+# steps (swept-train --test_every, for this measurement only). Measured: the
+# total training steps, all members/trials together, until one first reports
+# test accuracy >= 99.0 %: for PBT 4 x the step at which the first member
+# gets there (the members advance together, interval by interval); for ASHA
+# the steps of every trial before the first to get there (they ran one after
+# another) plus its step. Not reached within B: reported as "> B". Median of
+# SEEDS seeds; target: PBT needs fewer steps. The steps a member runs past an
+# interval before its SIGTERM lands (then replaced by its donor's checkpoint)
+# are not counted; the log says how many segments there were.
+# Needs MNIST (scripts/fetch-mnist.sh) and swept-train beside swept.
+# Usage: bench/pbt_mnist.sh [BUILD_DIR] [SEEDS] [MAX_STEPS]   (defaults: build, 3, 3000)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+seeds=${2:-3}
+max_steps=${3:-3000}
+swept=$build/bin/swept
+train=$build/bin/swept-train
+for b in "$swept" "$train"; do
+  [[ -x $b ]] || { echo "build it first: cmake --build build --target swept swept-train ($b)" >&2; exit 2; }
+done
+data=${SWEPT_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/swept/mnist}
+[[ -s $data/train-images-idx3-ubyte ]] || { echo "no MNIST in $data: run scripts/fetch-mnist.sh" >&2; exit 2; }
+(( max_steps % 100 == 0 )) || { echo "MAX_STEPS must be a multiple of the interval, 100" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+budget=$((4 * max_steps))
+cores=$(nproc)
+pbt_threads=$(( cores >= 8 ? cores / 4 : 1 ))
+asha_threads=$(( cores > 8 ? 8 : cores ))
+
+# Writes $tmp/NAME-SEED.json: the shared space and settings plus the search's own keys.
+sweep_file() {  # $1 name, $2 seed, $3 search keys (JSON object), $4 threads per trial
+  python3 - "$tmp/$1-$2.json" "$1" "$2" "$3" "$4" "$max_steps" "$train" "$data" <<'PY'
+import json, sys
+path, name, seed, keys, threads, max_steps, train, data = sys.argv[1:]
+space = {"lr": {"distribution": "log_uniform_values", "min": 0.002, "max": 0.1},
+         "momentum": {"min": 0.5, "max": 0.95}}
+d = {"name": "pbt-mnist-" + name, "seed": int(seed), "metric": {"name": "val_accuracy", "goal": "maximize"},
+     "command": [train, "--data=" + data, "${args}"],
+     "parameters": dict(space, model={"value": "cnn"}, optimizer={"value": "momentum"},
+                        schedule={"value": "constant"}, batch_size={"value": 64},
+                        max_steps={"value": int(max_steps)}, eval_every={"value": 100},
+                        test_every={"value": 100}, threads={"value": int(threads)}),
+     "max_retries": 2}
+d.update(json.loads(keys))
+if d["method"] == "pbt":  # only PBT members checkpoint (into SWEPT_CHECKPOINT_DIR) and resume
+    d["pbt"]["hyperparam_mutations"] = space
+    d["command"].insert(1, "--resume")
+json.dump(d, open(path, "w"), indent=1)
+PY
+}
+
+# Prints "name seed steps segments" for one search.
+run_search() {  # $1 name, $2 seed, $3 search keys, $4 slots, $5 threads per trial
+  local name=$1 seed=$2 db=$tmp/$1-$2.db
+  sweep_file "$name" "$seed" "$3" "$5"
+  "$swept" run "$tmp/$name-$seed.json" --db "$db" --workdir "$tmp/work-$name-$seed" --slots "$4" \
+    --gpus none --dashboard off --progress off >"$tmp/$name-$seed.log" 2>&1 || {
+    local rc=$?
+    # 7: the sweep ended with trials not completed (ASHA's early-stopped count as done).
+    [[ $rc == 7 ]] || { echo "swept run of $name (seed $seed) failed ($rc): $(tail -n 5 "$tmp/$name-$seed.log")" >&2; exit 1; }
+  }
+  python3 - "$db" "$name" "$seed" "$budget" <<'PY'
+import sqlite3, sys
+db, name, seed, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+trials = [r[0] for r in con.execute("SELECT id FROM trials ORDER BY idx")]
+last = dict(con.execute("SELECT trial_id, MAX(step) FROM metrics GROUP BY trial_id").fetchall())
+hits = {}
+for tid, step in con.execute(
+        "SELECT trial_id, MIN(step) FROM metrics WHERE name = 'test_accuracy' AND value >= 0.99 GROUP BY trial_id"):
+    hits[tid] = step
+attempts = con.execute("SELECT COUNT(*) FROM attempts").fetchone()[0] if con.execute(
+    "SELECT name FROM sqlite_master WHERE name = 'attempts'").fetchone() else -1
+if name == "pbt":
+    steps = len(trials) * min(hits.values()) if hits else None
+else:
+    steps, spent = None, 0
+    for tid in trials:
+        if tid in hits:
+            steps = spent + hits[tid]
+            break
+        spent += last.get(tid, 0)
+if steps is not None and steps > budget:
+    steps = None
+print(name, seed, steps if steps is not None else f">{budget}", attempts)
+PY
+}
+
+: >"$tmp/results"
+asha_trials=$(( budget / 300 ))
+for seed in $(seq 1 "$seeds"); do
+  run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": 100, "max_steps": '"$max_steps"'}}' \
+    4 "$pbt_threads" >>"$tmp/results"
+  run_search asha "$seed" '{"method": "random", "run_cap": '"$asha_trials"',
+    "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}' 1 "$asha_threads" >>"$tmp/results"
+done
+
+echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "MNIST CNN, budget $budget steps (4 x $max_steps), steps of all trials until one reports test accuracy >= 99.0 %:"
+python3 - "$tmp/results" "$budget" <<'PY'
+import statistics, sys
+budget = int(sys.argv[2])
+by = {}
+for line in open(sys.argv[1]):
+    name, seed, steps, attempts = line.split()
+    by.setdefault(name, []).append((int(seed), steps, int(attempts)))
+def value(s):  # "not reached" sorts above every budget
+    return float(s[1:]) + 1 if s.startswith(">") else float(s)
+med = {}
+for name in ("pbt", "asha"):
+    runs = by.get(name, [])
+    med[name] = statistics.median(value(s) for _, s, _ in runs)
+    shown = f">{budget} (not reached)" if med[name] > budget else f"{med[name]:.0f}"
+    print(f"  {name:5s}: " + ", ".join(f"seed {seed}: {s} ({a} attempts)" for seed, s, a in runs) + f"; median {shown}")
+    if name == "pbt" and any(a <= 4 for _, _, a in runs):
+        print("  warning: a PBT run had no more attempts than members: no exploit round happened "
+              "(is method pbt's scheduler side in this swept?)")
+if med["pbt"] <= budget and med["asha"] <= budget:
+    print(f"ratio pbt/asha: {med['pbt'] / med['asha']:.2f}")
+print("target (PBT fewer steps than ASHA):", "met" if med["pbt"] < med["asha"] else "NOT met")
+PY
