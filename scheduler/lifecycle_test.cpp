@@ -1095,3 +1095,21 @@ TEST_CASE("warm start: a bad one is refused naming the field, and nothing is rec
   CHECK(no_metric.status().message().rfind("--warm-start: a warm start needs the sweep's metric", 0) == 0);
   CHECK(u.q("SELECT COUNT(*) FROM sweeps") == 0);
 }
+
+TEST_CASE("warm start: a metric the sweep's own trials never report is still found missing beside an imported best") {
+  Unit u;
+  const int64_t first = u.submit(grid_of("[1, 2]"));
+  complete(u, first, 0.5);
+  auto r = submit_warm(u, grid_of("[1, 2, 3]"), WarmInput{first, std::nullopt});
+  REQUIRE(r.ok());
+  StartTrial own = u.run(r->sweep_id, "a");
+  u.metrics("a", own, 1, {{1, "accuracy", 0.7}});  // not the sweep's metric
+  u.exit("a", own, ExitCause::kExited, 0);
+  u.commit();
+  auto sweep = store::get_sweep(u.store->connection(), r->sweep_id);
+  REQUIRE(sweep.ok());
+  REQUIRE(sweep->best);  // the imported trial
+  REQUIRE(sweep->metric_missing);
+  CHECK(sweep->metric_missing->completed == 1);
+  CHECK(sweep->metric_missing->reported == std::vector<std::string>{"accuracy"});
+}

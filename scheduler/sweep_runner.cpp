@@ -95,6 +95,15 @@ std::optional<std::string> objective_target_reached(const sweeps::SweepSpec& spe
   return std::nullopt;
 }
 
+// Whether a trial the sweep ran reported its metric, from its summary: its
+// best, unless a warm start's imported trials (issue 28), another sweep's
+// reports, may be that best; then the read model's metric_missing rule (no
+// trial of its own has a value) answers once one has completed.
+bool reported_by_own(const SweepRow& s) {
+  if (s.counts[TrialState::kImported] == 0) return s.best.has_value();
+  return s.counts[TrialState::kCompleted] > 0 && !s.metric_missing;
+}
+
 // What one trial of the sweep holds while it runs (placement's Demand).
 Demand demand_of(const sweeps::SweepSpec& spec) {
   Demand d;
@@ -139,7 +148,7 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       // A metric found missing before the restart was said then: once per sweep.
       auto summary = store::get_sweep(store_.connection(), r.id);
       if (!summary.ok()) return summary.status();
-      a.metric_seen = summary->best || summary->metric_missing;
+      a.metric_seen = reported_by_own(*summary) || summary->metric_missing;
       // Its target reached before the restart: it still creates no trials.
       SWEPT_ASSIGN_OR_RETURN(reached, target_reached_by_own(a));
       a.target_reached = std::move(reached);
@@ -408,7 +417,7 @@ Status SweepRunner::check_metric_reported(int64_t sweep_id, int64_t trial_id) {
   // also what `swept status` and the dashboard show.
   auto sweep = store::get_sweep(store_.connection(), sweep_id);
   if (!sweep.ok()) return sweep.status();
-  if (sweep->best) it->second.metric_seen = true;  // reported: nothing to say, ever
+  if (reported_by_own(*sweep)) it->second.metric_seen = true;  // reported: nothing to say, ever
   if (!sweep->metric_missing) return Status::Ok();
   it->second.metric_seen = true;
   const MetricMissing& m = *sweep->metric_missing;

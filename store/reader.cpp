@@ -93,10 +93,14 @@ Status fill_best(Connection& db, SweepRow& sw, const SweepGoals& goals) {
 // "A metric never reported" (reader.h), for a summary with its counts and best.
 Status fill_metric_missing(Connection& db, SweepRow& sw) {
   const int64_t completed = sw.counts[TrialState::kCompleted];
-  if (!sw.metric_name || sw.best || completed < kMetricMissingAfter) return Status::Ok();
+  // A best among trials the sweep ran answers at once; a warm start's
+  // imported trials (issue 28) are another sweep's reports, not its own.
+  const bool best_is_own = sw.best && sw.counts[TrialState::kImported] == 0;
+  if (!sw.metric_name || best_is_own || completed < kMetricMissingAfter) return Status::Ok();
   // Index: trials_by_sweep_metric (sweep_id, metric_value).
-  SWEPT_ASSIGN_OR_RETURN(any, db.prepare("SELECT 1 FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL LIMIT 1"));
-  any.bind(1, sw.id);
+  SWEPT_ASSIGN_OR_RETURN(any, db.prepare("SELECT 1 FROM trials WHERE sweep_id = ? AND metric_value IS NOT NULL AND "
+                                         "state <> ? LIMIT 1"));
+  any.bind(1, sw.id).bind(2, TrialState::kImported);
   SWEPT_ASSIGN_OR_RETURN(reported, any.step());
   if (reported) return Status::Ok();
   // The names the first completed trials reported. Indexes:

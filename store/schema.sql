@@ -86,6 +86,13 @@
 --                                   agent came back with its result: it stands
 --     failed | lost -> queued       `swept retry`
 --     early_stopped -> queued       `swept retry --early-stopped` only
+--     (none) -> imported            a warm start (issue 28) records an earlier
+--                                   trial's result in a new sweep: final from
+--                                   the start, never run (no attempts, command
+--                                   []), its reason naming the source; no event
+--                                   moves it. Its idx is the grid point it is,
+--                                   which the sweep steps over (next_index
+--                                   passes it), or below 0 outside a grid.
 --
 --   completed, failed, stopped, lost and early_stopped are final (failed and
 --   lost until `swept retry`, early_stopped until `swept retry

@@ -420,3 +420,53 @@ TEST_CASE("writer: search_history decodes params, and a row that does not decode
     REQUIRE(w.connection().exec("UPDATE trials SET params = '{}'").ok());
   }
 }
+
+TEST_CASE("writer: an imported trial (issue 28) is stored final and unrun, read back, learned from, and counted apart") {
+  TempDb t;
+  auto store = Writer::open(t.path);
+  REQUIRE(store.ok());
+  Writer& w = **store;
+  auto id = w.insert_sweep(sweep());
+  REQUIRE(id.ok());
+  auto below = w.insert_imported_trial(*id, -1, R"({"x":1})", "loss", 0.25, "sweep 7, trial 3", 50);
+  auto at_point = w.insert_imported_trial(*id, 2, R"({"x":3})", "loss", 0.5, "runs.csv, row 4", 50);
+  REQUIRE(below.ok());
+  REQUIRE(at_point.ok());
+  auto own = w.insert_trial(*id, 0, R"({"x":2})", "[]", 60);
+  REQUIRE(own.ok());
+  // Only grid points (index >= 0) are indices the sweep steps over; next_index is the sweep's own.
+  auto points = w.imported_indices(*id);
+  REQUIRE(points.ok());
+  CHECK(*points == std::vector<int64_t>{2});
+  CHECK(query_int(t.path, "SELECT next_index FROM sweeps") == 1);
+  REQUIRE(w.raise_next_index(*id, 3).ok());
+  REQUIRE(w.raise_next_index(*id, 2).ok());  // never lowered
+  CHECK(query_int(t.path, "SELECT next_index FROM sweeps") == 3);
+
+  auto rows = trial_rows(w.connection(), *id);
+  REQUIRE(rows.ok());
+  REQUIRE(rows->size() == 3);
+  const swept::TrialRow& r = rows->front();
+  CHECK(r.index == -1);
+  CHECK(r.state == swept::TrialState::kImported);
+  CHECK(r.attempts == 0);
+  CHECK(r.command.empty());
+  CHECK(r.reason == "imported from sweep 7, trial 3");
+  CHECK(r.metric_value == 0.25);
+  CHECK(r.latest.at("loss") == 0.25);
+  CHECK(r.ended_at == 50);
+  // The searchers learn from both, first; the own trial is queued, so neither finished nor pending.
+  auto h = w.search_history(*id);
+  REQUIRE(h.ok());
+  REQUIRE(h->finished.size() == 2);
+  CHECK(h->finished[0].second == 0.25);
+  CHECK(h->finished[1].second == 0.5);
+  CHECK(h->pending.empty());
+  // Counted apart from completed trials, and best among them.
+  auto sums = sweep_summaries(w.connection(), *id);
+  REQUIRE(sums.ok());
+  CHECK(sums->front().counts[swept::TrialState::kImported] == 2);
+  CHECK(sums->front().counts[swept::TrialState::kCompleted] == 0);
+  REQUIRE(sums->front().best);
+  CHECK(sums->front().best->trial_id == *below);
+}

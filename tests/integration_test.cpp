@@ -235,6 +235,34 @@ TEST_CASE("client commands: unreachable scheduler exits 6, a bad sweep file exit
   CHECK(run_command({kSwept, "status", "--db", dir / "missing.db"}, dir / "c.log", &out) == 2);
 }
 
+// Issue 28: a warm start through a real scheduler process. The file is read
+// by `swept submit` and its trials travel with SUBMIT; the imported trial of a
+// random sweep sits below index 0, and `swept trials` pages from there.
+TEST_CASE("swept submit: a warm start's file travels with the sweep, its trial shown imported, a missing sweep exits 2") {
+  TempDir dir;
+  Scheduler sched(dir);
+  std::string out;
+  write_file(dir / "runs.csv",
+             "trial_id,index,state,attempts,agent,exit_code,metric_value,reason,param.x,metric.loss\n"
+             "1,0,completed,1,a,0,0.5,,0.25,0.5\n"
+             "2,1,completed,1,a,0,0.7,,9,0.7\n");
+  write_file(dir / "warm.json", R"({"method": "random", "run_cap": 2, "metric": {"name": "loss"},
+      "warm_start": {"file": "runs.csv"}, "command": ["/bin/true"], "parameters": {"x": {"min": 0.0, "max": 1.0}}})");
+  CHECK(run_command({kSwept, "submit", dir / "warm.json", "--scheduler", sched.endpoint}, dir / "s.log", &out) == 0);
+  CHECK_MESSAGE(out.find("warm start: 1 of 2 earlier trials fit; 1 skipped: 1 outside this sweep's space") !=
+                    std::string::npos,
+                out);
+  CHECK(run_command({kSwept, "trials", "1", "--json", "--scheduler", sched.endpoint}, dir / "t.log", &out) == 0);
+  CHECK_MESSAGE(out.find("\"state\": \"imported\"") != std::string::npos, out);
+  CHECK(out.find("\"index\": -1") != std::string::npos);
+  CHECK(out.find("imported from " + dir / "runs.csv" + ", row 2") != std::string::npos);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM trials WHERE state='imported' AND attempts=0") == 1);
+  CHECK(run_command({kSwept, "submit", dir / "warm.json", "--warm-start", "42", "--scheduler", sched.endpoint},
+                    dir / "s2.log", &out) == 2);
+  CHECK_MESSAGE(out.find("--warm-start: there is no sweep 42 in this scheduler's database") != std::string::npos, out);
+  CHECK(db_int(sched.db, "SELECT COUNT(*) FROM sweeps") == 1);  // the refused one left nothing
+}
+
 TEST_CASE("swept run: the whole system in one process - Ctrl-C stops every trial and leaves the database consistent") {
   TempDir dir;
   std::string db = dir / "run.db";
