@@ -8,8 +8,8 @@
 //
 // The cluster (every address) comes only from TF_CONFIG: the servers bind
 // the port of their own entry on every interface, the workers connect to
-// every "ps" entry. A worker's port is not used (TensorFlow lists one; swept
-// lists the host's rendezvous port there), only the count and the index.
+// every "ps" entry. A worker's port is not used (TensorFlow's workers serve
+// there; swept-train's do not), only the count and the index.
 // Errors name the variable and what to set (the trainer exits 2).
 // Thread-safe: pure.
 #pragma once

@@ -3,7 +3,7 @@
 // by step (validation loss at every step within 1e-5 relative; SGD on one
 // server, Adam sharded over two); asynchronous PS with one worker prints
 // the very lines of one process; asynchronous PS with three workers learns
-// the data set; one backup worker lets a step go on without a stopped
+// the data set; --max_staleness bounds the staleness; one backup worker lets a step go on without a stopped
 // worker; a worker killed mid-run ends the attempt (every process exits 1,
 // saying why); bad flags and a bad TF_CONFIG exit 2 with a clear line.
 // Ports are picked at run time.
@@ -151,6 +151,29 @@ TEST_CASE("trainer ps: async PS with three workers learns the data set") {
   CHECK(final_line[0]["test_accuracy"].get<double>() >= 0.97);
   CHECK(final_line[0].contains("staleness_mean"));
   CHECK(final_line[0]["gradients_dropped"] == 0);  // async drops nothing
+}
+
+TEST_CASE("trainer ps: --max_staleness bounds how far behind an applied gradient is") {
+  // Two workers, S = 1: a worker waits while it has pushed more than once
+  // more than the other, so a gradient is at most 2S + 1 = 3 versions old
+  // when applied. Worker 1 is stopped until worker 0 is connected: without
+  // the bound, worker 0 would run far ahead alone and worker 1's first
+  // gradient would be many versions old.
+  TempDir data("ps-ssp");
+  write_mnist_like(data.path(), 1100, 300, 2);
+  PsRun run({"--data=" + data.path(), "--model=mlp", "--hidden=16", "--batch_size=20", "--epochs=3",
+             "--log_every=5", "--ps_mode=async", "--max_staleness=1"},
+            2, 1);
+  run.workers[1]->signal(SIGSTOP);
+  const auto deadline = swept::trainer::testing::Clock::now() + std::chrono::seconds(60);
+  while (run.workers[0]->err().find("worker 0 of 2 with 1 parameter server") == std::string::npos &&
+         swept::trainer::testing::Clock::now() < deadline)
+    run.workers[0]->wait_for_line([](const std::string&) { return false; }, 0.05);
+  run.workers[1]->signal(SIGCONT);
+  const auto final_line = lines_with(run.finish(), "test_accuracy");
+  REQUIRE(final_line.size() == 1);
+  INFO(final_line[0].dump());
+  CHECK(final_line[0]["staleness_max"].get<int64_t>() <= 3);
 }
 
 TEST_CASE("trainer ps: one backup worker lets every step go on without a stopped worker") {
