@@ -190,7 +190,16 @@ TrialLimiter::TrialLimiter(const std::string& v2_trials_dir, bool enforce_cpus, 
     : enforce_cpus_(enforce_cpus) {
   // Each limit: cgroup v2 when the trials' own cgroups can carry it, else a
   // v1 hierarchy, else not enforced (and why).
+  // SWEPT_AGENT_LIMITS=memory,pids (any of memory, pids, cpus; "" for none)
+  // keeps the agent from setting the others: a diagnostic, and how the tests
+  // make a host that cannot enforce a limit.
+  const char* only = std::getenv("SWEPT_AGENT_LIMITS");
   auto choose = [&](const std::string& v2_name, const std::string& v1_name, bool& v2, V1& v1, std::string& why_not) {
+    const std::string limit = v1_name == "cpu" ? "cpus" : v1_name;
+    if (only && !has_word(only, limit, ',')) {
+      why_not = "turned off by SWEPT_AGENT_LIMITS=" + std::string(only);
+      return std::string();
+    }
     std::string v2_why = "no cgroup v2 containment";
     if (!v2_trials_dir.empty()) v2_why = setup_v2(v2_trials_dir, v2_name, v2);
     if (v2) return std::string("cgroup v2");

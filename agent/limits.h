@@ -20,7 +20,8 @@
 // A limit the host cannot set (no such controller, or the agent may not
 // write it) is listed in not_enforced() with why; the agent says so in its
 // log, in REGISTER (`containment`) and in each such trial's log, and runs the
-// trial without it (docs/deploy.md, "Trial limits").
+// trial without it (docs/deploy.md, "Trial limits"). SWEPT_AGENT_LIMITS, when
+// set, names the only limits to look for (comma-separated; a diagnostic).
 // Thread safety: used by the agent's one event loop (through Containment).
 #pragma once
 

@@ -156,6 +156,26 @@ TEST_CASE("limits: a fork bomb stops at resources.pids, and what it started dies
   CHECK(bomb.until([&] { return std::none_of(pids.begin(), pids.end(), process_alive); }));
 }
 
+TEST_CASE("limits: a limit this host cannot set is said in the trial's log, and the trial runs without it") {
+  ::setenv("SWEPT_AGENT_LIMITS", "pids", 1);  // as on a host without the memory controller
+  auto made = Containment::create("auto");
+  REQUIRE(made.ok());
+  Containment& c = **made;
+  c.enable_limits(false);  // reads SWEPT_AGENT_LIMITS
+  ::unsetenv("SWEPT_AGENT_LIMITS");
+  CHECK_FALSE(enforces(c, "memory"));
+  CHECK(c.limiter()->description().find("memory NOT enforced (turned off by SWEPT_AGENT_LIMITS=pids") !=
+        std::string::npos);
+  swept::protocol::TrialLimits limits;
+  limits.memory_bytes = int64_t{8} << 30;
+  Run trial(c, {"/bin/sh", "-c", "echo ran"}, limits);
+  CHECK(trial.finish().reason == "exit code 0");
+  CHECK_MESSAGE(trial.log.find("[swept: resources.memory (8 GiB) is NOT enforced on this agent: turned off by "
+                               "SWEPT_AGENT_LIMITS=pids]\n") != std::string::npos,
+                trial.log);
+  CHECK(trial.log.find("ran\n") != std::string::npos);
+}
+
 TEST_CASE("limits: --enforce-cpus gives the trial resources.cpus CPUs' worth of quota") {
   auto c = limited_containment(true);
   skip_unless(enforces(*c, "cpus"), "no cpu controller: " + c->limiter()->description());
