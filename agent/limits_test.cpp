@@ -217,7 +217,13 @@ TEST_CASE("limits: --run-as runs the trial as that user, who owns its directory 
   std::vector<std::string> parents = c->limiter()->v1_agent_dirs();
   if (c->mode() == ContainmentMode::kCgroup) parents.push_back(c->cgroup_root());
   REQUIRE_FALSE(parents.empty());
-  std::string script = "id -u > uid; stat -c %u . > owner; stat -c %u checkpoints > checkpoints_owner; ";
+  // A file of root's that the trial points its stdout.log at: the agent,
+  // root, must not append the trial's output to it.
+  swept::testing::TempDir victim_dir{"swept-victim"};
+  const std::string victim = victim_dir.path() + "/root-owned";
+  std::ofstream(victim) << "root's\n";
+  std::string script = "ln -s " + victim + " stdout.log; id -u > uid; stat -c %u . > owner; "
+                       "stat -c %u checkpoints > checkpoints_owner; ";
   for (const std::string& p : parents) {
     script += "if echo $$ > " + p + "/cgroup.procs; then echo ESCAPED " + p + "; else echo refused; fi; ";
   }
@@ -230,6 +236,8 @@ TEST_CASE("limits: --run-as runs the trial as that user, who owns its directory 
   CHECK(trial.file("checkpoints_owner") == uid);
   CHECK_MESSAGE(trial.log.find("ESCAPED") == std::string::npos, trial.log);
   CHECK(trial.log.find("refused") != std::string::npos);
+  CHECK(read_file(victim) == "root's\n");
+  CHECK_MESSAGE(trial.log.find("stdout.log: Too many levels of symbolic links") != std::string::npos, trial.log);
 }
 
 TEST_CASE("limits: --run-as refuses root, an unknown user, and says why") {
