@@ -95,8 +95,26 @@ Result<std::string> v1_dir_of(const std::string& controller) {
   return Status::FailedPrecondition("the cgroup v1 " + controller + " hierarchy is not mounted here");
 }
 
-// Kills what a dead agent's trials left in a v1 directory and removes it:
-// `<base>/swept-agent-PID*` whose PID no longer runs.
+// Kills what a dead agent's trials left in its v1 directory `dir` and
+// removes their cgroups (once, at start-up: a bounded wait for the killed
+// to leave is fine).
+void clear_v1_agent_dir(const std::string& dir) {
+  DIR* t = ::opendir(dir.c_str());
+  std::vector<std::string> trials;
+  while (dirent* e = t ? ::readdir(t) : nullptr) {
+    if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
+  }
+  if (t) ::closedir(t);
+  for (const std::string& trial : trials) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (::rmdir(trial.c_str()) != 0 && errno == EBUSY && std::chrono::steady_clock::now() < until) {
+      for (pid_t p : containment_files::read_procs(trial)) ::kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+}
+
+// The same for every `<base>/swept-agent-PID*` whose PID no longer runs.
 void clear_dead_v1(const std::string& base) {
   DIR* d = ::opendir(base.c_str());
   if (!d) return;
@@ -110,20 +128,7 @@ void clear_dead_v1(const std::string& base) {
   }
   ::closedir(d);
   for (const std::string& dir : stale) {
-    DIR* t = ::opendir(dir.c_str());
-    std::vector<std::string> trials;
-    while (dirent* e = t ? ::readdir(t) : nullptr) {
-      if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
-    }
-    if (t) ::closedir(t);
-    for (const std::string& trial : trials) {
-      // Once, at start-up: a bounded wait for the killed to leave is fine.
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (::rmdir(trial.c_str()) != 0 && errno == EBUSY && std::chrono::steady_clock::now() < until) {
-        for (pid_t p : containment_files::read_procs(trial)) ::kill(p, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    }
+    clear_v1_agent_dir(dir);
     ::rmdir(dir.c_str());
   }
 }
@@ -158,9 +163,14 @@ TrialLimiter::V1 TrialLimiter::setup_v1(const std::string& controller, uint64_t 
   clear_dead_v1(*base);
   std::string dir = *base + "/swept-agent-" + std::to_string(::getpid());
   if (instance > 1) dir += "-" + std::to_string(instance);
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    v.why_not = "cannot create " + dir + " (" + errno_text(errno) + "): run the agent as root";
-    return v;
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno != EEXIST) {
+      v.why_not = "cannot create " + dir + " (" + errno_text(errno) + "): run the agent as root";
+      return v;
+    }
+    // A dead agent's that had this pid (a container's agent often has the
+    // same one each time): its trials are not ours, and their names are.
+    clear_v1_agent_dir(dir);
   }
   v.agent_dir = dir;
   return v;

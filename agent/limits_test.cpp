@@ -11,6 +11,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -253,4 +254,41 @@ TEST_CASE("limits: sizes are written as people read them") {
   CHECK(format_bytes(int64_t{64} << 20) == "64 MiB");
   CHECK(format_bytes(int64_t{3} << 29) == "1.5 GiB (1610612736 bytes)");
   CHECK(format_bytes(1000) == "1000 bytes");
+}
+
+TEST_CASE("limits: a dead agent's v1 trial cgroups are killed and removed when the next agent starts") {
+  auto first = limited_containment(false);
+  skip_unless(enforces(*first, "pids"), "no pids controller: " + first->limiter()->description());
+  auto dirs = first->limiter()->v1_agent_dirs();
+  auto pids_dir = std::find_if(dirs.begin(), dirs.end(), [](const std::string& d) {
+    return d.find("/pids") != std::string::npos;
+  });
+  skip_unless(pids_dir != dirs.end(), "pids is not in a cgroup v1 hierarchy here");
+  const std::string base = pids_dir->substr(0, pids_dir->rfind('/'));
+  // A pid that ran and is gone: the "dead agent".
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string left = base + "/swept-agent-" + std::to_string(dead);
+  REQUIRE(::mkdir(left.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((left + "/trial-1").c_str(), 0755) == 0);
+  // What its trial left running: a process in that cgroup.
+  pid_t orphan = ::fork();
+  if (orphan == 0) {
+    std::ofstream(left + "/trial-1/cgroup.procs") << "0\n";
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(swept::testing::eventually([&] { return read_file(left + "/trial-1/cgroup.procs").find(
+                                                       std::to_string(orphan)) != std::string::npos; },
+                                     10));
+  auto next = limited_containment(false);  // the next agent of this host
+  int status = 0;
+  const bool reaped = swept::testing::eventually([&] { return ::waitpid(orphan, &status, WNOHANG) == orphan; }, 10);
+  if (!reaped) ::kill(orphan, SIGKILL), ::waitpid(orphan, &status, 0);
+  REQUIRE_MESSAGE(reaped, "the dead agent's trial process ", orphan, " was left running");
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(::access(left.c_str(), F_OK) != 0);
 }
