@@ -235,6 +235,7 @@ TrialLimiter::TrialLimiter(const std::string& v2_trials_dir, bool enforce_cpus, 
 }
 
 TrialLimiter::~TrialLimiter() {
+  for (std::string& dir : idle_pids_) to_remove_.push_back(std::move(dir));
   for (int i = 0; i < 1000 && collect(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   for (const V1* v : {&v1_memory_, &v1_pids_, &v1_cpu_}) {
     if (!v->agent_dir.empty()) ::rmdir(v->agent_dir.c_str());
@@ -301,10 +302,22 @@ Result<AppliedLimits> TrialLimiter::apply(const std::string& v2_trial_dir, const
   }
   if (not_pids_.empty()) {
     std::string dir = v2_trial_dir;
-    if (!v2_pids_) {
+    if (!v2_pids_ && !idle_pids_.empty()) {
+      dir = std::move(idle_pids_.back());  // see kMaxIdlePidsCgroups
+      idle_pids_.pop_back();
+      if (containment_files::read_procs(dir).empty()) {
+        a.v1_dirs.push_back(dir);
+        a.procs_files.push_back(dir + "/cgroup.procs");
+      } else {
+        to_remove_.push_back(std::move(dir));  // something entered it: killed and removed by collect()
+      }
+    }
+    if (!v2_pids_ && (a.v1_dirs.empty() || a.v1_dirs.back().rfind(v1_pids_.agent_dir + "/", 0) != 0)) {
       auto d = v1_trial_dir(v1_pids_);
       if (!d.ok()) return fail(d.status());
       dir = *d;
+    } else if (!v2_pids_) {
+      dir = a.v1_dirs.back();
     }
     writes.push_back({dir + "/pids.max", std::to_string(pids)});
   } else if (limits.pids > 0 && limits.pids != kDefaultPids) {
@@ -340,6 +353,11 @@ std::string TrialLimiter::oom_reason(const AppliedLimits& a) {
 
 void TrialLimiter::release(AppliedLimits& a) {
   for (const std::string& dir : a.v1_dirs) {
+    if (!v1_pids_.agent_dir.empty() && dir.rfind(v1_pids_.agent_dir + "/", 0) == 0 &&
+        idle_pids_.size() < kMaxIdlePidsCgroups && containment_files::read_procs(dir).empty()) {
+      idle_pids_.push_back(dir);
+      continue;
+    }
     if (::rmdir(dir.c_str()) != 0 && errno == EBUSY) to_remove_.push_back(dir);
   }
   a.v1_dirs.clear();

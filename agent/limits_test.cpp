@@ -292,3 +292,32 @@ TEST_CASE("limits: a dead agent's v1 trial cgroups are killed and removed when t
   CHECK(WTERMSIG(status) == SIGKILL);
   CHECK(::access(left.c_str(), F_OK) != 0);
 }
+
+TEST_CASE("limits: an emptied v1 pids cgroup is given to the next trial, with that trial's limit") {
+  auto c = limited_containment(false);
+  auto dirs = c->limiter()->v1_agent_dirs();
+  auto pids_dir = std::find_if(dirs.begin(), dirs.end(), [](const std::string& d) {
+    return ::access((d + "/pids.max").c_str(), F_OK) == 0;
+  });
+  skip_unless(pids_dir != dirs.end(), "pids is not in a cgroup v1 hierarchy here: " + c->limiter()->description());
+  // The trial's pids cgroup, as /proc/self/cgroup names it: its last component.
+  auto pids_cgroup = [](const std::string& text) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (listed(line.substr(a + 1, b - a - 1), "pids")) return line.substr(line.rfind('/') + 1);
+    }
+    return std::string();
+  };
+  std::vector<std::string> names;
+  for (int64_t limit : {64, 100}) {
+    swept::protocol::TrialLimits limits;
+    limits.pids = limit;
+    Run trial(*c, {"/bin/sh", "-c", "cat /proc/self/cgroup > cg"}, limits);
+    REQUIRE(trial.finish().reason == "exit code 0");
+    names.push_back(pids_cgroup(trial.file("cg")));
+    REQUIRE_FALSE(names.back().empty());
+    CHECK(read_file(*pids_dir + "/" + names.back() + "/pids.max") == std::to_string(limit) + "\n");
+  }
+  CHECK(names[0] == names[1]);
+}
