@@ -180,9 +180,10 @@ std::string TrialLimiter::setup_v2(const std::string& trials_dir, const std::str
   std::string available;
   if (!read_small_file(trials_dir + "/cgroup.controllers", available)) return "cgroup v2: cannot read " + trials_dir;
   if (!has_word(available, controller, ' ')) {
-    // The agent's own cgroup may offer it to its children: only where it
-    // holds no process itself (cgroup v2's no-internal-process rule), as the
-    // root does or a delegated cgroup whose manager put the agent in a leaf.
+    // The agent's own cgroup may offer it to its children only where it is
+    // the root: elsewhere it holds the agent, and cgroup v2's no-internal-
+    // process rule refuses (EBUSY). (Known gap, docs/deploy.md "Trial limits":
+    // the agent would have to move itself into a leaf first.)
     std::string parent = trials_dir.substr(0, trials_dir.rfind('/'));
     if (int e = write_file(parent + "/cgroup.subtree_control", "+" + controller); e != 0) {
       return "cgroup v2: " + parent + " does not give its children the " + controller + " controller (" +

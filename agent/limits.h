@@ -7,7 +7,9 @@
 //    containment cgroup itself (agent/containment.h), once the agent has
 //    enabled the controller for the trials' parent directory
 //    (`+memory +pids +cpu` in its cgroup.subtree_control): memory.max
-//    (memory.swap.max 0, so swap does not stretch it), pids.max, cpu.max;
+//    (memory.swap.max 0, so swap does not stretch it), pids.max, cpu.max.
+//    Only where the agent's own cgroup can give its children the controller:
+//    the root, today (docs/deploy.md, "Trial limits", known gap);
 //  - cgroup v1 (hosts that mount the controllers one hierarchy each, like CI's):
 //    `<hierarchy>/<agent's cgroup>/swept-agent-PID[-K]/trial-N`, one per trial
 //    in each hierarchy a limit needs, which the trial's process enters (its
