@@ -66,6 +66,8 @@ void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& lau
     if (!container.ok()) return fail_to_start(container.status());
     container_ = *container;
     has_container_ = true;
+    // A limit the host cannot set: the node runs without it, and says so (docs/deploy.md, "Trial limits").
+    if (!container_.limits.warning.empty()) own_log_ += "[swept: " + container_.limits.warning + "]\n";
   }
   launch_processes(relative, ifname, launcher);
   Containment::launched(container_);  // every process is in: the descriptor served its purpose

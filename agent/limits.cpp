@@ -95,8 +95,26 @@ Result<std::string> v1_dir_of(const std::string& controller) {
   return Status::FailedPrecondition("the cgroup v1 " + controller + " hierarchy is not mounted here");
 }
 
-// Kills what a dead agent's trials left in a v1 directory and removes it:
-// `<base>/swept-agent-PID*` whose PID no longer runs.
+// Kills what a dead agent's trials left in its v1 directory `dir` and
+// removes their cgroups (once, at start-up: a bounded wait for the killed
+// to leave is fine).
+void clear_v1_agent_dir(const std::string& dir) {
+  DIR* t = ::opendir(dir.c_str());
+  std::vector<std::string> trials;
+  while (dirent* e = t ? ::readdir(t) : nullptr) {
+    if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
+  }
+  if (t) ::closedir(t);
+  for (const std::string& trial : trials) {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (::rmdir(trial.c_str()) != 0 && errno == EBUSY && std::chrono::steady_clock::now() < until) {
+      for (pid_t p : containment_files::read_procs(trial)) ::kill(p, SIGKILL);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+}
+
+// The same for every `<base>/swept-agent-PID*` whose PID no longer runs.
 void clear_dead_v1(const std::string& base) {
   DIR* d = ::opendir(base.c_str());
   if (!d) return;
@@ -110,20 +128,7 @@ void clear_dead_v1(const std::string& base) {
   }
   ::closedir(d);
   for (const std::string& dir : stale) {
-    DIR* t = ::opendir(dir.c_str());
-    std::vector<std::string> trials;
-    while (dirent* e = t ? ::readdir(t) : nullptr) {
-      if (std::strncmp(e->d_name, "trial-", 6) == 0) trials.push_back(dir + "/" + e->d_name);
-    }
-    if (t) ::closedir(t);
-    for (const std::string& trial : trials) {
-      // Once, at start-up: a bounded wait for the killed to leave is fine.
-      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-      while (::rmdir(trial.c_str()) != 0 && errno == EBUSY && std::chrono::steady_clock::now() < until) {
-        for (pid_t p : containment_files::read_procs(trial)) ::kill(p, SIGKILL);
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      }
-    }
+    clear_v1_agent_dir(dir);
     ::rmdir(dir.c_str());
   }
 }
@@ -158,9 +163,14 @@ TrialLimiter::V1 TrialLimiter::setup_v1(const std::string& controller, uint64_t 
   clear_dead_v1(*base);
   std::string dir = *base + "/swept-agent-" + std::to_string(::getpid());
   if (instance > 1) dir += "-" + std::to_string(instance);
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    v.why_not = "cannot create " + dir + " (" + errno_text(errno) + "): run the agent as root";
-    return v;
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    if (errno != EEXIST) {
+      v.why_not = "cannot create " + dir + " (" + errno_text(errno) + "): run the agent as root";
+      return v;
+    }
+    // A dead agent's that had this pid (a container's agent often has the
+    // same one each time): its trials are not ours, and their names are.
+    clear_v1_agent_dir(dir);
   }
   v.agent_dir = dir;
   return v;
@@ -170,9 +180,10 @@ std::string TrialLimiter::setup_v2(const std::string& trials_dir, const std::str
   std::string available;
   if (!read_small_file(trials_dir + "/cgroup.controllers", available)) return "cgroup v2: cannot read " + trials_dir;
   if (!has_word(available, controller, ' ')) {
-    // The agent's own cgroup may offer it to its children: only where it
-    // holds no process itself (cgroup v2's no-internal-process rule), as the
-    // root does or a delegated cgroup whose manager put the agent in a leaf.
+    // The agent's own cgroup may offer it to its children only where it is
+    // the root: elsewhere it holds the agent, and cgroup v2's no-internal-
+    // process rule refuses (EBUSY). (Known gap, docs/deploy.md "Trial limits":
+    // the agent would have to move itself into a leaf first.)
     std::string parent = trials_dir.substr(0, trials_dir.rfind('/'));
     if (int e = write_file(parent + "/cgroup.subtree_control", "+" + controller); e != 0) {
       return "cgroup v2: " + parent + " does not give its children the " + controller + " controller (" +
@@ -190,7 +201,16 @@ TrialLimiter::TrialLimiter(const std::string& v2_trials_dir, bool enforce_cpus, 
     : enforce_cpus_(enforce_cpus) {
   // Each limit: cgroup v2 when the trials' own cgroups can carry it, else a
   // v1 hierarchy, else not enforced (and why).
+  // SWEPT_AGENT_LIMITS=memory,pids (any of memory, pids, cpus; "" for none)
+  // keeps the agent from setting the others: a diagnostic, and how the tests
+  // make a host that cannot enforce a limit.
+  const char* only = std::getenv("SWEPT_AGENT_LIMITS");
   auto choose = [&](const std::string& v2_name, const std::string& v1_name, bool& v2, V1& v1, std::string& why_not) {
+    const std::string limit = v1_name == "cpu" ? "cpus" : v1_name;
+    if (only && !has_word(only, limit, ',')) {
+      why_not = "turned off by SWEPT_AGENT_LIMITS=" + std::string(only);
+      return std::string();
+    }
     std::string v2_why = "no cgroup v2 containment";
     if (!v2_trials_dir.empty()) v2_why = setup_v2(v2_trials_dir, v2_name, v2);
     if (v2) return std::string("cgroup v2");
@@ -216,6 +236,7 @@ TrialLimiter::TrialLimiter(const std::string& v2_trials_dir, bool enforce_cpus, 
 }
 
 TrialLimiter::~TrialLimiter() {
+  for (std::string& dir : idle_pids_) to_remove_.push_back(std::move(dir));
   for (int i = 0; i < 1000 && collect(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   for (const V1* v : {&v1_memory_, &v1_pids_, &v1_cpu_}) {
     if (!v->agent_dir.empty()) ::rmdir(v->agent_dir.c_str());
@@ -282,10 +303,22 @@ Result<AppliedLimits> TrialLimiter::apply(const std::string& v2_trial_dir, const
   }
   if (not_pids_.empty()) {
     std::string dir = v2_trial_dir;
-    if (!v2_pids_) {
+    if (!v2_pids_ && !idle_pids_.empty()) {
+      dir = std::move(idle_pids_.back());  // see kMaxIdlePidsCgroups
+      idle_pids_.pop_back();
+      if (containment_files::read_procs(dir).empty()) {
+        a.v1_dirs.push_back(dir);
+        a.procs_files.push_back(dir + "/cgroup.procs");
+      } else {
+        to_remove_.push_back(std::move(dir));  // something entered it: killed and removed by collect()
+      }
+    }
+    if (!v2_pids_ && (a.v1_dirs.empty() || a.v1_dirs.back().rfind(v1_pids_.agent_dir + "/", 0) != 0)) {
       auto d = v1_trial_dir(v1_pids_);
       if (!d.ok()) return fail(d.status());
       dir = *d;
+    } else if (!v2_pids_) {
+      dir = a.v1_dirs.back();
     }
     writes.push_back({dir + "/pids.max", std::to_string(pids)});
   } else if (limits.pids > 0 && limits.pids != kDefaultPids) {
@@ -321,6 +354,11 @@ std::string TrialLimiter::oom_reason(const AppliedLimits& a) {
 
 void TrialLimiter::release(AppliedLimits& a) {
   for (const std::string& dir : a.v1_dirs) {
+    if (!v1_pids_.agent_dir.empty() && dir.rfind(v1_pids_.agent_dir + "/", 0) == 0 &&
+        idle_pids_.size() < kMaxIdlePidsCgroups && containment_files::read_procs(dir).empty()) {
+      idle_pids_.push_back(dir);
+      continue;
+    }
     if (::rmdir(dir.c_str()) != 0 && errno == EBUSY) to_remove_.push_back(dir);
   }
   a.v1_dirs.clear();

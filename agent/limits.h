@@ -7,7 +7,9 @@
 //    containment cgroup itself (agent/containment.h), once the agent has
 //    enabled the controller for the trials' parent directory
 //    (`+memory +pids +cpu` in its cgroup.subtree_control): memory.max
-//    (memory.swap.max 0, so swap does not stretch it), pids.max, cpu.max;
+//    (memory.swap.max 0, so swap does not stretch it), pids.max, cpu.max.
+//    Only where the agent's own cgroup can give its children the controller:
+//    the root, today (docs/deploy.md, "Trial limits", known gap);
 //  - cgroup v1 (hosts that mount the controllers one hierarchy each, like CI's):
 //    `<hierarchy>/<agent's cgroup>/swept-agent-PID[-K]/trial-N`, one per trial
 //    in each hierarchy a limit needs, which the trial's process enters (its
@@ -20,7 +22,8 @@
 // A limit the host cannot set (no such controller, or the agent may not
 // write it) is listed in not_enforced() with why; the agent says so in its
 // log, in REGISTER (`containment`) and in each such trial's log, and runs the
-// trial without it (docs/deploy.md, "Trial limits").
+// trial without it (docs/deploy.md, "Trial limits"). SWEPT_AGENT_LIMITS, when
+// set, names the only limits to look for (comma-separated; a diagnostic).
 // Thread safety: used by the agent's one event loop (through Containment).
 #pragma once
 
@@ -77,6 +80,13 @@ class TrialLimiter {
   bool collect();
 
   static constexpr int64_t kDefaultPids = 4096;
+  // Every trial has a pids limit, so on a cgroup v1 host every trial would
+  // make and remove a pids cgroup: about a quarter more wall time for 1,000
+  // trials that do nothing (docs/benchmarks.md). An emptied one is kept
+  // (up to this many) and given to a later trial, once checked empty again;
+  // only its pids.events count carries over, which swept does not read.
+  // Memory cgroups are never reused: their OOM count must be the trial's.
+  static constexpr size_t kMaxIdlePidsCgroups = 64;
 
  private:
   struct V1 {
@@ -93,6 +103,7 @@ class TrialLimiter {
   std::string not_memory_, not_pids_, not_cpus_;  // why not enforced ("" when enforced)
   std::string description_;
   std::vector<std::string> to_remove_;
+  std::vector<std::string> idle_pids_;  // emptied v1 pids cgroups awaiting a trial
 };
 
 // "8 GiB", "512 MiB", "1.5 GiB", "1000000 bytes": a limit as people read it.

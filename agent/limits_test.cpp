@@ -11,6 +11,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -156,6 +157,26 @@ TEST_CASE("limits: a fork bomb stops at resources.pids, and what it started dies
   CHECK(bomb.until([&] { return std::none_of(pids.begin(), pids.end(), process_alive); }));
 }
 
+TEST_CASE("limits: a limit this host cannot set is said in the trial's log, and the trial runs without it") {
+  ::setenv("SWEPT_AGENT_LIMITS", "pids", 1);  // as on a host without the memory controller
+  auto made = Containment::create("auto");
+  REQUIRE(made.ok());
+  Containment& c = **made;
+  c.enable_limits(false);  // reads SWEPT_AGENT_LIMITS
+  ::unsetenv("SWEPT_AGENT_LIMITS");
+  CHECK_FALSE(enforces(c, "memory"));
+  CHECK(c.limiter()->description().find("memory NOT enforced (turned off by SWEPT_AGENT_LIMITS=pids") !=
+        std::string::npos);
+  swept::protocol::TrialLimits limits;
+  limits.memory_bytes = int64_t{8} << 30;
+  Run trial(c, {"/bin/sh", "-c", "echo ran"}, limits);
+  CHECK(trial.finish().reason == "exit code 0");
+  CHECK_MESSAGE(trial.log.find("[swept: resources.memory (8 GiB) is NOT enforced on this agent: turned off by "
+                               "SWEPT_AGENT_LIMITS=pids]\n") != std::string::npos,
+                trial.log);
+  CHECK(trial.log.find("ran\n") != std::string::npos);
+}
+
 TEST_CASE("limits: --enforce-cpus gives the trial resources.cpus CPUs' worth of quota") {
   auto c = limited_containment(true);
   skip_unless(enforces(*c, "cpus"), "no cpu controller: " + c->limiter()->description());
@@ -197,7 +218,13 @@ TEST_CASE("limits: --run-as runs the trial as that user, who owns its directory 
   std::vector<std::string> parents = c->limiter()->v1_agent_dirs();
   if (c->mode() == ContainmentMode::kCgroup) parents.push_back(c->cgroup_root());
   REQUIRE_FALSE(parents.empty());
-  std::string script = "id -u > uid; stat -c %u . > owner; stat -c %u checkpoints > checkpoints_owner; ";
+  // A file of root's that the trial points its stdout.log at: the agent,
+  // root, must not append the trial's output to it.
+  swept::testing::TempDir victim_dir{"swept-victim"};
+  const std::string victim = victim_dir.path() + "/root-owned";
+  std::ofstream(victim) << "root's\n";
+  std::string script = "ln -s " + victim + " stdout.log; id -u > uid; stat -c %u . > owner; "
+                       "stat -c %u checkpoints > checkpoints_owner; ";
   for (const std::string& p : parents) {
     script += "if echo $$ > " + p + "/cgroup.procs; then echo ESCAPED " + p + "; else echo refused; fi; ";
   }
@@ -210,6 +237,8 @@ TEST_CASE("limits: --run-as runs the trial as that user, who owns its directory 
   CHECK(trial.file("checkpoints_owner") == uid);
   CHECK_MESSAGE(trial.log.find("ESCAPED") == std::string::npos, trial.log);
   CHECK(trial.log.find("refused") != std::string::npos);
+  CHECK(read_file(victim) == "root's\n");
+  CHECK_MESSAGE(trial.log.find("stdout.log: Too many levels of symbolic links") != std::string::npos, trial.log);
 }
 
 TEST_CASE("limits: --run-as refuses root, an unknown user, and says why") {
@@ -225,4 +254,70 @@ TEST_CASE("limits: sizes are written as people read them") {
   CHECK(format_bytes(int64_t{64} << 20) == "64 MiB");
   CHECK(format_bytes(int64_t{3} << 29) == "1.5 GiB (1610612736 bytes)");
   CHECK(format_bytes(1000) == "1000 bytes");
+}
+
+TEST_CASE("limits: a dead agent's v1 trial cgroups are killed and removed when the next agent starts") {
+  auto first = limited_containment(false);
+  skip_unless(enforces(*first, "pids"), "no pids controller: " + first->limiter()->description());
+  auto dirs = first->limiter()->v1_agent_dirs();
+  auto pids_dir = std::find_if(dirs.begin(), dirs.end(), [](const std::string& d) {
+    return d.find("/pids") != std::string::npos;
+  });
+  skip_unless(pids_dir != dirs.end(), "pids is not in a cgroup v1 hierarchy here");
+  const std::string base = pids_dir->substr(0, pids_dir->rfind('/'));
+  // A pid that ran and is gone: the "dead agent".
+  pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  REQUIRE(dead > 0);
+  ::waitpid(dead, nullptr, 0);
+  const std::string left = base + "/swept-agent-" + std::to_string(dead);
+  REQUIRE(::mkdir(left.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((left + "/trial-1").c_str(), 0755) == 0);
+  // What its trial left running: a process in that cgroup.
+  pid_t orphan = ::fork();
+  if (orphan == 0) {
+    std::ofstream(left + "/trial-1/cgroup.procs") << "0\n";
+    ::execl("/bin/sleep", "sleep", "1000", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(swept::testing::eventually([&] { return read_file(left + "/trial-1/cgroup.procs").find(
+                                                       std::to_string(orphan)) != std::string::npos; },
+                                     10));
+  auto next = limited_containment(false);  // the next agent of this host
+  int status = 0;
+  const bool reaped = swept::testing::eventually([&] { return ::waitpid(orphan, &status, WNOHANG) == orphan; }, 10);
+  if (!reaped) ::kill(orphan, SIGKILL), ::waitpid(orphan, &status, 0);
+  REQUIRE_MESSAGE(reaped, "the dead agent's trial process ", orphan, " was left running");
+  CHECK(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGKILL);
+  CHECK(::access(left.c_str(), F_OK) != 0);
+}
+
+TEST_CASE("limits: an emptied v1 pids cgroup is given to the next trial, with that trial's limit") {
+  auto c = limited_containment(false);
+  auto dirs = c->limiter()->v1_agent_dirs();
+  auto pids_dir = std::find_if(dirs.begin(), dirs.end(), [](const std::string& d) {
+    return ::access((d + "/pids.max").c_str(), F_OK) == 0;
+  });
+  skip_unless(pids_dir != dirs.end(), "pids is not in a cgroup v1 hierarchy here: " + c->limiter()->description());
+  // The trial's pids cgroup, as /proc/self/cgroup names it: its last component.
+  auto pids_cgroup = [](const std::string& text) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      size_t a = line.find(':'), b = line.find(':', a + 1);
+      if (listed(line.substr(a + 1, b - a - 1), "pids")) return line.substr(line.rfind('/') + 1);
+    }
+    return std::string();
+  };
+  std::vector<std::string> names;
+  for (int64_t limit : {64, 100}) {
+    swept::protocol::TrialLimits limits;
+    limits.pids = limit;
+    Run trial(*c, {"/bin/sh", "-c", "cat /proc/self/cgroup > cg"}, limits);
+    REQUIRE(trial.finish().reason == "exit code 0");
+    names.push_back(pids_cgroup(trial.file("cg")));
+    REQUIRE_FALSE(names.back().empty());
+    CHECK(read_file(*pids_dir + "/" + names.back() + "/pids.max") == std::to_string(limit) + "\n");
+  }
+  CHECK(names[0] == names[1]);
 }

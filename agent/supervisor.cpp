@@ -99,9 +99,7 @@ std::string LazyLogFile::append(std::string_view bytes) {
   if (bytes.empty() || failed_ || path_.empty()) return {};
   if (fd_ < 0) {
     // Append: every attempt's output stays, one after the other.
-    // Not through a link: under --run-as the trial owns its directory, and
-    // could leave one there pointing at a file of root's.
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (no_follow_ ? O_NOFOLLOW : 0), 0644);
     if (fd_ < 0) {
       failed_ = true;
       std::string why = "cannot open " + path_ + ": " + std::strerror(errno) + "; this trial's output is not kept there";
@@ -235,6 +233,8 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   spec.make_dirs = {working_dir_, checkpoint_dir.string()};
   if (options_.run_as) {
     spec.run_as = options_.run_as;
+    stdout_log_.refuse_links();  // the trial owns its directory now
+    stderr_log_.refuse_links();
     spec.env_overrides.emplace_back("USER", options_.run_as->name);
     spec.env_overrides.emplace_back("LOGNAME", options_.run_as->name);
     spec.env_overrides.emplace_back("HOME", options_.run_as->home);

@@ -162,6 +162,10 @@ class LazyLogFile {
   LazyLogFile& operator=(const LazyLogFile&) = delete;
   void set_path(std::string path) { path_ = std::move(path); }
   void set_limit(uint64_t max_bytes) { max_bytes_ = max_bytes; }
+  // Never opens the file through a symbolic link (O_NOFOLLOW): for a trial
+  // that owns its directory (--run-as) and could point the agent, root, at
+  // a file of root's. Off otherwise: the tests point logs at /dev/full so.
+  void refuse_links() { no_follow_ = true; }
   // Returns "" or, the first time bytes are not kept, why.
   std::string append(std::string_view bytes);
   void close();
@@ -172,6 +176,7 @@ class LazyLogFile {
   bool failed_ = false;
   uint64_t written_ = 0;
   uint64_t max_bytes_ = UINT64_MAX;
+  bool no_follow_ = false;
 };
 
 class TrialSupervisor final : public Supervision {
