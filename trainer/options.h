@@ -53,6 +53,9 @@ struct TrainConfig {
   int64_t log_every = 100;
   int64_t eval_every = 0;  // 0: at the end of each epoch
   int64_t test_every = 0;  // 0: the test set only at the end
+  // $SWEPT_PBT_STOP_STEP: save at this step and wait for SIGTERM (a PBT
+  // segment's end, set by the scheduler); 0: none.
+  int64_t stop_step = 0;
 };
 
 struct CommandLine {
@@ -67,8 +70,8 @@ struct CommandLine {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 // args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent),
-// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir) and
-// SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
+// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir),
+// SWEPT_PBT_STOP_STEP (TrainConfig::stop_step) and SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
 // validated and used for --device=cuda).
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const EnvLookup& env);
 
