@@ -98,5 +98,19 @@ head -c 40 "$ckpt/toy.json" >"$tmp/cut" && mv "$tmp/cut" "$ckpt/toy.json"
 rc=0; SWEPT_CHECKPOINT_DIR=$ckpt python3 "$toy" --h1=1 --h2=0 --max_steps=$((end + 5)) >"$out" 2>"$out.err" || rc=$?
 [[ $rc == 2 ]] || fail "toy: a truncated checkpoint gave exit $rc, expected 2"
 grep -q "fails its check" "$out.err" || fail "toy: unclear message: $(cat "$out.err")"
-echo "toy: stopped at step $stopped, resumed bit-exact, new h applied, truncated copy refused"
+# SWEPT_PBT_STOP_STEP: it saves at that step and waits for the SIGTERM.
+ckpt=$tmp/toy-stop; out=$tmp/toy-stop.out; mkdir -p "$ckpt"
+SWEPT_CHECKPOINT_DIR=$ckpt SWEPT_PBT_STOP_STEP=6 python3 "$toy" --h1=1 --h2=1 --max_steps=1000 >"$out" 2>"$out.err" &
+pid=$!
+deadline=$((SECONDS + 60))
+until grep -q '"step": 6' "$ckpt/toy.json" 2>/dev/null; do
+  (( SECONDS < deadline )) || fail "toy: no checkpoint at SWEPT_PBT_STOP_STEP=6 within 60 s"
+  kill -0 "$pid" 2>/dev/null || fail "toy: ended before its stop step: $(cat "$out.err")"
+  sleep 0.05
+done
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?; pid=
+[[ $rc == 130 ]] || fail "toy: exit $rc after SIGTERM at its stop step"
+[[ $(last_step "$out") == 6 ]] || fail "toy: ran past its stop step: $(tail -n1 "$out")"
+echo "toy: stopped at step $stopped, resumed bit-exact, new h applied, truncated copy refused, waits at SWEPT_PBT_STOP_STEP"
 echo "PASS"

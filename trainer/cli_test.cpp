@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/metrics_line.h"
+#include "common/testing/eventually.h"
 #include "trainer/checkpoint.h"
 #include "trainer/cpu/kernel_choice.h"
 #include "trainer/test_child.h"
@@ -402,4 +403,34 @@ TEST_CASE("trainer: --test_every reports test accuracy at its steps, and the fin
   }
   CHECK(test_steps == std::vector<int64_t>{5, 10, 12});
   CHECK(nlohmann::json::parse(c.lines().back())["final"] == true);
+}
+
+// A PBT segment's end (SWEPT_PBT_STOP_STEP, set by the scheduler): at that
+// step the trainer reports, saves and waits for SIGTERM, so the checkpoint the
+// next segment (or another member) continues from is exactly the step the
+// round ranked, and no step runs past it.
+TEST_CASE("trainer: at SWEPT_PBT_STOP_STEP it saves, waits for SIGTERM and exits 130 with the checkpoint at that step") {
+  TempDir data("stopstep");
+  write_mnist_like(data.path(), 400, 20, 4);
+  TempDir dir("stopstep-ckpt");
+  Child c({"--data=" + data.path(), "--max_steps=1000", "--batch_size=20", "--log_every=1", "--eval_every=7",
+           "--threads=1", "--resume"},
+          {{"SWEPT_CHECKPOINT_DIR", dir.path()}, {"SWEPT_PBT_STOP_STEP", "7"}});
+  REQUIRE(c.wait_for_line([](const std::string& l) { return l.find("val_accuracy") != std::string::npos; }));
+  // Saved while it waits, before any signal.
+  REQUIRE(swept::testing::eventually([&] { return !list_checkpoints(dir.path()).empty(); }));
+  c.signal(SIGTERM);
+  CHECK(c.wait_exit(30) == 130);
+  INFO(c.err());
+  CHECK(c.err().find("at step 7 (SWEPT_PBT_STOP_STEP): checkpoint written") != std::string::npos);
+  const auto files = list_checkpoints(dir.path());
+  REQUIRE(files.size() == 1);
+  CHECK(files[0] == checkpoint_path(dir.path(), 7));
+  for (const std::string& line : c.lines()) CHECK(step_of(line) <= 7);
+
+  SUBCASE("a value that is not a step is exit 2 naming the variable") {
+    Child bad({"--data=" + data.path(), "--max_steps=5", "--batch_size=20"}, {{"SWEPT_PBT_STOP_STEP", "soon"}});
+    CHECK(bad.wait_exit() == 2);
+    CHECK(bad.err().find("SWEPT_PBT_STOP_STEP=soon") != std::string::npos);
+  }
 }

@@ -347,10 +347,10 @@ Status read_device(const po::variables_map& vm, const EnvLookup& env, TrainConfi
 }
 
 // --checkpoint_dir, --checkpoint_every, --resume, --log_every, --eval_every,
-// --test_every.
-// --resume without --checkpoint_dir takes $SWEPT_CHECKPOINT_DIR, the folder a
-// swept agent gives each trial (and where population-based training puts
-// the checkpoint a member continues from), so a sweep needs only resume=true.
+// --test_every, and $SWEPT_PBT_STOP_STEP. --resume without --checkpoint_dir
+// takes $SWEPT_CHECKPOINT_DIR, the folder a swept agent gives each trial (and
+// where population-based training puts the checkpoint a member continues
+// from), so a sweep's command needs only --resume.
 Status read_checkpoints_and_logging(const po::variables_map& vm, const EnvLookup& env, TrainConfig& c) {
   c.checkpoint_dir = vm["checkpoint_dir"].as<std::string>();
   c.checkpoint_every = vm["checkpoint_every"].as<int64_t>();
@@ -366,6 +366,14 @@ Status read_checkpoints_and_logging(const po::variables_map& vm, const EnvLookup
   if (c.eval_every < 0) return bad("--eval_every must be >= 0");
   c.test_every = vm["test_every"].as<int64_t>();
   if (c.test_every < 0) return bad("--test_every must be >= 0");
+  if (auto stop = env("SWEPT_PBT_STOP_STEP"); stop && !stop->empty()) {
+    const bool digits = stop->size() < 18 && stop->find_first_not_of("0123456789") == std::string::npos;
+    c.stop_step = digits ? std::stoll(*stop) : 0;
+    if (c.stop_step < 1)
+      return Status::InvalidArgument("SWEPT_PBT_STOP_STEP=" + *stop +
+                                     ": must be a step number >= 1 (a swept scheduler sets it for a "
+                                     "population-based training segment; unset it to run alone)");
+  }
   return Status::Ok();
 }
 

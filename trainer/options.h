@@ -66,6 +66,9 @@ struct TrainConfig {
   int backup_workers = 0;  // sync: gradients of a version dropped (the slowest K)
   int max_staleness = 0;   // async: a worker this many pushes ahead of the slowest waits; 0: unbounded
   int64_t test_every = 0;  // 0: the test set only at the end
+  // $SWEPT_PBT_STOP_STEP: save at this step and wait for SIGTERM (a PBT
+  // segment's end, set by the scheduler); 0: none.
+  int64_t stop_step = 0;
 };
 
 struct CommandLine {
@@ -80,8 +83,8 @@ struct CommandLine {
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 // args: argv[1..]. Reads SWEPT_DATA_DIR (when --data is absent),
-// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir) and
-// SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
+// SWEPT_CHECKPOINT_DIR (for --resume without --checkpoint_dir),
+// SWEPT_PBT_STOP_STEP (TrainConfig::stop_step) and SWEPT_GPU_MEMORY_FRACTION (when --gpu_memory_fraction is absent; only
 // validated and used for --device=cuda).
 Result<CommandLine> parse_command_line(const std::vector<std::string>& args, const EnvLookup& env);
 

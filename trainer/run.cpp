@@ -6,6 +6,7 @@
 // and writes checkpoints.
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -198,6 +199,24 @@ class StopPacer {
   RunClock clock_;
 };
 
+// SWEPT_PBT_STOP_STEP (population-based training; TrainConfig::stop_step):
+// the scheduler stops this segment once it has seen that step's metrics.
+// Saving there and waiting for its SIGTERM puts the checkpoint exactly at the
+// interval (the step the round ranked), with no steps run past it for
+// nothing. Not at the run's last step: a run that ends there ends as usual.
+// Returns at once at any other step; else once the stop is requested.
+Status pause_at_stop_step(const TrainConfig& config, const Trainer& trainer, const std::atomic<bool>& stop_requested,
+                          const std::function<Status()>& save) {
+  if (config.stop_step <= 0 || trainer.step() != config.stop_step || trainer.step() >= trainer.total_steps())
+    return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(save());
+  log::info("at step " + std::to_string(trainer.step()) + " (SWEPT_PBT_STOP_STEP): " +
+            (config.checkpoint_dir.empty() ? "nothing saved (no checkpoint folder)" : "checkpoint written") +
+            "; waiting for the scheduler's SIGTERM");
+  while (!stop_requested.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return Status::Ok();
+}
+
 struct RunStart {
   std::unique_ptr<Trainer> trainer;
   double train_seconds_before = 0;
@@ -259,9 +278,12 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
   double window_pause = 0;  // seconds of validation and checkpoints inside the window, not training
   auto train_seconds = [&] { return train_seconds_before + run_clock.seconds(); };
   StopPacer stop_pacer(trainer.step());
+  int64_t saved_at = -1;  // a step is written once (a stop or the end right after a checkpoint)
   auto save = [&]() -> Status {
+    if (!checkpoints || saved_at == trainer.step()) return Status::Ok();
     Result<CheckpointState> s = trainer.snapshot(train_seconds());
     if (!s.ok()) return s.status();
+    saved_at = trainer.step();
     if (trainer.process_rank() != 0) return Status::Ok();
     SWEPT_RETURN_IF_ERROR(write_checkpoint(config.checkpoint_dir, *s, /*keep=*/2));
     log::debug("checkpoint at step " + std::to_string(trainer.step()));
@@ -272,6 +294,17 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
                ": training diverged; lower --lr");
     emit(metrics, {{"step", trainer.step()}, {"final", true}, {"diverged", true}, {"loss", nullptr}});
     return kExitDiverged;
+  };
+  // One line of validation or test figures; 0, or the exit code to end with.
+  auto evaluation = [&](bool test) -> int {
+    const RunClock pause;
+    Result<EvalResult> e = test ? trainer.evaluate_test() : trainer.evaluate_validation();
+    if (!e.ok()) return fail(e.status());
+    if (!std::isfinite(e->loss)) return diverged(test ? "the test loss" : "the validation loss");
+    emit(metrics, {{"step", trainer.step()}, {test ? "test_loss" : "val_loss", e->loss},
+                   {test ? "test_accuracy" : "val_accuracy", e->accuracy}});
+    window_pause += pause.seconds();
+    return 0;
   };
 
   while (trainer.step() < trainer.total_steps()) {
@@ -302,36 +335,23 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
     // mid-epoch): every run that completes reports its validation figures.
     const bool eval_now =
         (config.eval_every > 0 ? step % config.eval_every == 0 : epoch_end) || step == trainer.total_steps();
-    if (eval_now && trainer.split().val_count > 0) {
-      const RunClock pause;
-      Result<EvalResult> v = trainer.evaluate_validation();
-      if (!v.ok()) return fail(v.status());
-      if (!std::isfinite(v->loss)) return diverged("the validation loss");
-      emit(metrics, {{"step", step}, {"val_loss", v->loss}, {"val_accuracy", v->accuracy}});
-      window_pause += pause.seconds();
-    }
+    if (eval_now && trainer.split().val_count > 0)
+      if (int rc = evaluation(/*test=*/false); rc != 0) return rc;
     // Test accuracy along the way, for benchmarks that count the steps to a
     // target (bench/pbt_mnist.sh); the last step's comes with the final line.
-    if (config.test_every > 0 && step % config.test_every == 0 && step != trainer.total_steps()) {
-      const RunClock pause;
-      Result<EvalResult> t = trainer.evaluate_test();
-      if (!t.ok()) return fail(t.status());
-      if (!std::isfinite(t->loss)) return diverged("the test loss");
-      emit(metrics, {{"step", step}, {"test_loss", t->loss}, {"test_accuracy", t->accuracy}});
-      window_pause += pause.seconds();
-    }
+    if (config.test_every > 0 && step % config.test_every == 0 && step != trainer.total_steps())
+      if (int rc = evaluation(/*test=*/true); rc != 0) return rc;
     if (checkpoint_now) {
       const RunClock pause;
-      Status c = save();
-      if (!c.ok()) return fail(c);
+      if (Status c = save(); !c.ok()) return fail(c);
       window_pause += pause.seconds();
     }
+    if (Status p = pause_at_stop_step(config, trainer, stop_requested, save); !p.ok()) return fail(p);
     Result<bool> stop = stop_pacer.check(trainer, stop_requested.load());
     if (!stop.ok()) return fail(stop.status());
     if (*stop) {
       if (checkpoints) {
-        Status c = save();
-        if (!c.ok()) return fail(c);
+        if (Status c = save(); !c.ok()) return fail(c);
         log::info("stopped by signal at step " + std::to_string(step) +
                   (trainer.process_rank() == 0 ? "; checkpoint written to " + config.checkpoint_dir
                                                : "; rank 0 wrote the checkpoint"));
@@ -342,10 +362,7 @@ int run_training(const TrainConfig& config, const World& world, std::ostream& ra
     }
   }
   const double seconds = train_seconds();
-  if (checkpoints && !(config.checkpoint_every > 0 && trainer.step() % config.checkpoint_every == 0)) {
-    Status c = save();
-    if (!c.ok()) return fail(c);
-  }
+  if (Status c = save(); !c.ok()) return fail(c);
   Result<EvalResult> test = trainer.evaluate_test();
   if (!test.ok()) return fail(test.status());
   if (!std::isfinite(test->loss)) return diverged("the test loss");

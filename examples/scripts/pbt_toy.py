@@ -24,7 +24,9 @@ Checkpoint: $SWEPT_CHECKPOINT_DIR/toy.json (the current folder without it),
 written atomically (temporary file starting with '.', fsync, rename, fsync of
 the folder) on SIGTERM and at the end, verified when read. A file that fails
 the check exits 2 (docs/exit-codes.md). SIGTERM: finish the step, save, exit
-130. Metric lines: {"step", "Q", "Q_hat", "theta1", "theta2"} after each step;
+130. At $SWEPT_PBT_STOP_STEP (a PBT segment's end, set by the scheduler) it
+saves and waits for that SIGTERM, so the checkpoint is the interval's step.
+Metric lines: {"step", "Q", "Q_hat", "theta1", "theta2"} after each step;
 the last {"step", "final": true, "Q"}. On resume the steps go on from the
 checkpoint's, with the command line's h (a stderr line names a change).
 """
@@ -88,6 +90,7 @@ def main():
     if a.h1 < 0 or a.h2 < 0 or a.eta <= 0 or a.max_steps < 1 or a.step_seconds < 0:
         p.error("--h1 and --h2 must be >= 0, --eta > 0, --max_steps >= 1, --step_seconds >= 0")
     folder = os.environ.get("SWEPT_CHECKPOINT_DIR") or "."
+    stop_step = int(os.environ.get("SWEPT_PBT_STOP_STEP") or 0)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
 
@@ -106,7 +109,11 @@ def main():
         q_hat = 1.2 - (h[0] * theta[0] ** 2 + h[1] * theta[1] ** 2)
         print(json.dumps({"step": state["step"], "Q": q, "Q_hat": q_hat, "theta1": theta[0], "theta2": theta[1]}),
               flush=True)
-        if a.step_seconds > 0:
+        if state["step"] == stop_step and stop_step < a.max_steps:
+            save(folder, state)  # the segment ends here: wait for the scheduler's SIGTERM
+            while not stop:  # polled: signal.pause() would miss a SIGTERM that came just before it
+                time.sleep(0.05)
+        elif a.step_seconds > 0:
             time.sleep(a.step_seconds)
     save(folder, state)
     if stop:
