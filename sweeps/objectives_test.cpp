@@ -93,7 +93,7 @@ TEST_CASE("objectives: metrics items take W&B's defaults and swept's target and 
                                  "minimizing, as W&B does"});
 }
 
-TEST_CASE("objectives: swept's own form - metrics with its methods directly; W&B's methods said in a warning") {
+TEST_CASE("objectives: swept's own form - metrics with its methods directly, W&B's methods said in a warning") {
   for (const char* method : {"tpe", "nsga2"}) {
     const ParseOutcome out = parse_sweep(file_with({{"method", method}, {"metrics", kTwo}}).dump());
     CAPTURE(method);

@@ -109,8 +109,9 @@ struct SweepSpec {
   // swept's `constraints:`: a trial violating any of them is infeasible
   // (never best, never on the Pareto front). Empty = none.
   std::vector<Constraint> constraints;
-  // `method: custom`'s `scheduler.engine` ("optuna", "ax" or "wandb"); "" for
-  // every other method.
+  // The file's `scheduler.engine`: "optuna" or "ax" (with `method: custom`,
+  // which then runs tpe or bayes), or "wandb" (beside grid, random or bayes,
+  // which it keeps); "" without a scheduler block.
   std::string engine;
   std::optional<int64_t> run_cap;
   std::optional<std::string> program;

@@ -93,6 +93,36 @@ TEST_CASE("swept run: method bayes learns from its trials and records each sugge
 
 TEST_CASE("swept run: method tpe learns from its trials and records each suggestion") { check_adaptive_run("tpe"); }
 
+// Issue 28: a W&B user's multi-objective file (metrics, method custom,
+// scheduler.engine optuna) runs tpe on both objectives. quadratic.py's final
+// loss and w trade off (w from 0 to 3 lowers the loss): two objectives to
+// minimize, with a constraint on w. Each suggestion after the startup ones
+// is the model's, and learned from every finished trial's two final values:
+// none of them counted as failed.
+TEST_CASE("swept run: metrics with method custom and engine optuna runs tpe on every objective") {
+  TempDir dir;
+  const std::string db = dir / "s.db";
+  write_file(dir / "s.yaml", "method: custom\nscheduler: {engine: optuna}\nseed: 3\nrun_cap: 14\n"
+                             "metrics: [{name: loss}, {name: w}]\nconstraints: [{name: w, max: 2.5}]\n"
+                             "tpe: {n_startup_trials: 5}\ncommand: [\"" + kQuadratic + "\", \"${args}\"]\n"
+                             "parameters: {lr: {distribution: log_uniform_values, min: 0.01, max: 1.0}, "
+                             "target: {value: 3.0}, steps: {value: 4}}\n");
+  std::string out;
+  const int rc = run_command({kSwept, "run", dir / "s.yaml", "--db", db, "--slots", "1", "--workdir", dir / "w",
+                              "--dashboard", "off", "--progress", "off"},
+                             dir / "run.log", &out, 120);
+  INFO(out);
+  REQUIRE(rc == 0);
+  check_final_invariants(db, 1);
+  CHECK(db_text(db, "SELECT method FROM sweeps WHERE id=1") == "tpe");
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 14);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.method') = 'tpe'") == 14);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.n_failed') != 0") == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE (json_extract(suggestion, '$.n_finished') < 5) != "
+                   "(json_extract(suggestion, '$.mode') = 'startup')") == 0);
+  CHECK(db_int(db, "SELECT COUNT(*) FROM trials WHERE json_extract(suggestion, '$.mode') = 'model'") >= 8);
+}
+
 TEST_CASE("tpe: a scheduler killed with SIGKILL mid-sweep continues from the stored history") {
   TempDir dir;
   auto sched = std::make_unique<Scheduler>(dir);

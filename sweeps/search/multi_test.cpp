@@ -149,7 +149,7 @@ TEST_CASE("multi: nsga2 breeds from the elite only, and constraints change the e
   CHECK(xs == std::set<double>{0.2, 0.4});
 }
 
-TEST_CASE("multi: nsga2's first generation is random search's trials; later ones follow from the history alone") {
+TEST_CASE("multi: nsga2's first generation is random search's trials, later ones follow from the history alone") {
   const SweepSpec spec = two_d("nsga2", {{"nsga2", {{"population_size", 6}}}});
   SearchHistory h;
   for (int64_t i = 0; i < 6; ++i) {
