@@ -102,6 +102,7 @@ Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64
     auto it = by_id.find(lat.int64(0));
     if (it != by_id.end()) out[it->second].latest[lat.text(1)] = lat.real(2);
   }
+  SWEPT_RETURN_IF_ERROR(fill_schedules(db, out));
   return out;
 }
 

@@ -363,6 +363,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   page.rows = std::move(rows);
   SWEPT_RETURN_IF_ERROR(fill_latest(db, page.rows));
   SWEPT_RETURN_IF_ERROR(fill_nodes(db, page.rows));
+  SWEPT_RETURN_IF_ERROR(fill_schedules(db, page.rows));
   return page;
 }
 
@@ -479,6 +480,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     std::vector<TrialRow> one{d.row};
     SWEPT_RETURN_IF_ERROR(fill_latest(db, one));
     SWEPT_RETURN_IF_ERROR(fill_nodes(db, one));
+    SWEPT_RETURN_IF_ERROR(fill_schedules(db, one));
     d.row = std::move(one.front());
   }
   SWEPT_ASSIGN_OR_RETURN(series, metric_series(db, {trial_id}, "", max_points));
