@@ -99,7 +99,7 @@ std::string arg_of(const StartTrial& st) { return st.argv.size() > 1 ? st.argv[1
 
 }  // namespace
 
-TEST_CASE("pbt: members wait at the interval; the round copies the best member's segment into the worst's") {
+TEST_CASE("pbt: members wait at the interval, then the round copies the best member's segment into the worst's") {
   Pbt p;
   std::vector<StartTrial> members;
   while (auto st = p.start()) members.push_back(*st);
