@@ -1,7 +1,9 @@
 // `swept best SWEEP [--json]`: the completed trial with the best value of the
 // sweep's metric, its parameters and latest metrics; for a sweep with several
-// objectives, its Pareto front. Exit 2 when the sweep names no metric, 1 when
-// no completed (feasible) trial reported it (every objective) yet.
+// objectives, its Pareto front; for a pbt member, its parameter schedule (the
+// parameters in force from each step on, and whose checkpoint it took). Exit 2
+// when the sweep names no metric, 1 when no completed (feasible) trial
+// reported it (every objective) yet.
 #include <unordered_map>
 
 #include "cli/client_common.h"
@@ -98,6 +100,16 @@ int run_best(const std::vector<std::string>& args) {
   std::cout << "\n";
   if (!best->nodes.empty())  // a multi-node trial: where its nodes ran (node 0 reported the metrics)
     std::cout << "  nodes: " << terminal_safe(agents_text(*best)) << ", GPUs " << gpus_text(*best) << "\n";
+  if (!best->schedule.empty()) {  // a pbt member (issue 29): its parameter schedule
+    std::cout << "  schedule:\n";
+    for (const PbtStep& s : best->schedule) {
+      std::cout << "    from step " << s.from_step << ": " << terminal_safe(params_text(s.params));
+      if (s.donor_trial_id)
+        std::cout << " (round " << s.round << ": from trial " << *s.donor_trial_id << "'s checkpoint, segment "
+                  << s.donor_segment.value_or(0) << ")";
+      std::cout << "\n";
+    }
+  }
   return kExitOk;
 }
 

@@ -1,6 +1,7 @@
 // `swept export SWEEP --format csv|json [--output FILE]`: every trial with
 // its parameters (flattened: opt.name) and latest metrics, as CSV (RFC 4180
-// quoting) or JSON.
+// quoting) or JSON; a pbt sweep's members with their lineage (JSON: each
+// trial's "schedule"; CSV: a "schedule" column holding that JSON).
 #include <fstream>
 #include <map>
 #include <set>
@@ -58,16 +59,19 @@ int run_export(const std::vector<std::string>& args) {
   } else {
     std::vector<std::map<std::string, std::string>> params(rows->size());
     std::set<std::string> param_cols, metric_cols;
+    bool schedules = false;  // a pbt sweep: its members' lineage as one more column
     for (size_t i = 0; i < rows->size(); ++i) {
       for (const auto& p : flatten_params((*rows)[i].params)) {
         param_cols.insert(p.name);
         params[i][p.name] = param_value_text(*p.value);
       }
       for (const auto& [k, v] : (*rows)[i].latest) metric_cols.insert(k);
+      schedules = schedules || !(*rows)[i].schedule.empty();
     }
     out << "trial_id,index,state,attempts,agent,exit_code,metric_value,reason";
     for (const auto& c : param_cols) out << "," << csv_cell("param." + c);
     for (const auto& c : metric_cols) out << "," << csv_cell("metric." + c);
+    if (schedules) out << ",schedule";
     out << "\n";
     for (size_t i = 0; i < rows->size(); ++i) {
       const auto& t = (*rows)[i];
@@ -76,6 +80,7 @@ int run_export(const std::vector<std::string>& args) {
           << (t.metric_value ? fmt_num(*t.metric_value) : "") << "," << csv_cell(t.reason.value_or(""));
       for (const auto& c : param_cols) out << "," << csv_cell(params[i].count(c) ? params[i][c] : "");
       for (const auto& c : metric_cols) out << "," << (t.latest.count(c) ? fmt_num(t.latest.at(c)) : "");
+      if (schedules) out << "," << csv_cell(t.schedule.empty() ? "" : protocol::to_json(t)["schedule"].dump());
       out << "\n";
     }
   }

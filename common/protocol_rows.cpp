@@ -92,6 +92,20 @@ TrialRow read_trial_row(const Reader& r) {
     for (size_t i = 0, n = nodes.size(); i < n; ++i)
       t.nodes.push_back({nodes.at(i).field("agent").str(), nodes.at(i).field("gpus").ints()});
   }
+  if (r.has("schedule")) {  // optional: a pbt member's (issue 29)
+    Reader steps = r.field("schedule");
+    for (size_t i = 0, n = steps.size(); i < n; ++i) {
+      Reader s = steps.at(i);
+      PbtStep step;
+      step.round = s.field("round").i64();
+      step.from_step = s.field("from_step").i64();
+      step.donor_trial_id = s.field("donor_trial_id").opt_i64();
+      step.donor_segment = s.field("donor_segment").opt_i32();
+      step.params = s.field("params").object();
+      step.changes = s.field("changes").strings();
+      t.schedule.push_back(std::move(step));
+    }
+  }
   Reader latest = r.field("latest");
   if (!latest.raw().is_object()) latest.fail("an object of numbers");
   for (auto it = latest.raw().begin(); it != latest.raw().end(); ++it)
@@ -215,6 +229,17 @@ nlohmann::json to_json(const TrialRow& t) {
   if (t.feasible) {  // optional: a completed trial of a sweep with constraints (issue 28)
     j["feasible"] = *t.feasible;
     j["violated"] = t.violated;
+  }
+  if (!t.schedule.empty()) {  // optional: a pbt member's (issue 29)
+    json steps = json::array();
+    for (const PbtStep& s : t.schedule)
+      steps.push_back({{"round", s.round},
+                       {"from_step", s.from_step},
+                       {"donor_trial_id", opt(s.donor_trial_id)},
+                       {"donor_segment", opt(s.donor_segment)},
+                       {"params", s.params},
+                       {"changes", s.changes}});
+    j["schedule"] = std::move(steps);
   }
   return j;
 }

@@ -192,6 +192,10 @@ std::vector<Message> every_message() {
   swept::TrialRow gang = t;  // a multi-node trial's nodes (optional field, issue 25)
   gang.nodes = {{"gpu-node-3", {2, 3}}, {"gpu-node-4", {0, 1}}};
   all.push_back(Trials{"r9c", {gang}, std::nullopt});
+  swept::TrialRow member = t;  // a pbt member's schedule (optional field, issue 29)
+  member.schedule = {{0, 0, std::nullopt, std::nullopt, json{{"lr", 0.1}}, {}},
+                     {1, 100, 12, 1, json{{"lr", 0.24}}, {"lr: 0.2 -> 0.24 (x1.2)"}}};
+  all.push_back(Trials{"r9d", {member}, std::nullopt});
   all.push_back(Retry{"r11", 3, true});
   all.push_back(Retry{"r12", 3, false});
   all.push_back(QueryAgents{"r10"});

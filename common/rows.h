@@ -163,6 +163,20 @@ struct TrialStop {
   bool operator==(const TrialStop&) const = default;
 };
 
+// One step of a pbt member's parameter schedule (issue 29; store's
+// pbt_lineage): from `from_step` on it ran with `params`, resumed from the
+// checkpoint of segment `donor_segment` of `donor_trial_id` (none: its own).
+// Round 0 is its first parameters.
+struct PbtStep {
+  int64_t round = 0;
+  int64_t from_step = 0;
+  std::optional<int64_t> donor_trial_id;
+  std::optional<int> donor_segment;
+  nlohmann::json params = nlohmann::json::object();
+  std::vector<std::string> changes;  // "lr: 0.01 -> 0.012 (x1.2)"
+  bool operator==(const PbtStep&) const = default;
+};
+
 // A node of a multi-node trial (issue 25): the agent it runs on, its GPUs.
 struct TrialNode {
   std::string agent;
@@ -209,6 +223,9 @@ struct TrialRow {
   // Optional on the wire.
   std::optional<bool> feasible;
   std::vector<std::string> violated;
+  // A pbt member's parameter schedule, by round (pbt_lineage, schema 8);
+  // empty for other trials.
+  std::vector<PbtStep> schedule;
   // Why the row could not be read whole (the dashboard shows it; the
   // scheduler's reads refuse such a row with Corruption instead).
   std::optional<std::string> damaged;

@@ -77,6 +77,19 @@ bool PbtPopulation::ready() const {
   return any_reached;
 }
 
+std::vector<int64_t> PbtPopulation::release_waiting() {
+  std::vector<int64_t> out;
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (it->second.standing != Standing::kReached) {
+      ++it;
+      continue;
+    }
+    out.push_back(it->first);
+    it = members_.erase(it);
+  }
+  return out;
+}
+
 sweeps::pbt::RoundPlan PbtPopulation::run_round(std::vector<int64_t>* resumed) {
   std::vector<sweeps::pbt::MemberReport> reports;
   for (const auto& [id, m] : members_) reports.push_back({id, m.slot, m.standing, m.value, m.params});

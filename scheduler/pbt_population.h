@@ -57,6 +57,9 @@ class PbtPopulation {
   bool reached(int64_t trial_id, int attempt);
   // Whether a member waits for the round (the sweep is not complete then).
   bool holding() const;
+  // The members waiting for the round, taken out of the population: the
+  // sweep stops its queued trials (cancelled, or its target reached).
+  std::vector<int64_t> release_waiting();
   // Its segment was lost or ended for a reason not its own: the round goes
   // on without it; it is rerun from its own newest complete segment.
   void gone(int64_t trial_id);

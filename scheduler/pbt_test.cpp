@@ -99,7 +99,7 @@ std::string arg_of(const StartTrial& st) { return st.argv.size() > 1 ? st.argv[1
 
 }  // namespace
 
-TEST_CASE("pbt: members wait at the interval; the round copies the best member's segment into the worst's") {
+TEST_CASE("pbt: members wait at the interval, then the round copies the best member's segment into the worst's") {
   Pbt p;
   std::vector<StartTrial> members;
   while (auto st = p.start()) members.push_back(*st);
@@ -190,4 +190,17 @@ TEST_CASE("pbt: a member lost in mid-segment does not stall the round, reruns fr
   }
   CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='completed'") == 4);
   CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
+}
+
+TEST_CASE("pbt: cancelling a sweep stops the members waiting for their round") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  REQUIRE(p.report(members[0], 10, 0.5));
+  p.stopped(members[0]);  // waits for the round, queued in the store
+  auto stopped = cancel_sweep(*p.life, *p.runner, p.sweep, "cancelled by the user");
+  REQUIRE(stopped.ok());
+  CHECK(*stopped == 4);  // the waiting one, and the three still running
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 0);
+  CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
 }

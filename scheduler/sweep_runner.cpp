@@ -512,6 +512,9 @@ Status SweepRunner::check_target(Active& s, int64_t trial_id) {
 
 Result<int64_t> SweepRunner::stop_queued(Active& s, const std::string& reason) {
   const TrialState stopped = next_trial_state(TrialState::kQueued, {TrialEventKind::kCancel}, 0).value();
+  // pbt members waiting for their round are queued in the store, though not in the queue.
+  if (s.population)
+    for (int64_t id : s.population->release_waiting()) s.queued.push_back(id);
   int64_t n = 0;
   for (int64_t id : std::exchange(s.queued, {})) {
     SWEPT_RETURN_IF_ERROR(store_.set_trial_state(id, stopped, std::nullopt, reason, clock_.wall_seconds()));

@@ -104,6 +104,7 @@ Result<std::vector<TrialRow>> trial_rows(Connection& db, int64_t sweep_id, int64
     if (it != by_id.end()) out[it->second].latest[lat.text(1)] = lat.real(2);
   }
   mark_feasibility(*sweep_goals(sweep), out);
+  SWEPT_RETURN_IF_ERROR(fill_schedules(db, out));
   return out;
 }
 

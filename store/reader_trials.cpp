@@ -364,6 +364,7 @@ Result<TrialPage> list_trials(Connection& db, const TrialQuery& q, ParamSortCach
   SWEPT_RETURN_IF_ERROR(fill_latest(db, page.rows));
   SWEPT_RETURN_IF_ERROR(fill_nodes(db, page.rows));
   mark_feasibility(*sweep_goals(sweep), page.rows);
+  SWEPT_RETURN_IF_ERROR(fill_schedules(db, page.rows));
   return page;
 }
 
@@ -482,6 +483,7 @@ Result<TrialDetail> get_trial(Connection& db, int64_t trial_id, size_t max_point
     SWEPT_RETURN_IF_ERROR(fill_nodes(db, one));
     SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, d.row.sweep_id, /*with_counts=*/false));
     mark_feasibility(*sweep_goals(sweep), one);
+    SWEPT_RETURN_IF_ERROR(fill_schedules(db, one));
     d.row = std::move(one.front());
   }
   SWEPT_ASSIGN_OR_RETURN(series, metric_series(db, {trial_id}, "", max_points));

@@ -3,6 +3,7 @@
 // schema.h's codec.
 #include "store/rows.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -98,6 +99,33 @@ Status for_each_of_rows(Connection& db, const std::string& select, std::vector<T
 Status fill_latest(Connection& db, std::vector<TrialRow>& rows) {
   return for_each_of_rows(db, "SELECT trial_id, name, value FROM trial_latest WHERE trial_id IN (", rows,
                           [](TrialRow& r, const Statement& st) { r.latest[st.text(1)] = st.real(2); });
+}
+
+Status fill_schedules(Connection& db, std::vector<TrialRow>& rows) {
+  if (rows.empty()) return Status::Ok();
+  SWEPT_ASSIGN_OR_RETURN(version, read_schema_version(db));
+  if (version < 8) return Status::Ok();
+  SWEPT_RETURN_IF_ERROR(for_each_of_rows(
+      db, "SELECT trial_id, round, from_step, donor_trial_id, donor_segment, params, changes FROM pbt_lineage "
+          "WHERE trial_id IN (",
+      rows, [](TrialRow& r, const Statement& st) {
+        PbtStep s;
+        s.round = st.int64(1);
+        s.from_step = st.int64(2);
+        s.donor_trial_id = st.optional_int64(3);
+        if (auto seg = st.optional_int64(4)) s.donor_segment = static_cast<int>(*seg);
+        // Written by the writer as JSON; a damaged cell reads as nothing rather than failing the page.
+        s.params = nlohmann::json::parse(st.text(5), nullptr, /*allow_exceptions=*/false);
+        if (s.params.is_discarded()) s.params = nlohmann::json::object();
+        const nlohmann::json changes = nlohmann::json::parse(st.text(6), nullptr, /*allow_exceptions=*/false);
+        if (changes.is_array())
+          for (const auto& c : changes)
+            if (c.is_string()) s.changes.push_back(c.get<std::string>());
+        r.schedule.push_back(std::move(s));
+      }));
+  for (TrialRow& r : rows)
+    std::sort(r.schedule.begin(), r.schedule.end(), [](const PbtStep& a, const PbtStep& b) { return a.round < b.round; });
+  return Status::Ok();
 }
 
 Status fill_nodes(Connection& db, std::vector<TrialRow>& rows) {

@@ -43,5 +43,8 @@ Status fill_latest(Connection& db, std::vector<TrialRow>& rows);
 // Attaches each multi-node row's nodes (trials.nodes; one IN query; none
 // before schema 7).
 Status fill_nodes(Connection& db, std::vector<TrialRow>& rows);
+// Each pbt member's parameter schedule (pbt_lineage, schema 8), by round;
+// nothing for other trials or an older file.
+Status fill_schedules(Connection& db, std::vector<TrialRow>& rows);
 
 }  // namespace swept::store

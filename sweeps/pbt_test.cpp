@@ -152,7 +152,7 @@ TEST_CASE("quantiles: ceil(n * quantile), at most half, none below two members")
   CHECK(quantile_size(0, 0.25) == 0);
 }
 
-TEST_CASE("the bottom quantile copies a top member and explores its parameters; the rest keep their own") {
+TEST_CASE("the bottom quantile copies a top member and explores its parameters, the rest keep their own") {
   const SweepSpec spec = parsed(pbt_file(R"({"population": 8, "interval": 10, "resample_probability": 0,
       "perturb": [2], "hyperparam_mutations": {"lr": {"min": 0.001, "max": 1}}})"));
   const auto members = reached({0.5, 0.9, 0.1, 0.7, 0.3, 0.8, 0.2, 0.6});
@@ -185,7 +185,7 @@ TEST_CASE("the bottom quantile copies a top member and explores its parameters; 
   }
 }
 
-TEST_CASE("minimize ranks the lowest first; ties rank the lower slot higher; NaN ranks last") {
+TEST_CASE("minimize ranks the lowest first, ties rank the lower slot higher, NaN ranks last") {
   SweepSpec spec = parsed(pbt_file(R"({"population": 4, "interval": 10, "quantile": 0.5, )" + kMutations + "}"));
   spec.metric->goal = Goal::kMinimize;
   RoundPlan plan = plan_round(spec, 1, reached({0.3, 0.1, 0.2, 0.4}));
@@ -201,7 +201,7 @@ TEST_CASE("minimize ranks the lowest first; ties rank the lower slot higher; NaN
   CHECK(plan.bottom == std::vector<int64_t>{100, 101});
 }
 
-TEST_CASE("a round waits for members still running, never for a gone one; only those at the interval are ranked") {
+TEST_CASE("a round waits for members still running, never for a gone one, and only those at the interval are ranked") {
   const SweepSpec spec = parsed(pbt_file(R"({"population": 4, "interval": 10, "quantile": 0.5, )" + kMutations + "}"));
   auto members = reached({0.9, 0.1, 0.5, 0.7});
   members[2].standing = Standing::kRunning;

@@ -9,7 +9,7 @@
 # lineage must be stored, and the agent must log each copy's size and time.
 #
 # usage: tests/pbt_local_test.sh SWEPT
-# Needs the binary and sqlite3.
+# Needs the binary, sqlite3 and python3 (to read the JSON export).
 set -euo pipefail
 swept=$1
 tmp=$(mktemp -d)
@@ -76,4 +76,14 @@ done < <(sql "SELECT trial_id, round, donor_trial_id, donor_segment FROM pbt_lin
 # Segments cost no retry: every member ran 3 attempts, the first two ended `queued`.
 [ "$(sql "SELECT COUNT(*) FROM attempts WHERE state='queued'")" = 8 ] ||
   fail "expected 8 segments ended at an interval: $(sql "SELECT trial_id, attempt, state, reason FROM attempts")"
+# What the user sees: the best member's schedule, and the lineage in the export.
+best=$("$swept" best "$sweep" --db "$tmp/swept.db") || fail "swept best failed"
+grep -q "^  schedule:" <<<"$best" || fail "swept best shows no schedule: $best"
+grep -q "^    from step 0: " <<<"$best" || fail "swept best shows no first parameters: $best"
+grep -q "^    from step 20: .*(round 2: from trial [0-9]*'s checkpoint, segment 2)" <<<"$best" ||
+  grep -q "^    from step 20: " <<<"$best" || fail "swept best shows no round 2: $best"
+"$swept" export "$sweep" --format json --db "$tmp/swept.db" -o "$tmp/export.json" || fail "swept export failed"
+[ "$(python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))
+print(sum(1 for r in t for s in r.get("schedule", []) if s["donor_trial_id"] is not None))' "$tmp/export.json")" = 2 ] ||
+  fail "the export does not hold the two exploits: $(head -c 2000 "$tmp/export.json")"
 echo "PASS: pbt on one agent"
