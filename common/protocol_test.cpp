@@ -300,7 +300,7 @@ TEST_CASE("malformed messages name the field") {
       {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[],"running":[],"finished":[],"containment":1})"),
        DecodeFailure::kMalformed, "REGISTER.containment: expected a string, found an integer"},
       {frames_of("REGISTER", R"({"name":"a","host":"h","session":"s","pid":1,"slots":1,"gpus":[],"running":[],"finished":[],"containment":""})"),
-       DecodeFailure::kMalformed, "REGISTER.containment: expected a containment mode name of 1 to 32 bytes, found a string"},
+       DecodeFailure::kMalformed, "REGISTER.containment: expected a containment mode name of 1 to 64 bytes, found a string"},
       {{"GET / HTTP/1.1"}, DecodeFailure::kNotSwept, "not a swept message (frame 0 is \"GET / HTTP/1.1\")"},
       {{}, DecodeFailure::kNotSwept, "empty message"},
   };

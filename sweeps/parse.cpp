@@ -364,7 +364,7 @@ bool parse_method(Checker& ck, const json& root, SweepSpec& spec) {
       spec.method = Method::kGrid;
       return true;
     }
-    ck.add("method", "expected \"grid\", \"random\", \"bayes\", \"tpe\" or \"nsga2\", found nothing (the key is required)");
+    ck.add("method", "expected \"grid\", \"random\", \"bayes\", \"tpe\", \"nsga2\" or \"pbt\", found nothing (the key is required)");
     return false;
   }
   const json& m = root["method"];

@@ -55,9 +55,9 @@ const std::vector<Malformed>& malformed_files() {
       {"W&B Launch key", with(R"(, "job": "x")"),
        {"job: W&B's job key (Launch) is not supported by swept; remove it"}},
       {"method missing", R"({"parameters": {"x": {"values": [1]}}})",
-       {"method: expected \"grid\", \"random\", \"bayes\", \"tpe\" or \"nsga2\", found nothing (the key is required)"}},
+       {"method: expected \"grid\", \"random\", \"bayes\", \"tpe\", \"nsga2\" or \"pbt\", found nothing (the key is required)"}},
       {"method unknown", R"({"method": "hyperopt", "parameters": {"x": {"values": [1]}}})",
-       {"method: expected \"grid\", \"random\", \"bayes\", \"tpe\", \"nsga2\" or \"custom\", found \"hyperopt\""}},
+       {"method: expected \"grid\", \"random\", \"bayes\", \"tpe\", \"nsga2\", \"custom\" or \"pbt\", found \"hyperopt\""}},
       {"method custom without a scheduler", R"({"method": "custom", "parameters": {"x": {"values": [1]}}})",
        {"scheduler: expected scheduler: {engine: optuna} (or ax) with method custom, found nothing: the engine says "
         "which searcher chooses the trials"}},
