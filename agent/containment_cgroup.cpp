@@ -219,18 +219,7 @@ void clear_agent_dir(const std::string& dir) {
 // Kills the trials of agents that died (SIGKILL) before removing their
 // cgroups: `<base>/swept-agent-PID` whose PID no longer runs.
 void clean_dead_agents(const std::string& base) {
-  DIR* d = ::opendir(base.c_str());
-  if (!d) return;
-  std::vector<std::string> stale;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind("swept-agent-", 0) != 0) continue;
-    long pid = std::strtol(name.c_str() + 12, nullptr, 10);
-    if (pid > 0 && (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0)) continue;
-    stale.push_back(base + "/" + name);
-  }
-  ::closedir(d);
-  for (const std::string& dir : stale) {
+  for (const std::string& dir : containment_files::dead_agent_dirs(base)) {
     clear_agent_dir(dir);
     ::rmdir(dir.c_str());
   }
@@ -239,6 +228,21 @@ void clean_dead_agents(const std::string& base) {
 }  // namespace
 
 namespace containment_files {
+
+std::vector<std::string> dead_agent_dirs(const std::string& base) {
+  std::vector<std::string> stale;
+  DIR* d = ::opendir(base.c_str());
+  if (!d) return stale;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name.rfind("swept-agent-", 0) != 0) continue;
+    long pid = std::strtol(name.c_str() + 12, nullptr, 10);
+    if (pid > 0 && (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0)) continue;
+    stale.push_back(base + "/" + name);
+  }
+  ::closedir(d);
+  return stale;
+}
 
 int signal_every_cgroup(const TrialsView& view, int sig) {
   int found = 0;

@@ -25,6 +25,11 @@ bool read_small_file(const std::string& path, std::string& out, size_t limit = 1
 // kCgroup: the pids listed in `cgroup_dir`/cgroup.procs; none when unreadable.
 std::vector<pid_t> read_procs(const std::string& cgroup_dir);
 
+// The directories `<base>/swept-agent-PID...` of agents that died: PID is not
+// this process and no longer runs (containment's v2 cgroups and the limits'
+// v1 ones both name their agent's directory so). None when `base` is unreadable.
+std::vector<std::string> dead_agent_dirs(const std::string& base);
+
 // signal_every_trial() for each mode (containment_cgroup.cpp,
 // containment_subreaper.cpp).
 int signal_every_cgroup(const TrialsView& view, int sig);

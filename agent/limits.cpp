@@ -116,18 +116,7 @@ void clear_v1_agent_dir(const std::string& dir) {
 
 // The same for every `<base>/swept-agent-PID*` whose PID no longer runs.
 void clear_dead_v1(const std::string& base) {
-  DIR* d = ::opendir(base.c_str());
-  if (!d) return;
-  std::vector<std::string> stale;
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name.rfind("swept-agent-", 0) != 0) continue;
-    long pid = std::strtol(name.c_str() + 12, nullptr, 10);
-    if (pid > 0 && (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0)) continue;
-    stale.push_back(base + "/" + name);
-  }
-  ::closedir(d);
-  for (const std::string& dir : stale) {
+  for (const std::string& dir : containment_files::dead_agent_dirs(base)) {
     clear_v1_agent_dir(dir);
     ::rmdir(dir.c_str());
   }
@@ -254,7 +243,9 @@ std::vector<std::string> TrialLimiter::v1_agent_dirs() const {
 std::string TrialLimiter::enforced() const {
   std::string out;
   auto add = [&](const char* name, const std::string& why_not) {
-    if (why_not.empty()) out += (out.empty() ? "" : ",") + std::string(name);
+    if (!why_not.empty()) return;
+    if (!out.empty()) out += ',';
+    out += name;
   };
   add("memory", not_memory_);
   add("pids", not_pids_);
