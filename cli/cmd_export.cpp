@@ -1,7 +1,10 @@
 // `swept export SWEEP --format csv|json [--output FILE]`: every trial with
 // its parameters (flattened: opt.name) and latest metrics, as CSV (RFC 4180
 // quoting) or JSON; a pbt sweep's members with their lineage (JSON: each
-// trial's "schedule"; CSV: a "schedule" column holding that JSON).
+// trial's "schedule"; CSV: a "schedule" column holding that JSON); a sweep
+// with constraints, whether each completed trial is feasible (JSON:
+// "feasible" and "violated"; CSV: columns "feasible" and "violated", the
+// violated constraints' names joined by ';').
 #include <fstream>
 #include <map>
 #include <set>
@@ -60,6 +63,7 @@ int run_export(const std::vector<std::string>& args) {
     std::vector<std::map<std::string, std::string>> params(rows->size());
     std::set<std::string> param_cols, metric_cols;
     bool schedules = false;  // a pbt sweep: its members' lineage as one more column
+    bool feasibility = false;  // a sweep with constraints: feasible and the violated constraints' names
     for (size_t i = 0; i < rows->size(); ++i) {
       for (const auto& p : flatten_params((*rows)[i].params)) {
         param_cols.insert(p.name);
@@ -67,11 +71,13 @@ int run_export(const std::vector<std::string>& args) {
       }
       for (const auto& [k, v] : (*rows)[i].latest) metric_cols.insert(k);
       schedules = schedules || !(*rows)[i].schedule.empty();
+      feasibility = feasibility || (*rows)[i].feasible.has_value();
     }
     out << "trial_id,index,state,attempts,agent,exit_code,metric_value,reason";
     for (const auto& c : param_cols) out << "," << csv_cell("param." + c);
     for (const auto& c : metric_cols) out << "," << csv_cell("metric." + c);
     if (schedules) out << ",schedule";
+    if (feasibility) out << ",feasible,violated";
     out << "\n";
     for (size_t i = 0; i < rows->size(); ++i) {
       const auto& t = (*rows)[i];
@@ -81,6 +87,15 @@ int run_export(const std::vector<std::string>& args) {
       for (const auto& c : param_cols) out << "," << csv_cell(params[i].count(c) ? params[i][c] : "");
       for (const auto& c : metric_cols) out << "," << (t.latest.count(c) ? fmt_num(t.latest.at(c)) : "");
       if (schedules) out << "," << csv_cell(t.schedule.empty() ? "" : protocol::to_json(t)["schedule"].dump());
+      if (feasibility) {
+        // Empty for a trial not judged (not completed); the names joined by ';'.
+        std::string violated;
+        for (const std::string& v : t.violated) {
+          if (!violated.empty()) violated += ';';
+          violated += v;
+        }
+        out << "," << (t.feasible ? (*t.feasible ? "true" : "false") : "") << "," << csv_cell(violated);
+      }
       out << "\n";
     }
   }

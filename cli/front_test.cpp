@@ -136,4 +136,25 @@ TEST_CASE("cli: best, trials and status show a sweep's Pareto front, its hypervo
                         "against the reference point (3, 0.4)") != std::string::npos);
   const Output list = shell(swept_bin() + " status --db " + db);
   CHECK(list.out.find("front of 3") != std::string::npos);
+
+  // The CSV export says which trials are feasible, and what they violate.
+  const Output csv = shell(swept_bin() + " export 1 --format csv --db " + db);
+  INFO(csv.out);
+  REQUIRE(csv.exit_code == swept::kExitOk);
+  std::istringstream rows(csv.out);
+  std::string header;
+  std::getline(rows, header);
+  CHECK(header.size() > 18);
+  CHECK(header.compare(header.size() - 18, 18, ",feasible,violated") == 0);
+  int feasible = 0, infeasible = 0;
+  for (std::string row; std::getline(rows, row);) {
+    if (row.size() >= 6 && row.compare(row.size() - 6, 6, ",true,") == 0) ++feasible;
+    if (row.rfind(std::to_string(id_of[3]) + ",", 0) == 0) {
+      CHECK(row.size() >= 10);
+      CHECK(row.compare(row.size() - 10, 10, ",false,mem") == 0);
+      ++infeasible;
+    }
+  }
+  CHECK(feasible == 4);
+  CHECK(infeasible == 1);
 }
