@@ -27,6 +27,15 @@ namespace swept::agent {
 
 namespace containment_files {
 
+int write_control(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int e = n < 0 ? errno : 0;
+  ::close(fd);
+  return e;
+}
+
 std::vector<pid_t> read_procs(const std::string& cgroup_dir) {
   std::vector<pid_t> pids;
   std::string text;
@@ -45,15 +54,7 @@ using containment_files::errno_text;
 using containment_files::read_procs;
 using containment_files::read_small_file;
 
-// Writes `text` to a cgroup control file; 0 or errno.
-int write_control(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int e = n < 0 ? errno : 0;
-  ::close(fd);
-  return e;
-}
+using containment_files::write_control;
 
 // The cgroup v2 directory of this process, or why there is none.
 Result<std::string> own_cgroup_dir() {

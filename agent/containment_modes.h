@@ -22,6 +22,9 @@ std::string errno_text(int e);
 // cgroup files, which are small). False when it cannot be opened.
 bool read_small_file(const std::string& path, std::string& out, size_t limit = 1 << 20);
 
+// Writes `text` to a cgroup control file (v1 or v2); 0 or the errno.
+int write_control(const std::string& path, const std::string& text);
+
 // kCgroup: the pids listed in `cgroup_dir`/cgroup.procs; none when unreadable.
 std::vector<pid_t> read_procs(const std::string& cgroup_dir);
 

@@ -27,16 +27,8 @@ namespace {
 
 using containment_files::errno_text;
 using containment_files::read_small_file;
+using containment_files::write_control;
 
-// Writes `text` to a cgroup file; 0 or errno.
-int write_file(const std::string& path, const std::string& text) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) return errno;
-  ssize_t n = ::write(fd, text.data(), text.size());
-  int e = n < 0 ? errno : 0;
-  ::close(fd);
-  return e;
-}
 
 bool has_word(const std::string& list, const std::string& word, char sep) {
   std::istringstream in(list);
@@ -174,12 +166,12 @@ std::string TrialLimiter::setup_v2(const std::string& trials_dir, const std::str
     // process rule refuses (EBUSY). (Known gap, docs/deploy.md "Trial limits":
     // the agent would have to move itself into a leaf first.)
     std::string parent = trials_dir.substr(0, trials_dir.rfind('/'));
-    if (int e = write_file(parent + "/cgroup.subtree_control", "+" + controller); e != 0) {
+    if (int e = write_control(parent + "/cgroup.subtree_control", "+" + controller); e != 0) {
       return "cgroup v2: " + parent + " does not give its children the " + controller + " controller (" +
              errno_text(e) + "; docs/deploy.md, \"Trial limits\")";
     }
   }
-  if (int e = write_file(trials_dir + "/cgroup.subtree_control", "+" + controller); e != 0) {
+  if (int e = write_control(trials_dir + "/cgroup.subtree_control", "+" + controller); e != 0) {
     return "cgroup v2: cannot enable " + controller + " in " + trials_dir + " (" + errno_text(e) + ")";
   }
   enabled = true;
@@ -280,7 +272,7 @@ Result<AppliedLimits> TrialLimiter::apply(const std::string& v2_trial_dir, const
       a.memory_dir = v2_trial_dir;
       writes.push_back({v2_trial_dir + "/memory.max", bytes});
       // No swap: the limit is what the trial may hold, not what it may page out.
-      write_file(v2_trial_dir + "/memory.swap.max", "0");
+      write_control(v2_trial_dir + "/memory.swap.max", "0");
     } else {
       auto dir = v1_trial_dir(v1_memory_);
       if (!dir.ok()) return fail(dir.status());
@@ -328,7 +320,7 @@ Result<AppliedLimits> TrialLimiter::apply(const std::string& v2_trial_dir, const
     }
   }
   for (const auto& [file, value] : writes) {
-    if (int e = write_file(file, value); e != 0) {
+    if (int e = write_control(file, value); e != 0) {
       return fail(Status::IoError("cannot set the trial's limit " + file + " to " + value + ": " + errno_text(e)));
     }
   }
