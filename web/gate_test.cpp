@@ -163,6 +163,32 @@ TEST_CASE("web gate: a trickling unauthenticated connection is closed at its dea
   ::close(fd);
 }
 
+// Over the cap, a waiting connection whose request has arrived (bytes unread
+// in its socket: its worker has not run yet) is kept, and the oldest idle one
+// goes; when every one has bytes waiting, the oldest goes.
+TEST_CASE("web gate: over the cap, an idle connection goes before one whose request has arrived") {
+  swept::web::ConnectionGate gate(2);
+  int a[2], b[2], c[2], d[2];
+  for (int* p : {a, b, c, d}) REQUIRE(::socketpair(AF_UNIX, SOCK_STREAM, 0, p) == 0);
+  REQUIRE(::send(a[1], "GET /", 5, 0) == 5);  // a, the oldest, has its request waiting
+  (void)gate.admit(a[0]);
+  (void)gate.admit(b[0]);
+  (void)gate.admit(c[0]);  // one too many: b, the oldest idle one, goes
+  char ch;
+  CHECK(::recv(b[1], &ch, 1, MSG_DONTWAIT) == 0);   // EOF: shut down
+  CHECK(::recv(a[1], &ch, 1, MSG_DONTWAIT) == -1);  // still open
+  REQUIRE(::send(c[1], "GET /", 5, 0) == 5);
+  (void)gate.admit(d[0]);  // a and c have bytes waiting, d is idle: d goes
+  CHECK(::recv(d[1], &ch, 1, MSG_DONTWAIT) == 0);
+  CHECK(::recv(a[1], &ch, 1, MSG_DONTWAIT) == -1);
+  CHECK(gate.evicted() == 2);
+  CHECK(gate.unauthenticated() == 2);
+  for (int* p : {a, b, c, d}) {
+    ::close(p[0]);
+    ::close(p[1]);
+  }
+}
+
 // The gate's bookkeeping alone, over socket pairs: the oldest waiting
 // connection is shut down when one too many arrives; an authenticated one is
 // never counted again.

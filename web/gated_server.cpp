@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include <openssl/err.h>
+#include <sys/ioctl.h>
 
 #include <algorithm>
 #include <array>
@@ -39,7 +40,18 @@ uint64_t ConnectionGate::admit(int fd) {
   const uint64_t ticket = next_ticket_++;
   waiting_.emplace(ticket, fd);
   while (static_cast<int>(waiting_.size()) > max_) {
+    // The oldest that has nothing unread goes first: a client whose request
+    // already sits in its socket (its worker not yet scheduled, on a loaded
+    // host) is about to authenticate, and a flood of idle connections must
+    // not push it out. Only when every one has bytes waiting does the oldest go.
     auto oldest = waiting_.begin();
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      int unread = 0;
+      if (::ioctl(it->second, FIONREAD, &unread) == 0 && unread == 0) {
+        oldest = it;
+        break;
+      }
+    }
     ::shutdown(oldest->second, SHUT_RDWR);  // its worker wakes, reads EOF and closes it
     waiting_.erase(oldest);
     ++evicted_;

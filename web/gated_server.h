@@ -16,8 +16,11 @@
 //   header): the server calls mark_connection_authenticated() from there.
 //   Without a token, the first complete request does it.
 // - At most `max_unauthenticated` connections are unauthenticated at once.
-//   When one more arrives, the one that has waited longest is closed (its
-//   socket shut down, which wakes its worker at once). Closing the oldest
+//   When one more arrives, the one that has waited longest with nothing
+//   unread in its socket is closed (its socket shut down, which wakes its
+//   worker at once); only when all have bytes waiting, the oldest. A client
+//   whose request has arrived but whose worker has not read it yet (a loaded
+//   host) is thus not pushed out by idle connections. Closing the oldest
 //   rather than refusing the newest means a flood cannot lock a real user
 //   out: a real client sends its request within a round trip of connecting,
 //   so it authenticates long before the flood has cycled through the cap.
@@ -53,8 +56,8 @@ class ConnectionGate {
 
   // Registers the connection on socket `fd` as unauthenticated and returns
   // its ticket. If that makes more than the cap, the oldest unauthenticated
-  // connection's socket is shut down (not closed: its owner closes it) and
-  // it is no longer counted.
+  // connection with nothing unread (else the oldest) has its socket shut
+  // down (not closed: its owner closes it) and is no longer counted.
   uint64_t admit(int fd) SWEPT_EXCLUDES(mu_);
   // The connection passed the checks: no longer counted. Idempotent.
   void authenticated(uint64_t ticket) SWEPT_EXCLUDES(mu_);
