@@ -34,6 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sweeps/pareto.h"
+#include "bench/run_command.h"
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 #include "sweeps/trial.h"
@@ -43,15 +44,7 @@ namespace {
 using nlohmann::json;
 using namespace swept::sweeps;
 
-std::string run_command(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
-  return out;
-}
+using swept::bench::run_command;
 
 // "x3", "f1": built by appending (GCC 12's -Wrestrict misfires on "x" + std::to_string(i)).
 std::string key(const char* prefix, size_t i) {

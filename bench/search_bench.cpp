@@ -35,6 +35,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench/run_command.h"
 #include "sweeps/search/search.h"
 #include "sweeps/sweep.h"
 #include "sweeps/trial.h"
@@ -44,15 +45,7 @@ namespace {
 using nlohmann::json;
 using namespace swept::sweeps;
 
-std::string run_command(const std::string& cmd) {
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(popen(cmd.c_str(), "r"), pclose);
-  if (!pipe) return "";
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe.get())) > 0) out.append(buf.data(), n);
-  return out;
-}
+using swept::bench::run_command;
 
 const char* kFunctions[] = {"branin", "hartmann6", "rosenbrock4", "ackley5", "nnlike"};
 // bench/search_extra_peer.py's functions (--extra): not used to choose any default.
