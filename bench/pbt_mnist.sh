@@ -20,6 +20,15 @@
 # are not counted; the log says how many segments there were.
 # Needs MNIST (scripts/fetch-mnist.sh) and swept-train beside swept.
 # Usage: bench/pbt_mnist.sh [BUILD_DIR] [SEEDS] [MAX_STEPS]   (defaults: build, 3, 3000)
+#   BUILD_DIR holds bin/swept and bin/swept-train (a GPU bundle's folder works).
+#   DEVICE=cuda: every trial trains on the GPU (swept-train --device=cuda), a
+#     fifth of its memory each (resources.gpu_memory_fraction 0.2), so the four
+#     members share one GPU; DEVICE=cpu (the default) runs them on CPU threads.
+#   PARALLEL=N: run N searches at once (default 1). Only steps are measured, and
+#     neither search's decisions depend on time (PBT's rounds wait for every
+#     member; ASHA runs one trial at a time), so this changes the wall time only.
+#   GPUS: passed to swept run --gpus with DEVICE=cuda (e.g. fake:1 to check the
+#     script with the emulated CUDA build on a machine without a GPU).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -36,15 +45,25 @@ data=${SWEPT_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/swept/mnist}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 budget=$((4 * max_steps))
+gpus_flag=--gpus=none
+device=${DEVICE:-cpu}
+parallel=${PARALLEL:-1}
+[[ $device == cpu || $device == cuda ]] || { echo "DEVICE must be cpu or cuda, not $device" >&2; exit 2; }
+[[ $parallel =~ ^[1-9][0-9]*$ ]] || { echo "PARALLEL must be a positive integer, not $parallel" >&2; exit 2; }
 cores=$(nproc)
 pbt_threads=$(( cores >= 8 ? cores / 4 : 1 ))
 asha_threads=$(( cores > 8 ? 8 : cores ))
+if (( parallel > 1 )); then  # the searches share the cores
+  pbt_threads=$(( pbt_threads / parallel > 0 ? pbt_threads / parallel : 1 ))
+  asha_threads=$(( asha_threads / parallel > 0 ? asha_threads / parallel : 1 ))
+fi
+if [[ $device == cuda ]]; then gpus_flag=${GPUS:+--gpus=$GPUS}; pbt_threads=2; asha_threads=2; fi
 
 # Writes $tmp/NAME-SEED.json: the shared space and settings plus the search's own keys.
 sweep_file() {  # $1 name, $2 seed, $3 search keys (JSON object), $4 threads per trial
-  python3 - "$tmp/$1-$2.json" "$1" "$2" "$3" "$4" "$max_steps" "$train" "$data" <<'PY'
+  python3 - "$tmp/$1-$2.json" "$1" "$2" "$3" "$4" "$max_steps" "$train" "$data" "$device" <<'PY'
 import json, sys
-path, name, seed, keys, threads, max_steps, train, data = sys.argv[1:]
+path, name, seed, keys, threads, max_steps, train, data, device = sys.argv[1:]
 space = {"lr": {"distribution": "log_uniform_values", "min": 0.002, "max": 0.1},
          "momentum": {"min": 0.5, "max": 0.95}}
 d = {"name": "pbt-mnist-" + name, "seed": int(seed), "metric": {"name": "val_accuracy", "goal": "maximize"},
@@ -54,6 +73,9 @@ d = {"name": "pbt-mnist-" + name, "seed": int(seed), "metric": {"name": "val_acc
                         max_steps={"value": int(max_steps)}, eval_every={"value": 100},
                         test_every={"value": 100}, threads={"value": int(threads)}),
      "max_retries": 2}
+if device == "cuda":
+    d["parameters"]["device"] = {"value": "cuda"}
+    d["resources"] = {"gpu_memory_fraction": 0.2}
 d.update(json.loads(keys))
 if d["method"] == "pbt":  # only PBT members checkpoint (into SWEPT_CHECKPOINT_DIR) and resume
     d["pbt"]["hyperparam_mutations"] = space
@@ -67,7 +89,7 @@ run_search() {  # $1 name, $2 seed, $3 search keys, $4 slots, $5 threads per tri
   local name=$1 seed=$2 db=$tmp/$1-$2.db
   sweep_file "$name" "$seed" "$3" "$5"
   "$swept" run "$tmp/$name-$seed.json" --db "$db" --workdir "$tmp/work-$name-$seed" --slots "$4" \
-    --gpus none --dashboard off --progress off >"$tmp/$name-$seed.log" 2>&1 || {
+    $gpus_flag --dashboard off --progress off >"$tmp/$name-$seed.log" 2>&1 || {
     local rc=$?
     # 7: the sweep ended with trials not completed (ASHA's early-stopped count as done).
     [[ $rc == 7 ]] || { echo "swept run of $name (seed $seed) failed ($rc): $(tail -n 5 "$tmp/$name-$seed.log")" >&2; exit 1; }
@@ -100,14 +122,25 @@ PY
 }
 
 : >"$tmp/results"
+t0=$(date +%s)
 asha_trials=$(( budget / 300 ))
+# Each search appends its line to $tmp/results; up to $parallel run at once.
+jobs_running() { jobs -rp | wc -l; }
 for seed in $(seq 1 "$seeds"); do
-  run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": 100, "max_steps": '"$max_steps"'}}' \
-    4 "$pbt_threads" >>"$tmp/results"
-  run_search asha "$seed" '{"method": "random", "run_cap": '"$asha_trials"',
-    "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}' 1 "$asha_threads" >>"$tmp/results"
+  for name in pbt asha; do
+    while (( $(jobs_running) >= parallel )); do wait -n || exit 1; done
+    if [[ $name == pbt ]]; then
+      run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": 100, "max_steps": '"$max_steps"'}}' \
+        4 "$pbt_threads" >>"$tmp/results" &
+    else
+      run_search asha "$seed" '{"method": "random", "run_cap": '"$asha_trials"',
+        "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}' 1 "$asha_threads" >>"$tmp/results" &
+    fi
+  done
 done
+while (( $(jobs_running) > 0 )); do wait -n || exit 1; done
 
+echo "device: $device$( [[ $device == cuda ]] && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/^/ /'), searches at once: $parallel, wall $(( $(date +%s) - t0 )) s"
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "MNIST CNN, budget $budget steps (4 x $max_steps), steps of all trials until one reports test accuracy >= 99.0 %:"
 python3 - "$tmp/results" "$budget" <<'PY'
@@ -117,6 +150,8 @@ by = {}
 for line in open(sys.argv[1]):
     name, seed, steps, attempts = line.split()
     by.setdefault(name, []).append((int(seed), steps, int(attempts)))
+for runs in by.values():
+    runs.sort()
 def value(s):  # "not reached" sorts above every budget
     return float(s[1:]) + 1 if s.startswith(">") else float(s)
 med = {}

@@ -74,6 +74,7 @@ if [[ -n "$PACK" ]]; then
     mkdir -p "$STAGE/swlib"
     cp "$SWEPT_BIN" "$STAGE/bin/"
     cp "$ROOT/bench/gpu_sweep.sh" "$STAGE/gpu_sweep.sh"
+    cp "$ROOT/bench/pbt_mnist.sh" "$STAGE/pbt_mnist.sh"
     ldd "$SWEPT_BIN" | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|libresolv.so*|ld-linux*|libgcc_s.so*|libstdc++.so*) ;;
@@ -115,10 +116,12 @@ if [[ -n "$driver" && "${driver%%.*}" -lt 580 ]]; then
   echo "run.sh: NVIDIA driver $driver is older than 580, which swept-train's CUDA 13 runtime needs: update the driver"
   exit 4
 fi
+passed=0; failed=0; skipped=0; bench=0
+# PBT_ONLY=1 (with PBT_MNIST) skips the tests, the benchmark and the sweeps.
+if [[ -z "${PBT_ONLY:-}" ]]; then
 echo "== GPU tests, one process per case as CTest runs them (exit 77 = skipped)"
 export SWEPT_TRAIN_BIN="$HERE/bin/swept-train" SWEPT_TEST_SCRATCH=/tmp/swept-test-scratch
 T="$HERE/bin/trainer_cuda_gpu_tests"
-passed=0; failed=0; skipped=0
 while IFS= read -r name; do
   "$T" --no-intro=true --no-version=true --test-case="${name//,/\\,}" >/tmp/case.txt 2>&1
   rc=$?
@@ -135,6 +138,15 @@ bench=$?
 if [[ -x "$HERE/gpu_sweep.sh" ]]; then
   echo "== sweeps on the GPU"
   "$HERE/gpu_sweep.sh" "$HERE"
+fi
+fi
+# PBT_MNIST="SEEDS MAX_STEPS" adds issue 29's PBT-against-ASHA benchmark on the
+# GPU (PBT_PARALLEL searches at once, default 6).
+if [[ -n "${PBT_MNIST:-}" && -x "$HERE/pbt_mnist.sh" ]]; then
+  echo "== PBT against ASHA on MNIST (bench/pbt_mnist.sh $PBT_MNIST)"
+  # shellcheck disable=SC2086
+  SWEPT_DATA_DIR="$HERE/mnist-raw" DEVICE=cuda PARALLEL="${PBT_PARALLEL:-6}" \
+    LD_LIBRARY_PATH="$HERE/swlib:$LD_LIBRARY_PATH" "$HERE/pbt_mnist.sh" "$HERE" $PBT_MNIST
 fi
 [[ $failed -eq 0 && $bench -eq 0 ]]
 RUN

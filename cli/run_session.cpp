@@ -366,6 +366,48 @@ void RunSession::write_stats() const {
   std::ofstream(options_.stats_file) << j.dump(2) << "\n";
 }
 
+// The last line of a trial's stderr.log that says ERROR (else its last
+// non-empty line), up to 500 characters; "" when there is none. With several
+// local agents the trial's folder is under one of local-1 ... local-N.
+static std::string failure_line(const std::string& workdir, int local_agents, int64_t sweep_id, int64_t trial_id) {
+  const std::string tail = "/sweep-" + std::to_string(sweep_id) + "/trial-" + std::to_string(trial_id) + "/stderr.log";
+  std::vector<std::string> paths{workdir + tail};
+  for (int k = 1; k <= local_agents && local_agents > 1; ++k) paths.push_back(workdir + "/local-" + std::to_string(k) + tail);
+  for (const std::string& path : paths) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::string line, last, error;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      last = line;
+      if (line.find(" ERROR ") != std::string::npos || line.rfind("ERROR", 0) == 0) error = line;
+    }
+    std::string pick = error.empty() ? last : error;
+    if (pick.size() > 500) pick = pick.substr(0, 497) + "...";
+    return pick;
+  }
+  return "";
+}
+
+// A sweep whose trials failed says why the first one did: its reason and the
+// line of its stderr that names the error, so that a user whose every trial
+// failed (no data, a typo in the command) sees the cause without a search.
+void RunSession::print_first_failure(const std::vector<TrialRow>& rows) const {
+  int failed = 0;
+  const TrialRow* first = nullptr;
+  for (const TrialRow& r : rows) {
+    if (r.state != TrialState::kFailed) continue;
+    ++failed;
+    if (!first) first = &r;
+  }
+  if (!first) return;
+  std::cout << "failed: " << failed << (failed == 1 ? " trial" : " trials") << "; the first, trial " << first->id;
+  if (first->reason) std::cout << " (" << *first->reason << ")";
+  const std::string line = failure_line(options_.agent.workdir, options_.local_agents, sweep_id_, first->id);
+  if (!line.empty()) std::cout << ", said: " << line;
+  std::cout << "\n";
+}
+
 // The outcome, from the database: nothing when it cannot be read.
 void RunSession::print_outcome() const {
   auto sums = store::sweep_summaries(*reader_, sweep_id_);
@@ -380,6 +422,7 @@ void RunSession::print_outcome() const {
               << params_text(best->params) << "\n";
   else if (s.metric_name)
     std::cout << "best: no completed trial reported " << *s.metric_name << "\n";
+  print_first_failure(*rows);
   std::cout << "results: " << db << " (swept status " << sweep_id_ << " --db " << db << "; swept trials " << sweep_id_
             << " --db " << db << "); trial outputs under " << options_.agent.workdir
             << (options_.local_agents > 1 ? "/local-*" : "") << "/sweep-" << sweep_id_ << "/\n";

@@ -105,6 +105,7 @@ class RunSession {
   void stop_broker_thread();
   void write_stats() const;
   void print_outcome() const;
+  void print_first_failure(const std::vector<TrialRow>& rows) const;
 
   RunOptions options_;
 

@@ -579,7 +579,9 @@ Status Broker::dispatch() {
     for (const auto& g : s.gpus) c.gpus.push_back({g.index, false, 0.0});
     all.push_back(c);
     if (agents_.held(s)) {  // host faults, or leaving: what it frees goes to the others
-      held.push_back(name);
+      // One not yet confirmed (an unkeyed agent before its first message
+      // after REGISTER) is about to take work: nothing to warn about.
+      if (s.recorded) held.push_back(name);
       continue;
     }
     index[name] = caps.size();

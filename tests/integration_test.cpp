@@ -435,6 +435,25 @@ TEST_CASE("swept run: a command using the args_json_file macro reads its paramet
   CHECK_FALSE(fs::exists(dir / "u/sweep-1/trial-1/swept-params.json"));
 }
 
+// A user whose every trial fails (no data, a typo in the command) learns why
+// from swept run itself: the first failed trial's reason and its stderr's
+// ERROR line; and a run whose one agent is just registering is not told that
+// every agent is "held back ... draining".
+TEST_CASE("swept run: when trials fail, the outcome names the first one's exit and the error line it printed") {
+  TempDir dir;
+  write_file(dir / "fails.json", R"({"method": "grid", "parameters": {"lr": {"values": [0.5, 0.25]}},
+    "command": ["/bin/sh", "-c", "echo starting >&2; echo 'tool ERROR no data in /nowhere: fetch it first' >&2; echo done >&2; exit 3", "${args}"]})");
+  std::string out;
+  int rc = run_command({kSwept, "run", dir / "fails.json", "--db", dir / "fails.db", "--slots", "1", "--workdir",
+                        dir / "w", "--dashboard", "off", "--progress", "off"},
+                       dir / "fails.log", &out);
+  CHECK_MESSAGE(rc == 7, out);  // the sweep ended with trials not completed (docs/exit-codes.md)
+  CHECK_MESSAGE(out.find("failed: 2 trials; the first, trial 1 (exit code 3), said: tool ERROR no data in /nowhere: "
+                         "fetch it first") != std::string::npos,
+                out);
+  CHECK_MESSAGE(out.find("held back from new work") == std::string::npos, out);
+}
+
 // Issue 26, item 8: a trial the user stops shows `stopping` while its process
 // takes its grace, keeps its slot until it has ended (the sweep's next trial
 // waits), and then shows `stopped` with its end time.
