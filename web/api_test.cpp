@@ -1128,6 +1128,10 @@ TEST_CASE("web: /points of a sweep with constraints shows as best only feasible 
     if (id == 602 || id == 603) CHECK_FALSE(p.contains("feasible"));
     else CHECK(p["feasible"] == (id != 601 && id != 605));
   }
+  // Importance samples the same trials, imported ones included.
+  auto imp = get_json(*r.client, "/api/sweeps/6/importance", 200);
+  CHECK(imp["population"] == 6);
+  CHECK(imp["sampled"] == 6);
   // A sweep without constraints has no feasibility on its points.
   for (const auto& p : get_json(*r.client, "/api/sweeps/1/points?limit=10", 200)["points"]) CHECK_FALSE(p.contains("feasible"));
 }
