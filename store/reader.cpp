@@ -141,11 +141,12 @@ Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<
 
 }  // namespace
 
-// Sweep rows with their best trial and constraints; with `with_counts`, also
-// the counts per state (one scan of the trials_by_sweep_state index range),
-// the never-reported metric and, with `with_front`, the Pareto front.
+// Sweep rows with their best trial (unless `with_best` is false) and
+// constraints; with `with_counts`, also the counts per state (one scan of the
+// trials_by_sweep_state index range), the never-reported metric and, with
+// `with_front`, the Pareto front.
 Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts,
-                                          bool with_front) {
+                                          bool with_front, bool with_best) {
   std::vector<SweepRow> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
@@ -159,7 +160,7 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) {
     const auto goals = sweep_goals(sw);
-    SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
+    if (with_best) SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
     fill_constraints(sw, *goals);
     if (with_counts && with_front) SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
     if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
@@ -257,10 +258,10 @@ Result<std::vector<SweepRow>> list_sweeps(Connection& db) {
   return read_sweeps(db, std::nullopt);
 }
 
-Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts) {
+Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts, bool with_best) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
-  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
+  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts, /*with_front=*/true, with_best));
   if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; `swept status` (or GET /api/sweeps) lists them");
   return sweeps.front();
 }
@@ -284,7 +285,9 @@ Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_p
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
+  // Without the summary's best: sample_points ranks the best ones itself,
+  // and computing both would judge every trial's constraints twice.
+  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false, /*with_best=*/false));
   return sample_points(db, sweep, max_points, best_count);
 }
 
