@@ -326,6 +326,12 @@ async function checkPbtSweep(page) {
       throw new Error(`schedule row ${i}: ${JSON.stringify(row)}, the lineage says from ${from} lr ${lr} donor ${donor}`);
   });
   await page.screenshot({ path: path.join(shots, 'pbt-1280.png'), fullPage: true });
+  // The member's own page: the same schedule.
+  await page.goto(`${pbtServer.url}#/trials/${best}`);
+  await until('the member page\'s schedule', async () =>
+    (await page.locator('#trial-schedule tbody tr[data-round]').count()) === schedule.length);
+  const own = await page.locator('#trial-schedule tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  if (JSON.stringify(own) !== JSON.stringify(rows)) throw new Error(`the member page's schedule ${JSON.stringify(own)} is not ${JSON.stringify(rows)}`);
   console.log(`browser test: the pbt sweep shows ${exploits.length} exploits and member #${best}'s schedule`);
 }
 

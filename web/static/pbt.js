@@ -6,7 +6,7 @@
 // force from each step on). Both come from the members' lineage, the
 // `schedule` of their trial rows (docs/api.md); nothing is recomputed here.
 // Loaded after charts.js (drawLines) and before sweeps.js, which places the
-// panel and asks it to load.
+// panel and asks it to load, and trial.js, which shows a member's schedule.
 (function (swept) {
   'use strict';
 
@@ -99,7 +99,7 @@
     var chart = el('div', { className: 'chart tall', id: 'population' });
     var note = el('div', { className: 'note' });
     var scheduleTitle = el('h2', { text: 'Schedule of the best member' });
-    var table = el('table', { id: 'schedule' });
+    var table = el('table', { id: 'schedule', className: 'schedule' });
     var node = el('section', { className: 'panel wide', id: 'population-panel', hidden: 'hidden' },
       el('h2', { text: 'Population' }), chart, note, scheduleTitle, el('div', { className: 'table-wrap short' }, table));
 
@@ -134,4 +134,5 @@
   }
 
   swept.populationPanel = populationPanel;
+  swept.scheduleTable = scheduleTable;  // also on a member's own page (trial.js)
 })(window.swept);
