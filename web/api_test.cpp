@@ -1136,7 +1136,7 @@ TEST_CASE("web: /points of a sweep with constraints shows as best only feasible 
   for (const auto& p : get_json(*r.client, "/api/sweeps/1/points?limit=10", 200)["points"]) CHECK_FALSE(p.contains("feasible"));
 }
 
-TEST_CASE("web: imported trials say where they came from and filter by state; a pbt member's rows carry its schedule") {
+TEST_CASE("web: imported trials say where they came from and filter by state, and a pbt member's rows carry its schedule") {
   TestDb db;
   db.fill();
   fill_constrained_sweep(db);
