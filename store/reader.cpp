@@ -141,11 +141,12 @@ Status fill_counts(Connection& db, std::vector<SweepRow>& sweeps, std::optional<
 
 }  // namespace
 
-// Sweep rows with their best trial and constraints; with `with_counts`, also
-// the counts per state (one scan of the trials_by_sweep_state index range),
-// the never-reported metric and, with `with_front`, the Pareto front.
+// Sweep rows with their best trial (unless `with_best` is false) and
+// constraints; with `with_counts`, also the counts per state (one scan of the
+// trials_by_sweep_state index range), the never-reported metric and, with
+// `with_front`, the Pareto front.
 Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts,
-                                          bool with_front) {
+                                          bool with_front, bool with_best) {
   std::vector<SweepRow> out;
   std::string sql = std::string("SELECT ") + kSweepColumns + " FROM sweeps ";
   sql += only ? "WHERE id = ?" : "ORDER BY id DESC";
@@ -159,7 +160,7 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
   if (with_counts) SWEPT_RETURN_IF_ERROR(fill_counts(db, out, only));
   for (auto& sw : out) {
     const auto goals = sweep_goals(sw);
-    SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
+    if (with_best) SWEPT_RETURN_IF_ERROR(fill_best(db, sw, *goals));
     fill_constraints(sw, *goals);
     if (with_counts && with_front) SWEPT_RETURN_IF_ERROR(fill_front(db, sw, *goals));
     if (with_counts) SWEPT_RETURN_IF_ERROR(fill_metric_missing(db, sw));
@@ -169,42 +170,79 @@ Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t>
 
 namespace {
 
-// Every stride-th trial of the sweep (by idx) that has a metric value, plus
-// the `best_count` best ones, with params and metric_value.
+// Every stride-th trial of the sweep (by idx, from its lowest: a warm
+// start's imported trials have negative indices) that has a metric value,
+// plus the `best_count` best ones, with params and metric_value. The best
+// ones are ranked as "best" is (reader.h): among the trials that count for
+// best and are feasible, so a running, failed or infeasible trial with a
+// better value is never drawn as one of them. With constraints, every
+// sampled trial that counts for best says whether it is feasible.
 Result<SweepPoints> sample_points(Connection& db, const SweepRow& sw, int64_t max_points, int64_t best_count) {
   SweepPoints out;
   out.metric_name = sw.metric_name;
   out.metric_goal = sw.metric_goal;
   SWEPT_ASSIGN_OR_RETURN(paths, param_paths(db, sw.id));
   for (const auto& [name, _] : paths) out.params.push_back(name);
-  out.population = sw.next_index;
-  if (out.population == 0) return out;
+  // Index: UNIQUE (sweep_id, idx): one seek.
+  SWEPT_ASSIGN_OR_RETURN(lowest, db.prepare("SELECT min(idx) FROM trials WHERE sweep_id = ?"));
+  lowest.bind(1, sw.id);
+  SWEPT_ASSIGN_OR_RETURN(has_lowest, lowest.step());
+  const int64_t first = has_lowest && !lowest.is_null(0) ? std::min<int64_t>(0, lowest.int64(0)) : 0;
+  out.population = sw.next_index - first;
+  if (out.population <= 0) {
+    out.population = 0;
+    return out;
+  }
   out.stride = std::max<int64_t>(1, (out.population + max_points - 1) / max_points);
   std::set<int64_t> seen;
-  // The sampled indices 0, stride, 2*stride, ... are generated and each looked
+  // The sampled indices first, first + stride, ... are generated and each looked
   // up in UNIQUE (sweep_id, idx): one seek per sample, no scan of the sweep.
-  std::string sql = std::string("WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + ?1 FROM k WHERE i + ?1 < ?2) SELECT ") +
+  std::string sql = std::string("WITH RECURSIVE k(i) AS (SELECT ?5 UNION ALL SELECT i + ?1 FROM k WHERE i + ?1 < ?2) SELECT ") +
                     kTrialColumns +
                     " FROM k CROSS JOIN trials t ON t.sweep_id = ?3 AND t.idx = k.i WHERE t.metric_value IS NOT NULL LIMIT ?4";
   SWEPT_ASSIGN_OR_RETURN(stmt, db.prepare(sql));
-  stmt.bind(1, out.stride).bind(2, out.population).bind(3, sw.id).bind(4, max_points);
+  stmt.bind(1, out.stride).bind(2, sw.next_index).bind(3, sw.id).bind(4, max_points).bind(5, first);
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, stmt.step());
     if (!row) break;
     out.points.push_back(read_trial_row(stmt));
     seen.insert(out.points.back().id);
   }
+  const auto goals = sweep_goals(sw);
+  // The constraints each judged trial violates (only those that violate one).
+  std::map<int64_t, std::vector<std::string>> violations;
+  if (!goals->constraints.empty()) {
+    std::vector<std::string> names;
+    for (const auto& c : goals->constraints) names.push_back(c.name);
+    SWEPT_ASSIGN_OR_RETURN(judged, completed_values(db, sw.id, names));
+    for (const auto& t : judged)
+      if (auto v = violated_constraints(*goals, t.values); !v.empty()) violations.emplace(t.id, std::move(v));
+  }
   if (best_count > 0) {
     bool maximize = sw.metric_goal && *sw.metric_goal == "maximize";
+    // Index: trials_by_sweep_metric (sweep_id, metric_value). Enough rows to
+    // pass every infeasible trial.
     std::string best_sql = std::string("SELECT ") + kTrialColumns +
-                           " FROM trials t WHERE t.sweep_id = ? AND t.metric_value IS NOT NULL ORDER BY t.metric_value " +
-                           (maximize ? "DESC" : "ASC") + " LIMIT ?";
+                           " FROM trials t WHERE t.sweep_id = ? AND t.metric_value IS NOT NULL AND t.state IN (" +
+                           best_states_sql() + ") ORDER BY t.metric_value " + (maximize ? "DESC" : "ASC") +
+                           ", t.id LIMIT ?";
     SWEPT_ASSIGN_OR_RETURN(best, db.prepare(best_sql));
-    best.bind(1, sw.id).bind(2, best_count);
-    while (true) {
+    best.bind(1, sw.id).bind(2, best_count + static_cast<int64_t>(violations.size()));
+    int64_t taken = 0;
+    while (taken < best_count) {
       SWEPT_ASSIGN_OR_RETURN(row, best.step());
       if (!row) break;
+      if (violations.count(best.int64(0))) continue;
+      ++taken;
       if (seen.insert(best.int64(0)).second) out.points.push_back(read_trial_row(best));
+    }
+  }
+  if (!goals->constraints.empty()) {
+    for (auto& p : out.points) {
+      if (!info(p.state).counts_for_best) continue;  // judged once completed
+      auto it = violations.find(p.id);
+      p.feasible = it == violations.end();
+      if (it != violations.end()) p.violated = it->second;
     }
   }
   return out;
@@ -220,10 +258,10 @@ Result<std::vector<SweepRow>> list_sweeps(Connection& db) {
   return read_sweeps(db, std::nullopt);
 }
 
-Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts) {
+Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts, bool with_best) {
   SWEPT_ASSIGN_OR_RETURN(schema, db.has_schema());
   if (!schema) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist (the database has no sweeps yet)");
-  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts));
+  SWEPT_ASSIGN_OR_RETURN(sweeps, read_sweeps(db, sweep_id, with_counts, /*with_front=*/true, with_best));
   if (sweeps.empty()) return Status::NotFound("sweep " + std::to_string(sweep_id) + " does not exist; `swept status` (or GET /api/sweeps) lists them");
   return sweeps.front();
 }
@@ -247,7 +285,9 @@ Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_p
   if (max_points < 1 || max_points > 20000) return Status::InvalidArgument("limit must be between 1 and 20000");
   ReadTransaction txn(db);
   SWEPT_RETURN_IF_ERROR(txn.status());
-  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false));
+  // Without the summary's best: sample_points ranks the best ones itself,
+  // and computing both would judge every trial's constraints twice.
+  SWEPT_ASSIGN_OR_RETURN(sweep, get_sweep_in_txn(db, sweep_id, /*with_counts=*/false, /*with_best=*/false));
   return sample_points(db, sweep, max_points, best_count);
 }
 

@@ -159,9 +159,11 @@ struct TrialDetail {
 struct SweepPoints {
   std::vector<std::string> params;
   std::optional<std::string> metric_name, metric_goal;
-  int64_t population = 0;  // trials in the sweep (sampled or not)
+  int64_t population = 0;  // trials in the sweep (sampled or not), imported ones included
   int64_t stride = 1;      // every stride-th trial by idx (those with a metric value), plus the best ones
-  std::vector<TrialRow> points;  // params + metric_value only
+  // params + metric_value only; with constraints, `feasible`/`violated` on
+  // those that count for best.
+  std::vector<TrialRow> points;
 };
 
 // The optimisation history of a sweep: the trials that "best" ranks (its
@@ -265,8 +267,9 @@ Result<std::vector<MetricSeries>> metric_series(Connection& db, const std::vecto
 // (Unix seconds): only agents alive or last seen since then (the live
 // view); nullopt: every agent the database keeps.
 Result<std::vector<AgentRow>> list_agents(Connection& db, std::optional<double> seen_since = std::nullopt);
-// Every stride-th trial (by idx) with a metric value, at most `max_points`,
-// plus the `best_count` best ones.
+// Every stride-th trial (by idx, from the lowest: imported trials first)
+// with a metric value, at most `max_points`, plus the `best_count` best ones
+// as "best" ranks them (completed or imported, feasible).
 Result<SweepPoints> sweep_points(Connection& db, int64_t sweep_id, int64_t max_points, int64_t best_count = 20);
 Result<LiveSnapshot> live_snapshot(Connection& db, size_t max_running);
 // The optimisation history (above), at most about `max_points` (1..20000)

@@ -60,12 +60,13 @@ void fill_constraints(SweepRow& sw, const SweepGoals& goals);
 // The summary's front of a sweep with several objectives.
 Status fill_front(Connection& db, SweepRow& sw, const SweepGoals& goals);
 
-// Sweep rows (one, or all newest first) with their best trial and
+// Sweep rows (one, or all newest first) with their best trial (unless
+// `with_best` is false: a caller that ranks trials itself) and
 // constraints; with `with_counts`, also the counts per state, the
 // never-reported metric and (with `with_front`) the Pareto front.
 Result<std::vector<SweepRow>> read_sweeps(Connection& db, std::optional<int64_t> only, bool with_counts = true,
-                                          bool with_front = true);
+                                          bool with_front = true, bool with_best = true);
 // One sweep, or NotFound saying how to list them.
-Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true);
+Result<SweepRow> get_sweep_in_txn(Connection& db, int64_t sweep_id, bool with_counts = true, bool with_best = true);
 
 }  // namespace swept::store

@@ -50,6 +50,12 @@ json trial_row_json(const TrialRow& r) {
     j["feasible"] = *r.feasible;
     j["violated"] = r.violated;
   }
+  // A warm start's trial: where its result came from (its reason), for the
+  // table's badge; the trial's page shows the reason itself.
+  if (r.state == TrialState::kImported && r.reason) j["imported_from"] = *r.reason;
+  // A pbt member's lineage, in the one shape the protocol's rows and
+  // `swept export` give it (common/protocol_rows.cpp).
+  if (!r.schedule.empty()) j["schedule"] = protocol::to_json(r)["schedule"];
   return j;
 }
 
@@ -146,9 +152,15 @@ json agent_json(const AgentRow& a) {
 
 json points_json(const store::SweepPoints& p) {
   json points = json::array();
-  for (const auto& r : p.points)
-    points.push_back({{"id", r.id}, {"index", r.index}, {"state", name(r.state)},
-                      {"metric_value", opt_number(r.metric_value)}, {"params", flat_params_object(r.params)}});
+  for (const auto& r : p.points) {
+    json point = {{"id", r.id}, {"index", r.index}, {"state", name(r.state)},
+                  {"metric_value", opt_number(r.metric_value)}, {"params", flat_params_object(r.params)}};
+    if (r.feasible) {  // a judged trial of a sweep with constraints, as on the trials page
+      point["feasible"] = *r.feasible;
+      point["violated"] = r.violated;
+    }
+    points.push_back(std::move(point));
+  }
   return {{"params", p.params},
           {"metric", {{"name", opt(p.metric_name)}, {"goal", opt(p.metric_goal)}}},
           {"population", p.population},

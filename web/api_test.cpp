@@ -1066,3 +1066,123 @@ TEST_CASE("web: the dashboard's CSS styles every tone a state can have, each in 
     used.insert(std::string(swept::name(swept::tone(static_cast<swept::AgentState>(i)))));
   for (const std::string& tone : used) CHECK(css.find(".state.tone-" + tone + " ") != std::string::npos);
 }
+
+// Sweep 6: one metric (loss, minimised) and a constraint (mem at most 8), a
+// warm start's two imported trials (indices -1, -2) and four of its own:
+// 600 feasible, 601 infeasible with a better loss, 602 running and 603
+// failed with better ones still. Only 604 and 600 may be shown as best.
+void fill_constrained_sweep(TestDb& db) {
+  db.exec("BEGIN");
+  db.run("INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at) "
+         "VALUES (6, 'constrained', 'random', 'loss', 'minimize', ?, 'running', 4, 4, 1000)",
+         {"method: random\nrun_cap: 4\nmetric: {name: loss, goal: minimize}\nconstraints:\n  - {name: mem, max: 8}\n"
+          "parameters:\n  lr: {min: 0.0, max: 1.0}\n"});
+  struct Row { int id, idx; const char* state; double loss, mem; const char* reason; };
+  const Row rows[] = {{600, 0, "completed", 0.5, 4, "exit code 0"},  {601, 1, "completed", 0.1, 16, "exit code 0"},
+                      {602, 2, "running", 0.05, 4, ""},               {603, 3, "failed", 0.01, 4, "exit code 1"},
+                      {604, -1, "imported", 0.3, 2, "imported from sweep 3, trial 17"},
+                      {605, -2, "imported", 0.2, 20, "imported from sweep 3, trial 18"}};
+  for (const Row& r : rows) {
+    const std::string id = std::to_string(r.id);
+    db.run("INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, reason, created_at, "
+           "ended_at) VALUES (" + id + ", 6, " + std::to_string(r.idx) + ", ?, '[]', '" + r.state + "', " +
+               (std::string(r.state) == "imported" ? "0" : "1") + ", " + std::to_string(r.loss) + ", ?, 1000, 1010)",
+           {json{{"lr", 0.1 * r.idx}}.dump(), r.reason});
+    db.run("INSERT INTO trial_latest (trial_id, name, step, value) VALUES (" + id + ", 'loss', 1, " +
+               std::to_string(r.loss) + ")", {});
+    db.run("INSERT INTO trial_latest (trial_id, name, step, value) VALUES (" + id + ", 'mem', 1, " +
+               std::to_string(r.mem) + ")", {});
+  }
+  db.exec("COMMIT");
+}
+
+TEST_CASE("web: /points of a sweep with constraints shows as best only feasible trials that count, each judged one marked") {
+  TestDb db;
+  db.fill();
+  fill_constrained_sweep(db);
+  auto r = start(db.path());
+  CHECK(get_json(*r.client, "/api/sweeps/6", 200)["best"]["trial_id"] == 604);
+  // One sampled index (the lowest, -2: imported trials are sampled too) and
+  // the best ones, which skip the running, failed and infeasible trials
+  // however good their values.
+  auto pts = get_json(*r.client, "/api/sweeps/6/points?limit=1", 200);
+  CHECK(pts["population"] == 6);
+  CHECK(pts["stride"] == 6);
+  std::map<int, json> by_id;
+  for (const auto& p : pts["points"]) by_id[p["id"].get<int>()] = p;
+  CHECK(by_id.size() == 3);
+  REQUIRE(by_id.count(605));
+  REQUIRE(by_id.count(604));
+  REQUIRE(by_id.count(600));
+  CHECK(by_id[605]["feasible"] == false);
+  CHECK(by_id[605]["violated"] == json::array({"mem"}));
+  CHECK(by_id[605]["state"] == "imported");
+  CHECK(by_id[604]["feasible"] == true);
+  CHECK(by_id[600]["feasible"] == true);
+  // Every trial: the infeasible one marked, those not judged (running,
+  // failed) without the key, as on the trials page.
+  auto all = get_json(*r.client, "/api/sweeps/6/points", 200);
+  REQUIRE(all["points"].size() == 6);
+  for (const auto& p : all["points"]) {
+    const int id = p["id"];
+    if (id == 602 || id == 603) CHECK_FALSE(p.contains("feasible"));
+    else CHECK(p["feasible"] == (id != 601 && id != 605));
+  }
+  // Importance samples the same trials, imported ones included.
+  auto imp = get_json(*r.client, "/api/sweeps/6/importance", 200);
+  CHECK(imp["population"] == 6);
+  CHECK(imp["sampled"] == 6);
+  // A sweep without constraints has no feasibility on its points.
+  for (const auto& p : get_json(*r.client, "/api/sweeps/1/points?limit=10", 200)["points"]) CHECK_FALSE(p.contains("feasible"));
+}
+
+TEST_CASE("web: imported trials say where they came from and filter by state, and a pbt member's rows carry its schedule") {
+  TestDb db;
+  db.fill();
+  fill_constrained_sweep(db);
+  {
+    // The scheduler's writer upgrades the file (schema v8: pbt_lineage) and
+    // records trial 100's lineage: its first parameters, then an exploit.
+    auto w = swept::store::Writer::open(db.path());
+    REQUIRE(w.ok());
+    swept::store::Writer::LineageRow first;
+    first.trial_id = 100;
+    first.params_json = R"({"lr": 0.1})";
+    first.decided_at = 1700000001;
+    REQUIRE((*w)->record_lineage(first).ok());
+    swept::store::Writer::LineageRow exploit = first;
+    exploit.round = 1;
+    exploit.from_step = 10;
+    exploit.donor_trial_id = 101;
+    exploit.donor_segment = 1;
+    exploit.params_json = R"({"lr": 0.24})";
+    exploit.changes_json = R"j(["lr: 0.2 -> 0.24 (x1.2)"])j";
+    REQUIRE((*w)->record_lineage(exploit).ok());
+  }
+  auto r = start(db.path());
+  auto imported = get_json(*r.client, "/api/sweeps/6/trials?state=imported", 200);
+  CHECK(imported["total"] == 2);
+  REQUIRE(imported["trials"].size() == 2);
+  CHECK(imported["trials"][0]["id"] == 605);  // by index: -2 first
+  CHECK(imported["trials"][0]["imported_from"] == "imported from sweep 3, trial 18");
+  for (const auto& t : get_json(*r.client, "/api/sweeps/6/trials", 200)["trials"])
+    CHECK(t.contains("imported_from") == (t["state"] == "imported"));
+
+  auto page = get_json(*r.client, "/api/sweeps/1/trials?limit=2", 200);
+  REQUIRE(page["trials"].size() == 2);
+  const json& member = page["trials"][0];
+  REQUIRE(member["id"] == 100);
+  REQUIRE(member.contains("schedule"));
+  REQUIRE(member["schedule"].size() == 2);
+  CHECK(member["schedule"][0]["from_step"] == 0);
+  CHECK(member["schedule"][0]["donor_trial_id"].is_null());
+  CHECK(member["schedule"][1]["round"] == 1);
+  CHECK(member["schedule"][1]["from_step"] == 10);
+  CHECK(member["schedule"][1]["donor_trial_id"] == 101);
+  CHECK(member["schedule"][1]["donor_segment"] == 1);
+  CHECK(member["schedule"][1]["params"] == json{{"lr", 0.24}});
+  CHECK(member["schedule"][1]["changes"] == json::array({"lr: 0.2 -> 0.24 (x1.2)"}));
+  CHECK_FALSE(page["trials"][1].contains("schedule"));  // no lineage: not a pbt member
+  // The trial's own page has it too.
+  CHECK(get_json(*r.client, "/api/trials/100", 200)["schedule"] == member["schedule"]);
+}

@@ -13,19 +13,28 @@
 // mark on the learning curves; a sweep with three objectives shows its
 // Pareto front, the objectives' parallel coordinates and its infeasible
 // trial (the database is brought to schema version 5,
-// the stop_* columns of version 4 included, by the migrations' own ALTERs).
+// the stop_* columns of version 4 included, by the migrations' own ALTERs);
+// a sweep with one metric and a constraint shows its infeasible trial apart
+// on the points charts (never as best), and its warm start's imported
+// trial with a badge naming its source and a filter of its own; the
+// parameter-server metrics swept-train reports (staleness_mean,
+// staleness_max, gradients_dropped) are curve metrics and sortable columns.
+// A real population-based-training sweep (`swept run` of tests/pbt_trial.sh,
+// its own database and `swept web`) shows its population's curves with
+// every exploit of its lineage marked, and the best member's schedule.
 // Then the same over HTTPS: `swept web --tls-cert/--tls-key` with a throwaway
 // self-signed certificate (openssl CLI), chromium told to accept it, the page
 // loaded by its https:// address with the token, its cookie Secure.
 // Screenshots at 1280 and 1920 px land in WORK_DIR/screenshots. Every wait has
 // a deadline; exit 0 on success, 1 on any failure.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 
 const [swept, work, schemaPath] = process.argv.slice(2);
+const sourceDir = path.dirname(path.dirname(path.resolve(schemaPath)));
 const XSS = `<script>window.__xss=1</script>"'&<img src=x onerror="window.__xss=2">`;
 const TOKEN = 'browser-test-token';
 const TRIALS = 12;
@@ -34,6 +43,7 @@ const shots = path.join(work, 'screenshots');
 mkdirSync(shots, { recursive: true });
 const scratch = mkdtempSync(path.join(tmpdir(), 'swept-browser-'));
 const db = path.join(scratch, 'swept.db');
+const pbtDb = path.join(scratch, 'pbt.db');
 
 const q = (s) => `'${String(s).replaceAll("'", "''")}'`;
 // Runs `text` with the sqlite3 command. schema.sql writes its state CHECK
@@ -42,6 +52,11 @@ const q = (s) => `'${String(s).replaceAll("'", "''")}'`;
 // CHECK constraints off.
 function sql(text) {
   execFileSync('sqlite3', ['-bail', db], { input: 'PRAGMA ignore_check_constraints = ON;\n' + text });
+}
+// The rows of a query on `file`, each a list of its columns.
+function query(file, text) {
+  return execFileSync('sqlite3', ['-bail', '-separator', '|', file, text], { encoding: 'utf8' })
+    .split('\n').filter((l) => l).map((l) => l.split('|'));
 }
 
 function trialSql(i, state, steps) {
@@ -99,6 +114,8 @@ function fixture() {
   }
   s += `INSERT INTO trial_latest VALUES (3000, 'loss', 40, 0.2); INSERT INTO trial_latest VALUES (3001, 'loss', 20, 1.5);\n`;
   s += objectivesSweepSql();
+  s += constrainedSweepSql();
+  s += staleSweepSql();
   s += `INSERT INTO agents VALUES ('host-a', ${q(XSS)}, 'alive', 4, 1700000000, 1700000100, NULL);\n`;
   s += `INSERT INTO agent_gpus VALUES ('host-a', 0, 'GPU-0', ${q('H100 ' + XSS)}, 85899345920);\n`;
   return s + 'COMMIT;\n';
@@ -124,6 +141,66 @@ function objectivesSweepSql() {
     });
   });
   return s;
+}
+
+// Sweep 5: one metric (loss, minimised), a constraint (mem at most 8) and a
+// warm start. 5001 has the best loss of the completed trials but violates
+// mem; 5003 is running with a better one still; 5002 was imported (index
+// -1) and is the best feasible trial, so the sweep's best.
+const IMPORTED_FROM = 'imported from sweep 3, trial 17';
+function constrainedSweepSql() {
+  const spec = 'method: random\nrun_cap: 3\nmetric: {name: loss, goal: minimize}\nconstraints:\n  - {name: mem, max: 8}\n' +
+    'warm_start: {sweep: 3}\nparameters:\n  lr: {min: 0.0, max: 1.0}\n';
+  let s = `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (5, 'constrained', 'random', 'loss', 'minimize', ${q(spec)}, 'running', 3, 3, 1700000000);\n`;
+  [[5000, 0, 'completed', 0.5, 4, 'exit code 0'], [5001, 1, 'completed', 0.1, 16, 'exit code 0'],
+    [5002, -1, 'imported', 0.3, 2, IMPORTED_FROM], [5003, 2, 'running', 0.05, 4, null]].forEach(([id, idx, state, loss, mem, reason]) => {
+    s += `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, reason, created_at, ended_at)
+          VALUES (${id}, 5, ${idx}, '{"lr": ${0.2 * (idx + 2)}}', '[]', '${state}', ${state === 'imported' ? 0 : 1}, ${loss},
+                  ${reason ? q(reason) : 'NULL'}, 1700000000, 1700000050);
+          INSERT INTO trial_latest VALUES (${id}, 'loss', 1, ${loss}); INSERT INTO trial_latest VALUES (${id}, 'mem', 1, ${mem});\n`;
+  });
+  return s;
+}
+
+// Sweep 6: two parameter-server trials of swept-train (--strategy=ps) with
+// the metrics its worker 0 reports on every log line (trainer/dist/ps_run.cpp):
+// 6001 (async) falls further behind than 6000 (sync, one backup worker,
+// which drops gradients instead).
+const STALENESS = ['staleness_mean', 'staleness_max', 'gradients_dropped'];
+function staleSweepSql() {
+  let s = `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        VALUES (6, 'ps', 'grid', 'val_accuracy', 'maximize', 'spec', 'completed', 2, 2, 1700000000);\n`;
+  [[6000, 0, 'sync'], [6001, 1, 'async']].forEach(([id, idx, mode]) => {
+    s += `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at, ended_at)
+          VALUES (${id}, 6, ${idx}, '{"ps_mode": "${mode}"}', '[]', 'completed', 1, 0.9, 1700000000, 1700000050);\n`;
+    for (let step = 10; step <= 100; step += 10) {
+      const v = { val_accuracy: 0.9, staleness_mean: mode === 'async' ? 2 + step / 100 : 0,
+        staleness_max: mode === 'async' ? 3 + step / 20 : 0, gradients_dropped: mode === 'sync' ? step / 10 : 0 };
+      for (const [name, value] of Object.entries(v)) {
+        s += `INSERT INTO metrics VALUES (${id}, '${name}', ${step}, ${value});\n`;
+        if (step === 100) s += `INSERT INTO trial_latest VALUES (${id}, '${name}', ${step}, ${value});\n`;
+      }
+    }
+  });
+  return s;
+}
+
+// A real pbt sweep: `swept run` of a population of 4 members of
+// tests/pbt_trial.sh (q climbs by --lr a step; the worst copies the best's
+// checkpoint every 10 steps with lr doubled), into its own database.
+function runPbtSweep() {
+  const file = path.join(scratch, 'pbt.json');
+  writeFileSync(file, JSON.stringify({
+    name: 'pbt', method: 'pbt', metric: { name: 'q', goal: 'maximize' }, seed: 11,
+    command: [path.join(sourceDir, 'tests', 'pbt_trial.sh'), '${args}'],
+    parameters: { lr: { values: [0.1, 0.2, 0.3, 0.4] }, steps: { value: 30 } },
+    pbt: { population: 4, interval: 10, max_steps: 30, resample_probability: 0, perturb: [2],
+      hyperparam_mutations: { lr: { min: 0.01, max: 10 } } },
+  }));
+  execFileSync(swept, ['run', file, '--db', pbtDb, '--workdir', path.join(scratch, 'pbt-work'), '--slots', '4',
+    '--dashboard', 'off', '--progress', 'off'], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 120000,
+    env: { ...process.env, PBT_LEDGER: path.join(scratch, 'pbt-ledger') } });
 }
 
 // Every state of every table (GET /api/info) is shown in its tone's colour:
@@ -161,6 +238,103 @@ async function checkTones(page, selector, kind, name) {
   if (result.length) throw new Error(`state colours: ${result.join('; ')}`);
 }
 
+// Sweep 5: the infeasible trial drawn apart on the points charts, the best
+// feasible one as best; the imported trial's badge and its filter.
+async function checkConstrainedSweep(page) {
+  await page.goto(`${server.url}#/sweeps/5`);
+  await until('the constrained sweep\'s parallel coordinates', async () =>
+    (await page.locator('#parallel svg path.pc-line').count()) === 4);
+  const infeasibleLines = await page.locator('#parallel svg path.pc-line.infeasible').evaluateAll((ns) => ns.map((n) => n.dataset.trialId));
+  if (JSON.stringify(infeasibleLines) !== '["5001"]') throw new Error(`infeasible parallel lines: ${infeasibleLines}`);
+  const bestLine = await page.locator('#parallel svg path.pc-line.best').evaluateAll((ns) => ns.map((n) => n.dataset.trialId));
+  if (JSON.stringify(bestLine) !== '["5002"]') throw new Error(`the best line is not the best feasible trial: ${bestLine}`);
+  await until('the infeasible dot on the scatter', async () =>
+    (await page.locator('.scatters svg circle.infeasible[data-trial-id="5001"]').count()) === 1);
+  const title = await page.locator('#parallel svg path.pc-line.infeasible title').textContent();
+  if (!title.includes('infeasible: violates mem')) throw new Error(`the infeasible line's title: ${title}`);
+  // The imported trial: a badge naming its source, and the filter lists it alone.
+  await until('the imported trial\'s badge', async () =>
+    (await page.locator('#trials tr.imported[data-trial-id="5002"] .imported-tag').count()) === 1);
+  const source = await page.locator('#trials tr[data-trial-id="5002"] .imported-tag').getAttribute('title');
+  if (source !== IMPORTED_FROM) throw new Error(`the imported badge says ${source}`);
+  if (await page.locator('#trials .imported-tag').count() !== 1) throw new Error('a trial that ran here has the imported badge');
+  await page.locator('button.chip[data-state="imported"]').click();
+  await until('only the imported trial', async () => {
+    const ids = await page.locator('#trials tbody tr[data-trial-id]').evaluateAll((ns) => ns.map((n) => n.dataset.trialId));
+    return JSON.stringify(ids) === '["5002"]';
+  });
+  await page.screenshot({ path: path.join(shots, 'constrained-1280.png'), fullPage: true });
+}
+
+// Sweep 6: each staleness metric of the parameter-server trials can be the
+// learning curves' metric (both trials' curves drawn) and is a column the
+// table sorts by.
+async function checkStaleness(page) {
+  await page.goto(`${server.url}#/sweeps/6`);
+  await until('the ps trials', async () => (await page.locator('#trials tbody tr[data-trial-id]').count()) === 2);
+  const headers = await page.locator('#trials thead th').allTextContents();
+  for (const m of STALENESS) if (!headers.includes(m)) throw new Error(`no ${m} column: ${headers}`);
+  for (const m of STALENESS) {
+    await page.locator('select[aria-label="curve metric"]').selectOption(m);
+    await until(`the curves of ${m}`, async () => (await page.locator('#curves svg path.line').count()) === 2 &&
+      (await page.locator('#curves svg text.legend').first().textContent()) === m);
+  }
+  await page.locator('#trials th[data-sort="metric:staleness_max"]').click();
+  await page.locator('#trials th[data-sort="metric:staleness_max"]').click();
+  await until('the trials by staleness_max, highest first', async () => {
+    const ids = await page.locator('#trials tbody tr[data-trial-id]').evaluateAll((ns) => ns.map((n) => n.dataset.trialId));
+    return JSON.stringify(ids) === '["6001","6000"]';
+  });
+  await page.screenshot({ path: path.join(shots, 'staleness-1280.png'), fullPage: true });
+}
+
+// The real pbt sweep: its population's curves, a mark for every exploit of
+// its lineage (member, donor and step as stored), and the best member's
+// schedule row by row.
+async function checkPbtSweep(page) {
+  runPbtSweep();
+  pbtServer = await startServer([], pbtDb);
+  const exploits = query(pbtDb, 'SELECT trial_id, donor_trial_id, from_step FROM pbt_lineage WHERE donor_trial_id IS NOT NULL ' +
+    'ORDER BY trial_id, round').map((r) => r.join(' '));
+  if (!exploits.length) throw new Error('the pbt sweep made no exploit: nothing to show');
+  const [[best]] = query(pbtDb, "SELECT id FROM trials WHERE state = 'completed' ORDER BY metric_value DESC, id LIMIT 1");
+  const schedule = query(pbtDb, `SELECT from_step, json_extract(params, '$.lr'), coalesce(donor_trial_id, '') FROM pbt_lineage
+    WHERE trial_id = ${best} ORDER BY round`);
+  await page.goto(`${pbtServer.url}?token=${TOKEN}#/sweeps/1`);
+  await until('the population panel', () => page.locator('#population-panel').isVisible());
+  await until('4 members\' curves', async () => (await page.locator('#population svg path.line').count()) === 4);
+  await until('the exploit marks', async () => (await page.locator('#population svg path.exploit-mark').count()) === exploits.length);
+  const marks = (await page.locator('#population svg path.exploit-mark').evaluateAll((ns) =>
+    ns.map((n) => `${n.dataset.trial} ${n.dataset.donor} ${n.dataset.step}`))).sort();
+  if (JSON.stringify(marks) !== JSON.stringify(exploits.slice().sort()))
+    throw new Error(`exploit marks ${JSON.stringify(marks)}, the lineage has ${JSON.stringify(exploits)}`);
+  if (await page.locator('#population svg path.exploit-link').count() !== exploits.length)
+    throw new Error('an exploit has no link from the member it copied');
+  const [m, d, st] = exploits[0].split(' ');
+  const markTitle = await page.locator(`#population svg path.exploit-mark[data-trial="${m}"][data-step="${st}"] title`).textContent();
+  if (!markTitle.includes(`#${m} resumed from #${d}'s checkpoint`) || !markTitle.includes('lr: '))
+    throw new Error(`the exploit's title: ${markTitle}`);
+  // The schedule: the best member's rounds, each from its step with its lr and source.
+  await until('the best member\'s schedule', async () => (await page.locator('#schedule tbody tr[data-round]').count()) === schedule.length);
+  const heading = await page.locator('#population-panel h2').nth(1).textContent();
+  if (!heading.includes(`#${best}`)) throw new Error(`the schedule is not the best member's (#${best}): ${heading}`);
+  const rows = await page.locator('#schedule tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  const lrColumn = (await page.locator('#schedule thead th').allTextContents()).indexOf('lr');
+  schedule.forEach(([from, lr, donor], i) => {
+    const row = rows[i];
+    if (row[0] !== from || Number(row[lrColumn]) !== Number(lr) || (donor && !row.join(' ').includes(`copied from #${donor}`)))
+      throw new Error(`schedule row ${i}: ${JSON.stringify(row)}, the lineage says from ${from} lr ${lr} donor ${donor}`);
+  });
+  await page.screenshot({ path: path.join(shots, 'pbt-1280.png'), fullPage: true });
+  // The member's own page: the same schedule.
+  await page.goto(`${pbtServer.url}#/trials/${best}`);
+  await until('the member page\'s schedule', async () =>
+    (await page.locator('#trial-schedule tbody tr[data-round]').count()) === schedule.length);
+  const own = await page.locator('#trial-schedule tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  if (JSON.stringify(own) !== JSON.stringify(rows)) throw new Error(`the member page's schedule ${JSON.stringify(own)} is not ${JSON.stringify(rows)}`);
+  console.log(`browser test: the pbt sweep shows ${exploits.length} exploits and member #${best}'s schedule`);
+}
+
 async function until(what, fn, ms = 20000) {
   const deadline = Date.now() + ms;
   let last;
@@ -176,9 +350,9 @@ async function until(what, fn, ms = 20000) {
   throw new Error(`timed out waiting for ${what} (last: ${last})`);
 }
 
-function startServer(extra = []) {
+function startServer(extra = [], file = db) {
   return new Promise((resolve, reject) => {
-    const child = spawn(swept, ['web', '--db', db, '--listen', '127.0.0.1:0', '--token', TOKEN, ...extra],
+    const child = spawn(swept, ['web', '--db', file, '--listen', '127.0.0.1:0', '--token', TOKEN, ...extra],
       { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error('swept web did not print its address within 15 s')), 15000);
@@ -191,7 +365,7 @@ function startServer(extra = []) {
   });
 }
 
-let server, tlsServer, context, tlsContext, failed = false;
+let server, tlsServer, pbtServer, context, tlsContext, failed = false;
 try {
   sql(fixture());
   server = await startServer();
@@ -240,7 +414,7 @@ try {
   await page.screenshot({ path: path.join(shots, 'sweep-1280.png'), fullPage: true });
 
   // Live update: a new trial and new metrics written while the page is open.
-  sql(`BEGIN;\n${trialSql(TRIALS, 'running', 80)}UPDATE sweeps SET next_index = ${TRIALS + 1};\nCOMMIT;\n`);
+  sql(`BEGIN;\n${trialSql(TRIALS, 'running', 80)}UPDATE sweeps SET next_index = ${TRIALS + 1} WHERE id = 1;\nCOMMIT;\n`);
   await until('the new trial to appear live', () => page.locator(`#trials tr[data-trial-id="${1000 + TRIALS}"]`).count());
   console.log('browser test: the inserted trial appeared without a reload');
 
@@ -303,6 +477,10 @@ try {
     (await page.locator('#feasibility').count()) === 1 &&
     (await page.locator('#feasibility').textContent()) === 'infeasible: violates mem');
 
+  await checkConstrainedSweep(page);
+  await checkStaleness(page);
+  await checkPbtSweep(page);
+
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());
   const log = await page.locator('#log').textContent();
@@ -354,6 +532,7 @@ try {
   if (context) await context.close().catch(() => {});
   if (tlsContext) await tlsContext.close().catch(() => {});
   if (server) server.child.kill('SIGTERM');
+  if (pbtServer) pbtServer.child.kill('SIGTERM');
   if (tlsServer) tlsServer.child.kill('SIGTERM');
   rmSync(scratch, { recursive: true, force: true });
 }

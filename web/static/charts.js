@@ -36,7 +36,9 @@
 
   // Lines: series = [{label, steps[], values[], stopped?: {step, reason}}]. A
   // series with `stopped` (an early-stopped trial) gets a mark (class
-  // stop-mark) at the last point at or before that step.
+  // stop-mark) at the last point at or before that step. Returns the frame,
+  // its scales and the colour of each label, for marks drawn on top
+  // (pbt.js), or nothing when there was nothing to draw.
   function drawLines(container, series, yLabel) {
     series = series.filter(function (s) { return s.steps.length > 0; });
     if (!series.length) return emptyChart(container, 'no metric values yet');
@@ -70,6 +72,14 @@
           .style('fill', color(s.label)).text(shorten(s.label, 18));
       }
     });
+    return { frame: f, x: x, y: y, color: color };
+  }
+
+  // A point of /points that violates a constraint (docs/api.md): drawn apart,
+  // hollow or dashed grey, never coloured as good nor marked best.
+  function infeasible(t) { return t.feasible === false; }
+  function pointTitle(t, name, value) {
+    return '#' + t.id + ' ' + name + '=' + fmt(value) + (infeasible(t) ? ' (infeasible: violates ' + t.violated.join(', ') + ')' : '');
   }
 
   // Parallel coordinates over params + metric; numeric axes linear, others ordinal.
@@ -94,7 +104,10 @@
         d.cat = true;
       }
     });
-    var mvals = points.map(function (t) { return t.metric_value; });
+    // The colour scale spans the feasible trials only: an infeasible trial's
+    // better value must not read as the best colour.
+    var feasible = points.filter(function (t) { return !infeasible(t); });
+    var mvals = (feasible.length ? feasible : points).map(function (t) { return t.metric_value; });
     var goodHigh = data.metric.goal === 'maximize';
     var c = d3.scale.linear().domain(extent(mvals)).range(goodHigh ? ['#c7d2fe', '#1e3a8a'] : ['#1e3a8a', '#c7d2fe']);
     var line = d3.svg.line();
@@ -105,11 +118,14 @@
         return [x(i), yv];
       }));
     }
-    var sorted = points.slice().sort(function (a, b) { return (a.id === bestId) - (b.id === bestId); });
+    // Infeasible lines first (underneath), the best last (on top).
+    var rank = function (t) { return t.id === bestId ? 2 : infeasible(t) ? 0 : 1; };
+    var sorted = points.slice().sort(function (a, b) { return rank(a) - rank(b); });
     f.g.selectAll('path.pc-line').data(sorted).enter().append('path')
-      .attr('class', function (t) { return 'pc-line' + (t.id === bestId ? ' best' : ''); })
-      .attr('d', path).style('stroke', function (t) { return c(t.metric_value); })
-      .append('title').text(function (t) { return '#' + t.id + ' ' + metricName + '=' + fmt(t.metric_value); });
+      .attr('class', function (t) { return 'pc-line' + (t.id === bestId ? ' best' : '') + (infeasible(t) ? ' infeasible' : ''); })
+      .attr('data-trial-id', function (t) { return t.id; })
+      .attr('d', path).style('stroke', function (t) { return infeasible(t) ? null : c(t.metric_value); })
+      .append('title').text(function (t) { return pointTitle(t, metricName, t.metric_value); });
     dims.forEach(function (d, i) {
       var ax = d3.svg.axis().scale(d.scale).orient('left').ticks(5)
         .tickFormat(d.cat ? function (v) { return shorten(v, 14); } : tickNumber);
@@ -147,12 +163,13 @@
     f.g.append('g').attr('class', 'axis').call(d3.svg.axis().scale(y).orient('left').ticks(4));
     f.g.append('text').attr('class', 'legend').attr('x', 4).attr('y', -6).text(shorten(param, 40)).append('title').text(param);
     f.g.selectAll('circle').data(pts).enter().append('circle')
-      .attr('class', function (t) { return 'dot' + (t.id === bestId ? ' best' : ''); })
+      .attr('class', function (t) { return 'dot' + (t.id === bestId ? ' best' : '') + (infeasible(t) ? ' infeasible' : ''); })
+      .attr('data-trial-id', function (t) { return t.id; })
       .attr('r', function (t) { return t.id === bestId ? 5 : 3; })
       .attr('cx', function (t) { return numeric ? x(t.params[param]) : x(fmt(t.params[param])); })
       .attr('cy', function (t) { return y(t.metric_value); })
-      .style('fill', '#2563eb')
-      .append('title').text(function (t) { return '#' + t.id + ' ' + param + '=' + fmt(t.params[param]) + ' → ' + fmt(t.metric_value); });
+      .style('fill', function (t) { return infeasible(t) ? null : '#2563eb'; })
+      .append('title').text(function (t) { return pointTitle(t, param + '=' + fmt(t.params[param]) + ' → metric', t.metric_value); });
   }
 
   // Optimisation history (GET /api/sweeps/ID/history): each trial's value as a

@@ -104,9 +104,11 @@
       el('h2', null, 'Pareto front ', frontX, ' against ', frontY), frontChart, frontParallel, frontNote);
     var table = el('table', { id: 'trials' });
     var pager = el('div', { className: 'pager' });
+    // A pbt sweep: the population's curves and the best member's schedule (pbt.js).
+    var population = swept.populationPanel(sweepId);
     root.replaceChildren(
       el('div', null, el('a', { href: '#/', text: '← sweeps' })), title, summary, warning,
-      el('div', { className: 'grid' }, frontPanel,
+      el('div', { className: 'grid' }, frontPanel, population.node,
         el('section', { className: 'panel' }, el('h2', null, 'Learning curves ', metricSelect), curves,
           el('div', { className: 'note', text: 'Tick trials in the table to compare them.' })),
         el('section', { className: 'panel' }, el('h2', null, 'Parameter importance ', importanceSelect), importance, importanceNote),
@@ -133,6 +135,7 @@
       if (s.constraints && s.constraints.length)
         items.push(el('span', { id: 'constraints', className: 'muted', text: 'constraints: ' + constraintsText(s.constraints) }));
       frontPanel.hidden = !s.front;
+      population.node.hidden = s.method !== 'pbt';
       if (swept.info.cancel && SWEEP_FINAL[s.state] === false) {
         items.push(el('button', { className: 'danger', text: 'Cancel sweep', onclick: function () {
           if (!window.confirm('Cancel sweep ' + s.id + ' and stop its running trials?')) return;
@@ -209,11 +212,14 @@
         }
         // The best trial, or every trial on the Pareto front, is highlighted;
         // an infeasible one is marked with the constraints it violates.
-        var rowClass = (t.id === page.best_trial_id || onFront(t.id) ? 'best' : '') + (t.feasible === false ? ' infeasible' : '');
+        var rowClass = (t.id === page.best_trial_id || onFront(t.id) ? 'best' : '') + (t.feasible === false ? ' infeasible' : '') +
+          (t.imported_from !== undefined ? ' imported' : '');
         var tr = el('tr', { 'data-trial-id': t.id, className: rowClass.trim() },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
           el('td', null, stateBadge('trial', t.state, t.stopping), t.feasible === false ?
-            el('span', { className: 'infeasible-tag', text: 'infeasible', title: 'violates ' + t.violated.join(', ') }) : null),
+            el('span', { className: 'infeasible-tag', text: 'infeasible', title: 'violates ' + t.violated.join(', ') }) : null,
+            // A warm start's trial: never run here; the badge says from where.
+            t.imported_from !== undefined ? el('span', { className: 'imported-tag', text: 'warm start', title: t.imported_from }) : null),
           el('td', { text: agent }), el('td', { text: gpus }),
           el('td', { className: 'num', text: String(t.attempts) }));
         page.columns.params.forEach(function (p) { tr.appendChild(el('td', { text: fmt(t.params[p]), title: fmt(t.params[p]) })); });
@@ -330,6 +336,7 @@
         api('/api/sweeps/' + sweepId + '/points?limit=1000').then(function (data) { drawParamCharts(data, best); })
           .catch(function (e) { showError(parallel, e); });
       }
+      if (state.sweep && state.sweep.method === 'pbt') population.load(state.sweep);
       api('/api/sweeps/' + sweepId + '/importance').then(function (r) {
         state.importance = r;
         renderImportance();

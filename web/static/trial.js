@@ -1,7 +1,8 @@
 // swept dashboard, the trial view (#/trials/ID): a trial's run, parameters,
 // final metrics, metric charts, environment, attempts and log tail, with its
-// cancel button when the server offers cancel. Returns { onChange(event),
-// dispose() } for app.js. Loaded after util.js and charts.js.
+// cancel button when the server offers cancel, and a pbt member's parameter
+// schedule. Returns { onChange(event), dispose() } for app.js. Loaded after
+// util.js, charts.js and pbt.js.
 (function (swept) {
   'use strict';
 
@@ -57,11 +58,20 @@
           post('/api/trials/' + Number(t.id) + '/cancel').then(load).catch(function (e) { window.alert(e.message); });
         } });
       }
+      // A pbt member: the parameters in force from each step on, and whose
+      // checkpoint each round resumed from (its lineage; pbt.js draws it).
+      var schedule = null;
+      if (t.schedule) {
+        var scheduleTable = el('table', { id: 'trial-schedule', className: 'schedule' });
+        swept.scheduleTable(scheduleTable, t);
+        schedule = el('section', { className: 'panel wide' }, el('h2', { text: 'Parameter schedule' }), scheduleTable);
+      }
       body.replaceChildren(
         el('div', null, el('a', { href: '#/sweeps/' + Number(t.sweep_id), text: '← sweep' })), header, actions || el('div'),
         el('div', { className: 'grid' },
           el('section', { className: 'panel' }, el('h2', { text: 'Run' }), kv),
           el('section', { className: 'panel' }, el('h2', { text: 'Parameters' }), params, el('h2', { text: 'Final metrics', style: 'margin-top:12px' }), metrics),
+          schedule,
           el('section', { className: 'panel wide' }, el('h2', { text: 'Metrics' }), charts),
           el('section', { className: 'panel' }, el('h2', { text: 'Environment' }), env),
           el('section', { className: 'panel' }, el('h2', { text: 'Attempts' }), attempts),
