@@ -118,27 +118,45 @@ else:
 if steps is not None and steps > budget:
     steps = None
 print(name, seed, steps if steps is not None else f">{budget}", attempts)
+# What happened, for the reader (to stderr, which the caller collects): the
+# best test accuracy any trial reached and where; for PBT the exploits and the
+# parameters of its best member at the end; for ASHA the trial that got there.
+best = con.execute("SELECT trial_id, step, value FROM metrics WHERE name = 'test_accuracy' "
+                   "ORDER BY value DESC, step LIMIT 1").fetchone()
+detail = f"{name} seed {seed}: best test accuracy {best[2]:.4f} (trial {best[0]}, step {best[1]})" if best else \
+    f"{name} seed {seed}: no test accuracy reported"
+if name == "pbt" and con.execute("SELECT name FROM sqlite_master WHERE name = 'pbt_lineage'").fetchone():
+    exploits = con.execute("SELECT COUNT(*) FROM pbt_lineage WHERE donor_trial_id IS NOT NULL").fetchone()[0]
+    last = con.execute("SELECT params FROM pbt_lineage WHERE trial_id = ? ORDER BY round DESC LIMIT 1",
+                       (best[0],)).fetchone() if best else None
+    detail += f"; {exploits} exploits; its last parameters {last[0] if last else '?'}"
+elif hits:
+    first = min(hits, key=lambda t: trials.index(t))
+    params = con.execute("SELECT params FROM trials WHERE id = ?", (first,)).fetchone()[0]
+    detail += f"; first to 99 %: trial {first} (number {trials.index(first) + 1}) at step {hits[first]}, {params}"
+print(detail, file=sys.stderr)
 PY
 }
 
 : >"$tmp/results"
+: >"$tmp/details"
 t0=$(date +%s)
 asha_trials=$(( budget / 300 ))
 # Each search appends its line to $tmp/results; up to $parallel run at once.
 jobs_running() { jobs -rp | wc -l; }
 for seed in $(seq 1 "$seeds"); do
   for name in pbt asha; do
-    while (( $(jobs_running) >= parallel )); do wait -n || exit 1; done
+    while (( $(jobs_running) >= parallel )); do wait -n || { cat "$tmp/details" >&2; exit 1; }; done
     if [[ $name == pbt ]]; then
       run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": 100, "max_steps": '"$max_steps"'}}' \
-        4 "$pbt_threads" >>"$tmp/results" &
+        4 "$pbt_threads" >>"$tmp/results" 2>>"$tmp/details" &
     else
       run_search asha "$seed" '{"method": "random", "run_cap": '"$asha_trials"',
-        "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}' 1 "$asha_threads" >>"$tmp/results" &
+        "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}' 1 "$asha_threads" >>"$tmp/results" 2>>"$tmp/details" &
     fi
   done
 done
-while (( $(jobs_running) > 0 )); do wait -n || exit 1; done
+while (( $(jobs_running) > 0 )); do wait -n || { cat "$tmp/details" >&2; exit 1; }; done
 
 echo "device: $device$( [[ $device == cuda ]] && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/^/ /'), searches at once: $parallel, wall $(( $(date +%s) - t0 )) s"
 echo "machine: $cores cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -167,3 +185,4 @@ if med["pbt"] <= budget and med["asha"] <= budget:
     print(f"ratio pbt/asha: {med['pbt'] / med['asha']:.2f}")
 print("target (PBT fewer steps than ASHA):", "met" if med["pbt"] < med["asha"] else "NOT met")
 PY
+sort "$tmp/details" 2>/dev/null || true
