@@ -21,9 +21,9 @@
 // in the others, try this one elsewhere", and EI stays trapped in the basin
 // the best trials share. The additive part predicts exactly that, and the
 // marginal likelihood decides how much of it the data support (w near 0 for a
-// rotated valley, whose parameters only act together). docs/benchmarks.md,
-// "Search: the additive kernel", has the measurements; `bayes: {additive:
-// false}` keeps the joint kernel alone.
+// rotated valley, whose parameters only act together). docs/benchmarks.md
+// ("Search and early termination", "the additive kernel") has the
+// measurements; `bayes: {additive: false}` keeps the joint kernel alone.
 //
 // Cost cap: when more than max_model_trials trials have finished, the model
 // keeps the best half of max_model_trials (by value; ties to the earlier) and
@@ -73,7 +73,7 @@ constexpr double kLsPriorMean = -0.69314718055994531;  // log 0.5
 constexpr double kLsPriorSd = 1.5;
 constexpr double kAdditivePriorMean = 0.0;  // the additive weight w = logistic(theta): 0.5
 constexpr double kAdditivePriorSd = 1.5;
-constexpr double kLogitMax = 5.0;
+constexpr double kLogitMax = 5.0;  // w within [0.007, 0.993]: neither part ever quite vanishes from the fit
 
 // Rows of features: numeric coordinates as they are, categoricals one-hot.
 struct Features {
