@@ -8,7 +8,7 @@
 #    random sampler (../shared/bench/search_peer.py, Debian's python3-optuna),
 #    5 functions, 40 trials, seeds 1-8, one trial at a time; median best.
 #    1b. The same on bench/search_shapes_peer.py's functions (issue 28: rotated ill-conditioned
-#    and many-minima shapes), its tune and holdout sets apart, evaluated by the peer's serve mode.
+#    and many-minima shapes), its tune, holdout and unseen sets apart, evaluated by the peer's serve mode.
 # 2. Parallel search: the same with 4 slots (oldest pending trial finishes first).
 # 3. Suggestion latency at 100, 1,000, 10,000 finished trials, beside Optuna's TPE.
 # 4. Steps saved by hyperband, asha and median on synthetic learning curves.
@@ -42,6 +42,7 @@ done
 "$build/bin/search_bench" quality "$shapes" --functions "$(python3 "$shapes" list | paste -sd,)" --trials 40 --seeds 1-8 \
   --methods bayes,tpe > "$out/shapes.jsonl"
 python3 "$shapes" list holdout > "$out/shapes_holdout.txt"
+python3 "$shapes" list unseen > "$out/shapes_unseen.txt"
 echo "load after quality:$(uptime | sed 's/.*load average://')"
 "$build/bin/search_bench" latency "$peer" --sizes 100,1000,10000 > "$out/latency.jsonl"
 for f in hartmann6 nnlike; do
@@ -78,11 +79,12 @@ print("\n### Shapes of issue 28 (bench/search_shapes_peer.py): median best of 40
 print("| function | set | swept bayes | swept tpe | Optuna TPE | bayes <= Optuna TPE | tpe <= Optuna TPE |")
 print("|---|---|---|---|---|---|---|")
 holdout = set(open(f"{out}/shapes_holdout.txt").read().split())
+unseen = set(open(f"{out}/shapes_unseen.txt").read().split())
 shp = {r["function"]: statistics.median(r["best"]) for r in rows("shapes_peer.jsonl")}
 shm = {(r["function"], r["method"]): statistics.median(r["best"]) for r in rows("shapes.jsonl")}
 for f, ot in shp.items():
     b, t = shm[(f, "bayes")], shm[(f, "tpe")]
-    print(f"| {f} | {'holdout' if f in holdout else 'tune'} | {b:.4g} | {t:.4g} | {ot:.4g} | {'yes' if b <= ot else 'no'} | {'yes' if t <= ot else 'no'} |")
+    print(f"| {f} | {'holdout' if f in holdout else 'unseen' if f in unseen else 'tune'} | {b:.4g} | {t:.4g} | {ot:.4g} | {'yes' if b <= ot else 'no'} | {'yes' if t <= ot else 'no'} |")
 print("\n### Parallel search: 4 slots against 1 (median best of 40 trials, seeds 1-8)\n")
 print("| function | bayes 1 slot | bayes 4 slots | tpe 1 slot | tpe 4 slots |")
 print("|---|---|---|---|---|")

@@ -1,14 +1,29 @@
 // The Gaussian process of `method: bayes`.
 //
 // Model: y (minimize space, as normal scores of their ranks: see below) ~ GP(0, k) + noise,
-// k = s2 * Matern 5/2 of the scaled distance r^2 = sum_p d_p(x, x')^2 / l_p^2,
-// one lengthscale l_p per sweep parameter (ARD): d_p is the difference of the
-// CDF coordinates for a numeric parameter and of the one-hot vectors for a
-// categorical one (so two different choices are sqrt(2) apart, whatever their
-// order in the file: no ordinal encoding). The hyperparameters (log l_p, log s2,
-// log noise) maximise the log marginal likelihood plus a weak log-normal prior
-// on each lengthscale, by L-BFGS-B (LBFGS++) within documented bounds, with the
-// analytic gradient (Rasmussen & Williams, eq. 5.9).
+// k = s2 * [(1 - w) M(r) + w (1/P) sum_p M(r_p)], M the Matern 5/2 correlation,
+// r^2 = sum_p r_p^2 the joint scaled distance and r_p = d_p(x, x') / l_p one
+// parameter's, one lengthscale l_p per sweep parameter (ARD): d_p is the
+// difference of the CDF coordinates for a numeric parameter and of the one-hot
+// vectors for a categorical one (so two different choices are sqrt(2) apart,
+// whatever their order in the file: no ordinal encoding). The hyperparameters
+// (log l_p, log s2, log noise, logit w) maximise the log marginal likelihood
+// plus a weak log-normal prior on each lengthscale and a weak normal prior on
+// logit w (centred on w = 1/2), by L-BFGS-B (LBFGS++) within documented bounds,
+// with the analytic gradient (Rasmussen & Williams, eq. 5.9).
+//
+// Why the additive part (Duvenaud et al. 2011, "Additive Gaussian processes":
+// orders 1 and P of their kernel): under the joint kernel alone, a point that
+// moves one parameter far from every trial is as unknown as a point that moves
+// them all, so on functions whose parameters act mostly one at a time (many
+// local minima along each axis, as Levy or Rastrigin; or a learning rate whose
+// best value hardly depends on the rest) the model cannot say "keep what works
+// in the others, try this one elsewhere", and EI stays trapped in the basin
+// the best trials share. The additive part predicts exactly that, and the
+// marginal likelihood decides how much of it the data support (w near 0 for a
+// rotated valley, whose parameters only act together). docs/benchmarks.md
+// ("Search and early termination", "the additive kernel") has the
+// measurements; `bayes: {additive: false}` keeps the joint kernel alone.
 //
 // Cost cap: when more than max_model_trials trials have finished, the model
 // keeps the best half of max_model_trials (by value; ties to the earlier) and
@@ -56,10 +71,15 @@ constexpr double kLogLsMin = -4.6051701859880914;  // log 0.01
 constexpr double kLogLsMax = 2.9957322735539909;   // log 20
 constexpr double kLsPriorMean = -0.69314718055994531;  // log 0.5
 constexpr double kLsPriorSd = 1.5;
+constexpr double kAdditivePriorMean = 0.0;  // the additive weight w = logistic(theta): 0.5
+constexpr double kAdditivePriorSd = 1.5;
+constexpr double kLogitMax = 5.0;  // w within [0.007, 0.993]: neither part ever quite vanishes from the fit
 
 // Rows of features: numeric coordinates as they are, categoricals one-hot.
 struct Features {
   std::vector<int> param_of_col;
+  std::vector<int> first_col, n_cols;  // per parameter: its columns (a categorical's one-hot block)
+  std::vector<char> categorical;       // per parameter
   int n_params = 0;
 };
 
@@ -67,6 +87,9 @@ Features features_of(const Encoding& enc) {
   Features f;
   for (size_t k = 0; k < enc.dims.size(); ++k) {
     const size_t cols = enc.dims[k].categorical ? enc.dims[k].n_choices : 1;
+    f.first_col.push_back(static_cast<int>(f.param_of_col.size()));
+    f.n_cols.push_back(static_cast<int>(cols));
+    f.categorical.push_back(enc.dims[k].categorical ? 1 : 0);
     for (size_t c = 0; c < cols; ++c) f.param_of_col.push_back(static_cast<int>(k));
   }
   f.n_params = static_cast<int>(enc.dims.size());
@@ -129,22 +152,82 @@ MatrixXd cross_correlation(const MatrixXd& a, const MatrixXd& b, const Features&
   return matern52(r2);
 }
 
-// theta = [log l_1 .. log l_P, log s2, log noise]; returns -(log ML + log prior).
+// One numeric parameter's own Matern 5/2 correlation between coordinates a
+// (m) and b (n), with r = |a_i - b_j| / l, and (when factor is given) the
+// factor (5/3)(1 + sqrt5 r) e^{-sqrt5 r} of its derivative by log l. The
+// exponential separates, e^{-sqrt5 |a - b| / l} = e^{-sqrt5 a / l} e^{sqrt5 b / l}
+// for a >= b (and the mirror image), so it costs m + n exponentials instead
+// of m n: the additive part's cost is then close to the joint kernel's. With
+// coordinates in [0, 1] and l >= 0.01 the factors stay below e^224, far from
+// overflow, and each product is exact to a rounding.
+void matern_1d(const Eigen::Ref<const VectorXd>& a, const Eigen::Ref<const VectorXd>& b, double inv_l, MatrixXd* corr,
+               MatrixXd* factor) {
+  const Eigen::ArrayXd ua = (kSqrt5 * inv_l * a.array()).exp(), va = ua.inverse();
+  const Eigen::ArrayXd ub = (kSqrt5 * inv_l * b.array()).exp(), vb = ub.inverse();
+  corr->resize(a.size(), b.size());
+  if (factor) factor->resize(a.size(), b.size());
+  for (Eigen::Index j = 0; j < b.size(); ++j) {
+    const Eigen::ArrayXd r = (a.array() - b(j)).abs() * inv_l;
+    const Eigen::ArrayXd e = (a.array() >= b(j)).select(va * ub(j), ua * vb(j));
+    corr->col(j).array() = (1.0 + kSqrt5 * r + (5.0 / 3.0) * r.square()) * e;
+    if (factor) factor->col(j).array() = (5.0 / 3.0) * (1.0 + kSqrt5 * r) * e;
+  }
+}
+
+// The additive part: the mean over parameters of each one's own Matern 5/2
+// correlation, with the same lengthscales, between the rows of A and B
+// (`factors`, when given, gets each parameter's derivative factor, as
+// matern_1d's). A categorical parameter's distance is sqrt(2) / l or 0, so its
+// correlation is one constant where the choices differ and 1 where they agree
+// (the one-hot blocks' dot product says which), and its factor that
+// constant's.
+MatrixXd additive_correlation(const MatrixXd& a, const MatrixXd& b, const Features& f, const VectorXd& inv_ls2,
+                              std::vector<MatrixXd>* factors = nullptr) {
+  MatrixXd acc = MatrixXd::Zero(a.rows(), b.rows()), one;
+  if (factors) factors->assign(static_cast<size_t>(f.n_params), MatrixXd());
+  for (int p = 0; p < f.n_params; ++p) {
+    const double inv_l = std::sqrt(inv_ls2(p));
+    const Eigen::Index c0 = f.first_col[static_cast<size_t>(p)];
+    MatrixXd* factor = factors ? &(*factors)[static_cast<size_t>(p)] : nullptr;
+    if (f.categorical[static_cast<size_t>(p)]) {
+      const Eigen::Index k = f.n_cols[static_cast<size_t>(p)];
+      const double r = std::sqrt(2.0) * inv_l, e = std::exp(-kSqrt5 * r);
+      const double differ = (1.0 + kSqrt5 * r + (5.0 / 3.0) * r * r) * e;
+      const MatrixXd same = a.middleCols(c0, k) * b.middleCols(c0, k).transpose();
+      acc.array() += differ + (1.0 - differ) * same.array();
+      if (factor) *factor = ((5.0 / 3.0) * (1.0 + kSqrt5 * r) * e) * (1.0 - same.array()).matrix();
+      continue;
+    }
+    matern_1d(a.col(c0), b.col(c0), inv_l, &one, factor);
+    acc += one;
+  }
+  return acc / static_cast<double>(f.n_params);
+}
+
+// theta = [log l_1 .. log l_P, log s2, log noise] and, with the additive part,
+// logit w last; returns -(log ML + log prior).
 class NegLogPosterior {
  public:
-  NegLogPosterior(const std::vector<MatrixXd>& s, const VectorXd& y) : s_(s), y_(y) {}
+  // x and f: the model's rows and their features, for the additive part (null: the joint kernel alone).
+  NegLogPosterior(const std::vector<MatrixXd>& s, const VectorXd& y, const MatrixXd* x, const Features* f)
+      : s_(s), y_(y), x_(x), f_(f), additive_(x != nullptr) {}
 
   double operator()(const VectorXd& theta, VectorXd& grad) {
     const Eigen::Index n = y_.size(), p = static_cast<Eigen::Index>(s_.size());
     const VectorXd inv_ls2 = (-2.0 * theta.head(p)).array().exp();
     const double s2 = std::exp(theta(p)), noise = std::exp(theta(p + 1));
+    const double w = additive_ ? 1.0 / (1.0 + std::exp(-theta(p + 2))) : 0.0;
     // r, the Matern correlation and its derivative factor, from the same r2.
     MatrixXd r2 = MatrixXd::Zero(n, n);
     for (Eigen::Index q = 0; q < p; ++q) r2 += s_[static_cast<size_t>(q)] * inv_ls2(q);
     const Eigen::ArrayXXd r = r2.array().max(0.0).sqrt();
     const Eigen::ArrayXXd e = (-kSqrt5 * r).exp();
     const MatrixXd corr = ((1.0 + kSqrt5 * r + (5.0 / 3.0) * r2.array()) * e).matrix();
-    MatrixXd k = s2 * corr;
+    // The additive part: per parameter, its correlation and its derivative factor (5/3)(1 + sqrt5 r_q) e^{-sqrt5 r_q}.
+    std::vector<MatrixXd> add_factor;
+    const MatrixXd add = additive_ ? additive_correlation(*x_, *x_, *f_, inv_ls2, &add_factor) : MatrixXd();
+    const MatrixXd mixed = additive_ ? MatrixXd((1.0 - w) * corr + w * add) : corr;
+    MatrixXd k = s2 * mixed;
     k.diagonal().array() += noise + 1e-8;
     Eigen::LLT<MatrixXd> llt(k);
     grad.setZero(theta.size());
@@ -153,17 +236,25 @@ class NegLogPosterior {
     const MatrixXd l = llt.matrixL();
     const double log_det = 2.0 * l.diagonal().array().log().sum();
     double value = 0.5 * y_.dot(alpha) + 0.5 * log_det + 0.5 * static_cast<double>(n) * kLog2Pi;
-    const MatrixXd w = alpha * alpha.transpose() - llt.solve(MatrixXd::Identity(n, n));
-    // d/dlog l_q: s2 (5/3)(1 + sqrt5 r) e^{-sqrt5 r} S_q / l_q^2.
-    const Eigen::ArrayXXd common = (w.array() * (s2 * (5.0 / 3.0)) * (1.0 + kSqrt5 * r) * e);
+    const MatrixXd wm = alpha * alpha.transpose() - llt.solve(MatrixXd::Identity(n, n));
+    // d/dlog l_q: s2 (5/3)(1 + sqrt5 r) e^{-sqrt5 r} S_q / l_q^2, times (1 - w), plus the additive term's share.
+    const Eigen::ArrayXXd common = (wm.array() * (s2 * (1.0 - w) * (5.0 / 3.0)) * (1.0 + kSqrt5 * r) * e);
     for (Eigen::Index q = 0; q < p; ++q) {
-      const double d = 0.5 * (common * s_[static_cast<size_t>(q)].array()).sum() * inv_ls2(q);
+      double d = 0.5 * (common * s_[static_cast<size_t>(q)].array()).sum() * inv_ls2(q);
+      if (additive_)
+        d += 0.5 * (wm.array() * add_factor[static_cast<size_t>(q)].array() * s_[static_cast<size_t>(q)].array()).sum() * inv_ls2(q) *
+             s2 * w / static_cast<double>(p);
       const double z = (theta(q) - kLsPriorMean) / kLsPriorSd;
       value += 0.5 * z * z;
       grad(q) = -d + z / kLsPriorSd;
     }
-    grad(p) = -0.5 * (w.array() * corr.array()).sum() * s2;
-    grad(p + 1) = -0.5 * w.trace() * noise;
+    grad(p) = -0.5 * (wm.array() * mixed.array()).sum() * s2;
+    grad(p + 1) = -0.5 * wm.trace() * noise;
+    if (additive_) {
+      const double z = (theta(p + 2) - kAdditivePriorMean) / kAdditivePriorSd;
+      value += 0.5 * z * z;
+      grad(p + 2) = -0.5 * (wm.array() * (add - corr).array()).sum() * s2 * w * (1.0 - w) + z / kAdditivePriorSd;
+    }
     if (!std::isfinite(value) || !grad.allFinite()) return 1e10;
     if (value < best_value_) best_value_ = value, best_theta_ = theta;
     return value;
@@ -175,6 +266,9 @@ class NegLogPosterior {
  private:
   const std::vector<MatrixXd>& s_;
   const VectorXd& y_;
+  const MatrixXd* x_;
+  const Features* f_;
+  bool additive_;
   double best_value_ = std::numeric_limits<double>::infinity();
   VectorXd best_theta_;
 };
@@ -192,12 +286,14 @@ struct Posterior {
   MatrixXd x;  // model rows
   VectorXd inv_ls2;
   double s2 = 1;
+  double w = 0;  // the additive part's weight
   Eigen::LLT<MatrixXd> llt;
   VectorXd alpha;
 
   // Mean and variance (of the latent function) at the rows of c.
   void predict(const MatrixXd& c, VectorXd* mean, VectorXd* var) const {
-    const MatrixXd kstar = s2 * cross_correlation(c, x, *f, inv_ls2);  // m x n
+    MatrixXd kstar = s2 * cross_correlation(c, x, *f, inv_ls2);  // m x n
+    if (w > 0) kstar = (1.0 - w) * kstar + (s2 * w) * additive_correlation(c, x, *f, inv_ls2);
     *mean = kstar * alpha;
     const MatrixXd v = llt.matrixL().solve(kstar.transpose());
     *var = (s2 - v.colwise().squaredNorm().array()).max(1e-12).matrix().transpose();
@@ -206,6 +302,7 @@ struct Posterior {
 
 bool factor(Posterior* post, const VectorXd& y, double noise) {
   MatrixXd k = post->s2 * correlation(squared_differences(post->x, post->x, *post->f), post->inv_ls2);
+  if (post->w > 0) k = (1.0 - post->w) * k + (post->s2 * post->w) * additive_correlation(post->x, post->x, *post->f, post->inv_ls2);
   for (double jitter : {1e-8, 1e-6, 1e-4}) {
     MatrixXd kj = k;
     kj.diagonal().array() += noise + jitter;
@@ -285,16 +382,18 @@ struct Fit {
   double neg_log_posterior = 0;
 };
 
-Result<Fit> fit_hyperparameters(const MatrixXd& x, const Features& f, const VectorXd& ys) {
+Result<Fit> fit_hyperparameters(const MatrixXd& x, const Features& f, const VectorXd& ys, bool additive) {
   const int p = f.n_params;
+  const int m = p + 2 + (additive ? 1 : 0);
   const std::vector<MatrixXd> sq = squared_differences(x, x, f);
-  NegLogPosterior objective(sq, ys);
-  VectorXd theta(p + 2), lb(p + 2), ub(p + 2);
+  NegLogPosterior objective(sq, ys, additive ? &x : nullptr, &f);
+  VectorXd theta(m), lb(m), ub(m);
   theta.head(p).setConstant(std::log(0.4));
   lb.head(p).setConstant(kLogLsMin);
   ub.head(p).setConstant(kLogLsMax);
   theta(p) = 0.0, lb(p) = std::log(0.05), ub(p) = std::log(20.0);
   theta(p + 1) = std::log(1e-3), lb(p + 1) = std::log(1e-6), ub(p + 1) = std::log(0.5);
+  if (additive) theta(p + 2) = kAdditivePriorMean, lb(p + 2) = -kLogitMax, ub(p + 2) = kLogitMax;
   LBFGSpp::LBFGSBParam<double> param;
   param.max_iterations = 30;
   param.epsilon = 1e-4;
@@ -457,7 +556,9 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   if (!(sd > 1e-12 * std::max(1.0, std::fabs(mean))))
     return Status::FailedPrecondition("all " + std::to_string(n) + " values are equal: nothing to learn from");
   const VectorXd ys = normal_scores(y);
-  SWEPT_ASSIGN_OR_RETURN(fit, fit_hyperparameters(x, f, ys));
+  // One parameter: the additive part would be the joint kernel again.
+  const bool additive = s.additive && f.n_params >= 2;
+  SWEPT_ASSIGN_OR_RETURN(fit, fit_hyperparameters(x, f, ys, additive));
 
   const int p = f.n_params;
   Posterior post;
@@ -466,6 +567,7 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   post.x = x;
   post.inv_ls2 = (-2.0 * fit.theta.head(p)).array().exp();
   post.s2 = std::exp(fit.theta(p));
+  post.w = additive ? 1.0 / (1.0 + std::exp(-fit.theta(p + 2))) : 0.0;
   const double noise = std::exp(fit.theta(p + 1));
   if (!factor(&post, ys, noise)) return Status::FailedPrecondition("the fitted kernel matrix is not positive definite");
   const double incumbent = plugin_incumbent(post);
@@ -484,6 +586,7 @@ Result<std::vector<double>> gp_suggest(const BayesSettings& s, const ModelInput&
   for (int q = 0; q < p; ++q) state->lengthscales.push_back(std::exp(fit.theta(q)));
   state->signal_variance = post.s2;
   state->noise_variance = noise;
+  state->additive_weight = post.w;
   state->log_marginal_likelihood = -fit.neg_log_posterior;
   state->predicted_quantile = normal_cdf(sc.mu(static_cast<Eigen::Index>(chosen_i)));
   state->predicted_sd = std::sqrt(sc.var(static_cast<Eigen::Index>(chosen_i)));

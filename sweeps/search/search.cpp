@@ -45,6 +45,7 @@ json ModelState::to_json() const {
       j["lengthscales"] = lengthscales;
       j["signal_variance"] = signal_variance;
       j["noise_variance"] = noise_variance;
+      j["additive_weight"] = additive_weight;
       j["log_marginal_likelihood"] = log_marginal_likelihood;
       j["predicted_quantile"] = predicted_quantile;
       j["predicted_sd"] = predicted_sd;

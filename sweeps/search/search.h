@@ -67,6 +67,9 @@ struct BayesSettings {
   int n_candidates = 1024;        // candidates scored by EI (half uniform, half near the best trials) before refinement
   int n_local_starts = 4;         // best candidates refined by shrinking local perturbations
   double xi = 0.0;                // EI's exploration margin, in normal-score units
+  // The kernel: (1 - w) joint Matern + w additive (the mean of one Matern per
+  // parameter), w fitted with the rest (docs/sweep-format.md); false: the joint alone.
+  bool additive = true;
 };
 
 // method: nsga2, after Optuna's NSGAIISampler (3.1, Debian's) and its
@@ -92,7 +95,7 @@ struct SearchSettings {
 // `metric` {name, goal, impute}, and the optional blocks `tpe` {n_startup_trials,
 // n_ei_candidates, prior_weight, consider_magic_clip, constant_liar, bandwidth,
 // below_weights} and
-// `bayes` {n_startup_trials, max_model_trials, n_candidates, xi}.
+// `bayes` {n_startup_trials, max_model_trials, n_candidates, xi, additive}.
 // Errors name the field: no metric ("metric: bayes learns from a metric ..."),
 // a method that is not bayes/tpe, a setting out of range, an unknown key.
 Result<SearchSettings> parse_search_settings(const nlohmann::json& sweep);
@@ -144,6 +147,7 @@ struct ModelState {
   // bayes: fitted hyperparameters (per parameter lengthscale, in encoded units)
   std::vector<double> lengthscales;
   double signal_variance = 0, noise_variance = 0;  // in normal-score units
+  double additive_weight = 0;  // w of the kernel's additive part (0: joint kernel only)
   double log_marginal_likelihood = 0;  // at the fit, plus the lengthscale prior
   // At the suggestion: the predicted share of the model's trials that are
   // better (the GP models normal scores of the values' ranks), and the

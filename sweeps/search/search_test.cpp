@@ -245,6 +245,7 @@ TEST_CASE("sweeps.search: settings refused with the field named") {
   CHECK(err({{"method", "tpe"}, {"metric", {{"name", "l"}}}, {"tpe", {{"below_weights", 1}}}}).rfind("tpe.below_weights:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"impute", "worst"}}}}).rfind("metric.impute:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"bayes", {{"max_model_trials", 4}}}}).rfind("bayes.max_model_trials:", 0) == 0);
+  CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}}}, {"bayes", {{"additive", 1}}}}).rfind("bayes.additive:", 0) == 0);
   CHECK(err({{"method", "bayes"}, {"metric", {{"name", "l"}, {"goal", "maximize"}, {"impute", -1}}}}) == "accepted");
 }
 
@@ -322,6 +323,44 @@ TEST_CASE("sweeps.search: an explicit trials list has nothing to search") {
   REQUIRE(out.problems.empty());
   auto s = suggest(settings_of("tpe"), *out.spec, {}, 0);
   CHECK_FALSE(s.ok());
+}
+
+double separable4(const json& p) {  // parameters that act one at a time, each with several local minima
+  double s = 0;
+  for (const char* x : {"x1", "x2", "x3", "x4"}) {
+    const double v = p[x].get<double>();
+    s += std::sin(1.5 * v) + std::fabs(v) / 5;
+  }
+  return s;
+}
+
+double product4(const json& p) {  // parameters that only act together: no one of them alone says anything
+  return p["x1"].get<double>() * p["x2"].get<double>() * p["x3"].get<double>() * p["x4"].get<double>();
+}
+
+TEST_CASE("sweeps.search: bayes' kernel is mostly additive where parameters act one at a time, joint where they act together") {
+  // The marginal likelihood weighs the kernel's additive part against the
+  // joint one. On the same 30 random trials of each function, it should lean
+  // on the additive part for a sum of one-parameter terms and leave it for a
+  // product, which no sum of one-parameter terms can follow.
+  const json box = {{"x1", {{"min", -5.0}, {"max", 5.0}}}, {"x2", {{"min", -5.0}, {"max", 5.0}}},
+                    {"x3", {{"min", -5.0}, {"max", 5.0}}}, {"x4", {{"min", -5.0}, {"max", 5.0}}}};
+  const SearchSettings random30 = settings_of("bayes", {{"bayes", {{"n_startup_trials", 30}}}});
+  auto weight = [&](double (*loss)(const json&), const SearchSettings& s) {
+    const SweepSpec spec = spec_of(box, 3);
+    const SearchHistory h = run(random30, spec, 30, loss);
+    auto sug = suggest(s, spec, h, 30);
+    REQUIRE_MESSAGE(sug.ok(), sug.status().ToString());
+    REQUIRE(sug->model.mode == "model");
+    CHECK(sug->model.to_json().contains("additive_weight"));
+    return sug->model.additive_weight;
+  };
+  const double w_sum = weight(separable4, settings_of("bayes")), w_product = weight(product4, settings_of("bayes"));
+  INFO("additive weight: sum ", w_sum, ", product ", w_product);
+  CHECK(w_sum > 0.7);  // measured 0.85
+  CHECK(w_product < 0.4);  // measured 0.23
+  // `additive: false`: the joint kernel alone, as before the additive part.
+  CHECK(weight(separable4, settings_of("bayes", {{"bayes", {{"additive", false}}}})) == 0.0);
 }
 
 }  // namespace

@@ -136,11 +136,12 @@ Result<SearchSettings> parse_search_settings(const json& sweep) {
   if (sweep.contains("bayes")) {
     if (s.method != SearchMethod::kBayes) return bad("bayes", "settings for method: bayes, but the method is " + name);
     const json& b = sweep["bayes"];
-    SWEPT_RETURN_IF_ERROR(only_keys(b, "bayes", {"n_startup_trials", "max_model_trials", "n_candidates", "xi"}));
+    SWEPT_RETURN_IF_ERROR(only_keys(b, "bayes", {"n_startup_trials", "max_model_trials", "n_candidates", "xi", "additive"}));
     SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "n_startup_trials", 2, 100000, &s.bayes.n_startup_trials));
     SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "max_model_trials", 8, 2000, &s.bayes.max_model_trials));
     SWEPT_RETURN_IF_ERROR(read_int(b, "bayes", "n_candidates", 16, 100000, &s.bayes.n_candidates));
     SWEPT_RETURN_IF_ERROR(read_double(b, "bayes", "xi", 0, 10, &s.bayes.xi));
+    SWEPT_RETURN_IF_ERROR(read_bool(b, "bayes", "additive", &s.bayes.additive));
   }
   if (sweep.contains("nsga2")) {
     if (s.method != SearchMethod::kNsga2) return bad("nsga2", "settings for method: nsga2, but the method is " + name);
