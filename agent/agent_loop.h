@@ -144,7 +144,8 @@ class Agent final : private LeaseHost {
   size_t running_trials() const override { return running_count(); }
   void read_messages(int64_t now) override;
   void register_again(int64_t now) override;
-  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) override;
+  std::vector<pid_t> trial_pids() const override;
+  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) override;
 
   // ---- agent_link.cpp: the connection -----------------------------------------
   int64_t liveness_ms() const { return static_cast<int64_t>(heartbeat_ms_) * liveness_; }

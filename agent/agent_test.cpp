@@ -807,6 +807,12 @@ void frozen_agent_case(const std::string& containment) {
   REQUIRE(::getpgid(escaped) != trial);
   std::vector<pid_t> keepers = keepers_of(agent->pid);
   REQUIRE_MESSAGE(keepers.size() == 1, "the agent runs one lease keeper");
+  // A second trial that runs to its end while the agent is frozen (told by
+  // a file): issue 26, it must be reported as it ended, not stopped.
+  s.send(start_trial(11, "while [ ! -e go ]; do sleep 0.01; done; exit 0"));
+  auto started11 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 11; });
+  REQUIRE(started11);
+  const pid_t finisher = static_cast<pid_t>(started11->pid);
 
   // Frozen, the whole group (the keeper is not in it); the scheduler goes on
   // sending heartbeats that nobody reads.
@@ -816,6 +822,10 @@ void frozen_agent_case(const std::string& containment) {
   auto stopped = [&] { return process_state(agent->pid) == 'T'; };
   REQUIRE(swept::testing::eventually(
       [&] { return stopped() || (s.wait_for<pr::Disconnect>(nullptr, 10), stopped()); }, 20, kNoPause));
+  { std::ofstream(started11->workdir + "/go") << "go"; }
+  auto finisher_done = [&] { return process_state(finisher) == 'Z'; };
+  REQUIRE(swept::testing::eventually(
+      [&] { return finisher_done() || (s.wait_for<pr::Disconnect>(nullptr, 10), finisher_done()); }, 20, kNoPause));
   bool gone = swept::testing::eventually([&] {
     auto done = [&] { return !alive(trial) && !alive(escaped); };
     return done() || (s.wait_for<pr::Disconnect>(nullptr, 20), done());
@@ -837,11 +847,12 @@ void frozen_agent_case(const std::string& containment) {
   // in a new REGISTER's `finished`), not as a trial killed out of the blue,
   // and the late START_TRIAL as not started: it never runs.
   ::kill(-agent->pid, SIGCONT);
-  std::optional<pr::TrialExited> ended, late;
+  std::optional<pr::TrialExited> ended, late, finished;
   bool late_started = false;
   auto note = [&](const pr::TrialExited& x) {
     if (x.trial_id == 9) ended = x;
     if (x.trial_id == 10) late = x;
+    if (x.trial_id == 11) finished = x;
   };
   // The agent's report of trial 9 comes after anything it did with trial 10.
   swept::testing::eventually([&] {
@@ -855,7 +866,7 @@ void frozen_agent_case(const std::string& containment) {
         if (rt.trial_id == 10) late_started = true;
       s.send(ack_for(*r));
     }
-    return ended.has_value();
+    return ended.has_value() && finished.has_value();
   }, 20, kNoPause);
   CHECK_FALSE_MESSAGE(late_started, "a START_TRIAL read after the lease ran out was started");
   // Dropped unread with the stale connection, or read and refused: then
@@ -868,6 +879,9 @@ void frozen_agent_case(const std::string& containment) {
   CHECK(ended->cause == pr::ExitCause::kAgentShutdown);
   CHECK_MESSAGE(ended->reason.find("lease expired") != std::string::npos, ended->reason);
   CHECK_MESSAGE(ended->reason.find("lease keeper") != std::string::npos, ended->reason);
+  REQUIRE(finished);
+  CHECK_MESSAGE(finished->cause == pr::ExitCause::kExited, finished->reason);
+  CHECK(finished->exit_code == 0);
   std::string log = swept::agent::testing::read_file(dir.path() + "/agent.log");
   CHECK_MESSAGE(log.find("swept lease keeper") != std::string::npos, log);
 

@@ -32,8 +32,10 @@ struct FakeHost final : LeaseHost {
     ++reads;
     if (heard_on_read >= 0) heard = heard_on_read;
   }
-  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) override {
+  std::vector<pid_t> trial_pids() const override { return {}; }
+  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) override {
     stops.emplace_back(reason, grace_ms);
+    CHECK_FALSE(keeper_acted);  // no keeper here
   }
   void register_again(int64_t now) override { reregistered.push_back(now); }
 };
