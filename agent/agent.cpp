@@ -86,6 +86,9 @@ int Agent::run(const std::atomic<bool>& stop) {
   if (const TrialLimiter* limiter = containment_->limiter()) log::info(limiter->description());
   if (run_as_) log::info("trials run as user " + run_as_->name + " (uid " + std::to_string(run_as_->uid) + ")");
   resolve_advertised_address();
+  std::vector<PendingExit> left;
+  journal_ = ExitJournal::open(supervisor_options_.workdir_root, name_, &left);
+  restore_exits(std::move(left));
   lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
   while (true) {
     int64_t now = clock_.now_ms();

@@ -52,6 +52,7 @@
 #include "agent/agent.h"
 #include "agent/backoff.h"
 #include "agent/containment.h"
+#include "agent/exit_journal.h"
 #include "agent/gang_supervisor.h"
 #include "agent/gpu_inventory.h"
 #include "agent/launcher.h"
@@ -183,6 +184,9 @@ class Agent final : private LeaseHost {
   // `ended` has just ended: the trial waiting for its place starts now.
   void start_waiting_behind(const TrialKey& ended, int64_t now);
   void record_exit(const TrialKey& key, HostedTrial& t);
+  // Exits a previous agent of this name left unacknowledged (ExitJournal):
+  // finished trials again, reported on registering.
+  void restore_exits(std::vector<PendingExit> left);
   size_t running_count() const;
 
   // ---- agent_metrics.cpp: batches, acknowledgements, the outbox ---------------
@@ -224,6 +228,7 @@ class Agent final : private LeaseHost {
   bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
   Lease lease_;  // and its keeper, which stops trials through containment_
   std::map<TrialKey, HostedTrial> trials_;
+  ExitJournal journal_;  // every exit in trials_ until its EXIT_ACK, for the next agent should this one die
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {
     TrialKey before;

@@ -3,6 +3,7 @@
 // The agent runs in a thread through run_agent(), exactly as `swept run`
 // embeds it; its trials are real tiny processes. Every wait has a deadline.
 #include "agent/agent.h"
+#include "agent/exit_journal.h"
 
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -540,6 +541,45 @@ TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") 
   if (!gone) ::kill(-trial, SIGKILL);
   CHECK(gone);
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
+}
+
+// Issue 26: an exit the scheduler never acknowledged is kept on the host
+// (agent/exit_journal.h): the next agent of the name, started after this one
+// died (SIGKILL leaves the same file as this stop), reports it and re-sends
+// its metrics; the trial is not run again.
+TEST_CASE("agent: an exit not acknowledged when the agent went is reported by the next agent of its name, metrics first") {
+  FakeScheduler s;
+  TempDir dir;
+  {
+    AgentThread first(test_options(s, dir));
+    connect(s);
+    s.send(start_trial(5, "echo '{\"step\": 1, \"loss\": 0.5}'; exit 0"));
+    auto exited = s.wait_for<pr::TrialExited>();
+    REQUIRE(exited);
+    CHECK(exited->exit_code == 0);
+    // No EXIT_ACK and no metrics ack: the scheduler never had them.
+  }
+  AgentThread second(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>([](const pr::Register& r) { return !r.finished.empty(); });
+  REQUIRE(reg);
+  CHECK(reg->running.empty());
+  REQUIRE(reg->finished.size() == 1);
+  CHECK(reg->finished[0].trial_id == 5);
+  CHECK(reg->finished[0].cause == pr::ExitCause::kExited);
+  CHECK(reg->finished[0].exit_code == 0);
+  CHECK(reg->finished[0].last_seq >= 1);
+  s.send(ack_for(*reg));  // nothing of it stored yet
+  auto batch = s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.trial_id == 5 && !m.records.empty(); });
+  REQUIRE(batch);
+  CHECK(batch->records[0] == pr::MetricRecord{1, "loss", 0.5});
+  auto again = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 5; });
+  REQUIRE(again);
+  s.send(pr::ExitAck{5, 1});
+  // Acknowledged now: a third agent has nothing to report.
+  CHECK(swept::testing::eventually([&] {
+    std::string text = swept::agent::testing::read_file(dir.path() + "/.swept-exits-test-agent");
+    return text.find("EXIT_ACK {") != std::string::npos;
+  }, 20));
 }
 
 TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000, numbered without gaps") {
