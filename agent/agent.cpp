@@ -87,7 +87,7 @@ int Agent::run(const std::atomic<bool>& stop) {
   if (run_as_) log::info("trials run as user " + run_as_->name + " (uid " + std::to_string(run_as_->uid) + ")");
   resolve_advertised_address();
   std::vector<PendingExit> left;
-  journal_ = ExitJournal::open(supervisor_options_.workdir_root, name_, &left);
+  journal_ = ExitJournal::open(supervisor_options_.workdir_root, name_, clock_.wall_seconds(), &left);
   restore_exits(std::move(left));
   lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
   while (true) {

@@ -104,6 +104,7 @@ struct HostedTrial {
   int64_t launched_ms = 0;                // when its process was launched (TRIAL_STARTED is due after the delay)
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
+  bool restored = false;                  // a previous agent's exit, from the exit journal
 
   bool running() const { return !exited.has_value(); }
 };

@@ -552,7 +552,11 @@ TEST_CASE("agent: an exit not acknowledged when the agent went is reported by th
   TempDir dir;
   {
     AgentThread first(test_options(s, dir));
-    connect(s);
+    auto reg1 = s.wait_for<pr::Register>();
+    REQUIRE(reg1);
+    pr::RegisterAck lease = ack_for(*reg1);
+    lease.lease_ms = 60000;  // the exit is kept for a later agent for a few leases
+    s.send(lease);
     s.send(start_trial(5, "echo '{\"step\": 1, \"loss\": 0.5}'; exit 0"));
     auto exited = s.wait_for<pr::TrialExited>();
     REQUIRE(exited);
@@ -580,6 +584,33 @@ TEST_CASE("agent: an exit not acknowledged when the agent went is reported by th
     std::string text = swept::agent::testing::read_file(dir.path() + "/.swept-exits-test-agent");
     return text.find("EXIT_ACK {") != std::string::npos;
   }, 20));
+}
+
+// A journaled exit whose attempt the scheduler starts again came from
+// another scheduler's database (the same one never restarts an attempt): the
+// trial runs, its own exit is reported, and the old one is dropped.
+TEST_CASE("agent: a START_TRIAL for an attempt a previous agent had run starts it afresh, the old exit dropped") {
+  FakeScheduler s;
+  TempDir dir;
+  {
+    AgentThread first(test_options(s, dir));
+    auto reg1 = s.wait_for<pr::Register>();
+    REQUIRE(reg1);
+    pr::RegisterAck lease = ack_for(*reg1);
+    lease.lease_ms = 60000;
+    s.send(lease);
+    s.send(start_trial(6, "exit 0"));
+    REQUIRE(s.wait_for<pr::TrialExited>());
+  }
+  AgentThread second(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>([](const pr::Register& r) { return !r.finished.empty(); });
+  REQUIRE(reg);
+  s.send(ack_for(*reg));
+  s.send(start_trial(6, "exit 4"));
+  auto fresh = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 6 && e.exit_code == 4; });
+  REQUIRE(fresh);
+  std::string log = swept::agent::testing::read_file(dir.path() + "/.swept-exits-test-agent");
+  CHECK(log.find("EXIT_ACK {") != std::string::npos);  // the old exit is off the journal
 }
 
 TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000, numbered without gaps") {

@@ -13,6 +13,15 @@ namespace swept::agent::loop {
 void Agent::on(const pr::StartTrial& start, int64_t now) {
   TrialKey key{start.trial_id, start.attempt};
   auto it = trials_.find(key);
+  if (it != trials_.end() && it->second.restored) {
+    // A previous agent ran this attempt; a scheduler that starts it again is
+    // not the one it ran for (another database): that exit is not its.
+    log::warn(describe(key) + ": started by the scheduler, yet a previous agent of this name had run it: its "
+              "journaled exit belongs to another scheduler's database and is dropped");
+    journal_.acknowledged(key.trial_id, key.attempt);
+    trials_.erase(it);
+    it = trials_.end();
+  }
   if (lease_.expired() && it == trials_.end()) {
     // Sent before the lease ran out and read after: the scheduler may have
     // given it to another host since. Reported as not started (no retry
@@ -225,7 +234,10 @@ void Agent::record_exit(const TrialKey& key, HostedTrial& t) {
   log::debug(describe(key) + " ended: " + pr::exit_cause_name(e.cause) + ", " + e.reason);
   if (!t.started_reported) send_trial_started(key, t);  // it comes before the exit
   t.supervisor.reset();  // reaped and closed: only the record remains
-  journal_.record(e, t.unacked);  // kept on the host until EXIT_ACK, should this agent die first
+  // Kept on the host until EXIT_ACK, should this agent die first; a later
+  // agent reports it only while the scheduler may still hold the attempt
+  // (lease, margin and report window: under 3.1 leases; 0 without a lease).
+  journal_.record(e, t.unacked, clock_.wall_seconds() + 4.0 * static_cast<double>(lease_.lease_ms()) / 1000.0);
   t.exited = std::move(e);
   send_outbox(key, t);
 }
@@ -240,6 +252,7 @@ void Agent::restore_exits(std::vector<PendingExit> left) {
       t.unacked.push_back(std::move(m));
     }
     t.started_reported = true;  // the previous agent said so, or the exit says when
+    t.restored = true;
     log::info(describe(key) + " ended while a previous agent ran it (" + p.exit.reason + "): reported on registering");
     t.exited = std::move(p.exit);
   }

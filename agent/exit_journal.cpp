@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 
@@ -26,15 +27,26 @@ std::string line_of(const pr::Message& message) {
   return frames[1] + " " + frames[2] + "\n";  // the body is one line: JSON escapes its newlines
 }
 
+std::string until_line(double keep_until) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "UNTIL %.3f\n", keep_until);
+  return buf;
+}
+
 // What the journal at `path` still holds unacknowledged, in recorded order.
 std::vector<PendingExit> read_pending(const std::string& path) {
   std::vector<PendingExit> out;
   std::map<std::pair<int64_t, int>, std::vector<pr::Metrics>> batches;  // waiting for their exit
+  double until = 0;  // the bound of the next exit
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
     const size_t space = line.find(' ');
     if (space == std::string::npos) continue;  // cut short
+    if (line.compare(0, space, "UNTIL") == 0) {
+      until = std::strtod(line.c_str() + space + 1, nullptr);
+      continue;
+    }
     pr::Decoded d = pr::decode({std::string(pr::kProtocolId), line.substr(0, space), line.substr(space + 1)});
     if (!d.ok()) continue;  // cut short when the agent died mid-write
     if (auto* m = std::get_if<pr::Metrics>(&*d.message)) {
@@ -42,7 +54,8 @@ std::vector<PendingExit> read_pending(const std::string& path) {
     } else if (auto* e = std::get_if<pr::TrialExited>(&*d.message)) {
       auto key = std::make_pair(e->trial_id, e->attempt);
       std::erase_if(out, [&](const PendingExit& p) { return p.exit.trial_id == key.first && p.exit.attempt == key.second; });
-      out.push_back({std::move(*e), std::move(batches[key])});
+      out.push_back({std::move(*e), std::move(batches[key]), until});
+      until = 0;
       batches.erase(key);
     } else if (auto* a = std::get_if<pr::ExitAck>(&*d.message)) {
       std::erase_if(out, [&](const PendingExit& p) { return p.exit.trial_id == a->trial_id && p.exit.attempt == a->attempt; });
@@ -73,16 +86,22 @@ void ExitJournal::close() {
   fd_ = -1;
 }
 
-ExitJournal ExitJournal::open(const std::string& workdir, const std::string& agent_name,
+ExitJournal ExitJournal::open(const std::string& workdir, const std::string& agent_name, double now_wall,
                               std::vector<PendingExit>* pending) {
   ExitJournal j;
   j.path_ = workdir + "/.swept-exits-" + agent_name;
   *pending = read_pending(j.path_);
+  const size_t before = pending->size();
+  std::erase_if(*pending, [&](const PendingExit& p) { return p.keep_until < now_wall; });
+  if (pending->size() < before)
+    log::info("exit journal " + j.path_ + ": " + std::to_string(before - pending->size()) +
+              " unacknowledged exits are too old to report (their scheduler has requeued those trials): dropped");
   // Rewritten with only what is pending: written aside, then renamed, so
   // that a death meanwhile leaves the old journal whole.
   std::string body;
   for (const PendingExit& p : *pending) {
     for (const pr::Metrics& m : p.unacked) body += line_of(m);
+    body += until_line(p.keep_until);
     body += line_of(p.exit);
     j.pending_[{p.exit.trial_id, p.exit.attempt}] = true;
   }
@@ -105,9 +124,10 @@ ExitJournal ExitJournal::open(const std::string& workdir, const std::string& age
   return j;
 }
 
-bool ExitJournal::append(const pr::Message& message) {
+bool ExitJournal::append(const pr::Message& message) { return append_line(line_of(message)); }
+
+bool ExitJournal::append_line(const std::string& line) {
   if (fd_ < 0) return false;
-  const std::string line = line_of(message);
   ssize_t n = ::write(fd_, line.data(), line.size());
   if (n != static_cast<ssize_t>(line.size())) {
     if (!failing_)
@@ -121,10 +141,11 @@ bool ExitJournal::append(const pr::Message& message) {
   return true;
 }
 
-void ExitJournal::record(const pr::TrialExited& exit, const std::deque<pr::Metrics>& unacked) {
+void ExitJournal::record(const pr::TrialExited& exit, const std::deque<pr::Metrics>& unacked, double keep_until) {
   if (fd_ < 0) return;
   for (const pr::Metrics& m : unacked) append(m);
-  if (append(exit)) pending_[{exit.trial_id, exit.attempt}] = true;
+  // The bound and the exit in one write: a death between them leaves neither.
+  if (append_line(until_line(keep_until) + line_of(exit))) pending_[{exit.trial_id, exit.attempt}] = true;
 }
 
 void ExitJournal::acknowledged(int64_t trial_id, int attempt) {

@@ -17,6 +17,12 @@
 // when failures start; the agent and its trials go on, that exit unkept.
 // A line that cannot be read (cut short by the agent's death) is skipped.
 //
+// Each exit is kept only while its scheduler may still hold the attempt for
+// a report (`keep_until`, wall clock: a few leases after it ended, on an
+// `UNTIL SECONDS` line before it): an older one would reach a scheduler
+// that has long requeued the trial, or another scheduler's database, whose
+// trial of the same number is another trial.
+//
 // Thread safety: none; a journal belongs to the agent's loop.
 #pragma once
 
@@ -35,6 +41,7 @@ namespace swept::agent {
 struct PendingExit {
   protocol::TrialExited exit;
   std::vector<protocol::Metrics> unacked;  // its batches not acknowledged then, oldest first
+  double keep_until = 0;                   // wall seconds: reported only before then
 };
 
 class ExitJournal {
@@ -47,13 +54,15 @@ class ExitJournal {
   ExitJournal& operator=(ExitJournal&& other) noexcept;
 
   // Opens (creating) the journal of agent `agent_name` in `workdir`, and
-  // fills `pending` with the exits left unacknowledged there, in the order
-  // they were recorded. A journal that cannot be opened is logged and keeps
-  // nothing.
-  static ExitJournal open(const std::string& workdir, const std::string& agent_name, std::vector<PendingExit>* pending);
+  // fills `pending` with the exits left unacknowledged there whose
+  // keep_until is not before `now_wall` (wall seconds), in the order they
+  // were recorded. A journal that cannot be opened is logged and keeps nothing.
+  static ExitJournal open(const std::string& workdir, const std::string& agent_name, double now_wall,
+                          std::vector<PendingExit>* pending);
 
-  // A trial ended: its exit, after the batches not yet acknowledged.
-  void record(const protocol::TrialExited& exit, const std::deque<protocol::Metrics>& unacked);
+  // A trial ended: its exit, after the batches not yet acknowledged, to be
+  // reported by a later agent only until `keep_until` (wall seconds).
+  void record(const protocol::TrialExited& exit, const std::deque<protocol::Metrics>& unacked, double keep_until);
   // The scheduler acknowledged the exit of (trial, attempt).
   void acknowledged(int64_t trial_id, int attempt);
 
@@ -63,6 +72,7 @@ class ExitJournal {
 
  private:
   bool append(const protocol::Message& message);
+  bool append_line(const std::string& line);
   void close();
 
   int fd_ = -1;

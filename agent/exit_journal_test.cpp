@@ -17,6 +17,8 @@ using swept::agent::testing::TempDir;
 
 namespace {
 
+constexpr double kNow = 1763762200.0;  // wall seconds, as the agent's clock gives them
+
 pr::TrialExited exit_of(int64_t trial, int attempt, int code, int64_t last_seq) {
   pr::TrialExited e;
   e.trial_id = trial;
@@ -45,16 +47,16 @@ TEST_CASE("exit journal: the next agent of the name finds the unacknowledged exi
   TempDir dir;
   {
     std::vector<PendingExit> none;
-    ExitJournal j = ExitJournal::open(dir.path(), "host-1", &none);
+    ExitJournal j = ExitJournal::open(dir.path(), "host-1", kNow, &none);
     CHECK(none.empty());
-    j.record(exit_of(7, 1, 0, 2), {batch(7, 1, 0.5), batch(7, 2, 0.25)});
-    j.record(exit_of(8, 2, 3, 0), {});
-    j.record(exit_of(9, 1, 0, 0), {});
+    j.record(exit_of(7, 1, 0, 2), {batch(7, 1, 0.5), batch(7, 2, 0.25)}, kNow + 40);
+    j.record(exit_of(8, 2, 3, 0), {}, kNow + 40);
+    j.record(exit_of(9, 1, 0, 0), {}, kNow + 40);
     j.acknowledged(8, 2);
     CHECK(j.pending() == 2);
   }  // the agent goes (or dies: the file is the same)
   std::vector<PendingExit> left;
-  ExitJournal again = ExitJournal::open(dir.path(), "host-1", &left);
+  ExitJournal again = ExitJournal::open(dir.path(), "host-1", kNow + 1, &left);
   REQUIRE(left.size() == 2);
   CHECK(left[0].exit == exit_of(7, 1, 0, 2));
   REQUIRE(left[0].unacked.size() == 2);
@@ -64,14 +66,14 @@ TEST_CASE("exit journal: the next agent of the name finds the unacknowledged exi
   CHECK(again.pending() == 2);
   // Another agent's name has its own journal.
   std::vector<PendingExit> other;
-  ExitJournal elsewhere = ExitJournal::open(dir.path(), "host-2", &other);
+  ExitJournal elsewhere = ExitJournal::open(dir.path(), "host-2", kNow + 1, &other);
   CHECK(other.empty());
   // Acknowledged by the scheduler of the new agent: nothing left for a third.
   again.acknowledged(7, 1);
   again.acknowledged(9, 1);
   again.acknowledged(9, 1);  // twice changes nothing
   std::vector<PendingExit> third;
-  ExitJournal::open(dir.path(), "host-1", &third);
+  ExitJournal::open(dir.path(), "host-1", kNow + 2, &third);
   CHECK(third.empty());
 }
 
@@ -79,20 +81,43 @@ TEST_CASE("exit journal: a line cut short by the agent's death is skipped, the r
   TempDir dir;
   {
     std::vector<PendingExit> none;
-    ExitJournal j = ExitJournal::open(dir.path(), "a", &none);
-    j.record(exit_of(1, 1, 0, 0), {});
+    ExitJournal j = ExitJournal::open(dir.path(), "a", kNow, &none);
+    j.record(exit_of(1, 1, 0, 0), {}, kNow + 40);
   }
   { std::ofstream(dir.path() + "/.swept-exits-a", std::ios::app) << "TRIAL_EXITED {\"trial_id\": 2, \"att"; }
   std::vector<PendingExit> left;
-  ExitJournal::open(dir.path(), "a", &left);
+  ExitJournal::open(dir.path(), "a", kNow + 1, &left);
   REQUIRE(left.size() == 1);
   CHECK(left[0].exit.trial_id == 1);
 }
 
 TEST_CASE("exit journal: a work directory it cannot write in keeps nothing, and says so without failing") {
   std::vector<PendingExit> left;
-  ExitJournal j = ExitJournal::open("/nonexistent/swept-work", "a", &left);
+  ExitJournal j = ExitJournal::open("/nonexistent/swept-work", "a", kNow, &left);
   CHECK(left.empty());
-  j.record(exit_of(1, 1, 0, 0), {});  // no effect, no crash
+  j.record(exit_of(1, 1, 0, 0), {}, kNow + 40);  // no effect, no crash
   CHECK(j.pending() == 0);
+}
+
+// Past its bound the scheduler has requeued the trial, or the journal meets
+// another scheduler's database: the exit is not reported, and not kept.
+TEST_CASE("exit journal: an exit past its keep_until is not reported, and dropped from the file") {
+  TempDir dir;
+  {
+    std::vector<PendingExit> none;
+    ExitJournal j = ExitJournal::open(dir.path(), "a", kNow, &none);
+    j.record(exit_of(1, 1, 0, 0), {}, kNow + 40);
+    j.record(exit_of(2, 1, 0, 0), {}, kNow + 80);
+  }
+  std::vector<PendingExit> left;
+  ExitJournal::open(dir.path(), "a", kNow + 60, &left);
+  REQUIRE(left.size() == 1);
+  CHECK(left[0].exit.trial_id == 2);
+  CHECK(left[0].keep_until == doctest::Approx(kNow + 80));
+  std::vector<PendingExit> later;
+  ExitJournal::open(dir.path(), "a", kNow + 61, &later);
+  REQUIRE(later.size() == 1);  // the rewrite kept the bound
+  std::vector<PendingExit> none;
+  ExitJournal::open(dir.path(), "a", kNow + 81, &none);
+  CHECK(none.empty());
 }
