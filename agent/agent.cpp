@@ -86,6 +86,9 @@ int Agent::run(const std::atomic<bool>& stop) {
   if (const TrialLimiter* limiter = containment_->limiter()) log::info(limiter->description());
   if (run_as_) log::info("trials run as user " + run_as_->name + " (uid " + std::to_string(run_as_->uid) + ")");
   resolve_advertised_address();
+  std::vector<PendingExit> left;
+  journal_ = ExitJournal::open(supervisor_options_.workdir_root, name_, clock_.wall_seconds(), &left);
+  restore_exits(std::move(left));
   lease_.start_keeper(containment_->view(), /*real_clock=*/!options_.clock);
   while (true) {
     int64_t now = clock_.now_ms();
@@ -193,11 +196,26 @@ void Agent::read_messages(int64_t now) {
 
 void Agent::register_again(int64_t now) { give_up_connection(now, /*failed_try=*/false); }
 
-void Agent::stop_trials_for_lease(const std::string& reason, int64_t grace_ms) {
+std::vector<pid_t> Agent::trial_pids() const {
+  std::vector<pid_t> pids;
+  for (const auto& [key, t] : trials_) {
+    if (t.supervisor && !t.supervisor->finished()) pids.push_back(t.supervisor->pid());
+  }
+  return pids;
+}
+
+void Agent::stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) {
   for (auto& [key, t] : trials_) {
     if (!t.supervisor || t.supervisor->finished()) continue;
     t.stopping_for_shutdown = true;  // reported as agent_shutdown: not the trial's doing
-    t.supervisor->request_stop(reason, static_cast<int>(grace_ms));
+    // A trial that ended by itself before the stop (while this loop could
+    // not reap it) keeps its own end: reported as stopped, it would be
+    // requeued and run to its end twice. Gone after the keeper's signal, it
+    // was the keeper's doing.
+    if (keeper_acted && !lease_.keeper_found_ended(t.supervisor->pid()))
+      t.supervisor->stop_after_keeper(reason, static_cast<int>(grace_ms));
+    else
+      t.supervisor->request_stop(reason, static_cast<int>(grace_ms));
   }
   for (Waiting& w : std::exchange(waiting_, {})) {
     TrialKey key{w.start.trial_id, w.start.attempt};

@@ -52,6 +52,7 @@
 #include "agent/agent.h"
 #include "agent/backoff.h"
 #include "agent/containment.h"
+#include "agent/exit_journal.h"
 #include "agent/gang_supervisor.h"
 #include "agent/gpu_inventory.h"
 #include "agent/launcher.h"
@@ -103,6 +104,7 @@ struct HostedTrial {
   int64_t launched_ms = 0;                // when its process was launched (TRIAL_STARTED is due after the delay)
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
+  bool restored = false;                  // a previous agent's exit, from the exit journal
 
   bool running() const { return !exited.has_value(); }
 };
@@ -144,7 +146,8 @@ class Agent final : private LeaseHost {
   size_t running_trials() const override { return running_count(); }
   void read_messages(int64_t now) override;
   void register_again(int64_t now) override;
-  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) override;
+  std::vector<pid_t> trial_pids() const override;
+  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) override;
 
   // ---- agent_link.cpp: the connection -----------------------------------------
   int64_t liveness_ms() const { return static_cast<int64_t>(heartbeat_ms_) * liveness_; }
@@ -182,6 +185,9 @@ class Agent final : private LeaseHost {
   // `ended` has just ended: the trial waiting for its place starts now.
   void start_waiting_behind(const TrialKey& ended, int64_t now);
   void record_exit(const TrialKey& key, HostedTrial& t);
+  // Exits a previous agent of this name left unacknowledged (ExitJournal):
+  // finished trials again, reported on registering.
+  void restore_exits(std::vector<PendingExit> left);
   size_t running_count() const;
 
   // ---- agent_metrics.cpp: batches, acknowledgements, the outbox ---------------
@@ -223,6 +229,7 @@ class Agent final : private LeaseHost {
   bool containment_pending_ = false;  // emptied cgroups or killed orphans still to collect
   Lease lease_;  // and its keeper, which stops trials through containment_
   std::map<TrialKey, HostedTrial> trials_;
+  ExitJournal journal_;  // every exit in trials_ until its EXIT_ACK, for the next agent should this one die
   // START_TRIALs with `after`, waiting for that trial to end (at most one each).
   struct Waiting {
     TrialKey before;

@@ -3,6 +3,7 @@
 // The agent runs in a thread through run_agent(), exactly as `swept run`
 // embeds it; its trials are real tiny processes. Every wait has a deadline.
 #include "agent/agent.h"
+#include "agent/exit_journal.h"
 
 #include <doctest/doctest.h>
 #include <netinet/in.h>
@@ -542,6 +543,76 @@ TEST_CASE("agent: a `swept agent` killed with SIGKILL leaves no trial running") 
   for (int fd : {child->stdout_fd, child->stderr_fd, child->pidfd}) ::close(fd);
 }
 
+// Issue 26: an exit the scheduler never acknowledged is kept on the host
+// (agent/exit_journal.h): the next agent of the name, started after this one
+// died (SIGKILL leaves the same file as this stop), reports it and re-sends
+// its metrics; the trial is not run again.
+TEST_CASE("agent: an exit not acknowledged when the agent went is reported by the next agent of its name, metrics first") {
+  FakeScheduler s;
+  TempDir dir;
+  {
+    AgentThread first(test_options(s, dir));
+    auto reg1 = s.wait_for<pr::Register>();
+    REQUIRE(reg1);
+    pr::RegisterAck lease = ack_for(*reg1);
+    lease.lease_ms = 60000;  // the exit is kept for a later agent for a few leases
+    s.send(lease);
+    s.send(start_trial(5, "echo '{\"step\": 1, \"loss\": 0.5}'; exit 0"));
+    auto exited = s.wait_for<pr::TrialExited>();
+    REQUIRE(exited);
+    CHECK(exited->exit_code == 0);
+    // No EXIT_ACK and no metrics ack: the scheduler never had them.
+  }
+  AgentThread second(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>([](const pr::Register& r) { return !r.finished.empty(); });
+  REQUIRE(reg);
+  CHECK(reg->running.empty());
+  REQUIRE(reg->finished.size() == 1);
+  CHECK(reg->finished[0].trial_id == 5);
+  CHECK(reg->finished[0].cause == pr::ExitCause::kExited);
+  CHECK(reg->finished[0].exit_code == 0);
+  CHECK(reg->finished[0].last_seq >= 1);
+  s.send(ack_for(*reg));  // nothing of it stored yet
+  auto batch = s.wait_for<pr::Metrics>([](const pr::Metrics& m) { return m.trial_id == 5 && !m.records.empty(); });
+  REQUIRE(batch);
+  CHECK(batch->records[0] == pr::MetricRecord{1, "loss", 0.5});
+  auto again = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 5; });
+  REQUIRE(again);
+  s.send(pr::ExitAck{5, 1});
+  // Acknowledged now: a third agent has nothing to report.
+  CHECK(swept::testing::eventually([&] {
+    std::string text = swept::agent::testing::read_file(dir.path() + "/.swept-exits-test-agent");
+    return text.find("EXIT_ACK {") != std::string::npos;
+  }, 20));
+}
+
+// A journaled exit whose attempt the scheduler starts again came from
+// another scheduler's database (the same one never restarts an attempt): the
+// trial runs, its own exit is reported, and the old one is dropped.
+TEST_CASE("agent: a START_TRIAL for an attempt a previous agent had run starts it afresh, the old exit dropped") {
+  FakeScheduler s;
+  TempDir dir;
+  {
+    AgentThread first(test_options(s, dir));
+    auto reg1 = s.wait_for<pr::Register>();
+    REQUIRE(reg1);
+    pr::RegisterAck lease = ack_for(*reg1);
+    lease.lease_ms = 60000;
+    s.send(lease);
+    s.send(start_trial(6, "exit 0"));
+    REQUIRE(s.wait_for<pr::TrialExited>());
+  }
+  AgentThread second(test_options(s, dir));
+  auto reg = s.wait_for<pr::Register>([](const pr::Register& r) { return !r.finished.empty(); });
+  REQUIRE(reg);
+  s.send(ack_for(*reg));
+  s.send(start_trial(6, "exit 4"));
+  auto fresh = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 6 && e.exit_code == 4; });
+  REQUIRE(fresh);
+  std::string log = swept::agent::testing::read_file(dir.path() + "/.swept-exits-test-agent");
+  CHECK(log.find("EXIT_ACK {") != std::string::npos);  // the old exit is off the journal
+}
+
 TEST_CASE("agent: a burst of metrics arrives whole, in batches of at most 10,000, numbered without gaps") {
   FakeScheduler s;
   TempDir dir;
@@ -807,6 +878,12 @@ void frozen_agent_case(const std::string& containment) {
   REQUIRE(::getpgid(escaped) != trial);
   std::vector<pid_t> keepers = keepers_of(agent->pid);
   REQUIRE_MESSAGE(keepers.size() == 1, "the agent runs one lease keeper");
+  // A second trial that runs to its end while the agent is frozen (told by
+  // a file): issue 26, it must be reported as it ended, not stopped.
+  s.send(start_trial(11, "while [ ! -e go ]; do sleep 0.01; done; exit 0"));
+  auto started11 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& x) { return x.trial_id == 11; });
+  REQUIRE(started11);
+  const pid_t finisher = static_cast<pid_t>(started11->pid);
 
   // Frozen, the whole group (the keeper is not in it); the scheduler goes on
   // sending heartbeats that nobody reads.
@@ -816,6 +893,10 @@ void frozen_agent_case(const std::string& containment) {
   auto stopped = [&] { return process_state(agent->pid) == 'T'; };
   REQUIRE(swept::testing::eventually(
       [&] { return stopped() || (s.wait_for<pr::Disconnect>(nullptr, 10), stopped()); }, 20, kNoPause));
+  { std::ofstream(started11->workdir + "/go") << "go"; }
+  auto finisher_done = [&] { return process_state(finisher) == 'Z'; };
+  REQUIRE(swept::testing::eventually(
+      [&] { return finisher_done() || (s.wait_for<pr::Disconnect>(nullptr, 10), finisher_done()); }, 20, kNoPause));
   bool gone = swept::testing::eventually([&] {
     auto done = [&] { return !alive(trial) && !alive(escaped); };
     return done() || (s.wait_for<pr::Disconnect>(nullptr, 20), done());
@@ -837,11 +918,12 @@ void frozen_agent_case(const std::string& containment) {
   // in a new REGISTER's `finished`), not as a trial killed out of the blue,
   // and the late START_TRIAL as not started: it never runs.
   ::kill(-agent->pid, SIGCONT);
-  std::optional<pr::TrialExited> ended, late;
+  std::optional<pr::TrialExited> ended, late, finished;
   bool late_started = false;
   auto note = [&](const pr::TrialExited& x) {
     if (x.trial_id == 9) ended = x;
     if (x.trial_id == 10) late = x;
+    if (x.trial_id == 11) finished = x;
   };
   // The agent's report of trial 9 comes after anything it did with trial 10.
   swept::testing::eventually([&] {
@@ -855,7 +937,7 @@ void frozen_agent_case(const std::string& containment) {
         if (rt.trial_id == 10) late_started = true;
       s.send(ack_for(*r));
     }
-    return ended.has_value();
+    return ended.has_value() && finished.has_value();
   }, 20, kNoPause);
   CHECK_FALSE_MESSAGE(late_started, "a START_TRIAL read after the lease ran out was started");
   // Dropped unread with the stale connection, or read and refused: then
@@ -868,6 +950,9 @@ void frozen_agent_case(const std::string& containment) {
   CHECK(ended->cause == pr::ExitCause::kAgentShutdown);
   CHECK_MESSAGE(ended->reason.find("lease expired") != std::string::npos, ended->reason);
   CHECK_MESSAGE(ended->reason.find("lease keeper") != std::string::npos, ended->reason);
+  REQUIRE(finished);
+  CHECK_MESSAGE(finished->cause == pr::ExitCause::kExited, finished->reason);
+  CHECK(finished->exit_code == 0);
   std::string log = swept::agent::testing::read_file(dir.path() + "/agent.log");
   CHECK_MESSAGE(log.find("swept lease keeper") != std::string::npos, log);
 

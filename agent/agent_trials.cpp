@@ -1,7 +1,8 @@
 // The agent's trials (agent/agent_loop.h): START_TRIAL (launched at once, or
 // waiting for the place of a trial still running here), STOP_TRIAL, EXIT_ACK,
 // servicing each trial's supervisor every turn, and the exit record that is
-// kept for each one until the scheduler acknowledges it.
+// kept for each one until the scheduler acknowledges it (and, in the exit
+// journal, for the next agent should this one die first).
 #include <algorithm>
 #include <utility>
 
@@ -12,6 +13,15 @@ namespace swept::agent::loop {
 void Agent::on(const pr::StartTrial& start, int64_t now) {
   TrialKey key{start.trial_id, start.attempt};
   auto it = trials_.find(key);
+  if (it != trials_.end() && it->second.restored) {
+    // A previous agent ran this attempt; a scheduler that starts it again is
+    // not the one it ran for (another database): that exit is not its.
+    log::warn(describe(key) + ": started by the scheduler, yet a previous agent of this name had run it: its "
+              "journaled exit belongs to another scheduler's database and is dropped");
+    journal_.acknowledged(key.trial_id, key.attempt);
+    trials_.erase(it);
+    it = trials_.end();
+  }
   if (lease_.expired() && it == trials_.end()) {
     // Sent before the lease ran out and read after: the scheduler may have
     // given it to another host since. Reported as not started (no retry
@@ -130,6 +140,7 @@ void Agent::on(const pr::ExitAck& ack, int64_t) {
                " that has not exited here: ignored");
     return;
   }
+  journal_.acknowledged(ack.trial_id, ack.attempt);
   trials_.erase(it);
 }
 
@@ -223,8 +234,28 @@ void Agent::record_exit(const TrialKey& key, HostedTrial& t) {
   log::debug(describe(key) + " ended: " + pr::exit_cause_name(e.cause) + ", " + e.reason);
   if (!t.started_reported) send_trial_started(key, t);  // it comes before the exit
   t.supervisor.reset();  // reaped and closed: only the record remains
+  // Kept on the host until EXIT_ACK, should this agent die first; a later
+  // agent reports it only while the scheduler may still hold the attempt
+  // (lease, margin and report window: under 3.1 leases; 0 without a lease).
+  journal_.record(e, t.unacked, clock_.wall_seconds() + 4.0 * static_cast<double>(lease_.lease_ms()) / 1000.0);
   t.exited = std::move(e);
   send_outbox(key, t);
+}
+
+void Agent::restore_exits(std::vector<PendingExit> left) {
+  for (PendingExit& p : left) {
+    TrialKey key{p.exit.trial_id, p.exit.attempt};
+    HostedTrial& t = trials_[key];
+    t.next_seq = p.exit.last_seq + 1;
+    for (pr::Metrics& m : p.unacked) {
+      t.unacked_records += m.records.size();
+      t.unacked.push_back(std::move(m));
+    }
+    t.started_reported = true;  // the previous agent said so, or the exit says when
+    t.restored = true;
+    log::info(describe(key) + " ended while a previous agent ran it (" + p.exit.reason + "): reported on registering");
+    t.exited = std::move(p.exit);
+  }
 }
 
 size_t Agent::running_count() const {

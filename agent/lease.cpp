@@ -48,6 +48,7 @@ void Lease::publish() {
     if (!expired_) term_at = stop_at() + keeper_slack_ms();
   }
   keeper_->set_deadlines(term_at, kill_at);
+  keeper_->set_trial_pids(host_.trial_pids());
 }
 
 // The keeper stopped trials while this loop could not act: they ended by
@@ -62,7 +63,7 @@ void Lease::check_keeper(int64_t now) {
   // (What arrived while it was frozen may have been read already: the
   // silence is not measured here.)
   expire("lease expired (lease " + std::to_string(lease_ms_) + " ms): stopped by the lease keeper while the "
-         "agent could not act (stopped or frozen)", now);
+         "agent could not act (stopped or frozen)", now, /*keeper_acted=*/true);
 }
 
 // A loop that wakes past its lease's stop time by more than the keeper's
@@ -87,7 +88,7 @@ void Lease::check_frozen(int64_t now) {
 
 // The SIGKILL comes at the lease's end, however late this loop noticed (a
 // busy host): the grace runs to that end, not from now.
-void Lease::expire(const std::string& reason, int64_t now) {
+void Lease::expire(const std::string& reason, int64_t now, bool keeper_acted) {
   expired_ = true;
   const int64_t grace = std::clamp<int64_t>(host_.last_heard_ms() + lease_ms_ - now, 0, grace_ms());
   size_t n = host_.running_trials();
@@ -95,7 +96,7 @@ void Lease::expire(const std::string& reason, int64_t now) {
     log::warn(reason + ": stopping " + std::to_string(n) + " trials, so that none runs on two hosts once the "
               "scheduler requeues them");
   }
-  host_.stop_trials_for_lease(reason, grace);
+  host_.stop_trials_for_lease(reason, grace, keeper_acted);
 }
 
 }  // namespace swept::agent

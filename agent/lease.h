@@ -20,7 +20,8 @@
 //    it also drops the connection and registers again;
 //  - check_keeper(): the lease keeper (agent/lease_keeper.h), a separate
 //    process, stopped the trials while this loop could not; they are
-//    reported as stopped by their lease.
+//    reported as stopped by their lease, except those the keeper found
+//    already ended by themselves, which keep their own end (issue 26).
 // The keeper acts keeper_slack_ms() (a quarter heartbeat) after the agent
 // would, at SIGTERM and at SIGKILL, so it only acts for an agent that could
 // not, and still within the scheduler's margin (2 heartbeats after the
@@ -36,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "agent/containment.h"
 #include "agent/lease_keeper.h"
@@ -59,9 +61,14 @@ class LeaseHost {
   // Reads what waits on the scheduler's socket, if one is open (it may renew
   // the lease, or end it: check_frozen() is called from there).
   virtual void read_messages(int64_t now) = 0;
+  // The main pids of the trials running now (for the keeper's verdicts).
+  virtual std::vector<pid_t> trial_pids() const = 0;
   // Stops every running trial (SIGTERM, SIGKILL after grace_ms) and ends the
-  // ones waiting to start, each reported as agent_shutdown with `reason`.
-  virtual void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) = 0;
+  // ones waiting to start, each reported as agent_shutdown with `reason`;
+  // but a trial that ended by itself before the stop keeps its own end.
+  // `keeper_acted`: the lease keeper signalled the trials first, so a trial
+  // already gone ended by its signal, unless keeper_found_ended(its pid).
+  virtual void stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) = 0;
   // Drops the connection (what was unread with it) and registers again.
   virtual void register_again(int64_t now) = 0;
 };
@@ -107,12 +114,15 @@ class Lease {
   void start_keeper(const TrialsView& trials, bool real_clock);
   // A keeper that died is started again (the self-check's period).
   void restart_keeper_if_gone();
-  // Once per turn: gives the keeper its deadlines.
+  // Once per turn: gives the keeper its deadlines and the trials' pids.
   void publish();
+  // Whether the keeper, when it acted, found the trial of main pid `pid`
+  // already ended by itself (LeaseKeeper::found_ended). False without a keeper.
+  bool keeper_found_ended(pid_t pid) const { return keeper_ && keeper_->found_ended(pid); }
 
  private:
   // Stops every trial so that none runs on once the scheduler requeues it.
-  void expire(const std::string& reason, int64_t now);
+  void expire(const std::string& reason, int64_t now, bool keeper_acted = false);
 
   LeaseHost& host_;
   const int64_t stop_grace_ms_;

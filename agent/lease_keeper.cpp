@@ -7,8 +7,14 @@
 // it; otherwise sleep on the page's futex word until the nearer deadline.
 // "Once for that deadline": a deadline the agent does not move (it is frozen,
 // or it has stopped its trials itself) is acted on once, not in a loop.
+// Before each signal it judges the published trial pids (judge_trials): a
+// verdict is the pid and its state in one word, so that a slot the agent
+// has since given to another trial never carries the old one's verdict, and
+// a trial found running once stays "signalled" (by the SIGKILL its
+// SIGTERM may have made it a zombie, which is still the keeper's doing).
 #include "agent/lease_keeper.h"
 
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <linux/close_range.h>
 #include <signal.h>
@@ -36,6 +42,10 @@ struct LeaseKeeper::Shared {
   std::atomic<uint32_t> wake{0};
   std::atomic<uint32_t> quit{0};
   std::atomic<uint32_t> interventions{0};
+  // Published by the agent: its trials' main pids (0: an empty slot).
+  std::atomic<int32_t> pids[kMaxTrackedPids] = {};
+  // Written by the keeper: (pid << 8) | kSignalled or kEndedFirst; 0: none.
+  std::atomic<uint64_t> verdicts[kMaxTrackedPids] = {};
 };
 
 namespace {
@@ -65,6 +75,33 @@ void futex_wait(std::atomic<uint32_t>& word, uint32_t expected, int64_t timeout_
 
 void futex_wake(std::atomic<uint32_t>& word) {
   ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+constexpr uint64_t kSignalled = 1;
+constexpr uint64_t kEndedFirst = 2;
+
+uint64_t verdict_of(pid_t pid, uint64_t state) { return (static_cast<uint64_t>(static_cast<uint32_t>(pid)) << 8) | state; }
+
+// Whether `pid` has ended: a zombie ('Z', 'X' in /proc/PID/stat), or gone.
+// No allocation, no lock (the keeper is a fork of a threaded process).
+bool process_ended(pid_t pid) {
+  char path[32] = "/proc/";
+  char digits[12];
+  int n = 0;
+  for (uint32_t v = static_cast<uint32_t>(pid); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  size_t at = 6;
+  while (n > 0) path[at++] = digits[--n];
+  std::memcpy(path + at, "/stat", 6);
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || errno == ESRCH;
+  char buf[512];
+  ssize_t got = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (got <= 0) return true;  // a process being reaped reads empty
+  buf[got] = 0;
+  char* paren = std::strrchr(buf, ')');
+  if (!paren || paren + 2 >= buf + got) return false;
+  return paren[2] == 'Z' || paren[2] == 'X';
 }
 
 // The keeper wakes at least this often to see whether its agent still runs
@@ -120,6 +157,7 @@ void LeaseKeeper::run_keeper(Shared& shared, const TrialsView& view, pid_t agent
     if (kill_at != INT64_MAX && now >= kill_at && killed_for != kill_at) {
       killed_for = kill_at;
       termed_for = term_at;  // too late for SIGTERM
+      judge_trials(shared);
       if (int n = signal_every_trial(view, SIGKILL); n > 0) {
         shared.interventions.fetch_add(1);
         say("the agent (pid " + std::to_string(agent) + ") did not renew its lease: SIGKILL to " +
@@ -129,6 +167,7 @@ void LeaseKeeper::run_keeper(Shared& shared, const TrialsView& view, pid_t agent
     }
     if (term_at != INT64_MAX && now >= term_at && termed_for != term_at) {
       termed_for = term_at;
+      judge_trials(shared);
       if (int n = signal_every_trial(view, SIGTERM); n > 0) {
         shared.interventions.fetch_add(1);
         say("the agent (pid " + std::to_string(agent) + ") did not renew its lease: SIGTERM to " +
@@ -143,6 +182,36 @@ void LeaseKeeper::run_keeper(Shared& shared, const TrialsView& view, pid_t agent
     futex_wait(shared.wake, wake, std::max<int64_t>(next, 1));
   }
   ::_exit(0);
+}
+
+void LeaseKeeper::judge_trials(Shared& shared) {
+  for (size_t i = 0; i < kMaxTrackedPids; ++i) {
+    const pid_t pid = shared.pids[i].load();
+    if (pid <= 0) continue;
+    if (shared.verdicts[i].load() == verdict_of(pid, kSignalled)) continue;  // signalled before: still ours
+    shared.verdicts[i].store(verdict_of(pid, process_ended(pid) ? kEndedFirst : kSignalled));
+  }
+}
+
+void LeaseKeeper::set_trial_pids(const std::vector<pid_t>& pids) {
+  if (pids == published_) return;
+  for (size_t i = 0; i < kMaxTrackedPids; ++i) {
+    const pid_t want = i < pids.size() ? pids[i] : 0;
+    if (shared_->pids[i].load(std::memory_order_relaxed) == want) continue;
+    // The slot's old verdict is cleared before it names another trial.
+    shared_->pids[i].store(0);
+    shared_->verdicts[i].store(0);
+    shared_->pids[i].store(want);
+  }
+  published_ = pids;
+}
+
+bool LeaseKeeper::found_ended(pid_t pid) const {
+  if (pid <= 0) return false;
+  for (size_t i = 0; i < kMaxTrackedPids; ++i) {
+    if (shared_->verdicts[i].load() == verdict_of(pid, kEndedFirst)) return true;
+  }
+  return false;
 }
 
 LeaseKeeper::~LeaseKeeper() {

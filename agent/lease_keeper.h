@@ -18,6 +18,13 @@
 // prefix), and counts it; the agent, when it runs again, reports those trials
 // as ended by their lease.
 //
+// Except a trial that had already ended by itself: its main process a zombie
+// the frozen agent could not reap. It ran to its end, and reported as stopped
+// it would be requeued and run to its end twice (issue 26). So the agent also
+// publishes its trials' main pids on the page, and the keeper, before it
+// signals, notes for each whether it was still running (signalled: the
+// keeper's doing) or had ended (its own end); the agent reads that verdict.
+//
 // The keeper is its own session and process group (setsid), so that
 // `kill -STOP -PGID` aimed at the agent's group does not stop it too, nor do
 // the terminal's signals. It dies with the agent's thread (PR_SET_PDEATHSIG),
@@ -35,6 +42,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "agent/containment.h"
 #include "common/status.h"
@@ -63,6 +71,14 @@ class LeaseKeeper {
   // How many times the keeper has signalled trials since start (it counts
   // only when it found some). One load.
   uint32_t interventions() const;
+  // The trials' main processes, for the keeper's verdicts (kMaxTrackedPids at
+  // most: the rest get none). Cheap when nothing changed.
+  void set_trial_pids(const std::vector<pid_t>& pids);
+  // Whether the keeper, when it acted, found `pid` already ended (a zombie:
+  // the trial ended by itself, before any signal of the keeper's). False when
+  // it found it running and signalled it, or has no verdict on it.
+  bool found_ended(pid_t pid) const;
+  static constexpr size_t kMaxTrackedPids = 256;
   // Whether the keeper process still runs; reaps it when it has exited.
   bool alive();
   pid_t pid() const { return pid_; }
@@ -71,11 +87,14 @@ class LeaseKeeper {
   struct Shared;
   LeaseKeeper() = default;
   [[noreturn]] static void run_keeper(Shared& shared, const TrialsView& view, pid_t agent);
+  // In the keeper, before it signals: notes which published trials still run.
+  static void judge_trials(Shared& shared);
 
   Shared* shared_ = nullptr;  // the page shared with the keeper
   pid_t pid_ = -1;
   bool reaped_ = false;
   TrialsView view_;
+  std::vector<pid_t> published_;  // what set_trial_pids() last wrote
 };
 
 }  // namespace swept::agent

@@ -1,12 +1,21 @@
 // Tests of the agent's lease on its own (agent/lease.h): a fake host stands
 // in for the agent's loop and records what the lease asks of it, with times
-// given by the test (no clock, no keeper process).
+// given by the test (no clock, no keeper process). The last case starts a
+// real lease keeper (agent/lease_keeper.h) for its verdicts on trials.
 #include "agent/lease.h"
 
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <climits>
 
 #include <string>
 #include <vector>
+
+#include "common/testing/eventually.h"
 
 using namespace swept::agent;
 
@@ -32,8 +41,10 @@ struct FakeHost final : LeaseHost {
     ++reads;
     if (heard_on_read >= 0) heard = heard_on_read;
   }
-  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms) override {
+  std::vector<pid_t> trial_pids() const override { return {}; }
+  void stop_trials_for_lease(const std::string& reason, int64_t grace_ms, bool keeper_acted) override {
     stops.emplace_back(reason, grace_ms);
+    CHECK_FALSE(keeper_acted);  // no keeper here
   }
   void register_again(int64_t now) override { reregistered.push_back(now); }
 };
@@ -103,4 +114,39 @@ TEST_CASE("lease: a loop that wakes past the stop time by more than the keeper's
   host.is_registered = false;
   lease.check_frozen(9000);
   CHECK(host.reregistered.size() == 1);
+}
+
+// Issue 26: the keeper, before it signals, notes which published trials had
+// already ended by themselves (zombies their frozen agent could not reap), so
+// that the agent reports those as they ended, not as stopped by the lease.
+TEST_CASE("lease keeper: before it signals, it notes which published trials had already ended by themselves") {
+  const pid_t ended = ::fork();
+  if (ended == 0) ::_exit(0);
+  const pid_t running = ::fork();
+  if (running == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  REQUIRE(swept::testing::eventually([&] {
+    siginfo_t info{};
+    return ::waitid(P_PID, static_cast<id_t>(ended), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == ended;
+  }, 20));
+  TrialsView view;  // subreaper mode with a tag no process carries: it signals nothing here
+  view.mode = ContainmentMode::kSubreaper;
+  view.tag_prefix = "lease-test-" + std::to_string(::getpid()) + "-none-";
+  auto keeper = LeaseKeeper::start(view);
+  REQUIRE(keeper.ok());
+  LeaseKeeper& k = **keeper;
+  k.set_trial_pids({ended, running});
+  CHECK_FALSE(k.found_ended(ended));  // no verdict before it acts
+  const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  k.set_deadlines(now - 1, INT64_MAX);  // the SIGTERM deadline has passed
+  CHECK(swept::testing::eventually([&] { return k.found_ended(ended); }, 20));
+  CHECK_FALSE(k.found_ended(running));
+  // The slot given to another trial: the old verdict goes with it.
+  k.set_trial_pids({running});
+  CHECK_FALSE(k.found_ended(ended));
+  ::kill(running, SIGKILL);
+  for (pid_t p : {ended, running}) ::waitpid(p, nullptr, 0);
 }

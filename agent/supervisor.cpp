@@ -385,6 +385,15 @@ void TrialSupervisor::service() {
 
 void TrialSupervisor::request_stop(const std::string& reason, int grace_ms) {
   if (result_ || stopping()) return;
+  check_exit();  // an end that came before this request is the trial's own
+  if (result_) return;
+  grace_ms_ = grace_ms >= 0 ? grace_ms : options_.stop_grace_ms;
+  stop(reason, false);
+}
+
+// The keeper's signal came first: whatever the exit status says now is its doing.
+void TrialSupervisor::stop_after_keeper(const std::string& reason, int grace_ms) {
+  if (result_ || stopping()) return;
   grace_ms_ = grace_ms >= 0 ? grace_ms : options_.stop_grace_ms;
   stop(reason, false);
 }

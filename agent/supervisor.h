@@ -139,6 +139,10 @@ class Supervision {
   virtual int64_t next_deadline_ms() const = 0;
   virtual void service() = 0;
   virtual void request_stop(const std::string& reason, int grace_ms = -1) = 0;
+  // As request_stop, for a trial the lease keeper signalled while the agent
+  // could not act: it ends stopped even when its process is already gone
+  // (killed by the keeper, not ended by itself). A gang node: request_stop.
+  virtual void stop_after_keeper(const std::string& reason, int grace_ms) { request_stop(reason, grace_ms); }
   virtual bool stopping() const = 0;
   virtual bool finished() const = 0;
   virtual const TrialResult& result() const = 0;
@@ -210,7 +214,12 @@ class TrialSupervisor final : public Supervision {
   // finished (a timeout stops with end kTimedOut the same way).
   // `grace_ms` >= 0 replaces the options' grace for this stop (a lease that
   // must end before the scheduler requeues the trial).
+  // A trial whose main process has already ended by itself, its exit not yet
+  // collected (the agent was busy or frozen), keeps its own end (kExited,
+  // kSignaled): reported as stopped, a trial that ran to its end would be
+  // requeued and run again (issue 26).
   void request_stop(const std::string& reason, int grace_ms = -1) override;
+  void stop_after_keeper(const std::string& reason, int grace_ms) override;
   bool stopping() const override { return stop_requested_at_ms_ >= 0; }
 
   bool finished() const override { return result_.has_value(); }

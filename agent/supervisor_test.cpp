@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
@@ -316,6 +317,40 @@ TEST_CASE("agent supervisor: stop sends SIGTERM to the group, a trial that ignor
   CHECK(stubborn.sup->result().end == TrialEnd::kStopped);
   CHECK(stubborn.sup->result().signal == SIGKILL);
   CHECK(stubborn.sup->result().reason.find("cancelled by the user (still running after SIGTERM") == 0);
+}
+
+namespace {
+// Whether the trial's main process has ended (a zombie nobody reaped yet).
+bool ended_unreaped(pid_t pid) {
+  siginfo_t info{};
+  return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid;
+}
+}  // namespace
+
+// Issue 26: an agent that wakes (from SIGSTOP, a long turn) past its lease
+// stops every trial; one that had run to its end meanwhile, reported as
+// stopped, would be requeued by the scheduler and run to its end twice.
+TEST_CASE("agent supervisor: a stop after the trial ended by itself keeps its own end, after the keeper's signal it is stopped") {
+  Trial done;
+  done.start(shell("exit 3"));
+  // It ends while nobody services it (the agent frozen): a zombie.
+  REQUIRE(swept::testing::eventually([&] { return ended_unreaped(done.sup->pid()); }, 20));
+  done.sup->request_stop("lease expired: this agent could not act", 100);
+  REQUIRE(done.run_to_end());
+  CHECK(done.sup->result().end == TrialEnd::kExited);
+  CHECK(done.sup->result().exit_code == 3);
+  CHECK(done.sup->result().reason == "exit code 3");
+
+  // The lease keeper's SIGTERM came first (it exits 0 on it): stopped.
+  Trial keeper;
+  keeper.start(shell("trap 'exit 0' TERM; echo ready; while :; do sleep 0.05; done"));
+  REQUIRE(keeper.run_until([&] { return keeper.log.find("ready") != std::string::npos; }));
+  REQUIRE(::kill(-keeper.sup->pid(), SIGTERM) == 0);
+  REQUIRE(swept::testing::eventually([&] { return ended_unreaped(keeper.sup->pid()); }, 20));
+  keeper.sup->stop_after_keeper("lease expired: stopped by the lease keeper", 100);
+  REQUIRE(keeper.run_to_end());
+  CHECK(keeper.sup->result().end == TrialEnd::kStopped);
+  CHECK(keeper.sup->result().reason.find("lease expired: stopped by the lease keeper") == 0);
 }
 
 TEST_CASE("agent supervisor: what the trial leaves in its process group dies with it") {

@@ -228,10 +228,16 @@ class Broker {
   // this erases.
   Status on_agent_gone(std::string routing_id, const std::string& why, AgentState new_state);
   // The lease an agent gets in REGISTER_ACK, and how long after its last
-  // message the scheduler requeues the trials of a lost agent: lease + margin
-  // (docs/protocol.md, "Leases").
+  // message the scheduler requeues the trials of a lost agent: lease +
+  // margin + report window (docs/protocol.md, "Leases"). The margin covers
+  // the two sides' last messages (two heartbeats apart at most) and clocks
+  // that run at rates up to 1 % apart; by its end the agent, or its keeper,
+  // has stopped every trial. The report window then holds the trials for the
+  // agent's report of those that ended by themselves meanwhile (issue 26):
+  // requeued sooner, they would run to their end twice.
   int64_t lease_ms() const { return int64_t{2} * options_.heartbeat_ms * options_.liveness; }
-  int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms; }
+  int64_t lease_margin_ms() const { return int64_t{2} * options_.heartbeat_ms + lease_ms() / 100; }
+  int64_t report_window_ms() const { return lease_ms(); }
   Status check_timers();
   // The loop was away `stall_ms` longer than it ever waits (a heartbeat):
   // the agents' messages of that time may still be unread, so their silence

@@ -107,10 +107,13 @@ Status Broker::on_agent_gone(std::string routing_id, const std::string& why, Age
   if (!gone) return Status::Ok();
   dirty_ = true;
   // Silent, not gone: it may still be running its trials. They keep their
-  // places until its lease is over, when it has stopped them, and are
-  // requeued then (check_timers). Back before that, it keeps them.
+  // places until its lease is over, when it has stopped them, and then
+  // through the report window; requeued after that (check_timers). Back
+  // before its lease is over, it keeps them; back within the window, it
+  // reports how they ended.
   if (new_state == AgentState::kLost) {
-    lifecycle_.agent_silent(gone->name, gone->last_heard_ms + lease_ms() + lease_margin_ms());
+    const int64_t lease_over = gone->last_heard_ms + lease_ms() + lease_margin_ms();
+    lifecycle_.agent_silent(gone->name, lease_over + report_window_ms(), lease_over);
     return Status::Ok();
   }
   return lifecycle_.agent_gone(gone->name, why);

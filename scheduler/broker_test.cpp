@@ -97,7 +97,10 @@ TEST_CASE("an agent silent past liveness loses its trials, requeued once its lea
   pass_ms(400);  // about 750 ms after a's last message
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND agent='a'") == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 0);
-  pass_ms(100);  // about 850 ms: lease + margin over
+  // Its lease and margin (806 ms) are over, the report window (600 ms) not.
+  pass_ms(600);  // about 1350 ms
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND agent='a'") == 1);
+  pass_ms(100);  // about 1450 ms: lease + margin + report window over
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost' AND reason LIKE '%lease%'") == 1);
 
@@ -125,6 +128,44 @@ TEST_CASE("an agent silent past liveness loses its trials, requeued once its lea
   expect<ExitAck>(*f.broker, b);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed'") == 1);
+}
+
+// Issue 26: a trial that ran to its end while its agent was frozen past its
+// lease is reported when the agent is back, within the report window, and
+// never started elsewhere meanwhile.
+TEST_CASE("a trial that ended while its agent was away past its lease is reported within the report window, not run again") {
+  Fixture f;
+  f.start();
+  Peer& a = f.agent("a", 1);
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 1,
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto st = expect<StartTrial>(*f.broker, a);
+  a.send(TrialStarted{st.trial_id, 1, 5, 1.0, "w", {}});
+  wait_start_written(*f.broker, f.clock, f.db.path, 1);
+  pass_time(*f.broker, f.clock, 301);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE name='a' AND state='lost'") == 1; });
+  Peer& b = f.agent("b", 1);
+  for (int t = 0; t < 1000; t += 100) {  // to about 1300 ms: past a's lease and margin (806 ms)
+    f.clock.advance_ms(100);
+    int64_t seen = f.broker->stats().messages_in;
+    b.send(Heartbeat{});
+    turn_until(*f.broker, [&] { return f.broker->stats().messages_in > seen; });
+  }
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running' AND agent='a'") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='lost'") == 0);
+  // a is back: the trial ended there (exit 0) while it could not say so.
+  a.send(Heartbeat{});
+  expect<Disconnect>(*f.broker, a);
+  Register again = registration("a", 1);
+  again.finished = {exited(st.trial_id, 1, 0)};
+  a.send(again);
+  expect<RegisterAck>(*f.broker, a);
+  turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1; });
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 1);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts WHERE state='completed' AND agent='a'") == 1);
+  // Nothing was sent to b: the trial never ran twice.
+  pass_time(*f.broker, f.clock, 1000);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM attempts") == 1);
 }
 
 TEST_CASE("without retries left a lost trial fails - one never started costs no retry") {
@@ -478,7 +519,7 @@ TEST_CASE("short trials get a successor waiting at their agent, which holds no p
   // costing a retry when the agent is lost.
   pass_time(*f.broker, f.clock, 301);
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM agents WHERE state='lost'") == 1; });
-  pass_time(*f.broker, f.clock, 600);  // its lease and the margin are over
+  pass_time(*f.broker, f.clock, 1200);  // its lease, the margin and the report window are over
   turn_until(*f.broker, [&] { return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 0; });
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 2);
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE id=" + std::to_string(later[0].trial_id) +

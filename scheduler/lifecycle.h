@@ -116,6 +116,8 @@ struct LiveTrial {
   // unconfirmed start, or its agent lost: see lease_wait).
   int64_t await_deadline_ms = 0;
   bool lease_wait = false;  // its agent was lost: lost at await_deadline_ms, its lease over
+  // Its agent's lease and margin end (> 0 with lease_wait): said once in the log.
+  int64_t lease_over_ms = 0;
   // TRIAL_STARTED's record, not written yet (see write_starts()).
   std::optional<std::string> start_env_json;
   double start_started_at = 0;
@@ -299,9 +301,11 @@ class TrialLifecycle {
 
   // ---- agents going away, deadlines ----
   // `agent` went silent (lost, not gone): it may still run its trials, so
-  // they keep their places until `until_ms` (its lease and a margin), then
-  // are lost (check_deadlines). Back before that, it keeps them.
-  void agent_silent(const std::string& agent, int64_t until_ms);
+  // they keep their places until `until_ms` (its lease, a margin and the
+  // report window), then are lost (check_deadlines). Back before that, it
+  // keeps them or reports how they ended. `lease_over_ms` (0: none): when its
+  // lease and margin end, which check_deadlines logs once per trial.
+  void agent_silent(const std::string& agent, int64_t until_ms, int64_t lease_over_ms = 0);
   // `agent` is gone (disconnected, key revoked): its trials are lost now.
   Status agent_gone(const std::string& agent, const std::string& reason);
   // Loses the trials whose deadline passed: recovered ones whose agent did

@@ -4,6 +4,7 @@
 // deadlines or lost. The rest of a trial's life is in lifecycle.cpp.
 #include "scheduler/lifecycle.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <utility>
@@ -49,6 +50,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
       lt.started = true;
       lt.await_deadline_ms = 0;
       lt.lease_wait = false;  // back before its lease ran out: it goes on here
+      lt.lease_over_ms = 0;
       lt.acked_seq = lt.stored_seq;
       out.acked.push_back({rt.trial_id, rt.attempt, lt.stored_seq});
       // Stopped by the user or by its sweep's rule while the agent was away
@@ -137,7 +139,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
 
 // ---- agents going away, deadlines ----
 
-void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
+void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms, int64_t lease_over_ms) {
   for (auto& [id, lt] : live_) {
     if (lt.gang() && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
       // A gang cannot wait out one node's lease: its other ranks are stuck in
@@ -148,6 +150,7 @@ void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms) {
     if (lt.agent != agent) continue;
     lt.lease_wait = true;
     lt.await_deadline_ms = until_ms;
+    lt.lease_over_ms = lease_over_ms;
   }
   changed_ = true;
 }
@@ -166,7 +169,15 @@ Status TrialLifecycle::check_deadlines(const std::function<bool(const std::strin
   SWEPT_RETURN_IF_ERROR(settle_held_failures());
   const int64_t now = clock_.now_ms();
   std::vector<int64_t> orphans, unconfirmed, leased;
-  for (const auto& [id, lt] : live_) {
+  for (auto& [id, lt] : live_) {
+    if (lt.lease_wait && lt.lease_over_ms > 0 && now > lt.lease_over_ms && !connected(lt.agent)) {
+      // The agent, or its keeper, has stopped the trial by now; held only for
+      // the agent's report of an end that came first (docs/protocol.md, "Leases").
+      log::info("agent " + lt.agent + "'s lease is over: trial " + to_s(id) + " attempt " + to_s(lt.attempt) +
+                " no longer runs there; it is requeued in " + to_s(std::max<int64_t>(lt.await_deadline_ms - now, 0)) +
+                " ms unless the agent reports it first");
+      lt.lease_over_ms = 0;  // said once
+    }
     if (lt.await_deadline_ms <= 0 || now <= lt.await_deadline_ms) continue;
     const bool here = connected(lt.agent);
     if (lt.lease_wait && !here)
@@ -181,13 +192,15 @@ Status TrialLifecycle::check_deadlines(const std::function<bool(const std::strin
   for (int64_t id : unconfirmed) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " never confirmed it"));
   for (int64_t id : leased)
     SWEPT_RETURN_IF_ERROR(lose(id, "agent " + live_.at(id).agent + " lost and its lease (" + std::to_string(lease_ms) +
-                                       " ms) is over: it has stopped the trial"));
+                                       " ms) is over: it has stopped the trial, and did not come back to report it"));
   return Status::Ok();
 }
 
 void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
-  for (auto& [id, lt] : live_)
+  for (auto& [id, lt] : live_) {
     if (lt.await_deadline_ms > 0) lt.await_deadline_ms += stall_ms;
+    if (lt.lease_over_ms > 0) lt.lease_over_ms += stall_ms;
+  }
 }
 
 }  // namespace swept::scheduler

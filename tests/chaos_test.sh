@@ -12,9 +12,12 @@
 #      fail and it must be quarantined, no trial failing for it; the space is
 #      freed later and the quarantine must lift;
 #   4. host-1 is SIGKILLed while it runs a long trial, then restarted;
-#   5. host-2 is SIGSTOPped while it runs a long trial, until the scheduler
-#      has declared it lost and that trial ran again elsewhere (past liveness
-#      and past the lease), then SIGCONTed;
+#   5. host-2 is SIGSTOPped while it runs a long trial, past its lease (its
+#      lease keeper must stop that trial) and past the scheduler's requeue
+#      margin, but within the report window (docs/protocol.md, "Leases"):
+#      that trial must still be held for host-2's report when host-2 is
+#      SIGCONTed, and is requeued once host-2 reports it stopped; what ended
+#      there meanwhile is reported, not run again;
 #   6. host-3's link is cut while it runs a long trial, until its lease has
 #      run out and that trial ran again elsewhere, then restored.
 # Each starts at a share of the trials completed (5 % to 45 %), so that
@@ -30,30 +33,31 @@
 # Every execution of the trial program appends to one LEDGER (O_APPEND, one
 # line per write): `start`, a `tick` every 0.1 s, `term` on SIGTERM and `end`
 # when it finishes, each with trial id, attempt, host, pid and CLOCK_REALTIME.
+# Each execution also holds a lock (flock) on its trial's file for as long
+# as any of its processes lives, taken before `start`: an execution that
+# finds it held writes `overlap`.
 # After the sweep, agents and scheduler are stopped and the test checks:
 #   - SQLite: every trial completed, exactly one completed attempt each, no
 #     attempt left running, no trial ever failed; every trial has exactly its
 #     6 metric rows, all of them from the attempt recorded as completed;
-#   - the ledger: the completed attempt ran to `end` exactly once, on the
-#     agent the store names; every execution is an attempt the store knows,
-#     on that attempt's agent; NO two executions of one trial overlap in time
-#     (an execution that was killed lasts until its last tick);
+#   - the ledger: no `overlap`; NO two executions of one trial overlap in
+#     time (an execution that was killed lasts until its last tick); NO
+#     trial runs to its `end` twice: the completed attempt ran to `end`
+#     exactly once, on the agent the store names, and no other execution of
+#     the trial reached `end`, with one exception that docs/protocol.md
+#     ("Partitions") names: an execution that ended on host-3 while its link
+#     was cut, whose report could not arrive before the scheduler requeued
+#     it (such re-runs are counted and printed); every execution is an
+#     attempt the store knows, on that attempt's agent;
 #   - during the sweep: each agent back from a fault gets work again;
 #   - no process is left: no trial (its marker in /proc), no agent, no
 #     scheduler, nothing in the namespaces.
-# A trial that finished on a cut-off or frozen agent whose result came back
-# only after the scheduler had requeued it runs again (docs/protocol.md,
-# "Known weaknesses": work is duplicated, never the recorded completion):
-# such sequential re-runs are counted and printed, not failed.
-# An agent frozen by SIGSTOP cannot act on its lease (docs/protocol.md,
-# "Leases", known weakness): its trials run on while the scheduler restarts
-# them elsewhere, and phase 5 fails until something stops them in its stead.
-# SWEPT_CHAOS_SKIP=stop shows the rest holds meanwhile.
-#
 # usage: tests/chaos_test.sh SWEPT_BINARY
 # Environment: SWEPT_CHAOS_TRIALS (default 240), SWEPT_CHAOS_SKIP (a comma
 # list of phases to leave out: second, disk, kill, stop, scheduler, cut),
-# SWEPT_CHAOS_KEEP (a directory to copy the logs, ledger and database to).
+# SWEPT_CHAOS_KEEP (a directory to copy the logs, ledger and database to),
+# SWEPT_CHAOS_STORM (seconds of random agent SIGSTOPs and SIGKILLs after the
+# phases, see phase 7; default 0).
 # Needs root and iproute2 (CI runs as root). Exit 77 (CTest: skipped) with a
 # message only when namespaces cannot be created. Processes, namespaces, the
 # tmpfs and the temporary directory are removed on every exit, failures
@@ -166,6 +170,7 @@ wait_for 30 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 
 # (longer than the lease), else 2 + i % 9; it prints 3 metric lines (steps 1, 2, 3:
 # loss = i + step / 10, and its attempt number). SWEPT_CHAOS_MARK marks
 # every process it starts, for the scan for leftovers.
+mkdir -p "$tmp/locks"
 cat >"$tmp/chaos-trial.sh" <<EOF
 #!/bin/bash
 LC_ALL=C
@@ -178,6 +183,10 @@ if (( i % 10 == 5 )); then ticks=$long; else ticks=\$(( 2 + i % 9 )); fi
 line() { printf '%s %s %s %s %s %s %s\n' "\$1" "\$SWEPT_TRIAL_ID" "\$SWEPT_ATTEMPT" "\$host" "\$\$" "\$EPOCHREALTIME" "\$ticks" >>"$tmp/ledger"; }
 metric() { printf '{"step": %d, "loss": %d.%d, "attempt": %d}\n' "\$1" "\$i" "\$1" "\$SWEPT_ATTEMPT"; }
 trap 'line term; exit 143' TERM
+# The trial's lock, held by every process of this execution (they inherit
+# descriptor 9) until the last one ends.
+exec 9>>"$tmp/locks/\$SWEPT_TRIAL_ID"
+flock -n 9 || line overlap
 line start
 metric 1
 for (( h = 0; h < $hold_max && i >= \$(cat "$tmp/hold"); h++ )); do
@@ -326,7 +335,8 @@ if ! skipped disk; then
   say "host-3's disk freed, quarantine lifted"
 fi
 
-# 5. host-2 SIGSTOPped while a long trial runs there, past liveness and lease.
+# 5. host-2 SIGSTOPped while a long trial runs there, past its lease and
+# the requeue margin, but not past the report window: held, then reported.
 if ! skipped stop; then
   phase="agent SIGSTOP"
   wait_for 120 'at_least $((trials * 7 / 20))' || fail "$((trials * 7 / 20)) trials did not complete"
@@ -336,13 +346,21 @@ if ! skipped stop; then
   kill -STOP "${apid[2]}"
   say "host-2 SIGSTOPped while running trial $s_trial attempt $s_attempt"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = lost ]' || fail "host-2 was not declared lost"
-  wait_for 30 '[ "$(attempt_state "$s_trial" "$s_attempt")" != running ]' ||
-    fail "trial $s_trial attempt $s_attempt was not requeued once host-2's lease was over"
-  # Resumed only once the trial runs again elsewhere: the case of two copies.
-  wait_for 60 'restarted "$s_trial" "$s_attempt"' || fail "trial $s_trial did not start again while host-2 was stopped"
+  # The keeper's SIGTERM reaches the trial (it writes `term`), or the trial
+  # ended by itself before the lease did.
+  wait_for 30 'awk -v t="$s_trial" -v a="$s_attempt" '"'"'($1 == "term" || $1 == "end") && $2 == t && $3 == a { f = 1 } END { exit !f }'"'"' "$tmp/ledger"' ||
+    fail "trial $s_trial attempt $s_attempt ran on while host-2 was frozen past its lease: the lease keeper did not stop it"
+  # The scheduler says when host-2's lease and margin are over: from then on
+  # it holds host-2's trials only for their report.
+  wait_for 30 'grep -q "agent host-2.s lease is over" "$tmp/scheduler.log"' ||
+    fail "the scheduler did not say that host-2's lease was over"
+  [ "$(attempt_state "$s_trial" "$s_attempt")" = running ] ||
+    fail "trial $s_trial attempt $s_attempt was requeued ($(attempt_state "$s_trial" "$s_attempt")) before host-2's report window closed"
   kill -CONT "${apid[2]}"
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-2'"'")" = alive ]' || fail "host-2 did not come back"
   fault "SIGSTOP-host-2" "$t0"  # until it is back: what it does on waking counts
+  wait_for 30 '[ "$(attempt_state "$s_trial" "$s_attempt")" != running ]' ||
+    fail "trial $s_trial attempt $s_attempt is still recorded running after host-2 came back"
   back_to_work 2 "$(now)"
   say "host-2 SIGCONTed; trial $s_trial attempt $s_attempt: $(attempt_state "$s_trial" "$s_attempt")"
 fi
@@ -368,10 +386,47 @@ if ! skipped cut; then
   say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
 fi
 
+# 7. Only with SWEPT_CHAOS_STORM=SECONDS (0 by default, so not in CI): the
+# storm issue 26 was found with. For that long, while trials remain, one agent
+# at a time, drawn at random, is SIGSTOPped for 1 to 4.9 s (inside the report
+# window: the scheduler requeues at 3 s lease + 0.63 s margin + 3 s) or
+# SIGKILLed and restarted, and the next fault waits until that agent is back
+# in contact (it starts a trial again, or 30 s pass): two freezes back to back
+# would make one silence longer than the window, when trials that ended in it
+# may run again (docs/protocol.md, "Partitions"). Those durations are the
+# faults themselves, drawn at random, not waits for anything to settle; the
+# checks below are the same.
+storm=${SWEPT_CHAOS_STORM:-0}
+if ((storm > 0)); then
+  phase="storm"
+  release
+  storm_end=$((SECONDS + storm)) stops=0 kills=0
+  while ((SECONDS < storm_end)) && [ "$(completed)" -lt "$trials" ]; do
+    n=$((RANDOM % 3 + 1))
+    t0=$(now)
+    if ((RANDOM % 2)); then
+      kill -STOP "${apid[$n]}"
+      sleep "$((RANDOM % 4 + 1)).$((RANDOM % 10))"
+      kill -CONT "${apid[$n]}"
+      fault "storm-SIGSTOP-host-$n" "$t0"
+      stops=$((stops + 1))
+    else
+      kill -9 "${apid[$n]}"
+      wait_for 10 '! alive "${apid[$n]}"' || fail "host-$n did not die of SIGKILL"
+      start_agent "$n"
+      fault "storm-SIGKILL-host-$n" "$t0"
+      kills=$((kills + 1))
+    fi
+    t1=$(now)
+    wait_for 30 'started_after "$n" "$t1" || [ "$(completed)" -ge "$trials" ]' || true
+  done
+  say "storm over: $stops SIGSTOPs and $kills SIGKILLs with restarts ($(completed) of $trials completed)"
+fi
+
 phase="sweep end"
 release
 rc=0
-timeout 300 ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port" --poll-ms 200 \
+timeout $((300 + trials / 2)) ip netns exec "$ns_s" "$swept" wait "$sweep" --scheduler "tcp://127.0.0.1:$port" --poll-ms 200 \
   $(keyed client) >"$tmp/wait.log" 2>&1 || rc=$?
 [ "$rc" = 0 ] || fail "swept wait exited $rc: $(tail -5 "$tmp/wait.log")"
 say "sweep complete"
@@ -469,9 +524,11 @@ for tid, (idx, i, state, attempts, agent) in trials.items():
 execs = {}  # (trial, attempt, host, pid) -> [first time, last time, ended, termed, ticks]
 for n, line in enumerate(open(ledger_path), 1):
     f = line.split()
-    if len(f) != 7 or f[0] not in ("start", "tick", "term", "end"):
+    if len(f) != 7 or f[0] not in ("start", "tick", "term", "end", "overlap"):
         bad(f"ledger line {n} is garbled: {line!r}")
         continue
+    if f[0] == "overlap":
+        bad(f"trial {f[1]} attempt {f[2]} on {f[3]} (pid {f[4]}) found its trial's lock held by another execution")
     key = (int(f[1]), int(f[2]), f[3], int(f[4]))
     t = float(f[5])
     e = execs.setdefault(key, [t, t, False, False, int(f[6])])
@@ -496,10 +553,17 @@ for tid in trials:
     if len(won) != 1:
         bad(f"trial {tid}: its completed attempt {wa} on {wh} reached its end {len(won)} times in the ledger")
     for k, e in ended:
-        if k[1] != wa:
+        if k[1] == wa:
+            continue
+        if history[tid][k[1]][1] == "completed":
+            bad(f"trial {tid}: attempt {k[1]} also recorded completed")
+        # The one documented exception (docs/protocol.md, "Partitions"): it
+        # ended on a host whose link was cut, and could not say so in time.
+        if any(n == "link-cut-" + k[2] and a <= e[1] <= b for n, a, b in faults):
             reruns += 1
-            if history[tid][k[1]][1] == "completed":
-                bad(f"trial {tid}: attempt {k[1]} also recorded completed")
+        else:
+            bad(f"trial {tid} ran to its end twice: attempt {k[1]} on {k[2]} (pid {k[3]}) ended at {e[1]:.3f} "
+                f"({during(e[0], e[1])}), and its completed attempt {wa} on {wh}; store: {sorted(history[tid].items())}")
     ex.sort(key=lambda kv: kv[1][0])
     for x in range(len(ex)):
         for y in range(x + 1, len(ex)):
@@ -518,7 +582,7 @@ attempts_total = sum(len(h) for h in history.values())
 lost = sum(1 for h in history.values() for a in h.values() if a[1] == "lost")
 free = sum(1 for h in history.values() for a in h.values() if a[1] == "queued")
 print(f"records hold: {total} trials completed once, {attempts_total} attempts ({lost} lost, {free} requeued at "
-      f"no cost), {len(execs)} executions in the ledger, {reruns} finished again after being requeued "
-      f"(sequentially, never at once)")
+      f"no cost), {len(execs)} executions in the ledger, none at once; {reruns} ran again after ending on "
+      f"host-3 while its link was cut (docs/protocol.md, \"Partitions\"), none otherwise")
 EOF
 say "PASS"
