@@ -71,6 +71,12 @@ Status copy_tree(const fs::path& from, const fs::path& incoming, CopyStats& stat
 
 }  // namespace
 
+Result<FileDigest> digest_file(const std::string& path) {
+  Digest d;
+  if (!stream_file(path, nullptr, d)) return Status::Unavailable("cannot read " + path);
+  return FileDigest{d.bytes, static_cast<uint32_t>(d.crc)};
+}
+
 Result<CopyStats> copy_checkpoint(const std::string& from, const std::string& to) {
   std::error_code ec;
   if (!fs::is_directory(from, ec))

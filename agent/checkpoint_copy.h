@@ -29,6 +29,14 @@ struct CopyStats {
   int64_t bytes = 0;
 };
 
+// A file's size and CRC-32 (zlib's), read whole. Unavailable when it
+// cannot be read.
+struct FileDigest {
+  int64_t bytes = 0;
+  uint32_t crc = 0;
+};
+Result<FileDigest> digest_file(const std::string& path);
+
 // Copies the tree at `from` into a new directory `to` (which must not exist
 // yet; a leftover `<to>.incoming` from an interrupted copy is removed first).
 Result<CopyStats> copy_checkpoint(const std::string& from, const std::string& to);

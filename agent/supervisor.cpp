@@ -80,6 +80,11 @@ Status prepare_segment(const TrialLaunch& launch, const std::filesystem::path& w
   if (ec) return Status::Unavailable("cannot create " + dir.parent_path().string() + ": " + ec.message());
   const protocol::CheckpointSegment& seg = *launch.checkpoint;
   if (!seg.from_trial_id) return Status::Ok();  // the first segment: the launcher makes it empty
+  if (!seg.from_agent.empty()) {  // pulled from that agent and verified before the launch (agent_pull.cpp)
+    fs::rename(dir.string() + ".pulled", dir, ec);
+    if (ec) return Status::Unavailable("the checkpoint pulled for " + dir.string() + " is missing: " + ec.message());
+    return Status::Ok();
+  }
   const fs::path from = working_dir.parent_path() / ("trial-" + std::to_string(*seg.from_trial_id)) / "segments" /
                         std::to_string(seg.from_attempt);
   const int64_t t0 = clock.now_us();

@@ -180,6 +180,12 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
   if (terms != terms_.end()) st.limits = terms->second.limits;
   st.checkpoint = t.checkpoint;
+  if (st.checkpoint && st.checkpoint->from_trial_id) {
+    // A pbt segment from a checkpoint that another agent holds: named, so
+    // that this agent pulls it first (CHECKPOINT_PULL, issue 29).
+    SWEPT_ASSIGN_OR_RETURN(place, store_.attempt_place(*st.checkpoint->from_trial_id, st.checkpoint->from_attempt));
+    st.checkpoint->from_agent = place && place->agent != agent ? place->agent : "";
+  }
   if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;

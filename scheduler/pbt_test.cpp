@@ -39,6 +39,7 @@ struct Pbt {
   std::unique_ptr<TrialLifecycle> life;
   int64_t sweep = 0;
   int64_t seq = 0;
+  std::map<int64_t, std::string> agent_of;  // where each member's current segment runs
 
   Pbt() {
     auto w = store::Writer::open(db.path);
@@ -53,23 +54,24 @@ struct Pbt {
     pass();
   }
   void pass() { REQUIRE(pass_events(*life, *runner).ok()); }
-  // Starts the sweep's next trial on agent "a", confirmed running; nullopt when it has none to start.
-  std::optional<StartTrial> start() {
+  // Starts the sweep's next trial on `agent`, confirmed running; nullopt when it has none to start.
+  std::optional<StartTrial> start(const std::string& agent = "a") {
     bool started = false;
-    REQUIRE(start_next_trial(*life, *runner, sweep, "a", Placement{0, {}, 0.0, 1}, 0, &started).ok());
+    REQUIRE(start_next_trial(*life, *runner, sweep, agent, Placement{0, {}, 0.0, 1}, 0, &started).ok());
     pass();
     if (!started) return std::nullopt;
     auto mail = life->take_mail();
     REQUIRE(mail.size() == 1);
     auto* st = std::get_if<StartTrial>(&mail[0].message);
     REQUIRE(st != nullptr);
-    REQUIRE(life->started("a", TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    agent_of[st->trial_id] = agent;
     return *st;
   }
   // The member reports q at `step`: true when the scheduler sent it STOP_TRIAL.
   bool report(const StartTrial& st, int64_t step, double q) {
     Metrics batch{st.trial_id, st.attempt, ++seq, {{step, "q", q}}, "", 0};
-    auto r = life->metrics("a", batch);
+    auto r = life->metrics(agent_of[st.trial_id], batch);
     REQUIRE(r.ok());
     REQUIRE(judge_metrics(*life, *runner, *r, batch).ok());
     pass();
@@ -86,7 +88,7 @@ struct Pbt {
     e.attempt = st.attempt;
     e.cause = ExitCause::kStopped;
     e.ended_at = 2.0;
-    REQUIRE(life->exited("a", e).ok());
+    REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
     pass();
   }
   int64_t q(const std::string& sql) {
@@ -203,4 +205,46 @@ TEST_CASE("pbt: cancelling a sweep stops the members waiting for their round") {
   CHECK(*stopped == 4);  // the waiting one, and the three still running
   CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 0);
   CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+}
+
+TEST_CASE("pbt: a segment whose checkpoint another agent holds names that agent, so that it is pulled") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  for (const char* agent : {"a", "a", "b", "b"}) members.push_back(p.start(agent).value());
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 the worst, member 1 (on a) the best
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  // Every second segment on b: members 0 and 1 start from segments that ran
+  // on a; members 2 and 3 from their own, on b already.
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start("b")) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  REQUIRE(second[members[0].trial_id].checkpoint);
+  CHECK(*second[members[0].trial_id].checkpoint->from_trial_id == members[1].trial_id);
+  CHECK(second[members[0].trial_id].checkpoint->from_agent == "a");
+  CHECK(second[members[1].trial_id].checkpoint->from_agent == "a");
+  CHECK(second[members[2].trial_id].checkpoint->from_agent.empty());
+  CHECK(second[members[3].trial_id].checkpoint->from_agent.empty());
+  // Through the codec, as the agent reads it.
+  Decoded d = decode(encode(second[members[0].trial_id]));
+  REQUIRE(d.ok());
+  CHECK(std::get<StartTrial>(*d.message).checkpoint->from_agent == "a");
+}
+
+TEST_CASE("pbt: members are placed only on agents that run checkpoint segments") {
+  AgentCapacity old_agent, new_agent;
+  old_agent.name = "old";
+  old_agent.total_slots = old_agent.free_slots = 4;
+  new_agent = old_agent;
+  new_agent.name = "new";
+  new_agent.segments = true;
+  Demand member;
+  member.segments = true;
+  CHECK(!place_trial({old_agent}, member));
+  auto placed = place_trial({old_agent, new_agent}, member);
+  REQUIRE(placed);
+  CHECK(placed->agent == 1);
+  CHECK(place_trial({old_agent}, Demand{}));  // other trials go anywhere
 }

@@ -112,6 +112,7 @@ Demand demand_of(const sweeps::SweepSpec& spec) {
   d.cpus = std::max(1, spec.resources.cpus);
   d.nodes = std::max(1, spec.resources.nodes);
   d.procs_per_node = std::max(1, spec.resources.procs_per_node);
+  d.segments = spec.pbt != nullptr;  // its segments' checkpoints need START_TRIAL `checkpoint` (issue 29)
   return d;
 }
 

@@ -176,6 +176,13 @@ class Writer {
   // Inserts the row, or replaces the member's row for that round (a plan
   // recomputed after a donor was lost).
   Status record_lineage(const LineageRow& row);
+  // Where attempt `attempt` of trial `trial_id` ran, and the trial's sweep:
+  // the agent holding that segment's checkpoint. nullopt when no such attempt.
+  struct AttemptPlace {
+    std::string agent;
+    int64_t sweep_id = 0;
+  };
+  Result<std::optional<AttemptPlace>> attempt_place(int64_t trial_id, int attempt);
   // What an adaptive searcher learns from: the sweep's trials that ended
   // (completed, failed, lost, and imported ones, which end when imported:
   // before any of its own) in completion order (ended_at, then id), with

@@ -32,4 +32,17 @@ Status Writer::record_lineage(const LineageRow& row) {
   return st.run();
 }
 
+Result<std::optional<Writer::AttemptPlace>> Writer::attempt_place(int64_t trial_id, int attempt) {
+  SWEPT_CACHED(st,
+               "SELECT a.agent, t.sweep_id FROM attempts a JOIN trials t ON t.id = a.trial_id "
+               "WHERE a.trial_id = ?1 AND a.attempt = ?2");
+  st.bind(1, trial_id);
+  st.bind(2, attempt);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  std::optional<AttemptPlace> place;
+  if (row) place = AttemptPlace{st.text(0), st.int64(1)};
+  st.reset();
+  return place;
+}
+
 }  // namespace swept::store
