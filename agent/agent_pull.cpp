@@ -5,9 +5,10 @@
 // As the holder, the agent answers each pull it is relayed.
 //
 // A pull not answered within kPullResendMs is sent again (the holder keeps
-// no state, so that is safe, and the scheduler answers a pull whose holder
-// has gone with an error); one that makes no progress for kPullGiveUpMs
-// ends the trial unstarted. A failed pull is reported as a launch failure
+// no state, so that is safe; the scheduler leaves a pull whose holder is
+// not connected unanswered, and a resend reaches the holder once it is
+// back); one that makes no progress for kPullGiveUpMs ends the trial
+// unstarted. A failed pull is reported as a launch failure
 // (TRIAL_EXITED launch_failed), so that the scheduler reruns the member from
 // a checkpoint it can still reach (docs/checkpoints.md, "Faults").
 #include <filesystem>

@@ -6,9 +6,13 @@
 // on the puller, the segment ended on the holder, both of one sweep), so a
 // registered agent can read no checkpoint but those of the sweep it runs a
 // member of, and every hop is an authenticated session. It keeps no state
-// of a transfer: a pull whose holder is not connected is answered at once
-// with an error part, and the puller sends a pull again when an answer is
-// late (agent/agent_pull.cpp), which then meets that answer.
+// of a transfer. A pull whose holder is not connected is not answered: the
+// puller sends it again every 2 s (agent/agent_pull.cpp), so a holder that
+// comes back (a restarted agent, a healed link) serves it, and one that does
+// not within the puller's 60 s ends the start (launch_failed), after which
+// the member reruns from its own checkpoint. Answering at once instead would
+// make a member whose own checkpoint is on a dead host spend every retry in
+// a few milliseconds.
 #include "common/log.h"
 #include "scheduler/broker.h"
 
@@ -47,8 +51,8 @@ Status Broker::on_checkpoint_pull(AgentSession& s, const CheckpointPull& pull) {
   }
   const AgentSession* holder = agents_.by_name(place->agent);
   if (!holder) {
-    send_later(s.routing_id,
-               refusal(pull, "agent " + place->agent + ", which holds the checkpoint of " + source + ", is not connected"));
+    refused_log_.write(clock_.now_ms(), "agent " + s.name + " pulls the checkpoint of " + source + " from agent " +
+                                            place->agent + ", which is not connected: the pull waits for it");
     return Status::Ok();
   }
   CheckpointPull relayed = pull;

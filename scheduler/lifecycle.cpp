@@ -401,7 +401,10 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
     } else if (lost) {
       SWEPT_RETURN_IF_ERROR(lose(e.trial_id, reason));
     } else {
-      SWEPT_RETURN_IF_ERROR(finish(e.trial_id, event.outcome, &e, reason));
+      // A failed pbt member reruns while it has retries (lifecycle_pbt.cpp).
+      Result<bool> retried = event.outcome == TrialState::kFailed ? retry_member(e.trial_id, e, reason) : false;
+      if (!retried.ok()) return retried.status();
+      if (!*retried) SWEPT_RETURN_IF_ERROR(finish(e.trial_id, event.outcome, &e, reason));
     }
     return e.cause == ExitCause::kLaunchFailed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }

@@ -91,6 +91,19 @@ struct Pbt {
     REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
     pass();
   }
+  // It failed: its program exited 1, or (launch) its checkpoint could not be had.
+  void failed(const StartTrial& st, bool launch = false) {
+    TrialExited e;
+    e.trial_id = st.trial_id;
+    e.attempt = st.attempt;
+    e.cause = launch ? ExitCause::kLaunchFailed : ExitCause::kExited;
+    if (!launch) e.exit_code = 1;
+    e.reason = launch ? "the checkpoint of trial 2 segment 1 from agent a could not be pulled: agent a is not connected"
+                      : "exit code 1";
+    e.ended_at = 2.0;
+    REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
+    pass();
+  }
   int64_t q(const std::string& sql) {
     if (store->in_transaction()) REQUIRE(store->commit().ok());
     return store::testing::query_int(db.path, sql);
@@ -247,4 +260,66 @@ TEST_CASE("pbt: members are placed only on agents that run checkpoint segments")
   REQUIRE(placed);
   CHECK(placed->agent == 1);
   CHECK(place_trial({old_agent}, Demand{}));  // other trials go anywhere
+}
+
+TEST_CASE("pbt: a failed member reruns from its own checkpoint while max_retries allows, then fails alone") {
+  Pbt p;  // max_retries 1
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  REQUIRE(members.size() == 4);
+  for (size_t i = 1; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i)));
+    p.stopped(members[i]);
+  }
+  // Member 0 fails before its interval: the round runs without it, and it reruns.
+  p.failed(members[0]);
+  const std::string failing = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued' AND id=" + failing) == 1);
+  CHECK(p.q("SELECT COUNT(*) FROM attempts WHERE state='failed' AND trial_id=" + failing) == 1);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1") == 3);
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  REQUIRE(second[members[0].trial_id].checkpoint);
+  CHECK(!second[members[0].trial_id].checkpoint->from_trial_id);  // no complete checkpoint yet: from the start
+  CHECK(second[members[0].trial_id].attempt == 2);
+  // It fails again: its one retry is spent, it ends failed, the others go on.
+  p.failed(second[members[0].trial_id]);
+  CHECK(p.q("SELECT state = 'failed' FROM trials WHERE id=" + failing) == 1);
+  for (const auto& [id, st] : second) {
+    if (id == members[0].trial_id) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+}
+
+TEST_CASE("pbt: a member whose donor's checkpoint cannot be had resumes from its own, and its lineage says so") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  const std::string worst = std::to_string(members[0].trial_id);
+  REQUIRE(p.q("SELECT donor_trial_id FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == members[1].trial_id);
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  // The donor's host went away while the segment pulled its checkpoint.
+  p.failed(second[members[0].trial_id], /*launch=*/true);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  CHECK(p.q("SELECT from_step FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == 10);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND trial_id=" + worst +
+            " AND changes LIKE '%resumed from its own checkpoint%'") == 1);
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  CHECK(rerun->trial_id == members[0].trial_id);
+  CHECK(rerun->attempt == 3);
+  REQUIRE(rerun->checkpoint);
+  CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);  // its own segment 1
+  CHECK(rerun->checkpoint->from_attempt == 1);
+  CHECK(rerun->params == second[members[0].trial_id].params);  // the parameters the round gave it
 }

@@ -185,6 +185,7 @@ SweepTerms SweepRunner::terms(const Active& s) const {
   t.timeout_s = s.spec.timeout_s;
   t.limits = {s.spec.resources.memory_bytes, s.spec.resources.pids, s.spec.resources.cpus};
   if (s.spec.metric) t.metric = s.spec.metric->name;
+  t.pbt = s.population != nullptr;
   return t;
 }
 

@@ -76,11 +76,24 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
   if (it == sweeps_.end() || !it->second.population || !it->second.population->has(e.trial_id)) return false;
   Active& s = it->second;
   if (!e.at_interval) {
-    // Lost (or its agent shut down) in mid-segment: the round does not wait;
-    // it reruns from its own newest complete checkpoint, queued as any rerun.
-    s.population->gone(e.trial_id);
-    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost; the population goes on without it, and "
-              "it reruns from its last complete checkpoint");
+    // Lost (or its agent shut down) in mid-segment, or failed with a retry
+    // left: the round does not wait; it reruns from its own newest complete
+    // checkpoint, queued as any rerun.
+    if (s.population->gone(e.trial_id)) {
+      // It was to start from a donor's checkpoint (which could not be had,
+      // or its run failed): the round's lineage says it resumes from its own.
+      store::Writer::LineageRow row;
+      row.trial_id = e.trial_id;
+      row.round = s.population->round() - 1;
+      row.from_step = s.population->from_step(e.trial_id);
+      row.params_json = s.population->params(e.trial_id).dump();
+      row.changes_json = nlohmann::json::array({"its segment from the donor's checkpoint did not run: resumed from "
+                                                "its own checkpoint instead"}).dump();
+      row.decided_at = clock_.wall_seconds();
+      SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
+    }
+    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost or failed; the population goes on without "
+              "it, and it reruns from its last complete checkpoint");
     return false;
   }
   s.running = std::max(0, s.running - 1);

@@ -39,6 +39,7 @@ struct SweepTerms {
   double timeout_s = 0;               // per trial; 0: none
   protocol::TrialLimits limits;       // resources.memory, pids, cpus: START_TRIAL `limits`
   std::optional<std::string> metric;  // the sweep's metric, kept in trials.metric_value
+  bool pbt = false;                   // method pbt: a failed member is retried (lifecycle_pbt.cpp)
 };
 
 // A trial about to start, as the runner gives it: its parameters, its

@@ -11,11 +11,14 @@
 # with the donor's lr doubled, both agents logged the transfer's size and
 # time, the series are continuous and the lineage is stored.
 #
-# Then `lost`: the same sweep, with the agent that holds the checkpoints
-# SIGKILLed while the other pulls one (its trial program is made slow to
-# start, so the holder dies with a pull outstanding): the puller's start
-# fails with the reason, the member reruns from a checkpoint it can reach,
-# and the sweep still completes with continuous series once the agent is back.
+# Then a lost donor: the same sweep, the better member's host fast and the
+# other's slow (tests/pbt_trial.sh's PBT_DELAY_FILE), so the better member
+# waits at the interval while the other still runs; its agent is SIGKILLed
+# then. When the round runs, the checkpoint it holds (the donor's, or the
+# winner's own) is wanted on the surviving host: the pull waits (the
+# scheduler does not answer a pull whose holder is not connected) until the
+# agent is restarted, then completes, verified, and the sweep completes with
+# continuous series.
 #
 # usage: tests/pbt_netns_test.sh SWEPT
 # Needs root, iproute2, sqlite3. Exit 77 (CTest: skipped) only when
@@ -77,7 +80,7 @@ start_agent() {
   local n=$1 ns=$ns_a1
   [ "$n" = 2 ] && ns=$ns_a2
   # shellcheck disable=SC2046
-  ip netns exec "$ns" "$swept" agent --scheduler "tcp://10.78.$n.1:$port" --name "host-$n" --gpus none --slots 1 \
+  PBT_DELAY_FILE=$tmp/delay-host-$n ip netns exec "$ns" "$swept" agent --scheduler "tcp://10.78.$n.1:$port" --name "host-$n" --gpus none --slots 1 \
     --workdir "$tmp/work-host-$n" --heartbeat-ms 100 --liveness 5 --reconnect-min-ms 100 --reconnect-max-ms 400 \
     --stop-grace-ms 2000 $(keyed "a$n") >>"$tmp/agent-host-$n.log" 2>&1 &
   agent_pid[$n]=$!
@@ -147,3 +150,34 @@ done < <(sql "SELECT l.trial_id, l.round, l.donor_trial_id, l.donor_segment, d.a
 [ "$crossed" -ge 1 ] || fail "no exploit crossed hosts: $(sql "SELECT trial_id, attempt, agent FROM attempts")"
 continuous "$sweep"
 echo "ok: $crossed of 2 exploits crossed hosts"
+
+# ---- a lost donor: its agent dies while its checkpoint is wanted ----
+echo 0.5 >"$tmp/delay-host-1"
+echo 0.5 >"$tmp/delay-host-2"
+lost=$(submit pbt.json)
+wait_for 30 '[ "$(sql "SELECT COUNT(*) FROM attempts a JOIN trials t ON t.id = a.trial_id
+                       WHERE t.sweep_id=$lost AND a.attempt=1")" = 2 ]' || fail "sweep $lost: its members did not start"
+[ "$(sql "SELECT COUNT(DISTINCT json_extract(params, '\$.lr')) FROM trials WHERE sweep_id=$lost")" = 2 ] ||
+  fail "the two members drew the same lr (seed 5 is meant to give 0.1 and 0.3): $(sql "SELECT id, params FROM trials")"
+best=$(sql "SELECT id FROM trials WHERE sweep_id=$lost ORDER BY json_extract(params, '\$.lr') DESC LIMIT 1")
+holder=$(sql "SELECT agent FROM attempts WHERE trial_id=$best AND attempt=1")
+n=${holder#host-}
+other=host-$((3 - n))
+echo 0.01 >"$tmp/delay-$holder"  # the better member runs ahead to the interval and waits there
+wait_for 30 '[ "$(sql "SELECT state FROM attempts WHERE trial_id=$best AND attempt=1")" = queued ]' ||
+  fail "trial $best did not end its first segment at the interval"
+kill -9 "${agent_pid[$n]}"
+wait_for 20 '[ "$(sql "SELECT state FROM agents WHERE name='"'$holder'"'")" = lost ]' ||
+  fail "the scheduler did not find $holder lost"
+wait_for 60 'grep -q "pulling the checkpoint of trial $best segment 1 from agent $holder" "$tmp/agent-$other.log"' ||
+  fail "$other never pulled trial $best's checkpoint from $holder"
+wait_for 20 'grep -q "from agent $holder, which is not connected: the pull waits for it" "$tmp/scheduler.log"' ||
+  fail "the scheduler did not hold the pull while $holder was away"
+start_agent "$n"
+wait_completed "$lost" 120
+[ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$lost AND state='completed'")" = 2 ] ||
+  fail "not both members completed: $(sql "SELECT id, state, reason FROM trials WHERE sweep_id=$lost")"
+grep -q "the checkpoint of trial $best segment 1 from agent $holder pulled and verified" "$tmp/agent-$other.log" ||
+  fail "$other did not log the pull once $holder was back"
+continuous "$lost"
+echo "ok: a pull waited for the donor's agent $holder, restarted, and completed"

@@ -5,7 +5,10 @@
 # through a rename (never half written); a segment resumes from it, with
 # whatever --lr its command now carries. At $SWEPT_PBT_STOP_STEP it saves and
 # waits for the scheduler's SIGTERM, so its checkpoint is the interval's.
-# Each start appends "trial attempt start_step lr" to $PBT_LEDGER.
+# Each start appends "trial attempt start_step lr" to $PBT_LEDGER. The pause
+# between steps is 0.01 s, or what the file $PBT_DELAY_FILE holds when it
+# exists, read at every step (a test speeds up or slows down one host's
+# members that way, while they run).
 lr=0.1 steps=100 delay=0.01
 for a in "$@"; do
   case $a in
@@ -26,5 +29,6 @@ while [ "$step" -lt "$steps" ]; do
   if [ "$step" -eq "${SWEPT_PBT_STOP_STEP:-0}" ]; then
     while :; do sleep 0.05; done  # saved at the interval: wait for the stop
   fi
+  [ -n "${PBT_DELAY_FILE:-}" ] && [ -f "$PBT_DELAY_FILE" ] && read -r delay <"$PBT_DELAY_FILE"
   sleep "$delay"
 done
