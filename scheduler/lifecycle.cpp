@@ -132,6 +132,8 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     lt.started = t.started;
     lt.start_recorded = t.started;
     lt.stop_on_record = t.stop_decided;
+    lt.interval_stop = t.pbt_interval_stop;
+    lt.done_stop = t.pbt_done_stop;
     // A multi-node trial's other nodes wait for their agents as node 0 does
     // (reconcile keeps each one its agent reports running).
     for (size_t n = 1; n < t.nodes.size(); ++n) {
@@ -364,6 +366,8 @@ void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
 
 std::optional<StopTrial> TrialLifecycle::stop_owed(LiveTrial& lt) {
   if (lt.cancelled) return StopTrial{lt.trial_id, lt.attempt, "cancelled by the user"};
+  if (lt.interval_stop || lt.done_stop)  // a pbt member's stop, owed again to a re-registering agent
+    return StopTrial{lt.trial_id, lt.attempt, lt.done_stop ? "pbt: reached pbt.max_steps" : "pbt: at its interval"};
   if (!early_stop_decided(lt)) return std::nullopt;
   if (!lt.early_stop) {  // decided before a restart, not sent by this scheduler yet
     lt.early_stop = true;
@@ -384,7 +388,7 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
     if ((cur.interval_stop || cur.done_stop) && !cur.cancelled && e.cause == ExitCause::kStopped) {
       // A pbt member stopped as its runner asked: the segment's end, not the trial's.
       if (cur.done_stop) SWEPT_RETURN_IF_ERROR(finish(e.trial_id, TrialState::kCompleted, &e, "reached pbt.max_steps"));
-      else SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "its segment ended at the pbt interval", /*at_interval=*/true));
+      else SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, kPbtIntervalReason, /*at_interval=*/true));
       return ExitOutcome::kRan;
     }
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault

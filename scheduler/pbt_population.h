@@ -92,7 +92,7 @@ class PbtPopulation {
   // The step its next segment starts from (the interval it was stopped at; 0 at first).
   int64_t from_step(int64_t trial_id) const;
 
- private:
+  // A member as this class keeps it; public for restore().
   struct Member {
     int slot = 0;
     nlohmann::json params;
@@ -105,8 +105,20 @@ class PbtPopulation {
     int64_t own_step = 0;          // the step of its own newest complete segment
     int64_t stopped_for = 0;       // the round it was last stopped for
   };
+  // After a scheduler restart (SweepRunner::rebuild_population): the round
+  // being gathered, then each live member as the store shows it.
+  void restore_round(int64_t round) { round_ = round; }
+  void restore(int64_t trial_id, Member m) { members_[trial_id] = std::move(m); }
+  // The step at which the round being gathered stops its members.
   int64_t stop_step() const { return round_ * spec_.pbt->interval; }
+  // Whether the member was told to stop in its current segment (restore: a
+  // stop the scheduler before the restart sent is owed again).
+  bool stop_sent(int64_t trial_id) const {
+    auto it = members_.find(trial_id);
+    return it != members_.end() && it->second.stop_sent;
+  }
 
+ private:
   sweeps::SweepSpec spec_;
   std::map<int64_t, Member> members_;  // by trial id
   int64_t round_ = 1;

@@ -104,6 +104,22 @@ struct Pbt {
     REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
     pass();
   }
+  // The scheduler dies with what it committed (SIGKILL) and starts again on
+  // the file: a new runner and lifecycle recover the sweep.
+  void restart() {
+    if (store->in_transaction()) REQUIRE(store->commit().ok());
+    life.reset();
+    runner.reset();
+    store.reset();
+    auto w = store::Writer::open(db.path);
+    REQUIRE(w.ok());
+    store = std::move(*w);
+    runner = std::make_unique<SweepRunner>(*store, clock);
+    life = std::make_unique<TrialLifecycle>(*store, clock);
+    REQUIRE(store->begin().ok());
+    REQUIRE(scheduler::recover(*life, *runner, 60000).ok());
+    pass();
+  }
   int64_t q(const std::string& sql) {
     if (store->in_transaction()) REQUIRE(store->commit().ok());
     return store::testing::query_int(db.path, sql);
@@ -322,4 +338,49 @@ TEST_CASE("pbt: a member whose donor's checkpoint cannot be had resumes from its
   CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);  // its own segment 1
   CHECK(rerun->checkpoint->from_attempt == 1);
   CHECK(rerun->params == second[members[0].trial_id].params);  // the parameters the round gave it
+}
+
+TEST_CASE("pbt: a restarted scheduler rebuilds the population: waiting members wait, owed stops go out, rounds go on") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::vector<StartTrial> second;
+  while (auto st = p.start()) second.push_back(*st);
+  REQUIRE(second.size() == 4);
+  // Round 2 being gathered: two members stopped and wait, one was told to
+  // stop but has not exited, one still runs. Then the scheduler dies.
+  for (size_t i = 0; i < 3; ++i) REQUIRE(p.report(second[i], 20, 0.2 * static_cast<double>(i + 1)));
+  p.stopped(second[0]);
+  p.stopped(second[1]);
+  CHECK(!p.report(second[3], 15, 0.3));
+  p.restart();
+  // The two waiting members are not started again: they wait for round 2.
+  CHECK(!p.start());
+  // The agent comes back with the two it runs: the stop sent before the restart is owed again.
+  std::vector<RunningTrial> running = {{second[2].trial_id, second[2].attempt, 7, 1.0},
+                                       {second[3].trial_id, second[3].attempt, 8, 1.0}};
+  auto rec = p.life->reconcile("a", running, {}, 0);
+  REQUIRE(rec.ok());
+  p.pass();
+  REQUIRE(rec->stops.size() == 1);
+  CHECK(rec->stops[0].trial_id == second[2].trial_id);
+  p.stopped(second[2]);  // its segment's end, not the trial's: it waits too
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 3);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 0);
+  REQUIRE(p.report(second[3], 20, 0.9));  // the last one: round 2 runs with all four
+  p.stopped(second[3]);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 4);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NOT NULL") == 1);
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.size() == 4);
+  for (const auto& [id, st] : third) {
+    CHECK(st.attempt == 3);
+    REQUIRE(st.checkpoint);
+    CHECK(st.checkpoint->from_attempt == 2);  // the segments that ended at round 2's interval
+  }
 }
