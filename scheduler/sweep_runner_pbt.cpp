@@ -144,8 +144,8 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
       row.round = s.population->round() - 1;
       row.from_step = s.population->from_step(e.trial_id);
       row.params_json = s.population->params(e.trial_id).dump();
-      row.changes_json = nlohmann::json::array({"its segment from the donor's checkpoint did not run: resumed from "
-                                                "its own checkpoint instead"}).dump();
+      row.changes_json = nlohmann::json::array({"its segment from the donor's checkpoint did not complete: it "
+                                                "resumed from its own checkpoint instead"}).dump();
       row.decided_at = clock_.wall_seconds();
       SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
     }
