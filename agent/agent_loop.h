@@ -259,6 +259,17 @@ class Agent final : private LeaseHost {
     int64_t began_ms = 0;
   };
   std::map<TrialKey, Pulling> pulls_;
+  // As the holder: the transfers this agent is serving, by the puller's
+  // (trial, attempt), only so that it can log each one's size and time when
+  // its last byte goes out (serving keeps no other state: checkpoint_transfer.h).
+  struct Serving {
+    int64_t began_ms = 0;
+    int64_t files = 0;
+    int64_t bytes = 0;
+    std::string last_path;  // the manifest's last non-empty file ("" : none)
+    int64_t last_size = 0;
+  };
+  std::map<TrialKey, Serving> serving_;
   bool shutting_down_ = false;
   int exit_code_ = kExitOk;
   int64_t health_checked_ms_ = -1;  // never yet

@@ -53,17 +53,34 @@ void Agent::begin_pull(const TrialKey& key, const pr::StartTrial& start, int64_t
   send(it->second.fetch.pull());
 }
 
-void Agent::on(const pr::CheckpointPull& pull, int64_t) {
+void Agent::on(const pr::CheckpointPull& pull, int64_t now) {
   const int64_t t0 = clock_.now_us();
   pr::CheckpointPart part = serve_pull(supervisor_options_.workdir_root, pull);
-  if (!part.error.empty()) log::warn("a pull for trial " + std::to_string(pull.trial_id) + ": " + part.error);
+  const TrialKey key{pull.trial_id, pull.attempt};
+  const std::string what = "the checkpoint of trial " + std::to_string(pull.from_trial_id) + " segment " +
+                           std::to_string(pull.from_attempt) + " for " + describe(key);
+  if (!part.error.empty()) log::warn("a pull for " + describe(key) + ": " + part.error);
   if (pull.path.empty() && part.error.empty()) {
-    int64_t bytes = 0;
-    for (const pr::CheckpointFile& f : part.files) bytes += f.size;
-    log::info("sending the checkpoint of trial " + std::to_string(pull.from_trial_id) + " segment " +
-              std::to_string(pull.from_attempt) + " for trial " + std::to_string(pull.trial_id) + " attempt " +
-              std::to_string(pull.attempt) + ": " + std::to_string(part.files.size()) + " files, " +
-              std::to_string(bytes) + " bytes (manifest in " + std::to_string((clock_.now_us() - t0) / 1000) + " ms)");
+    // A transfer begins (or begins again): noted, to log its size and time at its end.
+    if (serving_.size() > 1000) serving_.clear();  // pulls given up long ago; a log line is all they cost
+    Serving& s = serving_[key] = Serving{now, static_cast<int64_t>(part.files.size()), 0, "", 0};
+    for (const pr::CheckpointFile& f : part.files) {
+      s.bytes += f.size;
+      if (f.size > 0) s.last_path = f.path, s.last_size = f.size;
+    }
+    log::info("sending " + what + ": " + std::to_string(s.files) + " files, " + std::to_string(s.bytes) +
+              " bytes (manifest in " + std::to_string((clock_.now_us() - t0) / 1000) + " ms)");
+  }
+  auto s = serving_.find(key);
+  const bool last = s != serving_.end() && part.error.empty() &&
+                    (s->second.last_path.empty() ? pull.path.empty()
+                                                 : pull.path == s->second.last_path &&
+                                                       pull.offset + static_cast<int64_t>(part.data.size()) ==
+                                                           s->second.last_size);
+  if (last) {
+    log::info("sent " + what + ": " + std::to_string(s->second.files) + " files, " + std::to_string(s->second.bytes) +
+              " bytes in " + std::to_string(now - s->second.began_ms) + " ms");
+    serving_.erase(s);
   }
   send(part);
 }

@@ -384,3 +384,33 @@ TEST_CASE("pbt: a restarted scheduler rebuilds the population: waiting members w
     CHECK(st.checkpoint->from_attempt == 2);  // the segments that ended at round 2's interval
   }
 }
+
+TEST_CASE("pbt: a member lost while copying its donor's checkpoint reruns from its own, its lineage corrected") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  // Its agent vanishes while the copy is under way (the segment never reported).
+  REQUIRE(p.life->lose(members[0].trial_id, "its agent went away").ok());
+  p.pass();
+  const std::string worst = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  REQUIRE(rerun->checkpoint);
+  CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);
+  CHECK(rerun->checkpoint->from_attempt == 1);
+  // The others do not wait for it: round 2 runs once they reach it, and it joins when it gets there first.
+  for (const auto& [id, st] : second) {
+    if (id == members[0].trial_id) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+}

@@ -140,7 +140,7 @@ while IFS='|' read -r member round donor donor_segment donor_host host; do
   crossed=$((crossed + 1))
   grep -q "trial $member attempt $segment: the checkpoint of trial $donor segment $donor_segment from agent $donor_host pulled and verified: 1 files, [0-9]* bytes in [0-9]* ms" \
     "$tmp/agent-$host.log" || fail "$host did not log the pull of trial $donor segment $donor_segment"
-  grep -q "sending the checkpoint of trial $donor segment $donor_segment for trial $member attempt $segment: 1 files, [0-9]* bytes" \
+  grep -q "sent the checkpoint of trial $donor segment $donor_segment for trial $member attempt $segment: 1 files, [0-9]* bytes in [0-9]* ms" \
     "$tmp/agent-$donor_host.log" || fail "$donor_host did not log sending trial $donor segment $donor_segment"
 done < <(sql "SELECT l.trial_id, l.round, l.donor_trial_id, l.donor_segment, d.agent, r.agent
               FROM pbt_lineage l JOIN trials t ON t.id = l.trial_id
