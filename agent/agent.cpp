@@ -221,6 +221,7 @@ void Agent::stop_trials_for_lease(const std::string& reason, int64_t grace_ms, b
     TrialKey key{w.start.trial_id, w.start.attempt};
     finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown, reason);
   }
+  end_pulls(pr::ExitCause::kAgentShutdown, reason);
 }
 
 // The main processes of trials not yet reaped (their supervisors reap them).
@@ -251,6 +252,7 @@ void Agent::begin_shutdown(const std::string& reason, int exit_code) {
     TrialKey key{w.start.trial_id, w.start.attempt};
     finish_without_start(key, trials_[key], pr::ExitCause::kAgentShutdown, reason);
   }
+  end_pulls(pr::ExitCause::kAgentShutdown, reason);
 }
 
 void Agent::finish_shutdown() {

@@ -106,6 +106,7 @@ void Agent::send_register(int64_t now) {
     log::info(std::to_string(waiting_.size()) + " trials waiting for a place are dropped on re-registering");
     waiting_.clear();
   }
+  end_pulls(std::nullopt, "");  // likewise the trials whose checkpoint was being pulled
   for (auto& [key, t] : trials_) {
     if (t.running()) {
       reg.running.push_back(pr::RunningTrial{key.trial_id, key.attempt, t.pid, t.started_at});

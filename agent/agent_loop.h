@@ -10,6 +10,7 @@
 //                      waiting for a place, servicing, and each one's end
 //   agent_metrics.cpp  metrics batches, their acknowledgement, and the
 //                      per-trial outbox that keeps the order on the wire
+//   agent_pull.cpp     pbt checkpoints pulled from (and sent to) other agents
 //
 // State the loop owns, and its invariants:
 //  - `trials_`, keyed by (trial, attempt): a trial is *running* while it has a
@@ -30,6 +31,11 @@
 //    at most one per predecessor. Not running and not in `trials_`: one
 //    starts the moment its predecessor is reaped; a STOP_TRIAL or the
 //    agent's shutdown ends it unstarted; a re-registration forgets it.
+//  - `pulls_`: START_TRIALs whose checkpoint another agent holds, while it
+//    is pulled (issue 29). Not in `trials_`: one starts when its checkpoint
+//    is here and verified, or ends unstarted (launch_failed) when the pull
+//    fails; a STOP_TRIAL or the agent's shutdown ends it unstarted; a
+//    re-registration forgets it, as it forgets `waiting_`.
 //  - TRIAL_STARTED leaves kStartedReportDelayMs after the launch, or ahead
 //    of the trial's first METRICS or its TRIAL_EXITED if those come first.
 // The lease (agent/lease.h) decides when the trials must stop for want of
@@ -51,6 +57,7 @@
 
 #include "agent/agent.h"
 #include "agent/backoff.h"
+#include "agent/checkpoint_transfer.h"
 #include "agent/containment.h"
 #include "agent/exit_journal.h"
 #include "agent/gang_supervisor.h"
@@ -176,8 +183,9 @@ class Agent final : private LeaseHost {
   void on(const pr::StartTrial& start, int64_t now);
   void on(const pr::StopTrial& stop, int64_t now);
   void on(const pr::ExitAck& ack, int64_t now);
-  // Launches a trial now (or records why it cannot start).
-  void start_trial(const TrialKey& key, const pr::StartTrial& start, int64_t now);
+  // Launches a trial now (or records why it cannot start); one whose
+  // checkpoint another agent holds is pulled first, unless `pulled`.
+  void start_trial(const TrialKey& key, const pr::StartTrial& start, int64_t now, bool pulled = false);
   void send_trial_started(const TrialKey& key, HostedTrial& t);
   void finish_without_start(const TrialKey& key, HostedTrial& t, pr::ExitCause cause, const std::string& reason);
   void service_trials(int64_t now);
@@ -189,6 +197,19 @@ class Agent final : private LeaseHost {
   // finished trials again, reported on registering.
   void restore_exits(std::vector<PendingExit> left);
   size_t running_count() const;
+
+  // ---- agent_pull.cpp: checkpoints moved between agents (issue 29) -----------
+  // START_TRIAL names a checkpoint that another agent holds.
+  static bool needs_pull(const pr::StartTrial& start);
+  void begin_pull(const TrialKey& key, const pr::StartTrial& start, int64_t now);
+  void on(const pr::CheckpointPull& pull, int64_t now);  // as the holder: answered at once
+  void on(const pr::CheckpointPart& part, int64_t now);  // as the recipient
+  // Pulls sent again, or given up.
+  void service_pulls(int64_t now);
+  // STOP_TRIAL for a trial still pulling: it ends unstarted (true), or it pulls nothing (false).
+  bool stop_pull(const TrialKey& key, const std::string& reason);
+  // Every pull ends: its trial ends unstarted with `cause`, or (nullopt) is just forgotten.
+  void end_pulls(std::optional<pr::ExitCause> cause, const std::string& reason);
 
   // ---- agent_metrics.cpp: batches, acknowledgements, the outbox ---------------
   // Moves the supervisor's pending metrics and log into numbered batches.
@@ -236,6 +257,26 @@ class Agent final : private LeaseHost {
     pr::StartTrial start;
   };
   std::vector<Waiting> waiting_;
+  // START_TRIALs whose checkpoint is being pulled (agent_pull.cpp).
+  struct Pulling {
+    pr::StartTrial start;
+    CheckpointFetch fetch;
+    int64_t sent_ms = 0;      // the outstanding pull went out
+    int64_t progress_ms = 0;  // the last part taken (or the start)
+    int64_t began_ms = 0;
+  };
+  std::map<TrialKey, Pulling> pulls_;
+  // As the holder: the transfers this agent is serving, by the puller's
+  // (trial, attempt), only so that it can log each one's size and time when
+  // its last byte goes out (serving keeps no other state: checkpoint_transfer.h).
+  struct Serving {
+    int64_t began_ms = 0;
+    int64_t files = 0;
+    int64_t bytes = 0;
+    std::string last_path;  // the manifest's last non-empty file ("" : none)
+    int64_t last_size = 0;
+  };
+  std::map<TrialKey, Serving> serving_;
   bool shutting_down_ = false;
   int exit_code_ = kExitOk;
   int64_t health_checked_ms_ = -1;  // never yet

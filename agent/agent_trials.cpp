@@ -39,7 +39,7 @@ void Agent::on(const pr::StartTrial& start, int64_t now) {
     }
     return;
   }
-  if (waiting_index(key) >= 0) return;  // already waiting for its turn
+  if (waiting_index(key) >= 0 || pulls_.count(key)) return;  // already waiting for its turn, or its checkpoint
   if (start.after_trial_id > 0 && !shutting_down_) {
     // It takes the place of a trial still running here: it waits for that
     // trial's end (docs/protocol.md, START_TRIAL `after`).
@@ -59,7 +59,11 @@ void Agent::on(const pr::StartTrial& start, int64_t now) {
 }
 
 // Launches a trial now (or records why it cannot start).
-void Agent::start_trial(const TrialKey& key, const pr::StartTrial& start, int64_t now) {
+void Agent::start_trial(const TrialKey& key, const pr::StartTrial& start, int64_t now, bool pulled) {
+  if (!pulled && !shutting_down_ && needs_pull(start)) {  // its checkpoint is elsewhere (agent_pull.cpp)
+    begin_pull(key, start, now);
+    return;
+  }
   HostedTrial& t = trials_[key];
   t.last_batch_ms = now;
   if (shutting_down_) {
@@ -108,6 +112,7 @@ void Agent::start_trial(const TrialKey& key, const pr::StartTrial& start, int64_
 
 void Agent::on(const pr::StopTrial& stop, int64_t) {
   TrialKey key{stop.trial_id, stop.attempt};
+  if (stop_pull(key, stop.reason)) return;
   if (int w = waiting_index(key); w >= 0) {  // never started: it ends here
     waiting_.erase(waiting_.begin() + w);
     finish_without_start(key, trials_[key], pr::ExitCause::kStopped,
@@ -169,6 +174,7 @@ void Agent::finish_without_start(const TrialKey& key, HostedTrial& t, pr::ExitCa
 }
 
 void Agent::service_trials(int64_t now) {
+  service_pulls(now);
   for (auto& [key, t] : trials_) {
     if (!t.supervisor) {
       if (t.exited && !t.exit_sent) send_outbox(key, t);  // an exit a full queue held back

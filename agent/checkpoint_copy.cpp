@@ -71,6 +71,29 @@ Status copy_tree(const fs::path& from, const fs::path& incoming, CopyStats& stat
 
 }  // namespace
 
+Result<FileDigest> digest_file(const std::string& path) {
+  Digest d;
+  if (!stream_file(path, nullptr, d)) return Status::Unavailable("cannot read " + path);
+  return FileDigest{d.bytes, static_cast<uint32_t>(d.crc)};
+}
+
+Result<int> prune_segments(const std::string& segments_dir, int keep_a, int keep_b) {
+  std::error_code ec;
+  int removed = 0;
+  for (auto it = fs::directory_iterator(segments_dir, ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos || name.size() > 9) continue;
+    const int segment = std::stoi(name);
+    if (segment == keep_a || segment == keep_b) continue;
+    std::error_code rm;
+    fs::remove_all(it->path(), rm);
+    if (rm) return Status::Unavailable("cannot remove " + it->path().string() + ": " + rm.message());
+    ++removed;
+  }
+  if (ec) return Status::Unavailable("cannot read " + segments_dir + ": " + ec.message());
+  return removed;
+}
+
 Result<CopyStats> copy_checkpoint(const std::string& from, const std::string& to) {
   std::error_code ec;
   if (!fs::is_directory(from, ec))

@@ -29,6 +29,21 @@ struct CopyStats {
   int64_t bytes = 0;
 };
 
+// A file's size and CRC-32 (zlib's), read whole. Unavailable when it
+// cannot be read.
+struct FileDigest {
+  int64_t bytes = 0;
+  uint32_t crc = 0;
+};
+Result<FileDigest> digest_file(const std::string& path);
+
+// Pruning a member's old segments on this host (docs/checkpoints.md, "Old
+// segments"): removes every folder of `segments_dir` whose name is a
+// segment number other than `keep_a` and `keep_b` (leftover `.incoming` and
+// `.pulled` folders of those two stay: their own code replaces them).
+// Returns how many folders it removed; Unavailable when one cannot be.
+Result<int> prune_segments(const std::string& segments_dir, int keep_a, int keep_b);
+
 // Copies the tree at `from` into a new directory `to` (which must not exist
 // yet; a leftover `<to>.incoming` from an interrupted copy is removed first).
 Result<CopyStats> copy_checkpoint(const std::string& from, const std::string& to);

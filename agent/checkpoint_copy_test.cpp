@@ -77,5 +77,21 @@ TEST_CASE("refusals: no source, an existing destination, a link in the checkpoin
   CHECK(!fs::exists(dir / "to.incoming"));
 }
 
+TEST_CASE("pruning keeps the two segments named and whatever is not a segment folder") {
+  testing::TempDir dir;
+  for (const char* name : {"1/ckpt", "2/ckpt", "3/ckpt", "5/ckpt", "5.incoming/ckpt", "notes/x"})
+    write_file(dir / ("segments/" + std::string(name)), "x");
+  auto removed = prune_segments(dir / "segments", 3, 5);
+  REQUIRE(removed.ok());
+  CHECK(*removed == 2);
+  CHECK(!fs::exists(dir / "segments/1"));
+  CHECK(!fs::exists(dir / "segments/2"));
+  CHECK(read_file(dir / "segments/3/ckpt") == "x");
+  CHECK(fs::exists(dir / "segments/5"));
+  CHECK(fs::exists(dir / "segments/5.incoming"));
+  CHECK(fs::exists(dir / "segments/notes"));
+  CHECK(prune_segments(dir / "nothing-here", 1, 2).status().code() == StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace swept::agent

@@ -66,6 +66,20 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// A pbt segment starting from its own trial's segment j: the trial's other
+// segment folders on this host are no longer needed (docs/checkpoints.md,
+// "Old segments"), so they go; j stays (a donor's copy of it may be due this
+// round), and the new one. A failure is logged, never fatal.
+void prune_own_segments(const TrialLaunch& launch, const std::filesystem::path& dir) {
+  const protocol::CheckpointSegment& seg = *launch.checkpoint;
+  if (!seg.from_trial_id || *seg.from_trial_id != launch.trial_id) return;
+  auto removed = prune_segments(dir.parent_path().string(), seg.from_attempt, launch.attempt);
+  if (!removed.ok()) log::warn("trial " + std::to_string(launch.trial_id) + ": " + removed.status().message());
+  else if (*removed > 0)
+    log::info("trial " + std::to_string(launch.trial_id) + " attempt " + std::to_string(launch.attempt) + ": removed " +
+              std::to_string(*removed) + " old segment folders");
+}
+
 // A pbt segment's checkpoint directory `dir`: empty, or a verified copy of
 // the ended segment START_TRIAL named (a sibling trial of the same sweep,
 // under the layout the scheduler sends: sweep-S/trial-T). Its size and the
@@ -80,6 +94,12 @@ Status prepare_segment(const TrialLaunch& launch, const std::filesystem::path& w
   if (ec) return Status::Unavailable("cannot create " + dir.parent_path().string() + ": " + ec.message());
   const protocol::CheckpointSegment& seg = *launch.checkpoint;
   if (!seg.from_trial_id) return Status::Ok();  // the first segment: the launcher makes it empty
+  if (!seg.from_agent.empty()) {  // pulled from that agent and verified before the launch (agent_pull.cpp)
+    fs::rename(dir.string() + ".pulled", dir, ec);
+    if (ec) return Status::Unavailable("the checkpoint pulled for " + dir.string() + " is missing: " + ec.message());
+    prune_own_segments(launch, dir);
+    return Status::Ok();
+  }
   const fs::path from = working_dir.parent_path() / ("trial-" + std::to_string(*seg.from_trial_id)) / "segments" /
                         std::to_string(seg.from_attempt);
   const int64_t t0 = clock.now_us();
@@ -90,6 +110,7 @@ Status prepare_segment(const TrialLaunch& launch, const std::filesystem::path& w
   if (!copied.ok()) return copied.status().WithContext(what + " not copied");
   log::info(what + " copied and verified: " + std::to_string(copied->files) + " files, " +
             std::to_string(copied->bytes) + " bytes in " + std::to_string((clock.now_us() - t0) / 1000) + " ms");
+  prune_own_segments(launch, dir);
   return Status::Ok();
 }
 

@@ -225,8 +225,15 @@ struct TrialLimits {
 // segment (that trial, that attempt, of the same sweep) left behind, which
 // nothing writes any more (docs/protocol.md, START_TRIAL `checkpoint`).
 struct CheckpointSegment {
+  CheckpointSegment() = default;
+  CheckpointSegment(std::optional<int64_t> trial_id, int attempt, std::string agent = {})
+      : from_trial_id(trial_id), from_attempt(attempt), from_agent(std::move(agent)) {}
   std::optional<int64_t> from_trial_id;  // nullopt: start with an empty directory
   int from_attempt = 0;
+  // The agent that ran `from` (optional on the wire, "" : this agent). When
+  // it names another agent, the agent pulls the directory through the
+  // scheduler before the start (CHECKPOINT_PULL, CheckpointPull below).
+  std::string from_agent;
   bool operator==(const CheckpointSegment&) const = default;
 };
 // The REGISTER feature an agent lists when it runs START_TRIAL `checkpoint`.
@@ -259,6 +266,51 @@ struct StopTrial {
   std::string reason;
   bool operator==(const StopTrial&) const = default;
 };
+
+// Moving a pbt segment's checkpoint between agents (issue 29; docs/protocol.md,
+// CHECKPOINT_PULL and CHECKPOINT_PART). The agent about to start segment
+// (trial_id, attempt) from a directory another agent holds asks for it one
+// piece at a time: first the manifest (`path` empty), then each file's bytes
+// from `offset`. The scheduler relays a pull to the agent that ran (from_trial_id,
+// from_attempt) and the part back, only between the agents its own records
+// name, so every hop is the authenticated connection of a registered agent.
+// One pull is answered by one part; the holder keeps no state between pulls.
+struct CheckpointPull {
+  int64_t trial_id = 0;  // the segment about to start (recipient side)
+  int attempt = 0;
+  int64_t sweep_id = 0;  // set by the scheduler when it relays (the holder's folder is sweep-S/trial-T)
+  int64_t from_trial_id = 0;
+  int from_attempt = 0;
+  std::string path;      // "" : the manifest; else a file, relative to the segment's folder
+  int64_t offset = 0;    // the first byte wanted
+  bool operator==(const CheckpointPull&) const = default;
+};
+// One file of a segment's checkpoint: its size and CRC-32 (zlib's), which the
+// recipient checks the bytes it received against before the start.
+struct CheckpointFile {
+  std::string path;  // relative, '/'-separated, no "..", never starting with '/'
+  int64_t size = 0;
+  uint32_t crc = 0;
+  bool operator==(const CheckpointFile&) const = default;
+};
+// The answer to one pull: the manifest, or up to kCheckpointPartBytes of a
+// file from `offset`, or `error` (the holder cannot read the segment, or the
+// scheduler cannot reach its holder: the recipient then fails the start).
+struct CheckpointPart {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  int64_t from_trial_id = 0;
+  int from_attempt = 0;
+  std::string path;                   // as pulled
+  int64_t offset = 0;
+  std::string data;                   // raw bytes (base64 on the wire)
+  std::vector<CheckpointFile> files;  // the manifest (path "")
+  std::string error;                  // "" : none
+  bool operator==(const CheckpointPart&) const = default;
+};
+// At most this many bytes of a file in one CHECKPOINT_PART (a third more in
+// base64, well under kMaxMessageBytes).
+inline constexpr int64_t kCheckpointPartBytes = int64_t{4} << 20;
 
 struct ExitAck {
   int64_t trial_id = 0;
@@ -420,7 +472,7 @@ struct ReleaseAgent {
 using Message = std::variant<Register, RegisterAck, RegisterReject, Heartbeat, StartTrial, StopTrial,
                              TrialStarted, Metrics, TrialExited, ExitAck, Disconnect, Error, Submit,
                              Submitted, Cancel, Retry, Done, QuerySweeps, Sweeps, QueryTrials, Trials,
-                             QueryAgents, Agents, ReleaseAgent>;
+                             QueryAgents, Agents, ReleaseAgent, CheckpointPull, CheckpointPart>;
 
 // The kind frame of a message: "REGISTER", "TRIAL_EXITED", ...
 const char* kind_name(const Message& message);

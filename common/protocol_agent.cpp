@@ -152,6 +152,7 @@ json body(const StartTrial& m) {
   if (m.checkpoint) {
     json c = {{"segments", true}};
     if (m.checkpoint->from_trial_id) c["from"] = json::array({*m.checkpoint->from_trial_id, m.checkpoint->from_attempt});
+    if (!m.checkpoint->from_agent.empty()) c["from_agent"] = m.checkpoint->from_agent;
     j["checkpoint"] = std::move(c);
   }
   return j;
@@ -291,6 +292,7 @@ void read(const Reader& r, StartTrial& m) {
       if (*seg.from_trial_id <= 0 || seg.from_attempt <= 0)
         throw FieldError(f.path() + ": the trial id and attempt must be positive");
     }
+    seg.from_agent = opt_field_str(c, "from_agent");
     m.checkpoint = seg;
   }
 }

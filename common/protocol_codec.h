@@ -49,7 +49,9 @@ using nlohmann::json;
   X(Trials, "TRIALS")                    \
   X(QueryAgents, "QUERY_AGENTS")         \
   X(Agents, "AGENTS")                    \
-  X(ReleaseAgent, "RELEASE_AGENT")
+  X(ReleaseAgent, "RELEASE_AGENT")       \
+  X(CheckpointPull, "CHECKPOINT_PULL")   \
+  X(CheckpointPart, "CHECKPOINT_PART")
 
 struct FieldError : std::runtime_error {
   using std::runtime_error::runtime_error;

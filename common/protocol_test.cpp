@@ -95,8 +95,19 @@ std::vector<Message> every_message() {
   all.push_back(st);
   st.checkpoint = CheckpointSegment{12, 3};  // its next: a copy of trial 12's third segment (issue 29)
   all.push_back(st);
+  st.checkpoint = CheckpointSegment{12, 3, "gpu-node-2"};  // held by another agent: pulled first
+  all.push_back(st);
   st.checkpoint.reset();
   all.push_back(StopTrial{17, 2, "cancelled by the user"});
+  // Moving a checkpoint between agents (issue 29): the manifest, then bytes
+  // (every length mod 3, for base64's padding, and bytes above 127).
+  all.push_back(CheckpointPull{17, 3, 0, 12, 2, "", 0});
+  all.push_back(CheckpointPull{17, 3, 5, 12, 2, "model/weights.bin", 4194304});
+  all.push_back(CheckpointPart{17, 3, 12, 2, "", 0, "", {{"ckpt.bin", 10485760, 4294967295u}, {"sub/x", 0, 0}}, ""});
+  all.push_back(CheckpointPart{17, 3, 12, 2, "", 0, "", {}, ""});
+  for (std::string data : {std::string("a"), std::string("ab"), std::string("abc"), std::string("\xff\x00\x80\x01", 4)})
+    all.push_back(CheckpointPart{17, 3, 12, 2, "ckpt.bin", 7, data, {}, ""});
+  all.push_back(CheckpointPart{17, 3, 12, 2, "ckpt.bin", 0, "", {}, "agent a2 that holds it is not connected"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
   Metrics m;
   m.trial_id = 17;
@@ -272,6 +283,16 @@ TEST_CASE("malformed messages name the field") {
       {frames_of("START_TRIAL",
                  R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","checkpoint":{"segments":true,"from":[0,2]}})"),
        DecodeFailure::kMalformed, "START_TRIAL.checkpoint.from: the trial id and attempt must be positive"},
+      {frames_of("CHECKPOINT_PULL", R"({"trial_id":1,"attempt":2,"from":[3,1],"path":"../../etc/passwd","offset":0})"),
+       DecodeFailure::kMalformed, "CHECKPOINT_PULL.path: '../../etc/passwd' is not a relative path inside the checkpoint"},
+      {frames_of("CHECKPOINT_PULL", R"({"trial_id":1,"attempt":2,"from":[3,1],"path":"/etc/passwd","offset":0})"),
+       DecodeFailure::kMalformed, "CHECKPOINT_PULL.path: '/etc/passwd' is not a relative path inside the checkpoint"},
+      {frames_of("CHECKPOINT_PULL", R"({"trial_id":1,"attempt":2,"from":[3,0],"path":"","offset":0})"),
+       DecodeFailure::kMalformed, "CHECKPOINT_PULL: trial ids and attempts must be positive"},
+      {frames_of("CHECKPOINT_PART", R"({"trial_id":1,"attempt":2,"from":[3,1],"path":"","offset":0,"files":[["a/./b",1,2]]})"),
+       DecodeFailure::kMalformed, "CHECKPOINT_PART.files[0][0]: 'a/./b' is not a relative path inside the checkpoint"},
+      {frames_of("CHECKPOINT_PART", R"({"trial_id":1,"attempt":2,"from":[3,1],"path":"a","offset":0,"data":"YW=j"})"),
+       DecodeFailure::kMalformed, "CHECKPOINT_PART.data: expected base64 text, found a string"},
       {frames_of("START_TRIAL", R"({"trial_id":1,"attempt":1,"sweep_id":1,"argv":[],"workdir":"w"})"),
        DecodeFailure::kMalformed, "START_TRIAL.argv: must not be empty"},
       {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w","after":[1]})"),

@@ -35,6 +35,7 @@ std::string demand_text(const Demand& d) {
                                        : std::to_string(d.cpus) + " CPU slots";
   if (d.nodes > 1) s += " on each of " + std::to_string(d.nodes) + " agents that run gangs";
   else if (d.procs_per_node > 1) s += " on an agent that runs gangs";
+  if (d.segments) s += " (pbt: on an agent that lists the feature checkpoint_segments)";
   return s;
 }
 
@@ -373,7 +374,8 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
   }
   if (std::holds_alternative<Heartbeat>(m) || std::holds_alternative<TrialStarted>(m) ||
       std::holds_alternative<Metrics>(m) || std::holds_alternative<TrialExited>(m) ||
-      std::holds_alternative<Disconnect>(m)) {
+      std::holds_alternative<Disconnect>(m) || std::holds_alternative<CheckpointPull>(m) ||
+      std::holds_alternative<CheckpointPart>(m)) {
     if (!session) {
       if (!std::holds_alternative<Disconnect>(m))
         send_later(routing_id, Disconnect{"unknown session; register again"});
@@ -416,6 +418,8 @@ Status Broker::handle_agent(AgentSession& s, const Message& m) {
     return Status::Ok();
   }
   if (auto* ex = std::get_if<TrialExited>(&m)) return on_trial_exited(s, *ex);
+  if (auto* pull = std::get_if<CheckpointPull>(&m)) return on_checkpoint_pull(s, *pull);
+  if (auto* part = std::get_if<CheckpointPart>(&m)) return on_checkpoint_part(s, *part);
   if (auto* dc = std::get_if<Disconnect>(&m)) {
     log::info("agent " + s.name + " disconnected: " + dc->reason);
     return on_agent_gone(s.routing_id, "it disconnected (" + dc->reason + ")", AgentState::kGone);
@@ -576,6 +580,7 @@ Status Broker::dispatch() {
     c.name = name;
     c.total_slots = c.free_slots = s.slots;
     c.gangs = s.gangs;
+    c.segments = s.segments;
     for (const auto& g : s.gpus) c.gpus.push_back({g.index, false, 0.0});
     all.push_back(c);
     if (agents_.held(s)) {  // host faults, or leaving: what it frees goes to the others

@@ -222,6 +222,10 @@ class Broker {
   Status handle_client(const std::string& routing_id, const protocol::Message& m);
   Status on_register(const std::string& routing_id, const protocol::Register& r);
   Status on_trial_exited(AgentSession& s, const protocol::TrialExited& e);
+  // A pbt checkpoint moved between agents (broker_checkpoints.cpp): a pull
+  // relayed to the agent that holds the segment, a part back to the puller.
+  Status on_checkpoint_pull(AgentSession& s, const protocol::CheckpointPull& pull);
+  Status on_checkpoint_part(AgentSession& s, const protocol::CheckpointPart& part);
   // What an agent's TRIAL_EXITED says of its host.
   Status note_exit(AgentSession& s, const protocol::TrialExited& e, TrialLifecycle::ExitOutcome outcome);
   // Takes the routing id by value: callers pass the session's own, which

@@ -22,7 +22,8 @@ Result<bool> Broker::authorized(const std::string& routing_id, const Message& m,
   current_key_ = user_id;
   const bool agent_kind = std::holds_alternative<Register>(m) || std::holds_alternative<Heartbeat>(m) ||
                           std::holds_alternative<TrialStarted>(m) || std::holds_alternative<Metrics>(m) ||
-                          std::holds_alternative<TrialExited>(m) || std::holds_alternative<Disconnect>(m);
+                          std::holds_alternative<TrialExited>(m) || std::holds_alternative<Disconnect>(m) ||
+                          std::holds_alternative<CheckpointPull>(m) || std::holds_alternative<CheckpointPart>(m);
   std::optional<KeyRing::Entry> entry;
   if (!user_id.empty()) entry = options_.keys->find(user_id);
   if (!entry) {  // revoked since its handshake (or, defensively, no ZAP User-Id at all)

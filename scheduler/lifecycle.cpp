@@ -132,6 +132,8 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     lt.started = t.started;
     lt.start_recorded = t.started;
     lt.stop_on_record = t.stop_decided;
+    lt.interval_stop = t.pbt_interval_stop;
+    lt.done_stop = t.pbt_done_stop;
     // A multi-node trial's other nodes wait for their agents as node 0 does
     // (reconcile keeps each one its agent reports running).
     for (size_t n = 1; n < t.nodes.size(); ++n) {
@@ -180,6 +182,12 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
   if (terms != terms_.end()) st.limits = terms->second.limits;
   st.checkpoint = t.checkpoint;
+  if (st.checkpoint && st.checkpoint->from_trial_id) {
+    // A pbt segment from a checkpoint that another agent holds: named, so
+    // that this agent pulls it first (CHECKPOINT_PULL, issue 29).
+    SWEPT_ASSIGN_OR_RETURN(place, store_.attempt_place(*st.checkpoint->from_trial_id, st.checkpoint->from_attempt));
+    st.checkpoint->from_agent = place && place->agent != agent ? place->agent : "";
+  }
   if (auto b = live_.find(before_id); before_id && b != live_.end()) {
     lt.after = before_id;
     b->second.successor = t.trial_id;
@@ -358,6 +366,8 @@ void TrialLifecycle::send_early_stop(LiveTrial& lt, const std::string& reason) {
 
 std::optional<StopTrial> TrialLifecycle::stop_owed(LiveTrial& lt) {
   if (lt.cancelled) return StopTrial{lt.trial_id, lt.attempt, "cancelled by the user"};
+  if (lt.interval_stop || lt.done_stop)  // a pbt member's stop, owed again to a re-registering agent
+    return StopTrial{lt.trial_id, lt.attempt, lt.done_stop ? "pbt: reached pbt.max_steps" : "pbt: at its interval"};
   if (!early_stop_decided(lt)) return std::nullopt;
   if (!lt.early_stop) {  // decided before a restart, not sent by this scheduler yet
     lt.early_stop = true;
@@ -378,7 +388,7 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
     if ((cur.interval_stop || cur.done_stop) && !cur.cancelled && e.cause == ExitCause::kStopped) {
       // A pbt member stopped as its runner asked: the segment's end, not the trial's.
       if (cur.done_stop) SWEPT_RETURN_IF_ERROR(finish(e.trial_id, TrialState::kCompleted, &e, "reached pbt.max_steps"));
-      else SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, "its segment ended at the pbt interval", /*at_interval=*/true));
+      else SWEPT_RETURN_IF_ERROR(requeue(e.trial_id, kPbtIntervalReason, /*at_interval=*/true));
       return ExitOutcome::kRan;
     }
     if (event.kind == TrialEventKind::kRequeue && e.cause == ExitCause::kLaunchFailed) {  // a host fault
@@ -395,7 +405,10 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
     } else if (lost) {
       SWEPT_RETURN_IF_ERROR(lose(e.trial_id, reason));
     } else {
-      SWEPT_RETURN_IF_ERROR(finish(e.trial_id, event.outcome, &e, reason));
+      // A failed pbt member reruns while it has retries (lifecycle_pbt.cpp).
+      Result<bool> retried = event.outcome == TrialState::kFailed ? retry_member(e.trial_id, e, reason) : false;
+      if (!retried.ok()) return retried.status();
+      if (!*retried) SWEPT_RETURN_IF_ERROR(finish(e.trial_id, event.outcome, &e, reason));
     }
     return e.cause == ExitCause::kLaunchFailed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }

@@ -336,6 +336,11 @@ class TrialLifecycle {
   Status lose(int64_t trial_id, const std::string& reason);
   // `at_interval`: a pbt member's segment that ended at its interval (the event says so).
   Status requeue(int64_t trial_id, const std::string& reason, bool at_interval = false);
+  // A pbt member's segment failed (`e`): requeued to rerun from its last
+  // complete checkpoint while max_retries allows (true; lifecycle_pbt.cpp).
+  // False, changing nothing, for a trial of another method, a cancelled or
+  // early-stopped one, or one with no retries left: it ends as any trial.
+  Result<bool> retry_member(int64_t trial_id, const protocol::TrialExited& e, const std::string& reason);
 
  private:
   // What a TRIAL_EXITED means for the trial: the event (the process ended

@@ -31,7 +31,7 @@ PbtPopulation::Stop PbtPopulation::observe(int64_t trial_id, int64_t step, doubl
   // round (a program that logs every k steps may not log the interval's own).
   m.stop_sent = true;
   m.value = value;
-  m.from_step = step;
+  m.from_step = m.own_step = step;
   m.stopped_for = round_;
   return Stop::kInterval;
 }
@@ -56,14 +56,22 @@ bool PbtPopulation::holding() const {
                      [](const auto& m) { return m.second.standing == Standing::kReached; });
 }
 
-void PbtPopulation::gone(int64_t trial_id) {
+bool PbtPopulation::gone(int64_t trial_id) {
   auto it = members_.find(trial_id);
-  if (it == members_.end()) return;
+  if (it == members_.end()) return false;
   Member& m = it->second;
   m.standing = Standing::kGone;
   m.stop_sent = false;
+  const bool dropped_donor = m.next.from_trial_id && *m.next.from_trial_id != trial_id;
   // Rerun from its own newest complete checkpoint, with its own parameters.
   m.next = m.segment > 0 ? protocol::CheckpointSegment{trial_id, m.segment} : protocol::CheckpointSegment{};
+  m.from_step = m.segment > 0 ? m.own_step : 0;
+  return dropped_donor;
+}
+
+nlohmann::json PbtPopulation::params(int64_t trial_id) const {
+  auto it = members_.find(trial_id);
+  return it == members_.end() ? nlohmann::json() : it->second.params;
 }
 
 void PbtPopulation::ended(int64_t trial_id) { members_.erase(trial_id); }

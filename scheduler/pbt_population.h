@@ -60,9 +60,13 @@ class PbtPopulation {
   // The members waiting for the round, taken out of the population: the
   // sweep stops its queued trials (cancelled, or its target reached).
   std::vector<int64_t> release_waiting();
-  // Its segment was lost or ended for a reason not its own: the round goes
-  // on without it; it is rerun from its own newest complete segment.
-  void gone(int64_t trial_id);
+  // Its segment was lost, or failed (lifecycle_pbt.cpp): the round goes on
+  // without it; it is rerun from its own newest complete segment, with the
+  // parameters it has. True when that segment was to start from a donor's
+  // checkpoint, which it now does not (its lineage must say so).
+  bool gone(int64_t trial_id);
+  // Its parameters now (those of its next segment); null for no member.
+  nlohmann::json params(int64_t trial_id) const;
   // It reached a final state (done, failed, lost for good): out of the population.
   void ended(int64_t trial_id);
 
@@ -88,7 +92,7 @@ class PbtPopulation {
   // The step its next segment starts from (the interval it was stopped at; 0 at first).
   int64_t from_step(int64_t trial_id) const;
 
- private:
+  // A member as this class keeps it; public for restore().
   struct Member {
     int slot = 0;
     nlohmann::json params;
@@ -97,11 +101,24 @@ class PbtPopulation {
     bool stop_sent = false;        // told to stop in this segment (interval or done)
     int segment = 0;               // newest attempt whose checkpoint is complete
     protocol::CheckpointSegment next;  // where its next segment starts
-    int64_t from_step = 0;
+    int64_t from_step = 0;         // the step its next segment starts from
+    int64_t own_step = 0;          // the step of its own newest complete segment
     int64_t stopped_for = 0;       // the round it was last stopped for
   };
+  // After a scheduler restart (SweepRunner::rebuild_population): the round
+  // being gathered, then each live member as the store shows it.
+  void restore_round(int64_t round) { round_ = round; }
+  void restore(int64_t trial_id, Member m) { members_[trial_id] = std::move(m); }
+  // The step at which the round being gathered stops its members.
   int64_t stop_step() const { return round_ * spec_.pbt->interval; }
+  // Whether the member was told to stop in its current segment (restore: a
+  // stop the scheduler before the restart sent is owed again).
+  bool stop_sent(int64_t trial_id) const {
+    auto it = members_.find(trial_id);
+    return it != members_.end() && it->second.stop_sent;
+  }
 
+ private:
   sweeps::SweepSpec spec_;
   std::map<int64_t, Member> members_;  // by trial id
   int64_t round_ = 1;

@@ -39,6 +39,7 @@ struct Pbt {
   std::unique_ptr<TrialLifecycle> life;
   int64_t sweep = 0;
   int64_t seq = 0;
+  std::map<int64_t, std::string> agent_of;  // where each member's current segment runs
 
   Pbt() {
     auto w = store::Writer::open(db.path);
@@ -53,23 +54,24 @@ struct Pbt {
     pass();
   }
   void pass() { REQUIRE(pass_events(*life, *runner).ok()); }
-  // Starts the sweep's next trial on agent "a", confirmed running; nullopt when it has none to start.
-  std::optional<StartTrial> start() {
+  // Starts the sweep's next trial on `agent`, confirmed running; nullopt when it has none to start.
+  std::optional<StartTrial> start(const std::string& agent = "a") {
     bool started = false;
-    REQUIRE(start_next_trial(*life, *runner, sweep, "a", Placement{0, {}, 0.0, 1}, 0, &started).ok());
+    REQUIRE(start_next_trial(*life, *runner, sweep, agent, Placement{0, {}, 0.0, 1}, 0, &started).ok());
     pass();
     if (!started) return std::nullopt;
     auto mail = life->take_mail();
     REQUIRE(mail.size() == 1);
     auto* st = std::get_if<StartTrial>(&mail[0].message);
     REQUIRE(st != nullptr);
-    REQUIRE(life->started("a", TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    agent_of[st->trial_id] = agent;
     return *st;
   }
   // The member reports q at `step`: true when the scheduler sent it STOP_TRIAL.
   bool report(const StartTrial& st, int64_t step, double q) {
     Metrics batch{st.trial_id, st.attempt, ++seq, {{step, "q", q}}, "", 0};
-    auto r = life->metrics("a", batch);
+    auto r = life->metrics(agent_of[st.trial_id], batch);
     REQUIRE(r.ok());
     REQUIRE(judge_metrics(*life, *runner, *r, batch).ok());
     pass();
@@ -86,7 +88,36 @@ struct Pbt {
     e.attempt = st.attempt;
     e.cause = ExitCause::kStopped;
     e.ended_at = 2.0;
-    REQUIRE(life->exited("a", e).ok());
+    REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
+    pass();
+  }
+  // It failed: its program exited 1, or (launch) its checkpoint could not be had.
+  void failed(const StartTrial& st, bool launch = false) {
+    TrialExited e;
+    e.trial_id = st.trial_id;
+    e.attempt = st.attempt;
+    e.cause = launch ? ExitCause::kLaunchFailed : ExitCause::kExited;
+    if (!launch) e.exit_code = 1;
+    e.reason = launch ? "the checkpoint of trial 2 segment 1 from agent a could not be pulled: agent a is not connected"
+                      : "exit code 1";
+    e.ended_at = 2.0;
+    REQUIRE(life->exited(agent_of[st.trial_id], e).ok());
+    pass();
+  }
+  // The scheduler dies with what it committed (SIGKILL) and starts again on
+  // the file: a new runner and lifecycle recover the sweep.
+  void restart() {
+    if (store->in_transaction()) REQUIRE(store->commit().ok());
+    life.reset();
+    runner.reset();
+    store.reset();
+    auto w = store::Writer::open(db.path);
+    REQUIRE(w.ok());
+    store = std::move(*w);
+    runner = std::make_unique<SweepRunner>(*store, clock);
+    life = std::make_unique<TrialLifecycle>(*store, clock);
+    REQUIRE(store->begin().ok());
+    REQUIRE(scheduler::recover(*life, *runner, 60000).ok());
     pass();
   }
   int64_t q(const std::string& sql) {
@@ -203,4 +234,183 @@ TEST_CASE("pbt: cancelling a sweep stops the members waiting for their round") {
   CHECK(*stopped == 4);  // the waiting one, and the three still running
   CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 0);
   CHECK(p.q("SELECT COUNT(*) FROM sweeps WHERE state='cancelled'") == 1);
+}
+
+TEST_CASE("pbt: a segment whose checkpoint another agent holds names that agent, so that it is pulled") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  for (const char* agent : {"a", "a", "b", "b"}) members.push_back(p.start(agent).value());
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 the worst, member 1 (on a) the best
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  // Every second segment on b: members 0 and 1 start from segments that ran
+  // on a; members 2 and 3 from their own, on b already.
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start("b")) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  REQUIRE(second[members[0].trial_id].checkpoint);
+  CHECK(*second[members[0].trial_id].checkpoint->from_trial_id == members[1].trial_id);
+  CHECK(second[members[0].trial_id].checkpoint->from_agent == "a");
+  CHECK(second[members[1].trial_id].checkpoint->from_agent == "a");
+  CHECK(second[members[2].trial_id].checkpoint->from_agent.empty());
+  CHECK(second[members[3].trial_id].checkpoint->from_agent.empty());
+  // Through the codec, as the agent reads it.
+  Decoded d = decode(encode(second[members[0].trial_id]));
+  REQUIRE(d.ok());
+  CHECK(std::get<StartTrial>(*d.message).checkpoint->from_agent == "a");
+}
+
+TEST_CASE("pbt: members are placed only on agents that run checkpoint segments") {
+  AgentCapacity old_agent, new_agent;
+  old_agent.name = "old";
+  old_agent.total_slots = old_agent.free_slots = 4;
+  new_agent = old_agent;
+  new_agent.name = "new";
+  new_agent.segments = true;
+  Demand member;
+  member.segments = true;
+  CHECK(!place_trial({old_agent}, member));
+  auto placed = place_trial({old_agent, new_agent}, member);
+  REQUIRE(placed);
+  CHECK(placed->agent == 1);
+  CHECK(place_trial({old_agent}, Demand{}));  // other trials go anywhere
+}
+
+TEST_CASE("pbt: a failed member reruns from its own checkpoint while max_retries allows, then fails alone") {
+  Pbt p;  // max_retries 1
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  REQUIRE(members.size() == 4);
+  for (size_t i = 1; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i)));
+    p.stopped(members[i]);
+  }
+  // Member 0 fails before its interval: the round runs without it, and it reruns.
+  p.failed(members[0]);
+  const std::string failing = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued' AND id=" + failing) == 1);
+  CHECK(p.q("SELECT COUNT(*) FROM attempts WHERE state='failed' AND trial_id=" + failing) == 1);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1") == 3);
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  REQUIRE(second[members[0].trial_id].checkpoint);
+  CHECK(!second[members[0].trial_id].checkpoint->from_trial_id);  // no complete checkpoint yet: from the start
+  CHECK(second[members[0].trial_id].attempt == 2);
+  // It fails again: its one retry is spent, it ends failed, the others go on.
+  p.failed(second[members[0].trial_id]);
+  CHECK(p.q("SELECT state = 'failed' FROM trials WHERE id=" + failing) == 1);
+  for (const auto& [id, st] : second) {
+    if (id == members[0].trial_id) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+}
+
+TEST_CASE("pbt: a member whose donor's checkpoint cannot be had resumes from its own, and its lineage says so") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  const std::string worst = std::to_string(members[0].trial_id);
+  REQUIRE(p.q("SELECT donor_trial_id FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == members[1].trial_id);
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(second.size() == 4);
+  // The donor's host went away while the segment pulled its checkpoint.
+  p.failed(second[members[0].trial_id], /*launch=*/true);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  CHECK(p.q("SELECT from_step FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == 10);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND trial_id=" + worst +
+            " AND changes LIKE '%resumed from its own checkpoint%'") == 1);
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  CHECK(rerun->trial_id == members[0].trial_id);
+  CHECK(rerun->attempt == 3);
+  REQUIRE(rerun->checkpoint);
+  CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);  // its own segment 1
+  CHECK(rerun->checkpoint->from_attempt == 1);
+  CHECK(rerun->params == second[members[0].trial_id].params);  // the parameters the round gave it
+}
+
+TEST_CASE("pbt: a restarted scheduler rebuilds the population: waiting members wait, owed stops go out, rounds go on") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::vector<StartTrial> second;
+  while (auto st = p.start()) second.push_back(*st);
+  REQUIRE(second.size() == 4);
+  // Round 2 being gathered: two members stopped and wait, one was told to
+  // stop but has not exited, one still runs. Then the scheduler dies.
+  for (size_t i = 0; i < 3; ++i) REQUIRE(p.report(second[i], 20, 0.2 * static_cast<double>(i + 1)));
+  p.stopped(second[0]);
+  p.stopped(second[1]);
+  CHECK(!p.report(second[3], 15, 0.3));
+  p.restart();
+  // The two waiting members are not started again: they wait for round 2.
+  CHECK(!p.start());
+  // The agent comes back with the two it runs: the stop sent before the restart is owed again.
+  std::vector<RunningTrial> running = {{second[2].trial_id, second[2].attempt, 7, 1.0},
+                                       {second[3].trial_id, second[3].attempt, 8, 1.0}};
+  auto rec = p.life->reconcile("a", running, {}, 0);
+  REQUIRE(rec.ok());
+  p.pass();
+  REQUIRE(rec->stops.size() == 1);
+  CHECK(rec->stops[0].trial_id == second[2].trial_id);
+  p.stopped(second[2]);  // its segment's end, not the trial's: it waits too
+  CHECK(p.q("SELECT COUNT(*) FROM trials WHERE state='queued'") == 3);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 0);
+  REQUIRE(p.report(second[3], 20, 0.9));  // the last one: round 2 runs with all four
+  p.stopped(second[3]);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 4);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NOT NULL") == 1);
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.size() == 4);
+  for (const auto& [id, st] : third) {
+    CHECK(st.attempt == 3);
+    REQUIRE(st.checkpoint);
+    CHECK(st.checkpoint->from_attempt == 2);  // the segments that ended at round 2's interval
+  }
+}
+
+TEST_CASE("pbt: a member lost while copying its donor's checkpoint reruns from its own, its lineage corrected") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  // Its agent vanishes while the copy is under way (the segment never reported).
+  REQUIRE(p.life->lose(members[0].trial_id, "its agent went away").ok());
+  p.pass();
+  const std::string worst = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  REQUIRE(rerun->checkpoint);
+  CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);
+  CHECK(rerun->checkpoint->from_attempt == 1);
+  // The others do not wait for it: round 2 runs once they reach it, and it joins when it gets there first.
+  for (const auto& [id, st] : second) {
+    if (id == members[0].trial_id) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
 }

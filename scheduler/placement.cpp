@@ -8,7 +8,9 @@ namespace swept::scheduler {
 
 namespace {
 // Whether a node of `demand` may go to `a` at all (reserved, gang feature).
-bool eligible(const AgentCapacity& a, const Demand& demand) { return !a.reserved && (a.gangs || !demand.gang()); }
+bool eligible(const AgentCapacity& a, const Demand& demand) {
+  return !a.reserved && (a.gangs || !demand.gang()) && (a.segments || !demand.segments);
+}
 }  // namespace
 
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand) {

@@ -50,6 +50,7 @@ struct AgentCapacity {
   int free_slots = 0;
   std::vector<GpuUse> gpus;
   bool gangs = false;     // runs nodes of multi-node trials (the REGISTER feature "gang")
+  bool segments = false;  // runs pbt segments (the REGISTER feature "checkpoint_segments", issue 29)
   bool reserved = false;  // held for a waiting multi-node trial: nothing else goes here
 };
 
@@ -60,6 +61,7 @@ struct Demand {
   int cpus = 1;               // CPU slots, used only when the trial needs no GPU
   int nodes = 1;              // different agents, started together
   int procs_per_node = 1;     // processes per node (the agent must run gangs when > 1)
+  bool segments = false;      // a pbt member: only on agents that run START_TRIAL `checkpoint`
   bool needs_gpu() const { return gpus > 0 || gpu_fraction > 0; }
   // Whether its agents must implement START_TRIAL `gang`.
   bool gang() const { return nodes > 1 || procs_per_node > 1; }
@@ -74,7 +76,8 @@ struct Placement {
 };
 
 // Where one node of a trial with `demand` fits, or nullopt: never on a
-// reserved agent, and only on agents that run gangs when demand.gang().
+// reserved agent, only on agents that run gangs when demand.gang(), and
+// only on agents that run pbt segments when demand.segments.
 // Does not change `agents`.
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand);
 

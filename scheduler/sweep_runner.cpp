@@ -112,6 +112,7 @@ Demand demand_of(const sweeps::SweepSpec& spec) {
   d.cpus = std::max(1, spec.resources.cpus);
   d.nodes = std::max(1, spec.resources.nodes);
   d.procs_per_node = std::max(1, spec.resources.procs_per_node);
+  d.segments = spec.pbt != nullptr;  // its segments' checkpoints need START_TRIAL `checkpoint` (issue 29)
   return d;
 }
 
@@ -163,14 +164,25 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
     }
     SWEPT_RETURN_IF_ERROR(make_stopper(a, true));
     make_population(a);
+    std::vector<RecoveredTrial> mine;
     for (const TrialRow& t : *live) {
-      RecoveredTrial rt{t.id,   t.sweep_id, t.attempts, t.agent.value_or(""), t.gpus, t.gpu_fraction.value_or(0),
-                        t.started_at.has_value(), false, {}};
+      RecoveredTrial rt;
+      rt.trial_id = t.id;
+      rt.sweep_id = t.sweep_id;
+      rt.attempt = t.attempts;
+      rt.agent = t.agent.value_or("");
+      rt.gpus = t.gpus;
+      rt.gpu_fraction = t.gpu_fraction.value_or(0);
+      rt.started = t.started_at.has_value();
       rt.stop_decided = a.stopper && a.stopper->decided(t.id);
       rt.nodes = t.nodes;
-      running.push_back(std::move(rt));
+      mine.push_back(std::move(rt));
     }
+    if (a.population) SWEPT_RETURN_IF_ERROR(rebuild_population(a, mine));  // sweep_runner_pbt.cpp
+    running.insert(running.end(), mine.begin(), mine.end());
+    const bool pbt = a.population != nullptr;
     run(std::move(a));
+    if (pbt) SWEPT_RETURN_IF_ERROR(pbt_maybe_round(r.id));  // every member had reached it: the round runs now
   }
   return running;
 }
@@ -184,6 +196,7 @@ SweepTerms SweepRunner::terms(const Active& s) const {
   t.timeout_s = s.spec.timeout_s;
   t.limits = {s.spec.resources.memory_bytes, s.spec.resources.pids, s.spec.resources.cpus};
   if (s.spec.metric) t.metric = s.spec.metric->name;
+  t.pbt = s.population != nullptr;
   return t;
 }
 

@@ -194,6 +194,10 @@ class SweepRunner {
   Result<std::optional<TrialToStart>> load_queued(Active& s, int64_t trial_id);
   // ---- method pbt (sweep_runner_pbt.cpp) ----
   void make_population(Active& s);
+  // After a restart: the population rebuilt from the store (members, their
+  // segments, the round being gathered; the members waiting for it taken
+  // out of the queue), and the stops owed to running members marked in `live`.
+  Status rebuild_population(Active& s, std::vector<RecoveredTrial>& live);
   // A member was generated: it joins the population, its lineage starts.
   Status pbt_created(Active& s, TrialToStart& t);
   // A member's segment ended at its interval, or was lost: true when the

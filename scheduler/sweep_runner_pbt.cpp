@@ -3,6 +3,7 @@
 // member stops and when its round runs, sweeps/pbt.h what each member does
 // next; this file records those decisions (parameters, command, lineage)
 // and keeps the queue and the running count as the rest of the runner does.
+#include <algorithm>
 #include <cstdlib>
 
 #include "common/log.h"
@@ -34,6 +35,62 @@ std::string sweep_and_trial(int64_t sweep_id, int64_t trial_id) {
 
 void SweepRunner::make_population(Active& s) {
   if (s.spec.pbt && s.spec.metric) s.population = std::make_shared<PbtPopulation>(s.spec);
+}
+
+Status SweepRunner::rebuild_population(Active& s, std::vector<RecoveredTrial>& live) {
+  PbtPopulation& pop = *s.population;
+  const sweeps::pbt::PbtSettings& pbt = *s.spec.pbt;
+  const std::string& metric = s.spec.metric->name;
+  SWEPT_ASSIGN_OR_RETURN(records, store_.pbt_members(s.id, kPbtIntervalReason));
+  int64_t round = 1;  // the round being gathered: one past the newest that ran
+  for (const auto& r : records) round = std::max(round, r.lineage_round + 1);
+  pop.restore_round(round);
+  int restored = 0;
+  for (const auto& r : records) {
+    if (r.state != TrialState::kQueued && r.state != TrialState::kRunning) continue;  // it left the population
+    PbtPopulation::Member m;
+    m.slot = static_cast<int>(r.index);
+    m.params = nlohmann::json::parse(r.params_json, nullptr, false);
+    m.segment = r.interval_segment;
+    m.own_step = m.from_step = r.lineage_round > 0 && !r.donor_trial_id ? r.lineage_from_step : 0;
+    m.stopped_for = round - 1;
+    m.next = m.segment > 0 ? protocol::CheckpointSegment{r.trial_id, m.segment} : protocol::CheckpointSegment{};
+    // Its first value at or past the interval (or max_steps) being gathered.
+    std::optional<std::pair<int64_t, double>> at_max;
+    if (pbt.max_steps) {
+      SWEPT_ASSIGN_OR_RETURN(done, store_.first_metric_from(r.trial_id, metric, *pbt.max_steps));
+      at_max = done;
+    }
+    SWEPT_ASSIGN_OR_RETURN(at_stop, store_.first_metric_from(r.trial_id, metric, pop.stop_step()));
+    if (r.state == TrialState::kRunning) {
+      // Running toward the interval; one already past it was sent its stop
+      // by the scheduler before (or will be now): owed again on re-registration.
+      if (at_max || at_stop) {
+        m.stop_sent = true;
+        if (!at_max) m.value = at_stop->second, m.from_step = m.own_step = at_stop->first, m.stopped_for = round;
+        for (RecoveredTrial& t : live)
+          if (t.trial_id == r.trial_id) (at_max ? t.pbt_done_stop : t.pbt_interval_stop) = true;
+      }
+    } else if (r.attempts > 0 && r.interval_segment == r.attempts && at_stop) {
+      // Its segment ended at this round's interval: it waits for the round, not in the queue.
+      m.standing = sweeps::pbt::Standing::kReached;
+      m.value = at_stop->second;
+      m.from_step = m.own_step = at_stop->first;
+      m.stopped_for = round;
+      std::erase(s.queued, r.trial_id);
+    } else if (r.attempts > 0 && r.interval_segment == r.attempts) {
+      // Resumed by the round before, waiting for a place: from where that round said.
+      if (r.donor_trial_id) m.next = protocol::CheckpointSegment{*r.donor_trial_id, r.donor_segment};
+      m.from_step = r.lineage_from_step;
+    } else if (r.attempts > 0) {
+      m.standing = sweeps::pbt::Standing::kGone;  // lost or failed: reruns from its own checkpoint
+    }
+    pop.restore(r.trial_id, std::move(m));
+    ++restored;
+  }
+  log::info("sweep " + std::to_string(s.id) + ": pbt population rebuilt after the restart: " +
+            std::to_string(restored) + " members, gathering round " + std::to_string(round));
+  return Status::Ok();
 }
 
 Status SweepRunner::pbt_created(Active& s, TrialToStart& t) {
@@ -76,11 +133,24 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
   if (it == sweeps_.end() || !it->second.population || !it->second.population->has(e.trial_id)) return false;
   Active& s = it->second;
   if (!e.at_interval) {
-    // Lost (or its agent shut down) in mid-segment: the round does not wait;
-    // it reruns from its own newest complete checkpoint, queued as any rerun.
-    s.population->gone(e.trial_id);
-    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost; the population goes on without it, and "
-              "it reruns from its last complete checkpoint");
+    // Lost (or its agent shut down) in mid-segment, or failed with a retry
+    // left: the round does not wait; it reruns from its own newest complete
+    // checkpoint, queued as any rerun.
+    if (s.population->gone(e.trial_id)) {
+      // It was to start from a donor's checkpoint (which could not be had,
+      // or its run failed): the round's lineage says it resumes from its own.
+      store::Writer::LineageRow row;
+      row.trial_id = e.trial_id;
+      row.round = s.population->round() - 1;
+      row.from_step = s.population->from_step(e.trial_id);
+      row.params_json = s.population->params(e.trial_id).dump();
+      row.changes_json = nlohmann::json::array({"its segment from the donor's checkpoint did not complete: it "
+                                                "resumed from its own checkpoint instead"}).dump();
+      row.decided_at = clock_.wall_seconds();
+      SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
+    }
+    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost or failed; the population goes on without "
+              "it, and it reruns from its last complete checkpoint");
     return false;
   }
   s.running = std::max(0, s.running - 1);

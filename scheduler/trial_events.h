@@ -39,6 +39,7 @@ struct SweepTerms {
   double timeout_s = 0;               // per trial; 0: none
   protocol::TrialLimits limits;       // resources.memory, pids, cpus: START_TRIAL `limits`
   std::optional<std::string> metric;  // the sweep's metric, kept in trials.metric_value
+  bool pbt = false;                   // method pbt: a failed member is retried (lifecycle_pbt.cpp)
 };
 
 // A trial about to start, as the runner gives it: its parameters, its
@@ -69,6 +70,10 @@ struct RecoveredTrial {
   double gpu_fraction = 0;
   bool started = false;       // its TRIAL_STARTED was recorded
   bool stop_decided = false;  // its sweep's early_terminate rule stopped it before the restart
+  // A pbt member already past its interval (or pbt.max_steps) before the
+  // restart: the stop is owed again, and its end is the segment's (issue 29).
+  bool pbt_interval_stop = false;
+  bool pbt_done_stop = false;
   std::vector<TrialNode> nodes;  // a multi-node trial's nodes, node 0 first (trials.nodes)
 };
 
@@ -88,6 +93,10 @@ struct TrialEnded {
 // or requeued at no cost); it runs again, first in line. `at_interval`: a
 // pbt member's segment `attempt` ended at its interval, as the runner asked
 // (stop_at_interval): it waits for its population's round, not in the queue.
+// The reason an attempt that ended at its pbt interval is requeued with
+// (in attempts.reason): how a restarted scheduler finds a member's complete
+// segments (SweepRunner::rebuild_population).
+inline constexpr const char* kPbtIntervalReason = "its segment ended at the pbt interval";
 struct TrialRequeued {
   int64_t trial_id = 0;
   int64_t sweep_id = 0;

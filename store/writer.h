@@ -176,6 +176,34 @@ class Writer {
   // Inserts the row, or replaces the member's row for that round (a plan
   // recomputed after a donor was lost).
   Status record_lineage(const LineageRow& row);
+  // Where attempt `attempt` of trial `trial_id` ran, and the trial's sweep:
+  // the agent holding that segment's checkpoint. nullopt when no such attempt.
+  struct AttemptPlace {
+    std::string agent;
+    int64_t sweep_id = 0;
+  };
+  Result<std::optional<AttemptPlace>> attempt_place(int64_t trial_id, int attempt);
+  // A pbt member as a restarted scheduler rebuilds its population from it
+  // (SweepRunner::recover): the trial, its newest attempt, its newest
+  // attempt that ended at an interval (the attempt's reason holds
+  // `interval_reason`), and its newest lineage row.
+  struct PbtMemberRecord {
+    int64_t trial_id = 0;
+    int64_t index = 0;
+    TrialState state = TrialState::kQueued;
+    std::string params_json;
+    int attempts = 0;          // its newest attempt (0: none yet)
+    int interval_segment = 0;  // its newest attempt ended at an interval (0: none)
+    int64_t lineage_round = -1;  // its newest lineage row's round (-1: none)
+    int64_t lineage_from_step = 0;
+    std::optional<int64_t> donor_trial_id;
+    int donor_segment = 0;
+  };
+  Result<std::vector<PbtMemberRecord>> pbt_members(int64_t sweep_id, const std::string& interval_reason);
+  // The first value of `metric` the trial reported at or after `step`, as
+  // (step, value); nullopt when it reported none there.
+  Result<std::optional<std::pair<int64_t, double>>> first_metric_from(int64_t trial_id, const std::string& metric,
+                                                                       int64_t step);
   // What an adaptive searcher learns from: the sweep's trials that ended
   // (completed, failed, lost, and imported ones, which end when imported:
   // before any of its own) in completion order (ended_at, then id), with

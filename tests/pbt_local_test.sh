@@ -76,6 +76,14 @@ done < <(sql "SELECT trial_id, round, donor_trial_id, donor_segment FROM pbt_lin
 # Segments cost no retry: every member ran 3 attempts, the first two ended `queued`.
 [ "$(sql "SELECT COUNT(*) FROM attempts WHERE state='queued'")" = 8 ] ||
   fail "expected 8 segments ended at an interval: $(sql "SELECT trial_id, attempt, state, reason FROM attempts")"
+# Old segments are pruned: a member whose last segment started from its own
+# segment 2 keeps no folder of segment 1 (docs/checkpoints.md, "Old segments").
+while read -r member; do
+  [ ! -e "$tmp/work/sweep-$sweep/trial-$member/segments/1" ] ||
+    fail "trial $member still has segment 1's folder after resuming from its own segment 2"
+  [ -d "$tmp/work/sweep-$sweep/trial-$member/segments/2" ] || fail "trial $member lost its segment 2's folder"
+done < <(sql "SELECT trial_id FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NULL")
+grep -q "removed 1 old segment folders" "$tmp/agent.log" || fail "the agent did not log the pruning"
 # What the user sees: the best member's schedule, and the lineage in the export.
 best=$("$swept" best "$sweep" --db "$tmp/swept.db") || fail "swept best failed"
 grep -q "^  schedule:" <<<"$best" || fail "swept best shows no schedule: $best"
