@@ -1,6 +1,7 @@
 // allreduce_bench: the bandwidth of swept-train's cross-process all-reduce
-// alone (trainer/dist/process_group.h: Gloo's ring all-reduce over TCP, the
-// call swept-train makes once per step for the whole gradient), for message
+// alone (trainer/dist/process_group.h: over Gloo's TCP pairs, one exchange
+// with 2 ranks and Gloo's ring with more; the call swept-train makes once per
+// step for the whole gradient), for message
 // sizes from --min_mb to --max_mb (powers of two). bench/multinode.sh runs two
 // of these in two network namespaces and sets the figures against iperf3 on
 // the same veth link.

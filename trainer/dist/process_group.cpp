@@ -10,13 +10,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <stdexcept>
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
 
 #include "common/log.h"
 #include "common/net.h"
@@ -62,6 +66,7 @@ Result<std::unique_ptr<ProcessGroup>> ProcessGroup::join(const World& world) {
 ProcessGroup::~ProcessGroup() {
   // Gloo's pairs close before the rendezvous goes: a rank still reading a
   // key from rank 0's store is past it by the time any rank gets here.
+  lanes_.clear();  // their buffers are registered with the context: they go first
   context_.reset();
   client_.reset();
   server_.reset();
@@ -110,8 +115,76 @@ Status ProcessGroup::guarded(const char* what, Fn&& fn) {
   }
 }
 
+namespace {
+
+// Slots of exchange_sum's messages: this prefix in the top byte (Gloo's own
+// collectives use 0x01-0x08 there, gloo/types.h, so the two never match each
+// other's messages), the lane in the next 16 bits, the sequence below.
+constexpr uint64_t kExchangeSlotPrefix = 0x53;
+uint64_t exchange_slot(uint64_t lane, uint64_t seq) {
+  return (kExchangeSlotPrefix << 56) | ((lane & 0xffff) << 40) | (seq & ((uint64_t{1} << 40) - 1));
+}
+// Segment size of the exchange: one message up to this many floats (1 MiB),
+// so the MLP's 318 KB gradient is one message, and a 64 MB buffer is 64
+// whose sums overlap the transfer of the rest.
+constexpr size_t kSegmentFloats = size_t{1} << 18;
+// Lanes kept: the trainer uses two (gradient, stop check); a caller of many
+// lengths (allreduce_bench) drops its oldest lane, and with it that lane's
+// posted receive, which the peer drops at the same call and never sends to.
+constexpr size_t kMaxLanes = 4;
+
+}  // namespace
+
+void ProcessGroup::exchange_sum(float* data, size_t count) {
+  auto found = lanes_.find(count);
+  if (found == lanes_.end()) {
+    if (lanes_.size() >= kMaxLanes) {
+      auto oldest = std::min_element(lanes_.begin(), lanes_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.index < b.second.index; });
+      lanes_.erase(oldest);
+    }
+    Lane lane;
+    lane.index = next_lane_++;
+    lane.scratch.assign(count, 0.0f);
+    lane.buffer = context_->createUnboundBuffer(lane.scratch.data(), count * sizeof(float));
+    found = lanes_.emplace(count, std::move(lane)).first;
+  }
+  Lane& lane = found->second;
+  const int peer = 1 - world_.rank;
+  const size_t segments = (count + kSegmentFloats - 1) / kSegmentFloats;
+  auto offset = [](size_t k) { return k * kSegmentFloats * sizeof(float); };
+  auto length = [&](size_t k) { return std::min(kSegmentFloats, count - k * kSegmentFloats) * sizeof(float); };
+  auto post = [&](uint64_t seq) {
+    for (size_t k = 0; k < segments; ++k) lane.buffer->recv(peer, exchange_slot(lane.index, seq), offset(k), length(k));
+  };
+  // Every receive is posted before any send (at the latest here, usually by
+  // the previous call), so each side's "ready" notices travel before its data.
+  if (!lane.posted) post(lane.seq);
+  lane.posted = false;
+  std::unique_ptr<gloo::transport::UnboundBuffer> mine = context_->createUnboundBuffer(data, count * sizeof(float));
+  const uint64_t slot = exchange_slot(lane.index, lane.seq);
+  for (size_t k = 0; k < segments; ++k) mine->send(peer, slot, offset(k), length(k));
+  const auto timeout = context_->getTimeout();
+  // Segments arrive and leave in order (one TCP connection each way). A
+  // segment is summed in place only once it has also left: the peer must get
+  // this rank's values, not the sums.
+  for (size_t k = 0; k < segments; ++k) {
+    if (!lane.buffer->waitRecv(timeout) || !mine->waitSend(timeout))
+      throw std::runtime_error("the exchange with rank " + std::to_string(peer) + " was aborted");
+    float* out = data + k * kSegmentFloats;
+    const float* in = lane.scratch.data() + k * kSegmentFloats;
+    const size_t n = length(k) / sizeof(float);
+    for (size_t i = 0; i < n; ++i) out[i] += in[i];
+  }
+  // The scratch is read: the peer's next data of this length may land in it.
+  ++lane.seq;
+  post(lane.seq);
+  lane.posted = true;
+}
+
 Status ProcessGroup::sum(float* data, size_t count) {
   if (count == 0) return Status::Ok();
+  if (world_.size == 2) return guarded("the gradient all-reduce", [&] { exchange_sum(data, count); });
   return guarded("the gradient all-reduce", [&] {
     gloo::AllreduceOptions opts(context_);
     opts.setOutput(data, count);

@@ -15,14 +15,30 @@
 // resolves to 127.0.0.1, and the others then wait on an address they cannot
 // reach until they time out.
 //
+// sum() with exactly two processes is not Gloo's ring but one exchange:
+// each rank sends its whole buffer to the other and adds what it receives
+// (a + b on one side, b + a on the other: the same bits, as float addition
+// is commutative). A ring of two moves the same bytes each way (half in the
+// reduce-scatter, half in the all-gather) but in two dependent phases, each
+// a rendezvous of Gloo's unbound buffers (a "ready to receive" notice must
+// reach the sender before its data goes); the exchange is one phase. Large
+// buffers go in segments, so the sum of one overlaps the arrival of the next.
+// Each rank also posts the receive of its NEXT sum of the same length as
+// soon as this one is done (a "lane" per length: the gradient, the stop
+// check), so the peer's next send finds it posted and leaves at once from
+// the peer's own thread, with no notice to wait for; a rank that arrives
+// late finds the other's data already received.
+//
 // Errors are Status values (Gloo's exceptions end here): kIoError when a
 // peer is unreachable, gone, or slower than World::timeout.
 // Thread safety: one thread at a time (the trainer's replica 0 or its main
 // thread, never both at once).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "trainer/allreduce.h"
@@ -30,7 +46,10 @@
 
 namespace gloo {
 class Context;
+namespace transport {
+class UnboundBuffer;
 }
+}  // namespace gloo
 
 namespace swept::trainer {
 
@@ -58,6 +77,8 @@ class ProcessGroup final : public CrossProcess {
  private:
   ProcessGroup() = default;
   Status connect_mesh();
+  // The two-process sum (see above); throws what Gloo throws.
+  void exchange_sum(float* data, size_t count);
   template <typename Fn>
   Status guarded(const char* what, Fn&& fn);
 
@@ -67,6 +88,19 @@ class ProcessGroup final : public CrossProcess {
   std::unique_ptr<RendezvousClient> client_;
   std::shared_ptr<gloo::Context> context_;
   uint32_t tag_ = 0;  // every rank makes the same calls, so the tags agree
+  // exchange_sum's receive areas, one lane per element count (the peer's
+  // buffer lands in `scratch`, registered with Gloo as `buffer`). Both ranks
+  // make the same calls, so lane numbers (order of first use) and sequence
+  // numbers agree and make the slots of the messages.
+  struct Lane {
+    uint64_t index = 0;
+    uint64_t seq = 0;     // the sum this lane does next
+    bool posted = false;  // its receive is already posted
+    std::vector<float> scratch;
+    std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
+  };
+  std::map<size_t, Lane> lanes_;
+  uint64_t next_lane_ = 0;
 };
 
 // The local address that a packet to `host` would leave from (step 2

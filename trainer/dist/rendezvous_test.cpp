@@ -101,3 +101,65 @@ TEST_CASE("trainer dist: three ranks join over Gloo and sum, gather and broadcas
   CHECK(sums[0][0] == doctest::Approx(0.6f));
   CHECK(sums[0][1] == -3.0f);
 }
+
+// Two ranks take the exchange path of ProcessGroup::sum (not Gloo's ring):
+// lengths of one and of several segments, a length per call that changes,
+// more lengths than the group keeps receive lanes for (so lanes are dropped
+// and made again), and other collectives in between. Every call's values are
+// new, so data of an earlier or later call landing in a posted receive shows
+// as a wrong sum; each sum must be exactly a + b on both ranks.
+TEST_CASE("trainer dist: two ranks sum by exchange, exactly a + b on both, across lengths, segments and lanes") {
+  const int port = free_port();
+  // 300,000 floats: two segments of the exchange (1 MiB each at most).
+  const std::vector<size_t> lengths = {300000, 2, 300000, 2, 7, 1, 3, 5, 300000, 2, 300000, 11};
+  auto value = [](int rank, size_t call, size_t i) {
+    return 0.1f * static_cast<float>(rank + 1) + 1e-3f * static_cast<float>(call) + 1e-7f * static_cast<float>(i % 1013);
+  };
+  std::vector<std::vector<std::vector<float>>> got(2);
+  std::vector<std::vector<float>> gathered(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      World w;
+      w.size = 2;
+      w.rank = r;
+      w.master_addr = "127.0.0.1";
+      w.master_port = port;
+      w.timeout = 20s;
+      auto g = ProcessGroup::join(w);
+      if (!g.ok()) {
+        errors[r] = g.status().message();
+        return;
+      }
+      for (size_t call = 0; call < lengths.size() && errors[r].empty(); ++call) {
+        std::vector<float> v(lengths[call]);
+        for (size_t i = 0; i < v.size(); ++i) v[i] = value(r, call, i);
+        swept::Status s = (*g)->sum(v.data(), v.size());
+        if (s.ok() && call == 4) {  // another collective between two sums
+          const float mine = static_cast<float>(r);
+          gathered[r].resize(2);
+          s = (*g)->all_gather(&mine, 1, gathered[r].data());
+        }
+        if (!s.ok()) errors[r] = s.message();
+        got[r].push_back(std::move(v));
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    REQUIRE(errors[r].empty());
+    REQUIRE(got[r].size() == lengths.size());
+    CHECK(gathered[r] == std::vector<float>{0, 1});
+  }
+  for (size_t call = 0; call < lengths.size(); ++call) {
+    size_t wrong = 0;
+    for (size_t i = 0; i < lengths[call]; ++i) {
+      const float want = value(0, call, i) + value(1, call, i);
+      wrong += static_cast<size_t>(got[0][call][i] != want) + static_cast<size_t>(got[1][call][i] != want);
+    }
+    INFO("call " << call << " of " << lengths[call] << " floats");
+    CHECK(wrong == 0);
+  }
+}
