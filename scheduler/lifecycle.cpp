@@ -148,6 +148,18 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
 
 // ---- dispatch ----
 
+// Issue 30: which ports of which agents the trial holds, and whether it has
+// servers to stop once its workers end.
+void TrialLifecycle::note_gang_ports(LiveTrial& lt, const GangDispatch& gang, const std::string& node0) {
+  auto agent_of = [&](size_t node) { return node == 0 ? node0 : gang.more_nodes[node - 1].first; };
+  const size_t per_node = static_cast<size_t>(std::max(1, gang.procs_per_node));
+  for (size_t r = 0; r < gang.worker_ports.size(); ++r) lt.ports.push_back({agent_of(r / per_node), gang.worker_ports[r]});
+  for (size_t j = 0; j < gang.ps_node.size() && j < gang.ps_ports.size(); ++j)
+    lt.ports.push_back({agent_of(static_cast<size_t>(gang.ps_node[j])), gang.ps_ports[j]});
+  lt.servers = !gang.ps_node.empty();
+  lt.worker_nodes = gang.worker_nodes > 0 ? gang.worker_nodes : static_cast<int>(gang.more_nodes.size()) + 1;
+}
+
 Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const Placement& placement,
                                 int64_t before_id, const GangDispatch* gang) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -192,9 +204,12 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
     // place in the gang; node 0 (metrics, MASTER_ADDR) is `agent`.
     std::erase_if(gang_ended_, [&](const auto& k) { return k.first.first == t.trial_id; });
     lt.master_port = gang->master_port;
-    const int nodes = static_cast<int>(gang->more_nodes.size()) + 1;
-    protocol::Gang g{nodes, 0, gang->procs_per_node, gang->master_addr, gang->master_port};
-    for (int n = 1; n < nodes; ++n) {
+    const int all_nodes = static_cast<int>(gang->more_nodes.size()) + 1;
+    const int nodes = gang->worker_nodes > 0 ? gang->worker_nodes : all_nodes;
+    protocol::Gang g{nodes,        0,           gang->procs_per_node, gang->master_addr, gang->master_port,
+                     gang->addrs, gang->worker_ports, gang->ps_node, gang->ps_ports};
+    note_gang_ports(lt, *gang, agent);
+    for (int n = 1; n < all_nodes; ++n) {
       const auto& [name, p] = gang->more_nodes[static_cast<size_t>(n) - 1];
       lt.more_nodes.push_back(GangNode{name, p.gpus, p.gpu_fraction, p.cpus});
       StartTrial node = st;
