@@ -145,6 +145,8 @@ void Agent::send_heartbeat() {
   hb.healthy = health_problem_.empty();
   hb.health = health_problem_;
   hb.draining = shutting_down_;
+  for (const auto& [key, t] : trials_)
+    if (t.supervisor && t.supervisor->workers_ended()) hb.workers_ended.push_back({key.trial_id, key.attempt});
   send(hb);
 }
 

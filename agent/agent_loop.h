@@ -103,6 +103,7 @@ struct HostedTrial {
   int64_t launched_ms = 0;                // when its process was launched (TRIAL_STARTED is due after the delay)
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
+  bool workers_ended_told = false;        // a heartbeat went out at once when its workers ended (issue 30)
 
   bool running() const { return !exited.has_value(); }
 };

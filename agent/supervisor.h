@@ -140,6 +140,9 @@ class Supervision {
   virtual void service() = 0;
   virtual void request_stop(const std::string& reason, int grace_ms = -1) = 0;
   virtual bool stopping() const = 0;
+  // A node of a trial with parameter servers whose workers have all exited
+  // 0 while its servers still run (GangSupervisor, issue 30); else false.
+  virtual bool workers_ended() const { return false; }
   virtual bool finished() const = 0;
   virtual const TrialResult& result() const = 0;
   virtual std::vector<MetricPoint> take_metrics() = 0;
