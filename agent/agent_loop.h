@@ -215,6 +215,7 @@ class Agent final : private LeaseHost {
   int64_t register_sent_ms_ = 0;
   int64_t last_heard_ms_ = 0;
   int64_t last_sent_ms_ = 0;
+  int64_t last_heartbeat_ms_ = 0;  // HEARTBEAT itself (workers_ended rides on it, issue 30)
   int heartbeat_ms_;
   int liveness_;
   Backoff backoff_;
