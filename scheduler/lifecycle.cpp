@@ -209,6 +209,14 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
     protocol::Gang g{nodes,        0,           gang->procs_per_node, gang->master_addr, gang->master_port,
                      gang->addrs, gang->worker_ports, gang->ps_node, gang->ps_ports};
     note_gang_ports(lt, *gang, agent);
+    // A node's CPU quota (limits.cpus) counts its parameter servers, each
+    // taking resources.cpus of its own (issue 30); a server's own node holds
+    // its server alone.
+    auto cpus_of = [&](int n) {
+      int processes_cpus = n < nodes ? 1 : 0;
+      for (int where : gang->ps_node) processes_cpus += where == n ? 1 : 0;
+      return st.limits.cpus * processes_cpus;
+    };
     for (int n = 1; n < all_nodes; ++n) {
       const auto& [name, p] = gang->more_nodes[static_cast<size_t>(n) - 1];
       lt.more_nodes.push_back(GangNode{name, p.gpus, p.gpu_fraction, p.cpus});
@@ -217,9 +225,11 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
       node.gpu_fraction = p.gpu_fraction;
       node.gang = g;
       node.gang->node_rank = n;
+      node.limits.cpus = cpus_of(n);
       mail_.push_back({name, std::move(node)});
     }
     st.gang = g;
+    st.limits.cpus = cpus_of(0);
   }
   live_[t.trial_id] = std::move(lt);
   mail_.push_back({agent, std::move(st)});

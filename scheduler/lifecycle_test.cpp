@@ -705,6 +705,10 @@ TEST_CASE("lifecycle: parameter servers are stopped once every workers' node has
     REQUIRE(u.life->started(agent, TrialStarted{st.trial_id, st.attempt, 7, 1.0, "w", {}}));
   }
   CHECK(node["c"].gang->node_rank == 2);
+  // The CPU quota of a node counts its servers (resources.cpus 1 each).
+  CHECK(node["a"].limits.cpus == 2);
+  CHECK(node["b"].limits.cpus == 1);
+  CHECK(node["c"].limits.cpus == 1);
   // Every port is held on its agent while the trial lives.
   const LiveTrial& lt = u.life->live().begin()->second;
   CHECK(lt.ports == std::vector<std::pair<std::string, int>>{{"a", 29518}, {"b", 29500}, {"c", 29500}, {"a", 29519}});
