@@ -109,7 +109,7 @@ int run_run(const std::vector<std::string>& args) {
   if (auto ports = agent::parse_port_range(o.rendezvous_ports); ports.ok()) {
     std::tie(o.agent.rendezvous_port_lo, o.agent.rendezvous_port_hi) = *ports;
   } else {
-    std::cerr << "swept run: --rendezvous-ports: " << ports.status().message() << "\n";
+    std::cerr << "swept run: " << ports.status().message() << "\n";
     return kExitUsage;
   }
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters

@@ -52,6 +52,13 @@ run_sweep() {
 
 # ---- tfconfig ----------------------------------------------------------------
 if [ "$mode" = tfconfig ]; then
+  # A range that is no range is refused before anything starts.
+  echo '{"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"value": 1}}}' >"$tmp/bad-ports.json"
+  rc=0
+  "$swept" run "$tmp/bad-ports.json" --rendezvous-ports 40000-39000 --db "$tmp/bad.db" --workdir "$tmp/work/bad" \
+    --dashboard off --progress off >"$tmp/bad-ports.out" 2>&1 || rc=$?
+  [ "$rc" = 2 ] && grep -q -- '--rendezvous-ports' "$tmp/bad-ports.out" ||
+    fail "swept run --rendezvous-ports 40000-39000: exit $rc, $(cat "$tmp/bad-ports.out")"
   mkdir -p "$tmp/records"
   # Each process writes what it saw as one JSON record; a worker prints a
   # metric line with its index and exits 0; a server waits to be stopped.
