@@ -826,8 +826,8 @@ TEST_CASE("START_TRIAL carries the sweep's limits: resources.memory, pids (defau
 
 // ---- parameter servers (issue 30) ----
 
-TEST_CASE("broker: a trial with parameter servers gets every address and a port per process, apart on one host; "
-          "its servers are stopped once the workers end") {
+TEST_CASE("broker: a trial with parameter servers gets every address and a port per process, apart on one host, "
+          "and its servers are stopped once the workers end") {
   Fixture f;
   f.start();
   auto gang_agent = [&](const std::string& name) -> Peer& {
