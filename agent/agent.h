@@ -85,8 +85,10 @@ struct AgentOptions {
   // endpoints (swept run). Its interface becomes the trials'
   // GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME.
   std::string advertise_addr;
-  // The ports the scheduler may pick a MASTER_PORT from when this agent
-  // holds a trial's node 0 (--rendezvous-ports; REGISTER `rendezvous_ports`).
+  // The ports the scheduler picks from for the processes of multi-node
+  // trials that run here: MASTER_PORT when this agent holds node 0, and
+  // every process's TF_CONFIG port (issue 30) (--rendezvous-ports; REGISTER
+  // `rendezvous_ports`).
   int rendezvous_port_lo = 29500;
   int rendezvous_port_hi = 29999;
   // Metrics are batched and sent at least this often while trials report.

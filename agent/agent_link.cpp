@@ -134,7 +134,13 @@ bool Agent::send(const pr::Message& message) {
 }
 
 void Agent::heartbeat_if_due(int64_t now) {
-  if (now - last_sent_ms_ < heartbeat_ms_) return;
+  // A node whose workers have ended waits for the scheduler's stop: its
+  // heartbeat goes out on time even while other messages keep the link busy.
+  const bool owed = now - last_heartbeat_ms_ >= heartbeat_ms_ &&
+                    std::any_of(trials_.begin(), trials_.end(), [](const auto& kv) {
+                      return kv.second.supervisor && kv.second.supervisor->workers_ended();
+                    });
+  if (now - last_sent_ms_ < heartbeat_ms_ && !owed) return;
   send_heartbeat();
 }
 
@@ -146,6 +152,9 @@ void Agent::send_heartbeat() {
   hb.healthy = health_problem_.empty();
   hb.health = health_problem_;
   hb.draining = shutting_down_;
+  for (const auto& [key, t] : trials_)
+    if (t.supervisor && t.supervisor->workers_ended()) hb.workers_ended.push_back({key.trial_id, key.attempt});
+  last_heartbeat_ms_ = clock_.now_ms();
   send(hb);
 }
 

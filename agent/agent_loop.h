@@ -112,6 +112,7 @@ struct HostedTrial {
   std::optional<pr::TrialExited> exited;  // kept until EXIT_ACK
   bool exit_sent = false;                 // on the current connection
   bool restored = false;                  // a previous agent's exit, from the exit journal
+  bool workers_ended_told = false;        // a heartbeat went out at once when its workers ended (issue 30)
 
   bool running() const { return !exited.has_value(); }
 };
@@ -241,6 +242,7 @@ class Agent final : private LeaseHost {
   int64_t register_sent_ms_ = 0;
   int64_t last_heard_ms_ = 0;
   int64_t last_sent_ms_ = 0;
+  int64_t last_heartbeat_ms_ = 0;  // HEARTBEAT itself (workers_ended rides on it, issue 30)
   int heartbeat_ms_;
   int liveness_;
   Backoff backoff_;

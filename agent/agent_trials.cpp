@@ -181,6 +181,12 @@ void Agent::service_trials(int64_t now) {
       continue;
     }
     t.supervisor->service();
+    // Its workers ended and its servers run (issue 30): the scheduler learns
+    // it now, not at the next idle heartbeat; each heartbeat repeats it.
+    if (!t.workers_ended_told && t.supervisor->workers_ended()) {
+      t.workers_ended_told = true;
+      send_heartbeat();
+    }
     if (!t.started_reported && now - t.launched_ms >= kStartedReportDelayMs) send_trial_started(key, t);
     bool finished = t.supervisor->finished();
     size_t pending = t.supervisor->pending_metrics();

@@ -47,6 +47,24 @@ int GangSupervisor::global_rank(size_t local_rank) const {
   return gang_.node_rank * gang_.procs_per_node + static_cast<int>(local_rank);
 }
 
+std::string GangSupervisor::process_name(size_t i) const {
+  if (server_of_[i] >= 0) return "parameter server " + std::to_string(server_of_[i]);
+  return "rank " + std::to_string(global_rank(i));
+}
+
+bool GangSupervisor::workers_done() const {
+  for (size_t i = 0; i < ranks_.size(); ++i)
+    if (server_of_[i] < 0 && (!ranks_[i]->finished() || failed(ranks_[i]->result()))) return false;
+  return true;
+}
+
+bool GangSupervisor::workers_ended() const {
+  if (result_ || stop_requested_ || first_failure_ >= 0) return false;
+  bool servers_run = false;
+  for (size_t i = 0; i < ranks_.size(); ++i) servers_run = servers_run || (server_of_[i] >= 0 && !ranks_[i]->finished());
+  return servers_run && workers_done();
+}
+
 void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& launcher) {
   started_ms_ = clock_.now_ms();
   started_wall_ = clock_.wall_seconds();
@@ -60,6 +78,11 @@ void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& lau
   // process of every node wait for a peer that never comes.
   if (gang_.node_rank == 0) {
     if (Status free = check_port_bindable(gang_.master_port); !free.ok()) return fail_to_start(free);
+  }
+  // Likewise each port TF_CONFIG gives a process of this node (issue 30):
+  // a server that cannot bind its own would fail the attempt later, not the host now.
+  for (int port : own_ports()) {
+    if (Status free = check_port_bindable(port); !free.ok()) return fail_to_start(free);
   }
   if (options_.containment) {
     auto container = options_.containment->prepare(launch_.sweep_id, launch_.trial_id, launch_.attempt, launch_.limits);
@@ -97,19 +120,39 @@ Status GangSupervisor::make_directory() {
   return Status::Ok();
 }
 
+std::vector<GangProcess> GangSupervisor::node_processes() const {
+  std::vector<GangProcess> processes;
+  // A node past the workers' nodes is a server's own (resources.ps_nodes): no workers.
+  if (gang_.node_rank < gang_.nodes)
+    for (int local = 0; local < gang_.procs_per_node; ++local) processes.push_back({false, local});
+  for (size_t j = 0; j < gang_.ps_node.size(); ++j)
+    if (gang_.ps_node[j] == gang_.node_rank) processes.push_back({true, static_cast<int>(j)});
+  return processes;
+}
+
+std::vector<int> GangSupervisor::own_ports() const {
+  std::vector<int> ports;
+  if (!gang_.has_cluster()) return ports;
+  for (const GangProcess& p : node_processes())
+    ports.push_back(p.server ? gang_.ps_ports[static_cast<size_t>(p.index)]
+                             : gang_.worker_ports[static_cast<size_t>(global_rank(static_cast<size_t>(p.index)))]);
+  return ports;
+}
+
 void GangSupervisor::launch_processes(const std::string& relative, const std::string& ifname, Launcher& launcher) {
   SupervisorOptions options = options_;
   options.shared_container = has_container_ ? &container_ : nullptr;
-  for (int local = 0; local < gang_.procs_per_node; ++local) {
-    const int rank = global_rank(static_cast<size_t>(local));
+  for (const GangProcess& process : node_processes()) {
+    const int rank = process.server ? -1 : global_rank(static_cast<size_t>(process.index));
     TrialLaunch l = launch_;
     l.workdir = relative;
     l.timeout_s = 0;  // the node's timeout is kept here, for all its processes at once
-    l.log_prefix = "rank-" + std::to_string(rank) + ".";
-    l.read_metrics = rank == 0;
+    l.log_prefix = process.server ? "ps-" + std::to_string(process.index) + "." : "rank-" + std::to_string(rank) + ".";
+    l.read_metrics = rank == 0;  // worker 0 alone: a server's stdout is log
     l.skip_params_file = true;  // make_directory() wrote it
-    l.agent_env = gang_environment(gang_, local, ifname, launch_.extra_env);
+    l.agent_env = gang_environment(gang_, process, ifname, launch_.extra_env);
     ranks_.push_back(TrialSupervisor::start(l, options, launcher, clock_));
+    server_of_.push_back(process.server ? process.index : -1);
     ended_.push_back(false);
     if (ranks_.back()->finished()) {  // could not start: the node fails, the rest never starts
       on_process_end(ranks_.size() - 1);
@@ -189,7 +232,7 @@ void GangSupervisor::on_process_end(size_t i) {
   // A process ending because the node is being stopped is not a failure.
   if (first_failure_ >= 0 || stop_requested_ || !failed(r)) return;
   first_failure_ = static_cast<int>(i);
-  const std::string why = "rank " + std::to_string(global_rank(i)) + " failed (" + r.reason + ")";
+  const std::string why = process_name(i) + " failed (" + r.reason + ")";
   bool others = false;
   for (auto& other : ranks_) {
     if (!other->finished()) {
@@ -206,7 +249,19 @@ void GangSupervisor::finish() {
   TrialResult r;
   if (first_failure_ >= 0) {
     r = ranks_[static_cast<size_t>(first_failure_)]->result();
-    r.reason = "rank " + std::to_string(global_rank(static_cast<size_t>(first_failure_))) + ": " + r.reason;
+    r.reason = process_name(static_cast<size_t>(first_failure_)) + ": " + r.reason;
+  } else if (servers_stopped_) {
+    // The workers ended well and the scheduler stopped the servers (issue
+    // 30): the node completed. Its first worker's exit is its own; a
+    // server's own node says what happened.
+    auto worker = std::find(server_of_.begin(), server_of_.end(), -1);
+    if (worker != server_of_.end()) {
+      r = ranks_[static_cast<size_t>(worker - server_of_.begin())]->result();
+    } else {
+      r.end = TrialEnd::kExited;
+      r.exit_code = 0;
+      r.reason = "exit code 0 (its parameter servers stopped after the trial's workers ended)";
+    }
   } else {
     // Stopped or timed out: the first process the stop ended says how (its
     // reason names a SIGKILL after the grace). Else every one exited 0.
@@ -223,6 +278,13 @@ void GangSupervisor::finish() {
 
 void GangSupervisor::request_stop(const std::string& reason, int grace_ms) {
   if (result_ || stop_requested_) return;
+  // The scheduler's stop once every worker of the trial has ended (issue
+  // 30): on a node whose own workers all exited 0, the servers' end is the
+  // trial's normal end, not a stop.
+  if (reason == protocol::kWorkersEndedStop && first_failure_ < 0 && workers_done()) {
+    servers_stopped_ = true;
+    own_log_ += "[swept: " + reason + "]\n";
+  }
   stop_requested_ = true;
   for (auto& r : ranks_) r->request_stop(reason, grace_ms);
 }

@@ -25,7 +25,16 @@
 //    grace period), as torchrun does, and the node's result is that first
 //    failure's, its reason prefixed "rank R: "; when every process exits 0,
 //    exit 0. A stop or timeout of the node is reported as such.
-// pid() and environment() are local rank 0's (what TRIAL_STARTED reports).
+// Parameter servers (issue 30; START_TRIAL gang's ps_node): the servers
+// placed on this node run beside its workers (a node past the workers' nodes
+// runs servers only), each with TF_CONFIG and SWEPT_ROLE=ps, its logs
+// ps-J.stdout.log and ps-J.stderr.log, its stdout never read for metrics.
+// A server's failure fails the node as a worker's does. Once every worker of
+// the node has exited 0 while servers still run, workers_ended() says so (the
+// agent tells the scheduler); the scheduler's stop with the reason
+// protocol::kWorkersEndedStop then stops the servers and the node ends with
+// exit 0. Any other stop is a stop.
+// pid() and environment() are the first process's (what TRIAL_STARTED reports).
 //
 // Thread safety: none; one supervisor belongs to one event loop.
 #pragma once
@@ -35,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/rendezvous.h"
 #include "agent/supervisor.h"
 #include "common/protocol.h"
 
@@ -66,6 +76,7 @@ class GangSupervisor final : public Supervision {
   void service() override;
   void request_stop(const std::string& reason, int grace_ms = -1) override;
   bool stopping() const override { return stop_requested_ || first_failure_ >= 0; }
+  bool workers_ended() const override;
   bool finished() const override { return result_.has_value(); }
   const TrialResult& result() const override { return *result_; }
   std::vector<MetricPoint> take_metrics() override;
@@ -74,7 +85,8 @@ class GangSupervisor final : public Supervision {
   PendingLog::Taken take_log() override;
   bool has_pending_log() const override;
 
-  // The supervisor of local rank `i` (tests): 0 .. processes() - 1.
+  // The supervisor of process `i` (tests): 0 .. processes() - 1, the
+  // workers in local rank order, then the node's servers.
   const TrialSupervisor& process(size_t i) const { return *ranks_[i]; }
   size_t processes() const { return ranks_.size(); }
 
@@ -91,6 +103,14 @@ class GangSupervisor final : public Supervision {
   void finish();
   void release_container();
   int global_rank(size_t local_rank) const;
+  // "rank R" or "parameter server J", for process `i` (reasons, logs).
+  std::string process_name(size_t i) const;
+  // What runs on this node: its workers (none on a server's own node), then its servers.
+  std::vector<GangProcess> node_processes() const;
+  // The TF_CONFIG ports of node_processes(), checked bindable before the start.
+  std::vector<int> own_ports() const;
+  // Every worker of this node (none: true) has exited 0.
+  bool workers_done() const;
 
   TrialLaunch launch_;
   protocol::Gang gang_;
@@ -100,6 +120,8 @@ class GangSupervisor final : public Supervision {
   bool has_container_ = false;
   std::vector<std::unique_ptr<TrialSupervisor>> ranks_;  // local rank order
   std::vector<bool> ended_;  // ranks_[i]'s end was seen by on_process_end
+  std::vector<int> server_of_;  // ranks_[i]'s server index, -1 for a worker
+  bool servers_stopped_ = false;  // stopped by kWorkersEndedStop after the workers ended
   std::string working_dir_;
   int64_t started_ms_ = 0;
   double started_wall_ = 0;

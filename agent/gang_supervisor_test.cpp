@@ -316,3 +316,114 @@ else:
   CHECK(node0.metrics == std::vector<MetricPoint>{{0, "ranks_heard", 3}, {0, "rank_sum", 6}});  // ranks 1 + 2 + 3
   CHECK(node1.metrics.empty());
 }
+
+namespace {
+// Node `node_rank` of a trial with 2 workers' nodes of `procs` workers each and
+// servers placed by `ps_node` (issue 30), every port free here.
+protocol::Gang ps_gang(int node_rank, int procs, std::vector<int> ps_node, int nodes = 2) {
+  protocol::Gang g = gang(nodes, node_rank, procs, free_port());
+  const size_t all = static_cast<size_t>(std::max(nodes, ps_node.empty() ? 0 : *std::max_element(ps_node.begin(), ps_node.end()) + 1));
+  for (size_t n = 0; n < all; ++n) g.addrs.push_back("10.0.0." + std::to_string(n + 1));
+  for (int r = 0; r < nodes * procs; ++r) g.worker_ports.push_back(free_port());
+  for (size_t j = 0; j < ps_node.size(); ++j) g.ps_ports.push_back(free_port());
+  g.ps_node = std::move(ps_node);
+  return g;
+}
+
+// Each process checks its TF_CONFIG with Python's json against the gang, and
+// its SWEPT_ROLE / SWEPT_ROLE_INDEX against TF_CONFIG's task; servers then
+// wait to be stopped, workers print a metric line and exit 0.
+const char* kTfConfigCheck = R"(
+import json, os, sys, time
+c = json.loads(os.environ["TF_CONFIG"])
+want = json.loads(sys.argv[1])
+assert c["cluster"] == want, (c["cluster"], want)
+task = c["task"]
+assert sorted(task) == ["index", "type"] and task["type"] in ("worker", "ps"), task
+assert os.environ["SWEPT_ROLE"] == task["type"] and int(os.environ["SWEPT_ROLE_INDEX"]) == task["index"]
+if task["type"] == "worker":
+    assert int(os.environ["RANK"]) == task["index"]
+    print('{"step": 1, "worker": %d}' % task["index"], flush=True)
+    sys.exit(0)
+assert "RANK" not in os.environ and "WORLD_SIZE" not in os.environ
+print("server %d ready" % task["index"], flush=True)
+time.sleep(300)
+)";
+
+std::string cluster_json(const protocol::Gang& g) {
+  std::string w, p;
+  for (size_t r = 0; r < g.worker_ports.size(); ++r)
+    w += (r ? ", \"" : "\"") + g.addrs[r / static_cast<size_t>(g.procs_per_node)] + ":" + std::to_string(g.worker_ports[r]) + "\"";
+  for (size_t j = 0; j < g.ps_node.size(); ++j)
+    p += (j ? ", \"" : "\"") + g.addrs[static_cast<size_t>(g.ps_node[j])] + ":" + std::to_string(g.ps_ports[j]) + "\"";
+  return "{\"worker\": [" + w + "]" + (p.empty() ? "" : ", \"ps\": [" + p + "]") + "}";
+}
+}  // namespace
+
+TEST_CASE("gang supervisor: parameter servers run beside the workers, each role's TF_CONFIG read by Python's json") {
+  if (!std::filesystem::exists("/usr/bin/python3")) {
+    MESSAGE("no /usr/bin/python3: skipped");
+    return;
+  }
+  // Node 0 of 2, two workers (ranks 0, 1) and servers 0 and 2 of 3 (round-robin: server 1 is on node 1).
+  const protocol::Gang g = ps_gang(0, 2, {0, 1, 0});
+  TrialLaunch l;
+  l.trial_id = 30;
+  l.argv = {"/usr/bin/python3", "-c", kTfConfigCheck, cluster_json(g)};
+  Node n;
+  n.start(l, g, /*grace_ms=*/2000);
+  REQUIRE(n.sup->processes() == 4);
+  // The workers exit 0 and the servers still run: the node says so, and waits.
+  REQUIRE(n.run_until([&] { return n.sup->workers_ended(); }));
+  INFO(n.log);
+  CHECK_FALSE(n.sup->finished());
+  CHECK(n.metrics == std::vector<MetricPoint>{{1, "worker", 0}});  // worker 0's lines only
+  CHECK(n.file("rank-1.stdout.log") == "{\"step\": 1, \"worker\": 1}\n");
+  REQUIRE(n.run_until([&] { return n.log.find("server 2 ready") != std::string::npos; }));
+  CHECK(n.file("ps-0.stdout.log") == "server 0 ready\n");
+  // The scheduler's stop once every worker has ended: the node completed.
+  n.sup->request_stop(std::string(protocol::kWorkersEndedStop));
+  CHECK_FALSE(n.sup->workers_ended());
+  REQUIRE(n.run_to_end());
+  CHECK(n.sup->result().end == TrialEnd::kExited);
+  CHECK(n.sup->result().exit_code == 0);
+  CHECK(n.sup->process(2).result().signal == SIGTERM);
+  CHECK(n.log.find(std::string(protocol::kWorkersEndedStop)) != std::string::npos);
+
+  // A server's own node (resources.ps_nodes: node 2, past the 2 workers' nodes) runs its server only.
+  const protocol::Gang own = ps_gang(2, 1, {2});
+  l.argv.back() = cluster_json(own);
+  Node server_node;
+  server_node.start(l, own, /*grace_ms=*/2000);
+  REQUIRE(server_node.sup->processes() == 1);
+  REQUIRE(server_node.run_until([&] { return server_node.log.find("server 0 ready") != std::string::npos; }));
+  INFO(server_node.log);
+  CHECK(server_node.sup->workers_ended());  // no workers of its own: nothing to wait for
+  server_node.sup->request_stop(std::string(protocol::kWorkersEndedStop));
+  REQUIRE(server_node.run_to_end());
+  CHECK(server_node.sup->result().exit_code == 0);
+}
+
+TEST_CASE("gang supervisor: a failed parameter server fails the node, and any other stop is a stop") {
+  Node n;
+  // Worker 0 waits for ever; server 0 fails once it has started.
+  n.start(shell("if [ \"$SWEPT_ROLE\" = ps ]; then while [ ! -s pid-w ]; do sleep 0.01; done; exit 3; fi; "
+                "echo $$ > pid-w; exec sleep 300"),
+          ps_gang(0, 1, {0}, 1), /*grace_ms=*/2000);
+  REQUIRE(n.run_to_end());
+  const TrialResult& r = n.sup->result();
+  CHECK(r.end == TrialEnd::kExited);
+  CHECK(r.exit_code == 3);
+  CHECK(r.reason == "parameter server 0: exit code 3");
+  CHECK(n.sup->process(0).result().signal == SIGTERM);
+
+  Node stopped;  // the workers still run: the scheduler's stop is a stop, whatever its reason
+  stopped.start(shell("echo ready-$SWEPT_ROLE; exec sleep 300"), ps_gang(0, 1, {0}, 1), /*grace_ms=*/2000);
+  REQUIRE(stopped.run_until([&] {
+    return stopped.log.find("ready-worker") != std::string::npos && stopped.log.find("ready-ps") != std::string::npos;
+  }));
+  CHECK_FALSE(stopped.sup->workers_ended());
+  stopped.sup->request_stop(std::string(protocol::kWorkersEndedStop));
+  REQUIRE(stopped.run_to_end());
+  CHECK(stopped.sup->result().end == TrialEnd::kStopped);
+}

@@ -9,11 +9,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+
+#include <nlohmann/json.hpp>
 
 #include "common/net.h"
 
@@ -136,27 +139,59 @@ Status check_port_bindable(int port) {
   return Status::Ok();
 }
 
+std::string tf_config(const protocol::Gang& gang, const GangProcess& process) {
+  if (!gang.has_cluster()) return "";
+  nlohmann::json workers = nlohmann::json::array();
+  for (size_t r = 0; r < gang.worker_ports.size(); ++r) {
+    const size_t node = r / static_cast<size_t>(std::max(1, gang.procs_per_node));
+    workers.push_back(gang.addrs[node] + ":" + std::to_string(gang.worker_ports[r]));
+  }
+  nlohmann::json cluster = {{"worker", workers}};
+  if (!gang.ps_node.empty()) {
+    nlohmann::json servers = nlohmann::json::array();
+    for (size_t j = 0; j < gang.ps_node.size(); ++j)
+      servers.push_back(gang.addrs[static_cast<size_t>(gang.ps_node[j])] + ":" + std::to_string(gang.ps_ports[j]));
+    cluster["ps"] = std::move(servers);
+  }
+  const int index = process.server ? process.index : gang.node_rank * gang.procs_per_node + process.index;
+  nlohmann::json config = {{"cluster", std::move(cluster)},
+                           {"task", {{"type", process.server ? "ps" : "worker"}, {"index", index}}}};
+  return config.dump();
+}
+
 std::vector<std::pair<std::string, std::string>> gang_environment(
-    const protocol::Gang& gang, int local_rank, const std::string& ifname,
+    const protocol::Gang& gang, const GangProcess& process, const std::string& ifname,
     const std::map<std::string, std::string>& scheduler_env) {
-  const int world = gang.nodes * gang.procs_per_node;
-  const int rank = gang.node_rank * gang.procs_per_node + local_rank;
-  std::vector<std::pair<std::string, std::string>> env = {
-      {"MASTER_ADDR", gang.master_addr},
-      {"MASTER_PORT", std::to_string(gang.master_port)},
-      {"WORLD_SIZE", std::to_string(world)},
-      {"RANK", std::to_string(rank)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
-      {"LOCAL_WORLD_SIZE", std::to_string(gang.procs_per_node)},
-      {"GROUP_RANK", std::to_string(gang.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(gang.nodes)},
-      {"SWEPT_NODES", std::to_string(gang.nodes)},
-      {"SWEPT_NODE_RANK", std::to_string(gang.node_rank)},
-      // Issue 30: every process of a gang is a worker (no parameter servers
-      // are placed yet), its index its rank, as TF_CONFIG's task would say.
-      {"SWEPT_ROLE", "worker"},
-      {"SWEPT_ROLE_INDEX", std::to_string(rank)},
-  };
+  std::vector<std::pair<std::string, std::string>> env;
+  if (!process.server) {
+    const int world = gang.nodes * gang.procs_per_node;
+    const int rank = gang.node_rank * gang.procs_per_node + process.index;
+    env = {
+        {"MASTER_ADDR", gang.master_addr},
+        {"MASTER_PORT", std::to_string(gang.master_port)},
+        {"WORLD_SIZE", std::to_string(world)},
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(process.index)},
+        {"LOCAL_WORLD_SIZE", std::to_string(gang.procs_per_node)},
+        {"GROUP_RANK", std::to_string(gang.node_rank)},
+        {"GROUP_WORLD_SIZE", std::to_string(gang.nodes)},
+        {"SWEPT_NODES", std::to_string(gang.nodes)},
+        {"SWEPT_NODE_RANK", std::to_string(gang.node_rank)},
+        // A worker's index among the workers is its rank, as TF_CONFIG's task says.
+        {"SWEPT_ROLE", "worker"},
+        {"SWEPT_ROLE_INDEX", std::to_string(rank)},
+    };
+  } else {
+    env = {
+        {"MASTER_ADDR", gang.master_addr},
+        {"MASTER_PORT", std::to_string(gang.master_port)},
+        {"SWEPT_NODES", std::to_string(gang.nodes)},
+        {"SWEPT_NODE_RANK", std::to_string(gang.node_rank)},
+        {"SWEPT_ROLE", "ps"},
+        {"SWEPT_ROLE_INDEX", std::to_string(process.index)},
+    };
+  }
+  if (std::string config = tf_config(gang, process); !config.empty()) env.emplace_back("TF_CONFIG", config);
   if (!ifname.empty()) {
     for (const char* name : {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}) {
       if (std::getenv(name) || scheduler_env.count(name)) continue;  // the user's choice stands
@@ -164,6 +199,12 @@ std::vector<std::pair<std::string, std::string>> gang_environment(
     }
   }
   return env;
+}
+
+std::vector<std::pair<std::string, std::string>> gang_environment(
+    const protocol::Gang& gang, int local_rank, const std::string& ifname,
+    const std::map<std::string, std::string>& scheduler_env) {
+  return gang_environment(gang, GangProcess{false, local_rank}, ifname, scheduler_env);
 }
 
 }  // namespace swept::agent

@@ -60,11 +60,35 @@ std::string interface_holding(const std::string& addr);
 // use"). The socket is closed again at once.
 Status check_port_bindable(int port);
 
+// Which process of a gang's node: a worker (index: its local rank) or
+// parameter server `index` (issue 30; START_TRIAL gang's ps_node).
+struct GangProcess {
+  bool server = false;
+  int index = 0;
+};
+
+// TF_CONFIG exactly as TensorFlow defines it (issue 30):
+// {"cluster": {"worker": ["host:port", ...], "ps": ["host:port", ...]},
+//  "task": {"type": "worker" | "ps", "index": i}}, the workers in RANK order
+// and "ps" only when the trial has servers. "" when `gang` carries no
+// cluster (an older scheduler's START_TRIAL).
+std::string tf_config(const protocol::Gang& gang, const GangProcess& process);
+
+// The environment of `process` on `gang`'s node. A worker gets torchrun's
+// (below) and TF_CONFIG; a parameter server gets MASTER_ADDR, MASTER_PORT,
+// SWEPT_NODES, SWEPT_NODE_RANK, SWEPT_ROLE=ps, SWEPT_ROLE_INDEX=j, TF_CONFIG
+// and the interface names, but no RANK, WORLD_SIZE or LOCAL_RANK: it is no
+// rank of the workers' group, and a torchrun-style program would join that
+// group as one.
+std::vector<std::pair<std::string, std::string>> gang_environment(
+    const protocol::Gang& gang, const GangProcess& process, const std::string& ifname,
+    const std::map<std::string, std::string>& scheduler_env);
+
 // torchrun's environment for local rank `local_rank` of `gang`'s node
 // (docs/protocol.md, START_TRIAL `gang`): MASTER_ADDR, MASTER_PORT,
 // WORLD_SIZE, RANK, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
-// GROUP_WORLD_SIZE, SWEPT_NODES, SWEPT_NODE_RANK, SWEPT_ROLE (worker) and
-// SWEPT_ROLE_INDEX (RANK); and GLOO_SOCKET_IFNAME and
+// GROUP_WORLD_SIZE, SWEPT_NODES, SWEPT_NODE_RANK, SWEPT_ROLE (worker),
+// SWEPT_ROLE_INDEX (RANK) and TF_CONFIG; and GLOO_SOCKET_IFNAME and
 // NCCL_SOCKET_IFNAME set to `ifname`, each unless `ifname` is empty or the
 // variable is already set, in the agent's own environment (getenv) or in
 // `scheduler_env` (the sweep's env): a user who names the interface knows

@@ -10,6 +10,8 @@
 
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 using namespace swept;
 using namespace swept::agent;
 
@@ -122,4 +124,46 @@ TEST_CASE("rendezvous: torchrun's environment for each local rank of a node") {
   CHECK(kept["RANK"] == "3");
   // No interface known: neither is set.
   CHECK(as_map(gang_environment(g, 0, "", {})).count("GLOO_SOCKET_IFNAME") == 0);
+}
+
+TEST_CASE("rendezvous: TF_CONFIG as TensorFlow defines it, for workers and parameter servers (issue 30)") {
+  protocol::Gang g;
+  g.nodes = 2;
+  g.node_rank = 1;
+  g.procs_per_node = 2;
+  g.master_addr = "10.0.0.5";
+  g.master_port = 29517;
+  ::unsetenv("GLOO_SOCKET_IFNAME");
+  ::unsetenv("NCCL_SOCKET_IFNAME");
+  // No cluster in the START_TRIAL (an older scheduler): no TF_CONFIG.
+  CHECK(tf_config(g, {false, 0}).empty());
+  CHECK(as_map(gang_environment(g, 0, "", {})).count("TF_CONFIG") == 0);
+  g.addrs = {"10.0.0.5", "10.0.0.6", "10.0.0.7"};
+  g.worker_ports = {29518, 29519, 29500, 29501};
+  g.ps_node = {2, 0};
+  g.ps_ports = {29500, 29520};
+  const nlohmann::json cluster = {{"worker", {"10.0.0.5:29518", "10.0.0.5:29519", "10.0.0.6:29500", "10.0.0.6:29501"}},
+                                  {"ps", {"10.0.0.7:29500", "10.0.0.5:29520"}}};
+  // Worker: its index is its RANK (node 1, local rank 1: 3).
+  auto worker = as_map(gang_environment(g, 1, "", {}));
+  CHECK(nlohmann::json::parse(worker["TF_CONFIG"]) ==
+        nlohmann::json{{"cluster", cluster}, {"task", {{"type", "worker"}, {"index", 3}}}});
+  CHECK(worker["SWEPT_ROLE"] == "worker");
+  CHECK(worker["SWEPT_ROLE_INDEX"] == "3");
+  // Server 1 (on node 0 here): no rank of the workers' group.
+  g.node_rank = 0;
+  auto server = as_map(gang_environment(g, GangProcess{true, 1}, "eth1", {}));
+  CHECK(nlohmann::json::parse(server["TF_CONFIG"]) ==
+        nlohmann::json{{"cluster", cluster}, {"task", {{"type", "ps"}, {"index", 1}}}});
+  std::map<std::string, std::string> want = {
+      {"MASTER_ADDR", "10.0.0.5"}, {"MASTER_PORT", "29517"},     {"SWEPT_NODES", "2"},
+      {"SWEPT_NODE_RANK", "0"},    {"SWEPT_ROLE", "ps"},          {"SWEPT_ROLE_INDEX", "1"},
+      {"TF_CONFIG", server["TF_CONFIG"]}, {"GLOO_SOCKET_IFNAME", "eth1"}, {"NCCL_SOCKET_IFNAME", "eth1"}};
+  CHECK(server == want);
+  // Workers only (a multi-node trial without servers): no "ps" key.
+  g.ps_node.clear();
+  g.ps_ports.clear();
+  CHECK(tf_config(g, {false, 0}) ==
+        R"({"cluster":{"worker":["10.0.0.5:29518","10.0.0.5:29519","10.0.0.6:29500","10.0.0.6:29501"]},)"
+        R"("task":{"index":0,"type":"worker"}})");
 }

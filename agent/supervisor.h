@@ -144,6 +144,9 @@ class Supervision {
   // (killed by the keeper, not ended by itself). A gang node: request_stop.
   virtual void stop_after_keeper(const std::string& reason, int grace_ms) { request_stop(reason, grace_ms); }
   virtual bool stopping() const = 0;
+  // A node of a trial with parameter servers whose workers have all exited
+  // 0 while its servers still run (GangSupervisor, issue 30); else false.
+  virtual bool workers_ended() const { return false; }
   virtual bool finished() const = 0;
   virtual const TrialResult& result() const = 0;
   virtual std::vector<MetricPoint> take_metrics() = 0;

@@ -88,7 +88,8 @@ int run_agent_command(const std::vector<std::string>& args) {
       "the address other hosts reach this one at, MASTER_ADDR of multi-node trials whose node 0 runs here "
       "(default: the local address of the connection to the scheduler)")(
       "rendezvous-ports", po::value<std::string>()->default_value("29500-29999"),
-      "ports LO-HI the scheduler may pick a multi-node trial's MASTER_PORT from when node 0 runs here")(
+      "ports LO-HI the scheduler picks multi-node trials' ports from for the processes that run here "
+      "(MASTER_PORT on node 0, TF_CONFIG's for every process)")(
       "enforce-cpus", "limit each trial to resources.cpus CPUs' worth of time (cgroup cpu quota)")(
       "run-as", po::value<std::string>(&o.run_as),
       "run trials as this unprivileged user (the agent must be root); they cannot leave their cgroups")(

@@ -17,10 +17,12 @@
 // restarted `swept scheduler` would resume it.
 #include <iostream>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "agent/rendezvous.h"
 #include "cli/client_common.h"
 #include "cli/command.h"
 #include "cli/local_agents.h"
@@ -49,6 +51,8 @@ std::optional<int> parse_run_flags(const std::vector<std::string>& args, RunOpti
       "max-unauthenticated", po::value(&o.max_unauthenticated)->default_value(o.max_unauthenticated),
       kMaxUnauthenticatedHelp)(
       "progress", po::value(&o.progress)->default_value(o.progress), "auto (a bar on a terminal), lines, or off")(
+      "rendezvous-ports", po::value(&o.rendezvous_ports)->default_value("29500-29999"),
+      "ports LO-HI the local agents give multi-node trials' processes (MASTER_PORT, TF_CONFIG's)")(
       "stop-grace-ms", po::value(&ao.stop_grace_ms)->default_value(ao.stop_grace_ms),
       "on Ctrl-C, how long trials get between SIGTERM and SIGKILL")(
       "heartbeat-ms", po::value(&o.broker.heartbeat_ms)->default_value(o.broker.heartbeat_ms),
@@ -100,6 +104,14 @@ int run_run(const std::vector<std::string>& args) {
   bool verbose = false;
   if (auto rc = parse_run_flags(args, o, verbose)) return *rc;
   if (auto rc = check_run_flags(o)) return *rc;
+  // Multi-node trials' ports (issue 30: every process gets one): two runs
+  // on one host at once each need a range of their own.
+  if (auto ports = agent::parse_port_range(o.rendezvous_ports); ports.ok()) {
+    std::tie(o.agent.rendezvous_port_lo, o.agent.rendezvous_port_hi) = *ports;
+  } else {
+    std::cerr << "swept run: " << ports.status().message() << "\n";
+    return kExitUsage;
+  }
   if (!verbose) log::set_level(log::Level::kWarn);  // the progress line says what matters
   std::optional<LoadedSweep> loaded = load_sweep_file(o.file);  // says why on failure
   if (!loaded) return kExitUsage;

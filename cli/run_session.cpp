@@ -254,6 +254,13 @@ std::optional<int> RunSession::a_part_stopped() {
 // the agent offers, or the one agent is quarantined): the trials have then
 // been told to stop.
 bool RunSession::cannot_run_here(std::chrono::steady_clock::time_point now) {
+  // Not before every local agent has registered, and a few heartbeats more
+  // for the scheduler to place with all of them: under load the last
+  // agent's REGISTER comes after the first dispatch, and a trial that needs
+  // several agents (nodes, parameter servers' own nodes) then fits on none.
+  if (broker_->stats().registers < static_cast<int64_t>(agents_.size())) return false;
+  if (!all_registered_) all_registered_ = now;
+  if (now - *all_registered_ < std::chrono::milliseconds(3 * options_.broker.heartbeat_ms)) return false;
   auto unfit = broker_->unplaceable_sweeps();
   if (std::find(unfit.begin(), unfit.end(), sweep_id_) != unfit.end()) {
     std::cerr << "\nswept run: the trials of " << options_.file << " need more than this machine offers (resources: "

@@ -45,6 +45,7 @@ struct RunOptions {
   std::string dashboard = "127.0.0.1:8080";  // HOST:PORT, or "off"
   std::string progress = "auto";             // auto (a bar on a terminal), lines, or off
   std::string stats_file;                    // the scheduler's counters as JSON at the end; empty: none
+  std::string rendezvous_ports = "29500-29999";  // --rendezvous-ports, read into agent's range by cmd_run
   DashboardTls tls;
   int max_unauthenticated = web::ServerOptions{}.max_unauthenticated;
   agent::AgentOptions agent;          // its scheduler endpoint, context and wake-up are set by start()
@@ -135,6 +136,8 @@ class RunSession {
   bool tty_ = false;    // a progress bar redrawn in place
   bool lines_ = false;  // a progress line every 10 seconds
   std::chrono::steady_clock::time_point started_{}, last_line_{}, stop_deadline_{};
+  // When every local agent had registered (cannot_run_here judges only from then on).
+  std::optional<std::chrono::steady_clock::time_point> all_registered_;
   bool stopping_ = false;  // every trial has been told to stop
   int stop_exit_ = 0;      // the exit code once they have
   std::optional<SweepRow> last_;

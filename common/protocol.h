@@ -203,8 +203,26 @@ struct Gang {
   int procs_per_node = 1;  // processes on each node (LOCAL_WORLD_SIZE)
   std::string master_addr; // node 0's advertised address (MASTER_ADDR)
   int master_port = 0;     // free on node 0 when the trial starts (MASTER_PORT)
+  // Every process's address (issue 30: TF_CONFIG, parameter servers),
+  // optional on the wire (absent: empty, and no TF_CONFIG is set). `addrs`:
+  // each node's advertised address, the workers' nodes 0 .. nodes-1 first,
+  // then the nodes of their own that servers get with resources.ps_nodes
+  // (their node_rank is nodes and above; they run no workers).
+  // `worker_ports`: worker RANK r's port on its node's host (nodes x
+  // procs_per_node entries). `ps_node`, `ps_ports`: parameter server j's node
+  // (an index into addrs) and port. Every port is picked by the scheduler
+  // from its node's rendezvous range, as master_port is.
+  std::vector<std::string> addrs = {};
+  std::vector<int> worker_ports = {};
+  std::vector<int> ps_node = {};
+  std::vector<int> ps_ports = {};
+  // Whether it carries the whole cluster (every worker's and server's place).
+  bool has_cluster() const {
+    return !addrs.empty() && worker_ports.size() == static_cast<size_t>(nodes) * static_cast<size_t>(procs_per_node);
+  }
   bool operator==(const Gang&) const = default;
 };
+inline constexpr int kMaxParameterServers = 64;
 inline constexpr int kMaxGangNodes = 1024;
 inline constexpr int kMaxProcsPerNode = 64;
 // The REGISTER feature an agent lists when it runs START_TRIAL `gang`.
@@ -320,12 +338,29 @@ struct ExitAck {
 
 // ---- both directions between agent and scheduler ---------------------------
 
+// A node of a trial with parameter servers whose workers have all exited 0
+// while its servers still run (issue 30): HEARTBEAT `workers_ended`.
+struct WorkersEnded {
+  int64_t trial_id = 0;
+  int attempt = 0;
+  bool operator==(const WorkersEnded&) const = default;
+};
+
+// STOP_TRIAL's reason when the scheduler stops a trial's parameter servers
+// because every worker has ended: a node whose own workers all exited 0
+// then ends with exit 0, not as stopped (docs/protocol.md).
+inline constexpr std::string_view kWorkersEndedStop = "the trial's workers have ended: its parameter servers are stopped";
+
 struct Heartbeat {
   std::vector<MetricsAck> acked;  // scheduler -> agent only; empty otherwise
   // agent -> scheduler only, optional: as in REGISTER.
   std::optional<bool> healthy;
   std::string health;
   bool draining = false;
+  // agent -> scheduler only, optional: every such node the agent holds, in
+  // each heartbeat until the node ends (the scheduler stops the servers once
+  // every workers' node has ended or is listed).
+  std::vector<WorkersEnded> workers_ended = {};
   bool operator==(const Heartbeat&) const = default;
 };
 

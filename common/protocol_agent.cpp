@@ -2,6 +2,7 @@
 // REGISTER and its answers, HEARTBEAT, START_TRIAL, STOP_TRIAL,
 // TRIAL_STARTED, METRICS, TRIAL_EXITED, EXIT_ACK, DISCONNECT; and the names
 // of the exit causes. See protocol_codec.h for the parts' contract.
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -131,6 +132,11 @@ json body(const Heartbeat& m) {
   if (!m.acked.empty()) j["acked"] = acks_json(m.acked);
   put_health(j, m.healthy, m.health);
   if (m.draining) j["draining"] = true;
+  if (!m.workers_ended.empty()) {
+    json ended = json::array();
+    for (const WorkersEnded& w : m.workers_ended) ended.push_back(json::array({w.trial_id, w.attempt}));
+    j["workers_ended"] = std::move(ended);
+  }
   return j;
 }
 json body(const StartTrial& m) {
@@ -144,6 +150,12 @@ json body(const StartTrial& m) {
                  {"procs_per_node", m.gang->procs_per_node},
                  {"master_addr", m.gang->master_addr},
                  {"master_port", m.gang->master_port}};
+  if (m.gang && !m.gang->addrs.empty()) {  // issue 30: the whole cluster
+    j["gang"]["addrs"] = m.gang->addrs;
+    j["gang"]["worker_ports"] = m.gang->worker_ports;
+    j["gang"]["ps_node"] = m.gang->ps_node;
+    j["gang"]["ps_ports"] = m.gang->ps_ports;
+  }
   json limits = json::object();
   if (m.limits.memory_bytes > 0) limits["memory"] = m.limits.memory_bytes;
   if (m.limits.pids > 0) limits["pids"] = m.limits.pids;
@@ -231,6 +243,49 @@ void read(const Reader& r, Heartbeat& m) {
   if (r.has("acked")) m.acked = read_acks(r.field("acked"));
   read_health(r, m);
   m.draining = r.has("draining") ? r.field("draining").boolean() : false;
+  if (r.has("workers_ended")) {
+    Reader ended = r.field("workers_ended");
+    for (size_t i = 0; i < ended.size(); ++i) {
+      Reader w = ended.at(i);
+      if (w.size() != 2) w.fail("[trial_id, attempt]");
+      m.workers_ended.push_back({w.at(0).i64(), w.at(1).i32()});
+    }
+  }
+}
+
+// START_TRIAL gang's optional cluster (issue 30): every address and port,
+// each checked against the rest, so that an agent never builds a TF_CONFIG
+// that points nowhere.
+void read_gang_cluster(const Reader& g, Gang& gang) {
+  auto bad = [&](const char* field, const std::string& want) {
+    throw FieldError(g.path() + "." + field + ": must be " + want);
+  };
+  auto ports = [&](const char* field) {
+    std::vector<int> v = g.has(field) ? g.field(field).ints() : std::vector<int>{};
+    for (int p : v)
+      if (p < 1 || p > 65535) bad(field, "ports, 1 to 65535");
+    return v;
+  };
+  if (g.has("addrs")) gang.addrs = g.field("addrs").strings();
+  gang.worker_ports = ports("worker_ports");
+  gang.ps_ports = ports("ps_ports");
+  gang.ps_node = g.has("ps_node") ? g.field("ps_node").ints() : std::vector<int>{};
+  if (gang.addrs.empty() && !(gang.worker_ports.empty() && gang.ps_node.empty() && gang.ps_ports.empty()))
+    bad("addrs", "given with worker_ports, ps_node and ps_ports");
+  if (gang.addrs.empty()) return;
+  for (const std::string& a : gang.addrs)
+    if (a.empty() || a.size() > 255) bad("addrs", "host addresses of 1 to 255 bytes");
+  if (gang.addrs.size() < static_cast<size_t>(gang.nodes) ||
+      gang.addrs.size() > static_cast<size_t>(gang.nodes) + kMaxParameterServers)
+    bad("addrs", "one address per node: nodes, plus at most " + std::to_string(kMaxParameterServers) +
+                     " servers' own nodes");
+  if (gang.worker_ports.size() != static_cast<size_t>(gang.nodes) * static_cast<size_t>(std::max(1, gang.procs_per_node)))
+    bad("worker_ports", "one port per worker (nodes x procs_per_node)");
+  if (gang.ps_node.size() != gang.ps_ports.size() || gang.ps_node.size() > static_cast<size_t>(kMaxParameterServers))
+    bad("ps_node", "one node per parameter server (as many as ps_ports, at most " +
+                       std::to_string(kMaxParameterServers) + ")");
+  for (int n : gang.ps_node)
+    if (n < 0 || static_cast<size_t>(n) >= gang.addrs.size()) bad("ps_node", "indices into addrs");
 }
 
 void read(const Reader& r, StartTrial& m) {
@@ -264,7 +319,9 @@ void read(const Reader& r, StartTrial& m) {
       throw FieldError(g.path() + "." + field + ": must be " + want);
     };
     if (gang.nodes < 1 || gang.nodes > kMaxGangNodes) bad("nodes", "1 to " + std::to_string(kMaxGangNodes));
-    if (gang.node_rank < 0 || gang.node_rank >= gang.nodes) bad("node_rank", "0 to nodes - 1");
+    read_gang_cluster(g, gang);
+    const int all_nodes = std::max(gang.nodes, static_cast<int>(gang.addrs.size()));
+    if (gang.node_rank < 0 || gang.node_rank >= all_nodes) bad("node_rank", "0 to the number of nodes - 1");
     if (gang.procs_per_node < 1 || gang.procs_per_node > kMaxProcsPerNode)
       bad("procs_per_node", "1 to " + std::to_string(kMaxProcsPerNode));
     if (gang.master_addr.empty() || gang.master_addr.size() > 255) bad("master_addr", "a host address of 1 to 255 bytes");

@@ -65,6 +65,9 @@ std::vector<Message> every_message() {
   all.push_back(with_acks);
   all.push_back(Heartbeat{{}, true, ""});
   all.push_back(Heartbeat{{}, true, "", /*draining=*/true});
+  Heartbeat servers_left;  // issue 30: nodes whose workers ended while their servers run
+  servers_left.workers_ended = {{17, 2}, {18, 1}};
+  all.push_back(servers_left);
   StartTrial st;
   st.trial_id = 17;
   st.attempt = 2;
@@ -84,6 +87,11 @@ std::vector<Message> every_message() {
   st.after_trial_id = 0;
   st.after_attempt = 0;
   st.gang = Gang{4, 2, 8, "10.1.2.3", 29517};  // node 2 of a 4-node trial (issue 25)
+  all.push_back(st);
+  // Issue 30: the whole cluster, two workers' nodes of 2 processes and a
+  // server on a node of its own (node_rank 2, past the workers' nodes).
+  st.gang = Gang{2, 2, 2, "10.1.2.3", 29517, {"10.1.2.3", "10.1.2.4", "10.1.2.5"}, {29518, 29519, 29500, 29501},
+                 {2}, {29500}};
   all.push_back(st);
   st.gang.reset();
   st.limits = TrialLimits{int64_t{8} << 30, 4096, 2};  // resources.memory, pids, cpus (optional)
@@ -301,7 +309,21 @@ TEST_CASE("malformed messages name the field") {
        DecodeFailure::kMalformed, "START_TRIAL.after: the trial id must be positive"},
       {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
                                 R"("gang":{"nodes":2,"node_rank":2,"procs_per_node":1,"master_addr":"h","master_port":1}})"),
-       DecodeFailure::kMalformed, "START_TRIAL.gang.node_rank: must be 0 to nodes - 1"},
+       DecodeFailure::kMalformed, "START_TRIAL.gang.node_rank: must be 0 to the number of nodes - 1"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
+                                R"("gang":{"nodes":2,"node_rank":0,"procs_per_node":1,"master_addr":"h","master_port":1,)"
+                                R"("addrs":["h","i"],"worker_ports":[1],"ps_node":[],"ps_ports":[]}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.gang.worker_ports: must be one port per worker (nodes x procs_per_node)"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
+                                R"("gang":{"nodes":2,"node_rank":0,"procs_per_node":1,"master_addr":"h","master_port":1,)"
+                                R"("addrs":["h","i"],"worker_ports":[1,2],"ps_node":[2],"ps_ports":[3]}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.gang.ps_node: must be indices into addrs"},
+      {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
+                                R"("gang":{"nodes":2,"node_rank":0,"procs_per_node":1,"master_addr":"h","master_port":1,)"
+                                R"("addrs":["h","i"],"worker_ports":[1,2],"ps_node":[1],"ps_ports":[0]}})"),
+       DecodeFailure::kMalformed, "START_TRIAL.gang.ps_ports: must be ports, 1 to 65535"},
+      {frames_of("HEARTBEAT", R"({"workers_ended":[[17]]})"), DecodeFailure::kMalformed,
+       "HEARTBEAT.workers_ended[0]: expected [trial_id, attempt], found an array"},
       {frames_of("START_TRIAL", R"({"trial_id":2,"attempt":1,"sweep_id":1,"argv":["x"],"workdir":"w",)"
                                 R"("gang":{"nodes":2,"node_rank":0,"procs_per_node":65,"master_addr":"h","master_port":1}})"),
        DecodeFailure::kMalformed, "START_TRIAL.gang.procs_per_node: must be 1 to 64"},

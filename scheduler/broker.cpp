@@ -34,7 +34,9 @@ std::string demand_text(const Demand& d) {
                   : d.gpu_fraction > 0 ? "a share " + std::to_string(d.gpu_fraction).substr(0, 4) + " of a GPU"
                                        : std::to_string(d.cpus) + " CPU slots";
   if (d.nodes > 1) s += " on each of " + std::to_string(d.nodes) + " agents that run gangs";
-  else if (d.procs_per_node > 1) s += " on an agent that runs gangs";
+  else if (d.gang()) s += " on an agent that runs gangs";
+  if (d.ps > 0)
+    s += ", " + std::to_string(d.ps) + " parameter servers" + (d.ps_nodes ? " on agents of their own" : "");
   if (d.segments) s += " (pbt: on an agent that lists the feature checkpoint_segments)";
   return s;
 }
@@ -398,6 +400,7 @@ Status Broker::handle(const std::string& routing_id, const Frames& frames, const
 
 Status Broker::handle_agent(AgentSession& s, const Message& m) {
   if (auto* hb = std::get_if<Heartbeat>(&m)) {
+    for (const WorkersEnded& w : hb->workers_ended) lifecycle_.workers_ended(s.name, w);  // issue 30
     agents_.note_draining(s, hb->draining);
     return agents_.note_health(s, hb->healthy, hb->health);
   }
@@ -629,7 +632,7 @@ Status Broker::dispatch() {
     bool started = false;
     const Demand demand = runner_.demand(d.sweep_id);
     std::optional<GangDispatch> gang;
-    if (demand.gang()) gang = gang_of(d, caps, demand.procs_per_node);
+    if (demand.gang()) gang = gang_of(d, caps, demand);
     SWEPT_RETURN_IF_ERROR(start_next_trial(lifecycle_, runner_, d.sweep_id, caps[d.placement.agent].name,
                                            d.placement, 0, &started, gang ? &*gang : nullptr));
     if (!started) dirty_ = true;  // the plan counted trials that were not there; look again

@@ -258,8 +258,13 @@ class Broker {
   // Multi-node trials (broker_gangs.cpp): the rendezvous of a planned gang
   // (its nodes' agents, node 0's address and a port of its range), and how
   // long each multi-node sweep's next trial has waited for a place.
-  GangDispatch gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, int procs_per_node);
-  int pick_master_port(const AgentSession& node0);
+  // With parameter servers or several nodes (issue 30), every node's address
+  // and a port of its agent's range for each process (TF_CONFIG).
+  GangDispatch gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, const Demand& demand);
+  // A port of `agent`'s rendezvous range that no live trial holds on its
+  // host (any agent with the same address) and that is not in `also_taken`
+  // (the ports this gang already took there).
+  int pick_port(const AgentSession& agent, const std::set<int>& also_taken = {});
   void note_gang_waits(const std::vector<SweepQueue>& queues, const Plan& plan);
   void send_heartbeats();
 
@@ -289,7 +294,7 @@ class Broker {
   std::string all_quarantined_ SWEPT_GUARDED_BY(unplaceable_mutex_);  // see all_quarantined()
   std::atomic<size_t> live_count_{0};
   std::map<int64_t, int64_t> gang_waiting_since_ms_;  // by sweep: when its next multi-node trial began to wait
-  std::map<std::string, int> next_port_;              // by agent: where the next rendezvous port search starts
+  std::map<std::string, int> next_port_;              // by host: where the next rendezvous port search starts
   std::string reserved_logged_;                       // the reservation last logged ("": none)
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;

@@ -1,6 +1,10 @@
 // Broker, multi-node trials (issue 25; docs/protocol.md, "Multi-node
-// trials"): the rendezvous a planned gang gets, and the waiting times that
-// let placement reserve agents for a multi-node trial that found no place.
+// trials"): the rendezvous a planned gang gets (with issue 30, every
+// process's address and port, for TF_CONFIG and parameter servers), and the
+// waiting times that let placement reserve agents for a multi-node trial
+// that found no place.
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -16,16 +20,31 @@ constexpr int kDefaultPortsLo = 29500;
 constexpr int kDefaultPortsHi = 29999;
 }  // namespace
 
-int Broker::pick_master_port(const AgentSession& node0) {
-  const int lo = node0.ports_lo > 0 ? node0.ports_lo : kDefaultPortsLo;
-  const int hi = node0.ports_lo > 0 ? node0.ports_hi : kDefaultPortsHi;
-  std::set<int> taken;  // ports of the live gangs whose node 0 is this agent
-  for (const auto& [id, lt] : lifecycle_.live())
-    if (lt.master_port > 0 && lt.agent == node0.name) taken.insert(lt.master_port);
+namespace {
+// Where an agent's ports live: agents on one host (swept run --local-agents,
+// several agents of one Slurm node) share one space of ports.
+std::string host_of(const AgentSession& s) { return s.addr.empty() ? s.host : s.addr; }
+}  // namespace
+
+int Broker::pick_port(const AgentSession& agent, const std::set<int>& also_taken) {
+  const int lo = agent.ports_lo > 0 ? agent.ports_lo : kDefaultPortsLo;
+  const int hi = agent.ports_lo > 0 ? agent.ports_hi : kDefaultPortsHi;
+  const std::string host = host_of(agent);
+  auto here = [&](const std::string& name) {
+    if (name == agent.name) return true;
+    const AgentSession* other = agents_.by_name(name);
+    return other && host_of(*other) == host;
+  };
+  std::set<int> taken = also_taken;  // and the ports live trials hold on this host
+  for (const auto& [id, lt] : lifecycle_.live()) {
+    if (lt.master_port > 0 && here(lt.agent)) taken.insert(lt.master_port);
+    for (const auto& [name, port] : lt.ports)
+      if (here(name)) taken.insert(port);
+  }
   // Round robin over the range, so that a port another program held (the
   // agent then refused it: a host fault) is not the next trial's too.
   const int span = hi - lo + 1;
-  int& next = next_port_[node0.name];
+  int& next = next_port_[host];
   for (int i = 0; i < span; ++i) {
     const int port = lo + (next + i) % span;
     if (taken.count(port)) continue;
@@ -35,13 +54,36 @@ int Broker::pick_master_port(const AgentSession& node0) {
   return lo + next % span;  // every port in use: the agent refuses it, and the trial is requeued
 }
 
-GangDispatch Broker::gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, int procs_per_node) {
+GangDispatch Broker::gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, const Demand& demand) {
   GangDispatch g;
-  g.procs_per_node = procs_per_node;
+  g.procs_per_node = demand.procs_per_node;
   for (const Placement& p : d.more_nodes) g.more_nodes.push_back({caps[p.agent].name, p});
-  const AgentSession* node0 = agents_.by_name(caps[d.placement.agent].name);
-  g.master_addr = node0 && !node0->addr.empty() ? node0->addr : node0 ? node0->host : "127.0.0.1";
-  g.master_port = node0 ? pick_master_port(*node0) : kDefaultPortsLo;
+  std::vector<const AgentSession*> sessions = {agents_.by_name(caps[d.placement.agent].name)};
+  for (const Placement& p : d.more_nodes) sessions.push_back(agents_.by_name(caps[p.agent].name));
+  auto addr_of = [](const AgentSession* s) { return s && !s->addr.empty() ? s->addr : s ? s->host : "127.0.0.1"; };
+  const AgentSession* node0 = sessions.front();
+  g.master_addr = addr_of(node0);
+  std::map<std::string, std::set<int>> given;  // ports this gang took, by host
+  auto port_on = [&](size_t node) {
+    if (!sessions[node]) return kDefaultPortsLo;  // never: placement saw every agent
+    std::set<int>& mine = given[host_of(*sessions[node])];
+    const int port = pick_port(*sessions[node], mine);
+    mine.insert(port);
+    return port;
+  };
+  g.master_port = port_on(0);
+  // TF_CONFIG's cluster (issue 30): every node's address, a port per worker
+  // and per server, each from its own node's range.
+  g.worker_nodes = std::max(1, demand.nodes);
+  for (const AgentSession* s : sessions) g.addrs.push_back(addr_of(s));
+  for (int node = 0; node < g.worker_nodes && static_cast<size_t>(node) < sessions.size(); ++node)
+    for (int local = 0; local < g.procs_per_node; ++local) g.worker_ports.push_back(port_on(static_cast<size_t>(node)));
+  for (int j = 0; j < demand.ps; ++j) {
+    const int node = demand.server_node(j);
+    if (static_cast<size_t>(node) >= sessions.size()) break;  // never: placement gave every node
+    g.ps_node.push_back(node);
+    g.ps_ports.push_back(port_on(static_cast<size_t>(node)));
+  }
   return g;
 }
 
@@ -50,7 +92,7 @@ void Broker::note_gang_waits(const std::vector<SweepQueue>& queues, const Plan& 
   std::set<int64_t> placed;
   for (const Dispatch& d : plan.starts) placed.insert(d.sweep_id);
   for (const SweepQueue& q : queues) {
-    if (q.demand.nodes <= 1 || q.available <= 0 || (q.max_parallel > 0 && q.running >= q.max_parallel)) {
+    if (q.demand.total_nodes() <= 1 || q.available <= 0 || (q.max_parallel > 0 && q.running >= q.max_parallel)) {
       gang_waiting_since_ms_.erase(q.sweep_id);
       continue;
     }

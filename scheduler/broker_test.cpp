@@ -19,6 +19,7 @@
 #include <map>
 #include <set>
 
+#include "common/testing/eventually.h"
 #include "scheduler/broker_test_support.h"
 #include "scheduler/zmq_io.h"
 
@@ -862,4 +863,88 @@ TEST_CASE("START_TRIAL carries the sweep's limits: resources.memory, pids (defau
   REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "parameters": {"x": {"values": [1]}}})").ok());
   auto plain = expect<StartTrial>(*f.broker, a);
   CHECK(plain.limits == swept::protocol::TrialLimits{0, 4096, 1});
+}
+
+// ---- parameter servers (issue 30) ----
+
+TEST_CASE("broker: a trial with parameter servers gets every address and a port per process, apart on one host, "
+          "and its servers are stopped once the workers end") {
+  Fixture f;
+  f.start();
+  auto gang_agent = [&](const std::string& name) -> Peer& {
+    f.peers.push_back(std::make_unique<Peer>(f.broker->endpoint(), name + "#1"));
+    Peer& peer = *f.peers.back();
+    Register reg = registration(name, 2);
+    reg.features = {"gang"};
+    reg.addr = "10.9.0.1";  // both agents on one host: one space of ports
+    reg.ports_lo = 40100;
+    reg.ports_hi = 40109;
+    peer.send(reg);
+    expect<RegisterAck>(*f.broker, peer);
+    peer.send(Heartbeat{});
+    return peer;
+  };
+  Peer& a = gang_agent("a");
+  Peer& b = gang_agent("b");
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "resources": {"nodes": 2, "ps": 2},
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto on_a = starts(*f.broker, a, 1);
+  auto on_b = starts(*f.broker, b, 1);
+  REQUIRE(on_a.size() == 1);
+  REQUIRE(on_b.size() == 1);
+  REQUIRE(on_a[0].gang);
+  REQUIRE(on_b[0].gang);
+  const bool a_first = on_a[0].gang->node_rank == 0;
+  const StartTrial& node0 = a_first ? on_a[0] : on_b[0];
+  const StartTrial& node1 = a_first ? on_b[0] : on_a[0];
+  const protocol::Gang& g = *node0.gang;
+  CHECK(g.nodes == 2);
+  CHECK(g.addrs == std::vector<std::string>{"10.9.0.1", "10.9.0.1"});
+  CHECK(g.ps_node == std::vector<int>{0, 1});  // round-robin
+  REQUIRE(g.worker_ports.size() == 2);
+  REQUIRE(g.ps_ports.size() == 2);
+  CHECK(node1.gang->addrs == g.addrs);
+  CHECK(node1.gang->worker_ports == g.worker_ports);
+  CHECK(node1.gang->ps_ports == g.ps_ports);
+  std::set<int> ports = {g.master_port, g.worker_ports[0], g.worker_ports[1], g.ps_ports[0], g.ps_ports[1]};
+  CHECK(ports.size() == 5);  // never one port twice on the host
+  for (int p : ports) CHECK((p >= 40100 && p <= 40109));
+  // Both nodes run; each says its workers have ended: the servers are stopped.
+  Peer& p0 = a_first ? a : b;
+  Peer& p1 = a_first ? b : a;
+  p0.send(TrialStarted{node0.trial_id, 1, 7, 1.0, "w", {}});
+  p1.send(TrialStarted{node1.trial_id, 1, 8, 1.0, "w", {}});
+  Heartbeat ended;
+  ended.workers_ended = {{node0.trial_id, 1}};
+  p1.send(ended);
+  std::map<Peer*, std::vector<StopTrial>> stops;
+  auto collect = [&](int turns) {
+    for (int i = 0; i < turns; ++i) {
+      REQUIRE(f.broker->turn(2).ok());
+      for (Peer* p : {&p0, &p1})
+        while (auto m = p->poll())
+          if (auto* st = std::get_if<StopTrial>(&*m)) stops[p].push_back(*st);
+    }
+  };
+  collect(20);
+  CHECK(stops.empty());  // node 0's workers still run
+  p0.send(ended);
+  REQUIRE(swept::testing::eventually(
+      [&] {
+        collect(1);
+        return stops[&p0].size() == 1 && stops[&p1].size() == 1;
+      },
+      10));
+  CHECK(stops[&p0][0].reason == std::string(protocol::kWorkersEndedStop));
+  CHECK(stops[&p1][0].trial_id == node0.trial_id);
+  // Both nodes exit 0: the trial completed.
+  TrialExited e = exited(node0.trial_id, 1, 0);
+  p1.send(e);
+  p0.send(e);
+  REQUIRE(swept::testing::eventually(
+      [&] {
+        collect(1);
+        return query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1;
+      },
+      10));
 }

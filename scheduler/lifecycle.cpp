@@ -150,6 +150,18 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
 
 // ---- dispatch ----
 
+// Issue 30: which ports of which agents the trial holds, and whether it has
+// servers to stop once its workers end.
+void TrialLifecycle::note_gang_ports(LiveTrial& lt, const GangDispatch& gang, const std::string& node0) {
+  auto agent_of = [&](size_t node) { return node == 0 ? node0 : gang.more_nodes[node - 1].first; };
+  const size_t per_node = static_cast<size_t>(std::max(1, gang.procs_per_node));
+  for (size_t r = 0; r < gang.worker_ports.size(); ++r) lt.ports.push_back({agent_of(r / per_node), gang.worker_ports[r]});
+  for (size_t j = 0; j < gang.ps_node.size() && j < gang.ps_ports.size(); ++j)
+    lt.ports.push_back({agent_of(static_cast<size_t>(gang.ps_node[j])), gang.ps_ports[j]});
+  lt.servers = !gang.ps_node.empty();
+  lt.worker_nodes = gang.worker_nodes > 0 ? gang.worker_nodes : static_cast<int>(gang.more_nodes.size()) + 1;
+}
+
 Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const Placement& placement,
                                 int64_t before_id, const GangDispatch* gang) {
   SWEPT_RETURN_IF_ERROR(ensure_tx());
@@ -200,9 +212,20 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
     // place in the gang; node 0 (metrics, MASTER_ADDR) is `agent`.
     std::erase_if(gang_ended_, [&](const auto& k) { return k.first.first == t.trial_id; });
     lt.master_port = gang->master_port;
-    const int nodes = static_cast<int>(gang->more_nodes.size()) + 1;
-    protocol::Gang g{nodes, 0, gang->procs_per_node, gang->master_addr, gang->master_port};
-    for (int n = 1; n < nodes; ++n) {
+    const int all_nodes = static_cast<int>(gang->more_nodes.size()) + 1;
+    const int nodes = gang->worker_nodes > 0 ? gang->worker_nodes : all_nodes;
+    protocol::Gang g{nodes,        0,           gang->procs_per_node, gang->master_addr, gang->master_port,
+                     gang->addrs, gang->worker_ports, gang->ps_node, gang->ps_ports};
+    note_gang_ports(lt, *gang, agent);
+    // A node's CPU quota (limits.cpus) counts its parameter servers, each
+    // taking resources.cpus of its own (issue 30); a server's own node holds
+    // its server alone.
+    auto cpus_of = [&](int n) {
+      int processes_cpus = n < nodes ? 1 : 0;
+      for (int where : gang->ps_node) processes_cpus += where == n ? 1 : 0;
+      return st.limits.cpus * processes_cpus;
+    };
+    for (int n = 1; n < all_nodes; ++n) {
       const auto& [name, p] = gang->more_nodes[static_cast<size_t>(n) - 1];
       lt.more_nodes.push_back(GangNode{name, p.gpus, p.gpu_fraction, p.cpus});
       StartTrial node = st;
@@ -210,9 +233,11 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
       node.gpu_fraction = p.gpu_fraction;
       node.gang = g;
       node.gang->node_rank = n;
+      node.limits.cpus = cpus_of(n);
       mail_.push_back({name, std::move(node)});
     }
     st.gang = g;
+    st.limits.cpus = cpus_of(0);
   }
   live_[t.trial_id] = std::move(lt);
   mail_.push_back({agent, std::move(st)});

@@ -84,6 +84,12 @@ struct GangDispatch {
   int procs_per_node = 1;
   std::string master_addr;  // node 0's advertised address
   int master_port = 0;
+  // Parameter servers and TF_CONFIG (issue 30; protocol::Gang): how many of
+  // the nodes run workers (the rest are servers' own nodes; 0: all of
+  // them), every node's address and every process's port.
+  int worker_nodes = 0;
+  std::vector<std::string> addrs = {};
+  std::vector<int> worker_ports = {}, ps_node = {}, ps_ports = {};
 };
 
 // One trial out on an agent (dispatched or adopted, not yet ended).
@@ -135,6 +141,16 @@ struct LiveTrial {
   bool stops_sent = false;  // every node that had not ended was sent STOP_TRIAL (mail_stop)
   std::vector<GangNode> more_nodes;
   int master_port = 0;  // node 0's rendezvous port (START_TRIAL `gang`), while the trial lives; 0: none
+  // Every port its processes were given (TF_CONFIG's), by agent: none is
+  // given to another trial on that agent while this one lives (issue 30).
+  std::vector<std::pair<std::string, int>> ports = {};
+  // Parameter servers (issue 30): the trial ends when its workers have
+  // ended; then the nodes still running (servers) get STOP_TRIAL with
+  // protocol::kWorkersEndedStop and end with exit 0.
+  bool servers = false;
+  int worker_nodes = 1;            // nodes 0 .. worker_nodes-1 run workers
+  std::set<int> workers_ended = {};  // nodes whose agent said (HEARTBEAT) their workers exited 0
+  bool servers_stop_sent = false;
   bool node0_ended = false;
   std::optional<protocol::TrialExited> node0_exit;  // held until the other nodes end
   // A node failed while others had not reported: its verdict waits (see
@@ -289,6 +305,12 @@ class TrialLifecycle {
   // requeue as its cause says); an attempt given up while its agent was
   // away keeps a result it reports; a superseded one is history only.
   Result<ExitOutcome> exited(const std::string& agent, const protocol::TrialExited& e);
+  // HEARTBEAT `workers_ended` from `agent` (issue 30): that node of the
+  // current attempt has only parameter servers left. Once every workers'
+  // node has, its servers are sent STOP_TRIAL (protocol::kWorkersEndedStop);
+  // a node that says so again after that is sent it again. Anything not
+  // current is ignored.
+  void workers_ended(const std::string& agent, const protocol::WorkersEnded& w);
   // An agent (re-)registers reporting what it runs and what finished while
   // it was away: its current attempts are kept (their deadlines cleared, a
   // stop decided meanwhile sent again), an attempt given up but still
@@ -364,6 +386,11 @@ class TrialLifecycle {
   LiveTrial take(std::unordered_map<int64_t, LiveTrial>::iterator it);
   // Sends STOP_TRIAL to each node of `lt` that has not ended.
   void mail_stop(LiveTrial& lt, const std::string& reason);
+  // Records a dispatched gang's ports and servers in `lt` (dispatch).
+  static void note_gang_ports(LiveTrial& lt, const GangDispatch& gang, const std::string& node0);
+  // A trial with parameter servers whose every workers' node has ended (exit
+  // 0) or said its workers did: its servers are stopped (issue 30).
+  void stop_servers_if_workers_ended(LiveTrial& lt);
   // A TRIAL_EXITED of node `node` of a gang's current attempt (exited()).
   Result<ExitOutcome> gang_node_exited(LiveTrial& lt, int node, const std::string& agent,
                                        const protocol::TrialExited& e);

@@ -20,6 +20,31 @@ void TrialLifecycle::mail_stop(LiveTrial& lt, const std::string& reason) {
     if (!n.ended) mail_.push_back({n.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
 }
 
+void TrialLifecycle::stop_servers_if_workers_ended(LiveTrial& lt) {
+  if (!lt.servers || lt.servers_stop_sent || lt.stops_sent || lt.held_failure) return;
+  for (int n = 0; n < lt.worker_nodes; ++n)
+    if (!lt.node_ended(n) && !lt.workers_ended.count(n)) return;
+  lt.servers_stop_sent = true;
+  const std::string reason(kWorkersEndedStop);
+  if (!lt.node0_ended) mail_.push_back({lt.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+  for (const GangNode& n : lt.more_nodes)
+    if (!n.ended) mail_.push_back({n.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+}
+
+void TrialLifecycle::workers_ended(const std::string& agent, const WorkersEnded& w) {
+  auto it = live_.find(w.trial_id);
+  if (it == live_.end() || it->second.attempt != w.attempt || !it->second.servers) return;
+  LiveTrial& lt = it->second;
+  const int node = lt.node_of(agent);
+  if (node < 0 || lt.node_ended(node)) return;
+  if (lt.servers_stop_sent) {  // said again: that node never got its stop
+    mail_.push_back({agent, StopTrial{lt.trial_id, lt.attempt, std::string(kWorkersEndedStop)}});
+    return;
+  }
+  lt.workers_ended.insert(node);
+  stop_servers_if_workers_ended(lt);
+}
+
 Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& lt, int node,
                                                                      const std::string& agent,
                                                                      const TrialExited& e) {
@@ -62,7 +87,10 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
     SWEPT_RETURN_IF_ERROR(finish(id, event.outcome, &e, who + ": " + reason));
     return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
   }
-  if (!all) return ExitOutcome::kRan;  // the others still run
+  if (!all) {  // the others still run; only servers, maybe, which are stopped now
+    stop_servers_if_workers_ended(lt);
+    return ExitOutcome::kRan;
+  }
   if (lt.held_failure) {  // every node has ended: the first failure is the verdict
     LiveTrial::HeldFailure held = *lt.held_failure;
     SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));

@@ -676,6 +676,63 @@ TEST_CASE("lifecycle: a gang completes only once every node has exited 0, with n
   CHECK(u.q("SELECT COUNT(*) FROM sweeps WHERE state='completed'") == 1);
 }
 
+TEST_CASE("lifecycle: parameter servers are stopped once every workers' node has ended, and the trial completes") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(1));
+  // Workers on a and b; server 0 on c (a node of its own), server 1 beside worker 0 on a.
+  GangDispatch g;
+  g.master_addr = "10.0.0.1";
+  g.master_port = 29517;
+  g.worker_nodes = 2;
+  g.addrs = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  g.worker_ports = {29518, 29500};
+  g.ps_node = {2, 0};
+  g.ps_ports = {29500, 29519};
+  g.more_nodes = {{"b", Placement{1, {}, 0.0, 1}}, {"c", Placement{2, {}, 0.0, 1}}};
+  bool started = false;
+  REQUIRE(start_next_trial(*u.life, *u.runner, sweep, "a", Placement{0, {}, 0.0, 2}, 0, &started, &g).ok());
+  REQUIRE(started);
+  std::map<std::string, StartTrial> node;
+  for (auto& m : u.life->take_mail()) node[m.agent] = std::get<StartTrial>(m.message);
+  REQUIRE(node.size() == 3);
+  for (const auto& [agent, st] : node) {
+    REQUIRE(st.gang);
+    CHECK(st.gang->nodes == 2);  // the workers' nodes; c is node 2, a server's own
+    CHECK(st.gang->addrs == g.addrs);
+    CHECK(st.gang->worker_ports == g.worker_ports);
+    CHECK(st.gang->ps_node == g.ps_node);
+    CHECK(st.gang->ps_ports == g.ps_ports);
+    REQUIRE(u.life->started(agent, TrialStarted{st.trial_id, st.attempt, 7, 1.0, "w", {}}));
+  }
+  CHECK(node["c"].gang->node_rank == 2);
+  // The CPU quota of a node counts its servers (resources.cpus 1 each).
+  CHECK(node["a"].limits.cpus == 2);
+  CHECK(node["b"].limits.cpus == 1);
+  CHECK(node["c"].limits.cpus == 1);
+  // Every port is held on its agent while the trial lives.
+  const LiveTrial& lt = u.life->live().begin()->second;
+  CHECK(lt.ports == std::vector<std::pair<std::string, int>>{{"a", 29518}, {"b", 29500}, {"c", 29500}, {"a", 29519}});
+  const StartTrial& st = node["a"];
+  // b's worker exits 0: a's worker still runs, so nothing is stopped.
+  CHECK(u.exit("b", node["b"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->take_mail().empty());
+  // A server's own node saying so counts for nothing (it has no workers), nor does another attempt.
+  u.life->workers_ended("c", {st.trial_id, st.attempt});
+  u.life->workers_ended("a", {st.trial_id, st.attempt + 1});
+  CHECK(u.life->take_mail().empty());
+  // a's workers have ended: the servers on a and c are stopped, with the reason that makes them exit 0.
+  u.life->workers_ended("a", {st.trial_id, st.attempt});
+  std::vector<AgentMail> mail = u.life->take_mail();
+  CHECK(stopped_agents(mail) == std::vector<std::string>{"a", "c"});
+  for (const auto& m : mail) CHECK(std::get<StopTrial>(m.message).reason == std::string(kWorkersEndedStop));
+  u.life->workers_ended("a", {st.trial_id, st.attempt});  // said again: its stop went astray
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.exit("c", node["c"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.exit("a", node["a"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed' AND agent='a'") == 1);
+  CHECK(u.life->take_mail().empty());
+}
+
 TEST_CASE("lifecycle: one failing node stops the others and fails the attempt as one") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(1));

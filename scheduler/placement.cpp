@@ -13,6 +13,21 @@ bool eligible(const AgentCapacity& a, const Demand& demand) {
 }
 }  // namespace
 
+Demand Demand::node(int n) const {
+  Demand d = *this;
+  if (ps <= 0) return d;
+  if (n >= std::max(1, nodes)) {  // a server's own node: one process, CPU slots only
+    d.gpus = 0;
+    d.gpu_fraction = 0;
+    d.procs_per_node = 1;
+    return d;
+  }
+  int servers = 0;
+  for (int j = 0; j < ps; ++j) servers += server_node(j) == n ? 1 : 0;
+  d.cpus = std::max(1, cpus) * (1 + servers);
+  return d;
+}
+
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand) {
   if (demand.gpus > 0) {
     // A gang of whole GPUs on one agent: the agent with the fewest free GPUs
@@ -91,8 +106,8 @@ std::optional<std::vector<Placement>> place_nodes(const std::vector<AgentCapacit
   // agents can each take one.
   std::vector<AgentCapacity> view = agents;
   std::vector<Placement> nodes;
-  for (int n = 0; n < std::max(1, demand.nodes); ++n) {
-    auto p = place_trial(view, demand);
+  for (int n = 0; n < demand.total_nodes(); ++n) {
+    auto p = place_trial(view, demand.node(n));
     if (!p) return std::nullopt;
     view[p->agent].reserved = true;  // one node per agent
     nodes.push_back(*p);
@@ -113,7 +128,8 @@ std::vector<AgentCapacity> emptied(std::vector<AgentCapacity> agents) {
 // Marks the agents a waiting multi-node trial is to have: those a node fits
 // on now, then those it would fit on once empty, the emptiest first. Returns
 // their names (empty when too few agents could ever take a node).
-std::vector<std::string> reserve_agents(std::vector<AgentCapacity>& agents, const Demand& demand) {
+std::vector<std::string> reserve_agents(std::vector<AgentCapacity>& agents, const Demand& trial) {
+  const Demand demand = trial.node(0);  // the largest node stands for all (placement.h)
   const std::vector<AgentCapacity> idle = emptied(agents);
   std::vector<size_t> fit_now, fit_later;
   for (size_t a = 0; a < agents.size(); ++a) {
@@ -132,8 +148,8 @@ std::vector<std::string> reserve_agents(std::vector<AgentCapacity>& agents, cons
   std::stable_sort(fit_later.begin(), fit_later.end(), [&](size_t x, size_t y) { return used(x) < used(y); });
   std::vector<size_t> pick = fit_now;
   pick.insert(pick.end(), fit_later.begin(), fit_later.end());
-  if (pick.size() < static_cast<size_t>(demand.nodes)) return {};
-  pick.resize(static_cast<size_t>(demand.nodes));
+  if (pick.size() < static_cast<size_t>(trial.total_nodes())) return {};
+  pick.resize(static_cast<size_t>(trial.total_nodes()));
   std::vector<std::string> names;
   for (size_t a : pick) {
     agents[a].reserved = true;
@@ -156,7 +172,7 @@ Plan plan_dispatch(std::vector<AgentCapacity> agents, std::vector<SweepQueue> sw
   size_t head = sweeps.size();
   for (size_t i = 0; i < sweeps.size(); ++i) {
     const SweepQueue& s = sweeps[i];
-    if (s.demand.nodes <= 1 || s.available <= 0 || s.waiting_ms < reserve_after_ms) continue;
+    if (s.demand.total_nodes() <= 1 || s.available <= 0 || s.waiting_ms < reserve_after_ms) continue;
     if (s.max_parallel > 0 && s.running >= s.max_parallel) continue;
     if (head == sweeps.size() || s.waiting_ms > sweeps[head].waiting_ms) head = i;
   }

@@ -24,9 +24,16 @@
 //    them until it starts, so a stream of one-node trials cannot starve it
 //    (Slurm's backfill reserves nodes for the job at the head of its queue
 //    the same way).
+//  - `ps: K` (issue 30) adds K parameter servers, each taking `cpus` CPU
+//    slots (CPU slots count only where the workers need no GPU, as for any
+//    trial): on the workers' nodes round-robin (Demand::server_node), or,
+//    with `ps_nodes`, each on an agent of its own (K more nodes, no GPU).
+//    A reservation for a waiting trial picks total_nodes() agents that could
+//    each take node 0 (the largest).
 // Thread safety: pure functions on values.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -62,9 +69,20 @@ struct Demand {
   int nodes = 1;              // different agents, started together
   int procs_per_node = 1;     // processes per node (the agent must run gangs when > 1)
   bool segments = false;      // a pbt member: only on agents that run START_TRIAL `checkpoint`
+  int ps = 0;                 // parameter servers (issue 30), each taking `cpus` of its own
+  bool ps_nodes = false;      // each server on an extra agent of its own, not on the workers' nodes
   bool needs_gpu() const { return gpus > 0 || gpu_fraction > 0; }
   // Whether its agents must implement START_TRIAL `gang`.
-  bool gang() const { return nodes > 1 || procs_per_node > 1; }
+  bool gang() const { return nodes > 1 || procs_per_node > 1 || ps > 0; }
+  // Agents the trial spans: the workers' nodes, then one per server with ps_nodes.
+  int total_nodes() const { return std::max(1, nodes) + (ps_nodes ? ps : 0); }
+  // The node that parameter server `j` runs on: round-robin over the
+  // workers' nodes (server j on node j mod nodes), or node nodes + j with ps_nodes.
+  int server_node(int j) const { return ps_nodes ? std::max(1, nodes) + j : j % std::max(1, nodes); }
+  // What node `n` (0 .. total_nodes() - 1) takes: a workers' node its
+  // workers' share and `cpus` more per server on it; a server's own node
+  // `cpus` CPU slots and no GPU.
+  Demand node(int n) const;
 };
 
 struct Placement {
@@ -81,7 +99,7 @@ struct Placement {
 // Does not change `agents`.
 std::optional<Placement> place_trial(const std::vector<AgentCapacity>& agents, const Demand& demand);
 
-// Where all `demand.nodes` nodes fit, one per agent, node 0 first; nullopt
+// Where all `demand.total_nodes()` nodes fit (each demand.node(n)), one per agent, node 0 first; nullopt
 // unless all of them do. Does not change `agents`.
 std::optional<std::vector<Placement>> place_nodes(const std::vector<AgentCapacity>& agents, const Demand& demand);
 

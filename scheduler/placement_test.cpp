@@ -309,3 +309,48 @@ TEST_CASE("without a waiting bound reached, one-node trials take what is free") 
   CHECK(plan.starts[0].sweep_id == 1);
   CHECK(plan.reserved.empty());
 }
+
+// ---- parameter servers (issue 30) ----
+
+TEST_CASE("parameter servers take CPU slots of their own, round-robin on the workers' nodes or on agents of their own") {
+  Demand d = nodes_of(2);
+  d.cpus = 2;
+  d.ps = 3;  // servers 0 and 2 on node 0, server 1 on node 1
+  CHECK(d.gang());
+  CHECK(d.total_nodes() == 2);
+  CHECK(d.server_node(0) == 0);
+  CHECK(d.server_node(1) == 1);
+  CHECK(d.server_node(2) == 0);
+  CHECK(d.node(0).cpus == 6);
+  CHECK(d.node(1).cpus == 4);
+  // Node 0 needs 6 slots: only "big" has them, and "mid" takes node 1.
+  std::vector<AgentCapacity> agents = {gang_agent("mid", 0, 4), gang_agent("big", 0, 6), gang_agent("small", 0, 3)};
+  auto nodes = place_nodes(agents, d);
+  REQUIRE(nodes);
+  CHECK((*nodes)[0] == Placement{1, {}, 0.0, 6});
+  CHECK((*nodes)[1] == Placement{0, {}, 0.0, 4});
+  agents[1].free_slots = 5;
+  CHECK_FALSE(place_nodes(agents, d));
+  CHECK(could_ever_fit(agents, d));
+
+  // ps_nodes: each server on an extra agent, CPU slots only, whatever the workers' GPUs.
+  Demand own = nodes_of(2, 1);
+  own.ps = 1;
+  own.ps_nodes = true;
+  CHECK(own.total_nodes() == 3);
+  CHECK(own.server_node(0) == 2);
+  CHECK(own.node(0).cpus == 1);  // the workers' nodes carry no server
+  CHECK(own.node(2).gpus == 0);
+  std::vector<AgentCapacity> mixed = {gang_agent("g1", 1, 1), gang_agent("cpu", 0, 1), gang_agent("g2", 1, 1)};
+  auto placed = place_nodes(mixed, own);
+  REQUIRE(placed);
+  REQUIRE(placed->size() == 3);
+  CHECK((*placed)[2] == Placement{1, {}, 0.0, 1});  // the server's node: the CPU agent
+  mixed.pop_back();
+  CHECK_FALSE(place_nodes(mixed, own));  // three agents or none
+  // A one-node trial with servers is a gang all the same (its agent must run them).
+  Demand single;
+  single.ps = 1;
+  CHECK(single.gang());
+  CHECK_FALSE(place_nodes({agent("old", 0, 8)}, single));
+}

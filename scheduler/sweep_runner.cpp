@@ -113,6 +113,8 @@ Demand demand_of(const sweeps::SweepSpec& spec) {
   d.nodes = std::max(1, spec.resources.nodes);
   d.procs_per_node = std::max(1, spec.resources.procs_per_node);
   d.segments = spec.pbt != nullptr;  // its segments' checkpoints need START_TRIAL `checkpoint` (issue 29)
+  d.ps = spec.resources.ps;  // issue 30: parameter servers
+  d.ps_nodes = spec.resources.ps_nodes;
   return d;
 }
 

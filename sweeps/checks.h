@@ -107,3 +107,10 @@ namespace swept::sweeps {
 // command item or a parameter value into text ("True", "None", "1e-05").
 std::string python_text(const nlohmann::json& v);
 }  // namespace swept::sweeps
+
+namespace swept::sweeps {
+// resources.ps (0 to 64) and resources.ps_nodes (a boolean, only with ps >= 1;
+// nodes + ps within 1024 agents) from `resources` into spec.resources,
+// problems into `ck` (resources_parse.cpp). Runs after nodes is read.
+void parse_parameter_servers(Checker& ck, const nlohmann::json& resources, SweepSpec& spec);
+}  // namespace swept::sweeps

@@ -69,9 +69,12 @@ std::string describe(const SweepSpec& spec) {
   const auto count = trial_count(spec);
   s += count ? std::to_string(*count) + (*count == 1 ? " trial" : " trials") : "unbounded (no run_cap)";
   const Resources& r = spec.resources;
-  if (r.nodes > 1 || r.procs_per_node > 1) {  // a multi-node sweep: say what each trial spans
+  if (r.nodes > 1 || r.procs_per_node > 1 || r.ps > 0) {  // a multi-node sweep: say what each trial spans
     s += ", each on " + std::to_string(r.nodes) + (r.nodes == 1 ? " node" : " nodes");
     s += " x " + std::to_string(r.procs_per_node) + (r.procs_per_node == 1 ? " process" : " processes");
+    if (r.ps > 0)
+      s += " + " + std::to_string(r.ps) + (r.ps == 1 ? " parameter server" : " parameter servers") +
+           (r.ps_nodes ? " on nodes of their own" : "");
   }
   return s;
 }

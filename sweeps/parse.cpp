@@ -220,7 +220,8 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
     ck.add("resources", "expected an object like {\"gpus\": 1, \"cpus\": 2}, found " + found(r));
     return;
   }
-  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus", "nodes", "procs_per_node", "memory", "pids"});
+  ck.only_keys(r, "resources", {"gpus", "gpu_memory_fraction", "cpus", "nodes", "procs_per_node", "memory", "pids", "ps",
+                            "ps_nodes"});
   if (r.contains("gpus")) {
     if (auto v = ck.integer(r["gpus"], "resources.gpus", 0, 1024, "a whole number of GPUs from 0 to 1024")) {
       spec.resources.gpus = static_cast<int>(*v);
@@ -251,6 +252,7 @@ void parse_resources(Checker& ck, const json& r, SweepSpec& spec) {
       spec.resources.procs_per_node = static_cast<int>(*v);
     }
   }
+  parse_parameter_servers(ck, r, spec);
   if (r.contains("memory")) {
     if (auto v = parse_memory_bytes(r["memory"])) {
       spec.resources.memory_bytes = *v;

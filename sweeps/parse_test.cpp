@@ -191,7 +191,7 @@ const std::vector<Malformed>& malformed_files() {
        {"resources.gpus: expected a whole number of GPUs from 0 to 1024, found -1"}},
       {"unknown resource", with(R"(, "resources": {"disk": 4})"),
        {"resources.disk: unknown key; expected one of: gpus, gpu_memory_fraction, cpus, nodes, procs_per_node, "
-        "memory, pids"}},
+        "memory, pids, ps, ps_nodes"}},
       {"memory without a unit it knows", with(R"(, "resources": {"memory": "8 GiGs"})"),
        {"resources.memory: expected a size from 1MiB to 1PiB: a number with a unit (\"8GiB\", \"512MB\"; units B, "
         "kB, MB, GB, TB, KiB, MiB, GiB, TiB) or a plain integer of bytes, found \"8 GiGs\""}},
@@ -209,6 +209,17 @@ const std::vector<Malformed>& malformed_files() {
       {"procs_per_node with a gpu share", with(R"(, "resources": {"procs_per_node": 2, "gpu_memory_fraction": 0.5})"),
        {"resources.procs_per_node: several processes per node cannot share one gpu_memory_fraction; use gpus: N "
         "(whole GPUs, one per process) or procs_per_node: 1"}},
+      {"ps above the limit", with(R"(, "resources": {"nodes": 2, "ps": 65})"),
+       {"resources.ps: expected a whole number of parameter servers from 0 to 64, found 65"}},
+      {"ps_nodes not a boolean", with(R"(, "resources": {"nodes": 2, "ps": 1, "ps_nodes": "yes"})"),
+       {"resources.ps_nodes: expected true (each parameter server on an extra node) or false (on the trial's "
+        "nodes), found \"yes\""}},
+      {"ps_nodes without servers", with(R"(, "resources": {"nodes": 2, "ps_nodes": true})"),
+       {"resources.ps_nodes: ps_nodes: true places parameter servers, but resources.ps is 0; set resources.ps: K "
+        "(1 to 64) or drop ps_nodes"}},
+      {"ps_nodes beyond the agents a trial may span", with(R"(, "resources": {"nodes": 1000, "ps": 40, "ps_nodes": true})"),
+       {"resources.ps_nodes: nodes + ps is 1040 agents, above the 1024 a trial may span; lower resources.ps or "
+        "resources.nodes, or drop ps_nodes"}},
       {"seed negative", with(R"(, "seed": -1)"), {"seed: expected an integer from 0 to 18446744073709551615, found -1"}},
       {"max_parallel zero", with(R"(, "max_parallel": 0)"),
        {"max_parallel: expected a positive integer (omit it for no limit), found 0"}},
@@ -564,6 +575,27 @@ TEST_CASE("sweeps.parse: a full file becomes typed values defaults filled") {
   CHECK(s.timeout_s == 90.5);
   CHECK(s.space != nullptr);
   CHECK(describe(s) == "random, 1 parameter, 20 trials, each on 3 nodes x 2 processes");
+}
+
+TEST_CASE("sweeps.parse: resources.ps and ps_nodes, defaults none") {
+  auto parse = [](const std::string& resources) {
+    ParseOutcome o = parse_sweep(R"({"method": "grid", "parameters": {"lr": {"value": 0.1}}, "resources": )" +
+                                 resources + "}");
+    REQUIRE(o.problems.empty());
+    return *o.spec;
+  };
+  SweepSpec none = parse(R"({"nodes": 2})");
+  CHECK(none.resources.ps == 0);
+  CHECK_FALSE(none.resources.ps_nodes);
+  SweepSpec shared = parse(R"({"nodes": 2, "ps": 3})");
+  CHECK(shared.resources.ps == 3);
+  CHECK_FALSE(shared.resources.ps_nodes);
+  CHECK(describe(shared) == "grid, 1 parameter, 1 trial, each on 2 nodes x 1 process + 3 parameter servers");
+  SweepSpec own = parse(R"({"nodes": 2, "ps": 1, "ps_nodes": true})");
+  CHECK(own.resources.ps == 1);
+  CHECK(own.resources.ps_nodes);
+  CHECK(describe(own) == "grid, 1 parameter, 1 trial, each on 2 nodes x 1 process + 1 parameter server on nodes "
+                         "of their own");
 }
 
 TEST_CASE("sweeps.parse: resources.memory in bytes with units, resources.pids") {

@@ -104,6 +104,12 @@ void check_companions(Checker& ck, const json& root) {
       root["resources"]["nodes"] != 1)
     ck.add("resources.nodes", "expected one node per member with method pbt (a member's checkpoint is copied as "
                               "one node's directory), found " + found(root["resources"]["nodes"]));
+  // Nor can it carry what parameter servers hold (issue 30): their state is
+  // in their processes, not in the member's directory.
+  if (root.contains("resources") && root["resources"].is_object() && root["resources"].contains("ps") &&
+      root["resources"]["ps"] != 0)
+    ck.add("resources.ps", "expected no parameter servers with method pbt (a member's checkpoint is one node's "
+                           "directory; the servers' state is not in it), found " + found(root["resources"]["ps"]));
 }
 
 }  // namespace

@@ -102,6 +102,9 @@ TEST_CASE("a bad pbt block is refused, one problem per field, each naming it") {
                                  "replaced, not stopped), found one; remove it",
                                  "run_cap: expected no run_cap with method pbt (pbt.population sets the number of "
                                  "members), found one"});
+  CHECK(problems_of(pbt_file(R"({"interval": 10, )" + kMutations + "}", R"(, "resources": {"ps": 1})")) ==
+        std::vector<std::string>{"resources.ps: expected no parameter servers with method pbt (a member's checkpoint "
+                                 "is one node's directory; the servers' state is not in it), found 1"});
   CHECK(problems_of(R"({"method": "pbt", "metric": {"name": "q"}, "parameters": {"x": {"values": [1, 2]}}})") ==
         std::vector<std::string>{"pbt: expected a pbt block ({\"interval\": 100, \"hyperparam_mutations\": {\"lr\": "
                                  "{...}}}) with method pbt, found none"});

@@ -79,6 +79,11 @@ struct Resources {
   int cpus = 1;                      // CPU slots per node
   int nodes = 1;                     // agents the trial spans, started together (1 to 1024)
   int procs_per_node = 1;            // processes on each node, torchrun's --nproc_per_node (1 to 64)
+  // Parameter servers (issue 30): `ps` server processes besides the workers
+  // (0 to 64), each taking `cpus` of its own; on the trial's nodes round-robin,
+  // or, with `ps_nodes`, each on an extra agent of its own.
+  int ps = 0;
+  bool ps_nodes = false;
   // Per node, enforced by the agent in the trial's cgroup where the host can
   // (docs/deploy.md, "Trial limits"): the most memory its processes may hold
   // (0: no limit) and the most processes and threads at once.
