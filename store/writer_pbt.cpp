@@ -49,7 +49,7 @@ Result<std::vector<Writer::PbtMemberRecord>> Writer::pbt_members(int64_t sweep_i
                                                                  const std::string& interval_reason) {
   SWEPT_CACHED(st,
                "SELECT t.id, t.idx, t.state, t.params, t.attempts, "
-               "  (SELECT MAX(a.attempt) FROM attempts a WHERE a.trial_id = t.id AND a.state = 'queued' "
+               "  (SELECT MAX(a.attempt) FROM attempts a WHERE a.trial_id = t.id AND a.state = ?3 "
                "     AND instr(a.reason, ?2) > 0), "
                "  l.round, l.from_step, l.donor_trial_id, l.donor_segment "
                "FROM trials t LEFT JOIN pbt_lineage l ON l.trial_id = t.id "
@@ -57,6 +57,7 @@ Result<std::vector<Writer::PbtMemberRecord>> Writer::pbt_members(int64_t sweep_i
                "WHERE t.sweep_id = ?1 ORDER BY t.id");
   st.bind(1, sweep_id);
   st.bind(2, interval_reason);
+  st.bind(3, name(TrialState::kQueued));
   std::vector<PbtMemberRecord> out;
   while (true) {
     SWEPT_ASSIGN_OR_RETURN(row, st.step());

@@ -254,7 +254,7 @@ async function checkConstrainedSweep(page) {
   if (!title.includes('infeasible: violates mem')) throw new Error(`the infeasible line's title: ${title}`);
   // The imported trial: a badge naming its source, and the filter lists it alone.
   await until('the imported trial\'s badge', async () =>
-    (await page.locator('#trials tr.imported[data-trial-id="5002"] .imported-tag').count()) === 1);
+    (await page.locator('#trials tr.warm-started[data-trial-id="5002"] .imported-tag').count()) === 1);
   const source = await page.locator('#trials tr[data-trial-id="5002"] .imported-tag').getAttribute('title');
   if (source !== IMPORTED_FROM) throw new Error(`the imported badge says ${source}`);
   if (await page.locator('#trials .imported-tag').count() !== 1) throw new Error('a trial that ran here has the imported badge');

@@ -213,7 +213,7 @@
         // The best trial, or every trial on the Pareto front, is highlighted;
         // an infeasible one is marked with the constraints it violates.
         var rowClass = (t.id === page.best_trial_id || onFront(t.id) ? 'best' : '') + (t.feasible === false ? ' infeasible' : '') +
-          (t.imported_from !== undefined ? ' imported' : '');
+          (t.imported_from !== undefined ? ' warm-started' : '');
         var tr = el('tr', { 'data-trial-id': t.id, className: rowClass.trim() },
           el('td', null, box), el('td', { className: 'num' }, trialLink(t.id), ' ', el('span', { className: 'muted', text: '[' + t.index + ']' })),
           el('td', null, stateBadge('trial', t.state, t.stopping), t.feasible === false ?
