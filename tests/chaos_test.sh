@@ -382,7 +382,14 @@ if ! skipped cut; then
   ip -n "${ns[3]}" link set eth0 up
   wait_for 30 '[ "$(sql "SELECT state FROM agents WHERE name='"'host-3'"'")" = alive ]' || fail "host-3 did not come back"
   fault "link-cut-host-3" "$t0"
-  back_to_work 3 "$(now)"
+  # The hold line was released at the cut, so on a loaded machine host-1 and
+  # host-2 may have taken every trial left by the time host-3 is back: then
+  # there is nothing to give it, and that is no fault of its own. It must
+  # start one whenever a trial waits in the queue.
+  t1=$(now)
+  wait_for 60 'started_after 3 "$t1" || [ "$(sql "SELECT COUNT(*) FROM trials WHERE sweep_id=$sweep AND state='"'queued'"'")" = 0 ]' ||
+    fail "host-3 started no trial within 60 s of coming back, while trials waited: $(sql "SELECT name, state, quarantine FROM agents WHERE name='host-3'")"
+  started_after 3 "$t1" || say "host-3 back with no trial left in the queue for it"
   say "host-3's link restored; trial $c_trial attempt $c_attempt: $(attempt_state "$c_trial" "$c_attempt")"
 fi
 

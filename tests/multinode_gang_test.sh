@@ -12,22 +12,8 @@
 # Needs nothing but the binary, sqlite3 and python3 (for free ports).
 set -euo pipefail
 swept=$1
-tmp=$(mktemp -d)
-pids=()
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$tmp"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
-  [ -f "$tmp/ledger" ] && { echo "== ledger" >&2; sort -k5 "$tmp/ledger" >&2; }
-  exit 1
-}
-source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql, process_test_setup, fail
+process_test_setup
 
 cd "$tmp"
 "$swept" scheduler --bind 'tcp://127.0.0.1:*' --db "$tmp/swept.db" --heartbeat-ms 100 --liveness 5 \

@@ -13,23 +13,9 @@
 # Needs the binary, sqlite3.
 set -euo pipefail
 swept=$1
-tmp=$(mktemp -d)
-pids=()
 here=$(cd "$(dirname "$0")" && pwd)
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$tmp"/*.log; do echo "== $f" >&2; tail -30 "$f" >&2; done
-  [ -f "$tmp/ledger" ] && { echo "== ledger" >&2; cat "$tmp/ledger" >&2; }
-  exit 1
-}
-source "$here/shell_lib.sh"  # wait_for, sql
+source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql, process_test_setup, fail
+process_test_setup
 
 cd "$tmp"
 export PBT_LEDGER=$tmp/ledger
