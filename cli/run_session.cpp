@@ -375,11 +375,13 @@ void RunSession::write_stats() const {
 
 // The last line of a trial's stderr.log that says ERROR (else its last
 // non-empty line), up to 500 characters; "" when there is none. With several
-// local agents the trial's folder is under one of local-1 ... local-N.
-static std::string failure_line(const std::string& workdir, int local_agents, int64_t sweep_id, int64_t trial_id) {
+// local agents the trial's folder is under one of NAME-1 ... NAME-N
+// (cli/local_agents.cpp names them).
+static std::string failure_line(const agent::AgentOptions& a, int local_agents, int64_t sweep_id, int64_t trial_id) {
   const std::string tail = "/sweep-" + std::to_string(sweep_id) + "/trial-" + std::to_string(trial_id) + "/stderr.log";
-  std::vector<std::string> paths{workdir + tail};
-  for (int k = 1; k <= local_agents && local_agents > 1; ++k) paths.push_back(workdir + "/local-" + std::to_string(k) + tail);
+  std::vector<std::string> paths{a.workdir + tail};
+  for (int k = 1; k <= local_agents && local_agents > 1; ++k)
+    paths.push_back(a.workdir + "/" + a.name + "-" + std::to_string(k) + tail);
   for (const std::string& path : paths) {
     std::ifstream in(path);
     if (!in) continue;
@@ -410,7 +412,7 @@ void RunSession::print_first_failure(const std::vector<TrialRow>& rows) const {
   if (!first) return;
   std::cout << "failed: " << failed << (failed == 1 ? " trial" : " trials") << "; the first, trial " << first->id;
   if (first->reason) std::cout << " (" << *first->reason << ")";
-  const std::string line = failure_line(options_.agent.workdir, options_.local_agents, sweep_id_, first->id);
+  const std::string line = failure_line(options_.agent, options_.local_agents, sweep_id_, first->id);
   if (!line.empty()) std::cout << ", said: " << line;
   std::cout << "\n";
 }

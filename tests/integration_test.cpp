@@ -452,6 +452,12 @@ TEST_CASE("swept run: when trials fail, the outcome names the first one's exit a
                          "fetch it first") != std::string::npos,
                 out);
   CHECK_MESSAGE(out.find("held back from new work") == std::string::npos, out);
+  // With two local agents the trial's folder is under local-1 or local-2.
+  rc = run_command({kSwept, "run", dir / "fails.json", "--db", dir / "fails2.db", "--slots", "2", "--local-agents", "2",
+                    "--workdir", dir / "w2", "--dashboard", "off", "--progress", "off"},
+                   dir / "fails2.log", &out);
+  CHECK_MESSAGE(rc == 7, out);
+  CHECK_MESSAGE(out.find("(exit code 3), said: tool ERROR no data in /nowhere") != std::string::npos, out);
 }
 
 // Issue 26, item 8: a trial the user stops shows `stopping` while its process
