@@ -29,24 +29,10 @@ swept=$1
 here=$(cd "$(dirname "$0")" && pwd)
 tag=$$
 ns_s=swpb-s-$tag ns_a1=swpb-a1-$tag ns_a2=swpb-a2-$tag
-tmp=$(mktemp -d)
-pids=()
 made=()
-
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  netns_remove_all
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  for f in "$tmp"/*.log; do echo "== $f" >&2; tail -25 "$f" >&2; done
-  [ -f "$tmp/ledger" ] && { echo "== ledger" >&2; cat "$tmp/ledger" >&2; }
-  exit 1
-}
-source "$here/shell_lib.sh"  # wait_for, sql
+cleanup_more() { netns_remove_all; }
+source "$here/shell_lib.sh"  # wait_for, sql, process_test_setup, fail
+process_test_setup
 source "$here/netns_lib.sh"  # netns_remove_all (cleanup), netns_join
 
 if ! command -v ip >/dev/null || ! ip netns add "$ns_s" 2>"$tmp/netns.err"; then

@@ -16,15 +16,18 @@ wait_for() {
 # to 5 s for a writer's lock (the scheduler writes while the test reads).
 sql() { sqlite3 -cmd ".timeout 5000" "$tmp/swept.db" "$1"; }
 
-# process_test_setup: what a test of local processes (no namespaces) starts
+# process_test_setup: what a test of real processes starts
 # with: $tmp, a fresh folder removed at exit; $pids, the processes it starts,
-# SIGKILLed at exit; fail MESSAGE, which prints the tail of every log under
+# SIGKILLed at exit, then cleanup_more if the test defines it (namespaces,
+# say); fail MESSAGE, which prints the tail of every log under
 # $tmp and the trials' ledger ($tmp/ledger, if any), then exits 1 (unless the
 # test defined a fail of its own before sourcing this file).
 process_test_setup() {
   tmp=$(mktemp -d)
   pids=()
-  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$tmp"' EXIT
+  trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+        if declare -F cleanup_more >/dev/null; then cleanup_more; fi
+        rm -rf "$tmp"' EXIT
 }
 declare -F fail >/dev/null || fail() {
   echo "FAIL: $*" >&2
