@@ -35,9 +35,7 @@ bool Agent::needs_pull(const pr::StartTrial& start) {
 }
 
 void Agent::begin_pull(const TrialKey& key, const pr::StartTrial& start, int64_t now) {
-  const std::string relative = start.workdir.empty() ? "sweep-" + std::to_string(start.sweep_id) + "/trial-" +
-                                                           std::to_string(start.trial_id)
-                                                     : start.workdir;
+  const std::string relative = trial_relative_dir(start.sweep_id, start.trial_id, start.workdir);
   if (Status ok = check_relative_workdir(relative); !ok.ok()) {
     finish_without_start(key, trials_[key], pr::ExitCause::kLaunchFailed, ok.message());
     return;

@@ -1,6 +1,7 @@
 // serve_pull and CheckpointFetch (checkpoint_transfer.h): the two ends of a
 // checkpoint moved between agents, one pull and one part at a time.
 #include "agent/checkpoint_transfer.h"
+#include "common/trial_dir.h"
 
 #include <zlib.h>
 
@@ -63,9 +64,7 @@ Result<std::string> read_part(const fs::path& dir, const std::string& path, int6
 }  // namespace
 
 std::string segment_dir(const std::string& root, int64_t sweep_id, int64_t trial_id, int attempt) {
-  return (fs::path(root) / ("sweep-" + std::to_string(sweep_id)) / ("trial-" + std::to_string(trial_id)) /
-          "segments" / std::to_string(attempt))
-      .string();
+  return (fs::path(root) / trial_relative_dir(sweep_id, trial_id) / "segments" / std::to_string(attempt)).string();
 }
 
 pr::CheckpointPart serve_pull(const std::string& root, const pr::CheckpointPull& pull) {

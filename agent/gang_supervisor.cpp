@@ -68,9 +68,7 @@ bool GangSupervisor::workers_ended() const {
 void GangSupervisor::prepare_and_launch(const std::string& ifname, Launcher& launcher) {
   started_ms_ = clock_.now_ms();
   started_wall_ = clock_.wall_seconds();
-  std::string relative = launch_.workdir.empty() ? "sweep-" + std::to_string(launch_.sweep_id) + "/trial-" +
-                                                       std::to_string(launch_.trial_id)
-                                                 : launch_.workdir;
+  std::string relative = trial_relative_dir(launch_.sweep_id, launch_.trial_id, launch_.workdir);
   if (Status ok = check_relative_workdir(relative); !ok.ok()) return fail_to_start(ok);
   working_dir_ = (std::filesystem::path(options_.workdir_root) / relative).lexically_normal().string();
   if (Status ok = make_directory(); !ok.ok()) return fail_to_start(ok);

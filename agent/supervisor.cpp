@@ -217,9 +217,7 @@ void TrialSupervisor::prepare_and_launch(Launcher& launcher) {
   started_ms_ = clock_.now_ms();
   started_wall_ = clock_.wall_seconds();
   namespace fs = std::filesystem;
-  std::string relative = launch_.workdir.empty()
-                             ? "sweep-" + std::to_string(launch_.sweep_id) + "/trial-" + std::to_string(launch_.trial_id)
-                             : launch_.workdir;
+  std::string relative = trial_relative_dir(launch_.sweep_id, launch_.trial_id, launch_.workdir);
   Status ok = check_relative_workdir(relative);
   if (!ok.ok()) return fail_to_start(ok);
   fs::path working_dir = (fs::path(options_.workdir_root) / relative).lexically_normal();

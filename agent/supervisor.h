@@ -50,6 +50,7 @@
 #include "common/protocol.h"
 #include "agent/launcher.h"
 #include "agent/output_reader.h"
+#include "common/trial_dir.h"
 #include "common/clock.h"
 
 namespace swept::agent {

@@ -20,6 +20,7 @@
 #include "cli/signals.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
+#include "common/trial_dir.h"
 
 namespace swept::cli {
 namespace {
@@ -378,7 +379,9 @@ void RunSession::write_stats() const {
 // local agents the trial's folder is under one of NAME-1 ... NAME-N
 // (cli/local_agents.cpp names them).
 static std::string failure_line(const agent::AgentOptions& a, int local_agents, int64_t sweep_id, int64_t trial_id) {
-  const std::string tail = "/sweep-" + std::to_string(sweep_id) + "/trial-" + std::to_string(trial_id) + "/stderr.log";
+  std::string tail = "/";  // appended, not "/" + ...: GCC 12's false -Wstringop-overflow
+  tail += trial_relative_dir(sweep_id, trial_id);
+  tail += "/stderr.log";
   std::vector<std::string> paths{a.workdir + tail};
   for (int k = 1; k <= local_agents && local_agents > 1; ++k)
     paths.push_back(a.workdir + "/" + a.name + "-" + std::to_string(k) + tail);

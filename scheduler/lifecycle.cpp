@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/log.h"
+#include "common/trial_dir.h"
 #include "store/reader.h"
 
 namespace swept::scheduler {
@@ -188,7 +189,7 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
   // The agent sets SWEPT_SWEEP_ID, SWEPT_TRIAL_ID, SWEPT_ATTEMPT and
   // SWEPT_PARAMS from the fields above; env holds only what the runner adds.
   st.env = std::move(t.env);
-  st.workdir = "sweep-" + to_s(t.sweep_id) + "/trial-" + to_s(t.trial_id);
+  st.workdir = trial_relative_dir(t.sweep_id, t.trial_id);
   st.gpus = placement.gpus;
   st.gpu_fraction = placement.gpu_fraction;
   st.timeout_s = terms != terms_.end() ? terms->second.timeout_s : 0;
