@@ -215,6 +215,8 @@ Status Broker::turn(int max_wait_ms) {
   }
   if (auto due = lifecycle_.next_start_due_ms())  // wake when the oldest unwritten start is due
     wait = static_cast<int>(std::clamp<int64_t>(*due - clock_.now_ms(), 0, wait));
+  if (auto due = lifecycle_.next_release_ms())  // and when a held gang retry may start (issue 26)
+    wait = static_cast<int>(std::clamp<int64_t>(*due - clock_.now_ms(), 0, wait));
   try {
     zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, wake_.fd(), ZMQ_POLLIN, 0}};
     zmq::poll(items, wake_.fd() >= 0 ? 2 : 1, std::chrono::milliseconds(wait));

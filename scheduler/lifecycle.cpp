@@ -440,10 +440,7 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::exited(const std::string& ag
   }
   if (it != live_.end() && it->second.attempt == e.attempt) return ExitOutcome::kNotCurrent;  // another agent's
   // A node of a gang attempt that already ended as one: history only.
-  if (auto g = gang_ended_.find({e.trial_id, e.attempt}); g != gang_ended_.end()) {
-    if (--g->second <= 0) gang_ended_.erase(g);
-    return ExitOutcome::kNotCurrent;
-  }
+  if (gang_remains_exited(agent, e)) return ExitOutcome::kNotCurrent;
   SWEPT_RETURN_IF_ERROR(ensure_tx());
   auto rec = store_.trial_record(e.trial_id);
   // The attempt is on record on another agent (a gang's other node): its
@@ -630,9 +627,7 @@ LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator 
   live_.erase(it);
   if (lt.gang()) {
     if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
-    int running = lt.node0_ended ? 0 : 1;
-    for (const GangNode& n : lt.more_nodes) running += n.ended ? 0 : 1;
-    if (running > 0) gang_ended_[{lt.trial_id, lt.attempt}] = running;
+    remember_gang_remains(lt);
   }
   // Its successor now holds the place; a successor that ends first frees it.
   if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;

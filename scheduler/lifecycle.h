@@ -48,6 +48,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -246,6 +247,11 @@ class TrialLifecycle {
   // lost only after the liveness period. The broker sets it a little above
   // that period; a lost node's agent within it makes the attempt lost.
   void set_gang_hold_ms(int64_t ms) { gang_hold_ms_ = ms; }
+  // When the next held gang retry may be released by time (its silent
+  // nodes' leases over); nullopt: none waits on a time. The broker wakes
+  // for it, and check_deadlines releases it then (docs/protocol.md,
+  // "Partitions").
+  std::optional<int64_t> next_release_ms() const;
   int64_t finished() const { return finished_.load(); }
   int64_t dispatched() const { return dispatched_.load(); }
   int64_t successors() const { return successors_.load(); }
@@ -419,11 +425,44 @@ class TrialLifecycle {
   std::vector<AgentMail> mail_;
   std::vector<LifecycleEvent> events_;
   // Gang attempts that ended while some node still ran, by (trial, attempt):
-  // how many nodes have yet to report. Their late TRIAL_EXITEDs are history
+  // which nodes' agents have yet to report. Their late TRIAL_EXITEDs are history
   // only, never a late result; the entry goes with the last of them (or when
   // the trial is dispatched again), so only nodes whose agents never
   // report again stay here.
-  std::map<std::pair<int64_t, int>, int> gang_ended_;
+  //
+  // Each node yet to report holds the trial's next attempt back (issue 26):
+  // a queued trial is not started again before every rank of its previous
+  // attempt is known dead. A node whose agent is connected is known dead
+  // when it reports its end (kUntilConfirmed until then); a silent agent's,
+  // when its lease and margin are over (it, or its keeper, has SIGKILLed
+  // them: the bound the one-node rule requeues after, less the report
+  // window). The latest of these is the trial's not-before time, given to
+  // the runner as a TrialHeld whenever it changes (0: released).
+  static constexpr int64_t kUntilConfirmed = std::numeric_limits<int64_t>::max();
+  struct GangRemains {
+    int64_t sweep_id = 0;
+    std::map<std::string, int64_t> pending;  // agent -> when its ranks are known dead
+    int64_t told = 0;                        // the not-before last given to the runner; 0: none
+  };
+  std::map<std::pair<int64_t, int>, GangRemains> gang_ended_;
+  // Silent agents: when their lease and margin are over (agent_silent),
+  // until they come back or are gone.
+  std::map<std::string, int64_t> silent_until_;
+  // Records `lt`'s nodes that have not reported their end (take()), and
+  // holds the trial's next attempt back until they are known dead.
+  void remember_gang_remains(const LiveTrial& lt);
+  // A TRIAL_EXITED of an attempt that ended as one while this node ran:
+  // true (history only) when it is one; that node is known dead now.
+  bool gang_remains_exited(const std::string& agent, const protocol::TrialExited& e);
+  // What became of `agent` for the held retries: silent until `bound_ms`,
+  // gone (0: its ranks went with it, as its one-node trials do), or back
+  // reporting `running` (those it still runs are owed their exit).
+  void gang_agent_silent(const std::string& agent, int64_t bound_ms);
+  void gang_agent_gone(const std::string& agent);
+  void gang_agent_back(const std::string& agent, const std::vector<protocol::RunningTrial>& running);
+  // Gives the runner each held retry's not-before time where it changed;
+  // a place may be free when one is released.
+  void refresh_holds();
   // Gangs one of whose agents went silent: lost at the next check_deadlines
   // (a gang cannot wait out one node's lease: its collectives are broken).
   std::vector<std::pair<int64_t, std::string>> gang_losses_;

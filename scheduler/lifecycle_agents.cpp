@@ -60,9 +60,11 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
     }
     auto rec = store_.trial_record(rt.trial_id);
     if (rec.ok() && it == live_.end() && rec->attempts == rt.attempt &&
-        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && sweep_running(rec->sweep_id)) {
+        next_trial_state(rec->state, {TrialEventKind::kAdopt}, 0) && sweep_running(rec->sweep_id) &&
+        rec->nodes.empty() && !gang_ended_.count({rt.trial_id, rt.attempt})) {
       // Given up while its agent was away, not restarted yet (a queued trial
-      // of a running sweep waits in the runner's queue): take it back.
+      // of a running sweep waits in the runner's queue): take it back. Never
+      // a gang's node: its attempt ended as one, its other ranks are stopped.
       LiveTrial lt = make_live(rec->id, rec->sweep_id, rt.attempt, agent);
       lt.gpus = rec->gpus;
       lt.gpu_fraction = rec->gpu_fraction.value_or(0);
@@ -133,6 +135,7 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
     else
       SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " came back without it"));
   }
+  gang_agent_back(agent, running);  // after `finished`: those nodes reported their end
   changed_ = true;
   return out;
 }
@@ -140,10 +143,13 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
 // ---- agents going away, deadlines ----
 
 void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms, int64_t lease_over_ms) {
+  // Its ranks of ended gang attempts are dead once its lease and margin are over.
+  gang_agent_silent(agent, lease_over_ms > 0 ? lease_over_ms : until_ms);
   for (auto& [id, lt] : live_) {
     if (lt.gang() && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
       // A gang cannot wait out one node's lease: its other ranks are stuck in
-      // their collectives. Lost at the next check; the others are stopped.
+      // their collectives. Lost at the next check; the others are stopped,
+      // and the next attempt waits for this node's lease (refresh_holds).
       gang_losses_.push_back({id, "agent " + agent + " went silent"});
       continue;
     }
@@ -160,6 +166,7 @@ Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& r
   for (const auto& [id, lt] : live_)
     if (lt.agent == agent || (lt.gang() && lt.node_of(agent) > 0 && !lt.node_ended(lt.node_of(agent)))) ids.push_back(id);
   for (int64_t id : ids) SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " lost: " + reason));
+  gang_agent_gone(agent);
   changed_ = true;
   return Status::Ok();
 }
@@ -167,6 +174,7 @@ Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& r
 Status TrialLifecycle::check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms) {
   for (const auto& [id, why] : std::exchange(gang_losses_, {})) SWEPT_RETURN_IF_ERROR(lose(id, why));
   SWEPT_RETURN_IF_ERROR(settle_held_failures());
+  refresh_holds();  // gang retries whose silent nodes' leases are over
   const int64_t now = clock_.now_ms();
   std::vector<int64_t> orphans, unconfirmed, leased;
   for (auto& [id, lt] : live_) {
@@ -201,6 +209,12 @@ void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
     if (lt.await_deadline_ms > 0) lt.await_deadline_ms += stall_ms;
     if (lt.lease_over_ms > 0) lt.lease_over_ms += stall_ms;
   }
+  // A held gang retry's silent nodes: their leases are counted the same way.
+  for (auto& [agent, until] : silent_until_) until += stall_ms;
+  for (auto& [key, r] : gang_ended_)
+    for (auto& [agent, bound] : r.pending)
+      if (bound != kUntilConfirmed) bound += stall_ms;
+  refresh_holds();
 }
 
 }  // namespace swept::scheduler

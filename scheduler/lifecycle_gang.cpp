@@ -2,9 +2,12 @@
 // attempt runs as one START_TRIAL per node, and ends as one. Every node must
 // exit 0 for it to complete; the first node that fails, cannot start or
 // loses its agent ends the attempt for all (take() sends the others
-// STOP_TRIAL), as torchrun ends a job when one worker fails.
+// STOP_TRIAL), as torchrun ends a job when one worker fails. Its next
+// attempt is held back until every rank of the ended one is known dead
+// (issue 26; the last part of this file).
 #include "scheduler/lifecycle.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/log.h"
@@ -113,6 +116,97 @@ Status TrialLifecycle::settle_held_failures() {
     SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));
   }
   return Status::Ok();
+}
+
+// ---- an ended attempt's ranks, and the next attempt held back (issue 26) ----
+
+void TrialLifecycle::remember_gang_remains(const LiveTrial& lt) {
+  GangRemains r;
+  r.sweep_id = lt.sweep_id;
+  auto pend = [&](const std::string& agent) {
+    // A silent agent's ranks die by its lease's end; a connected one says so.
+    auto s = silent_until_.find(agent);
+    r.pending[agent] = s != silent_until_.end() ? s->second : kUntilConfirmed;
+  };
+  if (!lt.node0_ended) pend(lt.agent);
+  for (const GangNode& n : lt.more_nodes)
+    if (!n.ended) pend(n.agent);
+  if (r.pending.empty()) return;
+  gang_ended_[{lt.trial_id, lt.attempt}] = std::move(r);
+  // Told before the event that queues it (lose, requeue): the runner never
+  // sees it free.
+  refresh_holds();
+}
+
+bool TrialLifecycle::gang_remains_exited(const std::string& agent, const TrialExited& e) {
+  auto g = gang_ended_.find({e.trial_id, e.attempt});
+  if (g == gang_ended_.end()) return false;
+  g->second.pending.erase(agent);  // its ranks have ended: it reported them
+  refresh_holds();
+  return true;
+}
+
+void TrialLifecycle::gang_agent_silent(const std::string& agent, int64_t bound_ms) {
+  silent_until_[agent] = bound_ms;
+  for (auto& [key, r] : gang_ended_)
+    if (auto p = r.pending.find(agent); p != r.pending.end()) p->second = bound_ms;
+  refresh_holds();
+}
+
+void TrialLifecycle::gang_agent_gone(const std::string& agent) {
+  // As its one-node trials are lost at once: a departed agent runs nothing.
+  silent_until_.erase(agent);
+  for (auto& [key, r] : gang_ended_) r.pending.erase(agent);
+  refresh_holds();
+}
+
+void TrialLifecycle::gang_agent_back(const std::string& agent, const std::vector<RunningTrial>& running) {
+  silent_until_.erase(agent);
+  for (auto& [key, r] : gang_ended_) {
+    const auto runs = [&, k = key](const RunningTrial& t) { return t.trial_id == k.first && t.attempt == k.second; };
+    // Still running it (back before its lease ran out): it was sent a stop
+    // and reports the end. Back without it: its ranks are gone. (A node it
+    // reported in `finished` was taken out by gang_remains_exited.)
+    if (std::any_of(running.begin(), running.end(), runs))
+      r.pending[agent] = kUntilConfirmed;
+    else
+      r.pending.erase(agent);
+  }
+  refresh_holds();
+}
+
+void TrialLifecycle::refresh_holds() {
+  const int64_t now = clock_.now_ms();
+  for (auto it = gang_ended_.begin(); it != gang_ended_.end();) {
+    GangRemains& r = it->second;
+    int64_t not_before = 0;
+    for (const auto& [agent, bound] : r.pending) not_before = std::max(not_before, bound);
+    if (not_before <= now) not_before = 0;  // every rank known dead: released
+    if (not_before != r.told) {
+      events_.push_back(TrialHeld{it->first.first, r.sweep_id, not_before});
+      const std::string which = "trial " + std::to_string(it->first.first) + " attempt " + std::to_string(it->first.second);
+      if (not_before == 0) {
+        changed_ = true;  // a trial may start now
+        log::info(which + ": every rank is known stopped; the trial may run again");
+      } else if (not_before != kUntilConfirmed) {
+        log::info(which + ": a silent node's ranks run until its lease is over; the trial waits " +
+                  std::to_string(not_before - now) + " ms before it may run again");
+      }
+      r.told = not_before;
+    }
+    // Kept while a node may still report (its late exit is history only).
+    if (r.pending.empty() && r.told == 0)
+      it = gang_ended_.erase(it);
+    else
+      ++it;
+  }
+}
+
+std::optional<int64_t> TrialLifecycle::next_release_ms() const {
+  std::optional<int64_t> next;
+  for (const auto& [key, r] : gang_ended_)
+    if (r.told > 0 && r.told != kUntilConfirmed && (!next || r.told < *next)) next = r.told;
+  return next;
 }
 
 }  // namespace swept::scheduler

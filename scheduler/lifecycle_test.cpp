@@ -765,7 +765,10 @@ TEST_CASE("lifecycle: a gang node that fails because another node's host died ma
   REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued'") == 1);
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"b"});  // told once, when a failed
-  // The retry: a rank fails and nothing else is heard within the hold: failed.
+  // The retry, once b's lease is over (its rank may run until then): a rank
+  // fails and nothing else is heard within the hold: failed.
+  u.clock.advance_ms(60000);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   auto retry = dispatch_gang(u, sweep, {"a", "b"});
   CHECK(u.exit("b", retry[1], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
   u.clock.advance_ms(4999);
@@ -787,18 +790,25 @@ TEST_CASE("lifecycle: a gang whose node's agent is lost or silent is lost as one
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b", "c"});
   CHECK(u.life->size() == 0);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued'") == 1);
-  // A silent agent: the gang does not wait out its lease.
+  // It runs again once the stopped nodes say so (c's agent is gone, and its ranks with it).
+  CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  // A silent agent: the gang does not wait out its lease (its next attempt does).
   auto again = dispatch_gang(u, sweep, {"a", "b"});
   u.life->agent_silent("b", u.clock.now_ms() + 60000);
   REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(again[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
+  CHECK(u.exit("a", again[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  u.clock.advance_ms(60000);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   // A node's agent that comes back without it breaks the attempt too.
   auto third = dispatch_gang(u, sweep, {"a", "b"});
   auto rec = u.life->reconcile("b", {}, {}, u.clock.now_ms() + 1000);
   REQUIRE(rec.ok());
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(third[0].trial_id) + " AND state='queued' AND attempts=3") == 1);
+  CHECK(u.exit("a", third[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
   // ... while one that comes back still running it keeps it.
   auto fourth = dispatch_gang(u, sweep, {"a", "b"});
   auto kept = u.life->reconcile("b", {{fourth[1].trial_id, fourth[1].attempt, 9, 1.0}}, {}, u.clock.now_ms() + 1000);
@@ -811,6 +821,132 @@ TEST_CASE("lifecycle: a gang whose node's agent is lost or silent is lost as one
   CHECK(u.exit("b", fourth[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(fourth[0].trial_id) + " AND state='early_stopped'") == 1);
   CHECK(u.life->take_mail().empty());  // a was already told
+}
+
+namespace {
+// Whether placement is offered the sweep's next trial now (a held one is not counted).
+bool gang_offered(Unit& u, int64_t sweep) {
+  for (const SweepQueue& q : u.runner->queues())
+    if (q.sweep_id == sweep) return q.available > 0;
+  return false;
+}
+// Whether the sweep's next trial starts when asked to anyway (a held one is passed by).
+bool gang_starts(Unit& u, int64_t sweep) {
+  GangDispatch g;
+  g.master_addr = "10.0.0.1";
+  g.master_port = 29517;
+  g.more_nodes.push_back({"b", Placement{1, {}, 0.0, 1}});
+  bool started = false;
+  REQUIRE(start_next_trial(*u.life, *u.runner, sweep, "a", Placement{0, {}, 0.0, 1}, 0, &started, &g).ok());
+  return started;
+}
+}  // namespace
+
+TEST_CASE("lifecycle: a gang lost to a silent agent runs again only once every rank of it is known dead (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(3));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  // a goes silent: its ranks may run until its lease and margin are over
+  // (12.1 s after its last message, here), its keeper's SIGKILL.
+  const int64_t lease_over = u.clock.now_ms() + 12100;
+  u.life->agent_silent("a", lease_over + 10000, lease_over);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  // The attempt is lost at once and b is stopped (its collectives are broken) ...
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
+  // ... but the trial is not placed again while a's ranks may run.
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK_FALSE(gang_starts(u, sweep));
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);  // b's are over
+  CHECK_FALSE(gang_offered(u, sweep));
+  REQUIRE(u.life->next_release_ms().has_value());
+  CHECK(*u.life->next_release_ms() == lease_over);  // the broker's loop wakes then
+  u.clock.advance_ms(lease_over - 1 - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK_FALSE(gang_starts(u, sweep));
+  u.life->take_changed();
+  u.clock.advance_ms(lease_over - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.life->take_changed());  // the broker looks for a place again
+  CHECK_FALSE(u.life->next_release_ms().has_value());
+  CHECK(gang_offered(u, sweep));
+  auto retry = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(retry[0].attempt == 2);
+}
+
+TEST_CASE("lifecycle: a held gang retry waits for every stopped node's word, or for its own lease (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(3));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  // a's lease is over, but b has not said that its ranks stopped: still held.
+  u.clock.advance_ms(20000);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK_FALSE(gang_starts(u, sweep));
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(gang_offered(u, sweep));  // at once: a's bound is past
+  u.life->take_mail();
+  auto second = dispatch_gang(u, sweep, {"a", "b"});
+  // Now b goes silent before confirming its stop: held until its own lease is over.
+  REQUIRE(u.life->agent_gone("a", "it disconnected").ok());
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK_FALSE(gang_offered(u, sweep));
+  u.life->agent_silent("b", u.clock.now_ms() + 30000, u.clock.now_ms() + 15000);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  u.clock.advance_ms(14999);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(gang_offered(u, sweep));
+  CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == second[0].attempt + 1);
+}
+
+TEST_CASE("lifecycle: a silent gang node back within the window changes nothing: its attempt stays lost (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(3));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  const int64_t lease_over = u.clock.now_ms() + 12100;
+  u.life->agent_silent("a", lease_over + 10000, lease_over);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  // a is back before its lease is over, still running its rank: it is told
+  // to stop it (never adopted: the attempt ended as one), and the trial
+  // waits for its word.
+  u.clock.advance_ms(5000);
+  auto back = u.life->reconcile("a", {{nodes[0].trial_id, nodes[0].attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000);
+  REQUIRE(back.ok());
+  REQUIRE(back->stops.size() == 1);
+  CHECK(back->stops[0].trial_id == nodes[0].trial_id);
+  CHECK(u.life->size() == 0);
+  u.clock.advance_ms(lease_over + 1 - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));  // connected: known dead when it says so
+  // It reports the rank ended (exit 0, even): nothing changes, the attempt
+  // stays lost and its retry spent; the trial may run again now.
+  auto done = u.life->exited("a", Unit::exit_record(nodes[0], ExitCause::kExited, 0));
+  REQUIRE(done.ok());
+  CHECK(*done == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
+  CHECK(gang_offered(u, sweep));
+  // The same when it comes back (a new session) reporting the rank in `finished`.
+  u.life->take_mail();
+  auto second = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.exit("b", second[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK_FALSE(gang_offered(u, sweep));
+  auto again = u.life->reconcile("a", {}, {Unit::exit_record(second[0], ExitCause::kExited, 0)}, u.clock.now_ms());
+  REQUIRE(again.ok());
+  REQUIRE(again->finished.size() == 1);
+  CHECK(again->finished[0] == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
+  CHECK(gang_offered(u, sweep));
 }
 
 TEST_CASE("lifecycle: cancel and early stop reach every node of a gang, and a host fault requeues it at no cost") {

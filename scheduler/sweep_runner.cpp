@@ -263,7 +263,10 @@ std::vector<SweepQueue> SweepRunner::queues() const {
     // Imported grid points ahead are never generated.
     const auto imported_ahead = static_cast<int64_t>(std::distance(s.imported.lower_bound(s.next_index), s.imported.end()));
     int64_t ungenerated = s.total ? std::max<int64_t>(0, *s.total - s.next_index - imported_ahead) : (int64_t{1} << 40);
-    q.available = static_cast<int64_t>(s.queued.size()) + ungenerated;
+    // Few trials are ever held (gangs between attempts): no walk of the queue without one.
+    const auto held = not_before_.empty() ? 0 : std::count_if(s.queued.begin(), s.queued.end(),
+                                                              [&](int64_t t) { return held_back(t); });
+    q.available = static_cast<int64_t>(s.queued.size()) - held + ungenerated;
     out.push_back(q);
   }
   return out;
@@ -273,6 +276,11 @@ bool SweepRunner::has_work() const {
   for (const auto& [id, s] : sweeps_)
     if (!s.target_reached && (!s.queued.empty() || !s.total || s.next_index < *s.total)) return true;
   return false;
+}
+
+bool SweepRunner::held_back(int64_t trial_id) const {
+  auto it = not_before_.find(trial_id);
+  return it != not_before_.end() && it->second > clock_.now_ms();
 }
 
 Demand SweepRunner::demand(int64_t sweep_id) const {
@@ -362,9 +370,11 @@ Result<std::optional<TrialToStart>> SweepRunner::take_next(int64_t sweep_id) {
   Active& s = it->second;
   Result<std::optional<TrialToStart>> next = std::optional<TrialToStart>();
   if (s.target_reached) return next;  // its target is reached: nothing more starts
-  if (!s.queued.empty()) {
-    int64_t id = s.queued.front();
-    s.queued.pop_front();
+  auto free = std::find_if(s.queued.begin(), s.queued.end(), [&](int64_t t) { return !held_back(t); });
+  if (free != s.queued.end()) {
+    int64_t id = *free;
+    s.queued.erase(free);
+    not_before_.erase(id);
     next = load_queued(s, id);
   } else {
     next = generate(s);
@@ -387,6 +397,12 @@ Status SweepRunner::on_event(const LifecycleEvent& event) {
     return pbt_maybe_round(e->sweep_id);
   }
   if (const auto* e = std::get_if<TrialAdopted>(&event)) on_trial_adopted(*e);
+  if (const auto* e = std::get_if<TrialHeld>(&event)) {
+    if (e->not_before_ms > 0)
+      not_before_[e->trial_id] = e->not_before_ms;
+    else
+      not_before_.erase(e->trial_id);
+  }
   return Status::Ok();
 }
 

@@ -96,11 +96,15 @@ class SweepRunner {
   Result<SubmitResult> submit(const std::string& text, const WarmInput& warm = {});
 
   // What placement needs: one queue per running sweep, in submission order.
+  // A queued trial held back (TrialHeld) until a time not yet reached is
+  // not counted available: placement finds no place for it, and take_next
+  // passes it by.
   std::vector<SweepQueue> queues() const;
   bool has_work() const;  // any sweep with a trial ready to start
 
-  // The next trial of `sweep_id` to start: its oldest queued trial, else a
-  // newly generated one (recorded in the store). nullopt when it has none.
+  // The next trial of `sweep_id` to start: its oldest queued trial that is
+  // not held back, else a newly generated one (recorded in the store).
+  // nullopt when it has none.
   // A generated trial whose command cannot be built is recorded as failed
   // and skipped. The returned trial counts as running.
   Result<std::optional<TrialToStart>> take_next(int64_t sweep_id);
@@ -211,6 +215,8 @@ class SweepRunner {
   Status on_trial_ended(const TrialEnded& e);
   void on_trial_requeued(const TrialRequeued& e);
   void on_trial_adopted(const TrialAdopted& e);
+  // Whether a queued trial is held back now (TrialHeld, issue 26).
+  bool held_back(int64_t trial_id) const;
   // A completed trial of the sweep: when the read model finds the sweep's
   // metric missing (store/reader.h: completed trials, none reported it),
   // says so in the log with the names they did report, once per sweep (a
@@ -227,6 +233,10 @@ class SweepRunner {
   std::map<int64_t, Active> sweeps_;  // by id = submission order
   std::vector<SweepNotice> notices_;
   int64_t ended_count_ = 0;
+  // Trials that may not start before a time (the clock's ms), by id: a gang
+  // whose previous attempt's ranks may still run (TrialHeld). Dropped when
+  // released (0) or when the trial starts.
+  std::map<int64_t, int64_t> not_before_;
 };
 
 }  // namespace swept::scheduler

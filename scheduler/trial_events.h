@@ -109,7 +109,18 @@ struct TrialAdopted {
   int64_t trial_id = 0;
   int64_t sweep_id = 0;
 };
-using LifecycleEvent = std::variant<TrialEnded, TrialRequeued, TrialAdopted>;
+// A queued trial may not start before `not_before_ms` (the lifecycle's
+// clock; TrialLifecycle::kUntilConfirmed: until another TrialHeld says when;
+// 0: no longer held): a multi-node attempt ended while some of its ranks may
+// still run (a silent node's, a stopped node's not yet confirmed), and its
+// next attempt must never run beside them (issue 26). Given again whenever
+// the time changes.
+struct TrialHeld {
+  int64_t trial_id = 0;
+  int64_t sweep_id = 0;
+  int64_t not_before_ms = 0;
+};
+using LifecycleEvent = std::variant<TrialEnded, TrialRequeued, TrialAdopted, TrialHeld>;
 
 // ---- the runner's notices (to the lifecycle) ----
 

@@ -89,6 +89,60 @@ overlaps=$(sort -k3,3 -k5,5n "$tmp/ledger" | awk '$3 == agent && $5 < end { prin
 [ -z "$overlaps" ] || fail "an agent ran two trials at once: $overlaps"
 [ "$(wc -l <"$tmp/ledger")" = 18 ] || fail "the ledger has $(wc -l <"$tmp/ledger") lines, not 12 + 3 x 2"
 
+# Issue 26: a gang never runs beside its own previous attempt. A third
+# agent joins; a 2-node trial's first attempt sleeps until stopped, and
+# node 1's agent is frozen (SIGSTOP, its lease keeper not). The scheduler
+# finds it silent, loses the attempt and stops node 0 at once, but places
+# the retry (on the two other agents) only once the frozen agent's lease and
+# margin are over, when its keeper has SIGKILLed the rank. Each rank holds a
+# shared lock on its attempt's file while it runs; a rank of a later attempt
+# that cannot take an earlier attempt's lock exclusively notes an overlap
+# (the probes take turns on one more lock, so that two never collide).
+p=$(free_port)
+"$swept" agent --scheduler "$ep" --name a3 --gpus none --slots 1 --workdir "$tmp/work-a3" \
+  --rendezvous-ports "$p-$p" --heartbeat-ms 100 --liveness 5 --stop-grace-ms 500 >"$tmp/agent-a3.log" 2>&1 &
+pids+=($!)
+declare -A agent_pid=([a1]=${pids[1]} [a2]=${pids[2]} [a3]=${pids[3]})
+wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 3 ]' ||
+  fail "the third agent did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+cat >"$tmp/locked-trial.sh" <<EOF
+#!/bin/sh
+agent=\$(pwd | sed 's|.*/work-\([^/]*\)/.*|\1|')
+exec 9>>"$tmp/lock-\$SWEPT_TRIAL_ID-\$SWEPT_ATTEMPT"
+flock -s 9
+a=1
+while [ "\$a" -lt "\$SWEPT_ATTEMPT" ]; do
+  flock "$tmp/probe" flock -n -x "$tmp/lock-\$SWEPT_TRIAL_ID-\$a" true ||
+    echo "OVERLAP trial \$SWEPT_TRIAL_ID attempt \$SWEPT_ATTEMPT rank \$RANK on \$agent: attempt \$a still runs" >>"$tmp/frozen-ledger"
+  a=\$((a + 1))
+done
+echo "start \$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \$RANK \$(date +%s%N)" >>"$tmp/frozen-ledger"
+# The first attempt outlives a SIGTERM (as a rank stuck in a collective may): only SIGKILL ends it.
+if [ "\$SWEPT_ATTEMPT" = 1 ]; then trap '' TERM; sleep 60; else sleep 0.5; fi
+[ "\$RANK" = 0 ] && echo '{"loss": 1.5}'
+echo "end \$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \$RANK \$(date +%s%N)" >>"$tmp/frozen-ledger"
+EOF
+chmod +x "$tmp/locked-trial.sh"
+cat >"$tmp/frozen.json" <<EOF
+{"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "resources": {"nodes": 2}, "max_retries": 2,
+ "command": ["$tmp/locked-trial.sh"], "parameters": {"i": {"values": [1]}}}
+EOF
+frozen=$("$swept" submit frozen.json --scheduler "$ep") || fail "could not submit frozen.json"
+wait_for 30 '[ "$(awk '"'"'$1 == "start" && $3 == 1'"'"' "$tmp/frozen-ledger" 2>/dev/null | wc -l)" = 2 ]' ||
+  fail "attempt 1 did not start both ranks"
+victim=$(awk '$1 == "start" && $5 == 1 { print $4 }' "$tmp/frozen-ledger")
+kill -STOP "${agent_pid[$victim]}"
+timeout 60 "$swept" wait "$frozen" --scheduler "$ep" --poll-ms 100 >"$tmp/wait-frozen.log" 2>&1 ||
+  { kill -CONT "${agent_pid[$victim]}"; fail "the sweep with a frozen agent did not end within the bound"; }
+kill -CONT "${agent_pid[$victim]}"
+t=$(sql "SELECT id FROM trials WHERE sweep_id=$frozen")
+[ "$(sql "SELECT state || ' ' || attempts FROM trials WHERE id=$t")" = "completed 2" ] ||
+  fail "trial $t with a frozen node: $(sql "SELECT state, attempts, reason FROM trials WHERE id=$t")"
+! grep -q OVERLAP "$tmp/frozen-ledger" || fail "a retry ran beside its previous attempt: $(grep OVERLAP "$tmp/frozen-ledger")"
+[ "$(grep -c "^start $t 2 " "$tmp/frozen-ledger")" = 2 ] || fail "the retry did not run both ranks: $(cat "$tmp/frozen-ledger")"
+! grep -q "^start $t 2 $victim " "$tmp/frozen-ledger" || fail "the retry ran on the frozen agent $victim"
+grep -q "every rank is known stopped" "$tmp/scheduler.log" || fail "the scheduler did not say why the retry waited"
+
 # The same 2-node sweep under `swept run --local-agents 2 --slots 2`: two
 # agents in the one process, one slot each, the ranks meeting on loopback.
 timeout 90 "$swept" run gang.json --local-agents 2 --slots 2 --gpus none --db "$tmp/run.db" \
@@ -108,4 +162,5 @@ for t in $(run_sql "SELECT id FROM trials"); do
   done
 done
 echo "PASS: 3 two-node and 12 one-node trials on two one-slot agents all completed, never two at once on an agent;" \
+  "a 2-node trial whose node's agent was frozen ran again only after its lease, never beside its old rank;" \
   "swept run --local-agents 2 ran the 2-node sweep"
