@@ -94,10 +94,14 @@ Containment::~Containment() {
   // The agent is stopping: every trial has been reaped; remove what is left,
   // the pool's cgroups first (killing what one might hold: none should).
   release_pool();
+  // Where the limits moved the agent (a leaf of its cgroup): undone last.
+  TrialLimiter::Leaf leaf = limiter_ ? limiter_->leaf() : TrialLimiter::Leaf{};
+  std::vector<std::string> given = limiter_ ? limiter_->given() : std::vector<std::string>{};
   limiter_.reset();  // its v1 directories: every trial has ended
   if (subtree_control_fd_ >= 0) ::close(subtree_control_fd_);
   for (int i = 0; i < 1000 && collect({}); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   if (mode_ == ContainmentMode::kCgroup) ::rmdir(agent_dir_.c_str());
+  if (!leaf.leaf.empty()) containment_files::leave_leaf(leaf.parent, leaf.leaf, ::getpid(), given);
 }
 
 void Containment::enable_limits(bool enforce_cpus) {

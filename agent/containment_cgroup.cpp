@@ -217,8 +217,14 @@ void clear_agent_dir(const std::string& dir) {
   }
 }
 
+}  // namespace
+
+namespace containment_files {
+
 // Kills the trials of agents that died (SIGKILL) before removing their
-// cgroups: `<base>/swept-agent-PID` whose PID no longer runs.
+// cgroups: `<base>/swept-agent-PID` whose PID no longer runs, and the leaf
+// `swept-agent-PID.self` such an agent had moved into (empty: its one
+// process is dead).
 void clean_dead_agents(const std::string& base) {
   for (const std::string& dir : containment_files::dead_agent_dirs(base)) {
     clear_agent_dir(dir);
@@ -226,9 +232,49 @@ void clean_dead_agents(const std::string& base) {
   }
 }
 
-}  // namespace
+std::string leaf_name(pid_t pid) { return "swept-agent-" + std::to_string(pid) + ".self"; }
 
-namespace containment_files {
+std::string agent_base(const std::string& own, pid_t self) {
+  const size_t slash = own.rfind('/');
+  if (slash == std::string::npos || own.compare(slash + 1, std::string::npos, leaf_name(self)) != 0) return own;
+  return own.substr(0, slash);
+}
+
+std::string enable_for_children(const std::string& parent, const std::string& controller, pid_t self,
+                                std::string* moved_to) {
+  const std::string control = parent + "/cgroup.subtree_control";
+  int e = write_control(control, "+" + controller);
+  const std::string refused = "cgroup v2: " + parent + " does not give its children the " + controller + " controller (";
+  if (e == 0) return "";
+  if (e != EBUSY) return refused + errno_text(e) + "; docs/deploy.md, \"Trial limits\")";
+  // It holds processes (the agent, at least): the agent moves into a leaf.
+  const std::string leaf = parent + "/" + leaf_name(self);
+  if (::mkdir(leaf.c_str(), 0755) != 0 && errno != EEXIST)
+    return refused + "EBUSY, and cannot create the leaf " + leaf + " to move the agent into: " + errno_text(errno) + ")";
+  if (int m = write_control(leaf + "/cgroup.procs", std::to_string(self)); m != 0)
+    return refused + "EBUSY, and cannot move the agent into " + leaf + ": " + errno_text(m) + ")";
+  *moved_to = leaf;
+  log::info("moved the agent (pid " + std::to_string(self) + ") into " + leaf + ", so that " + parent +
+            " holds no process and may give its children controllers (cgroup v2)");
+  if ((e = write_control(control, "+" + controller)) == 0) return "";
+  std::string others;
+  for (pid_t p : read_procs(parent)) {
+    std::string comm;
+    read_small_file("/proc/" + std::to_string(p) + "/comm", comm, 256);
+    while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    others += (others.empty() ? "" : ", ") + std::to_string(p) + (comm.empty() ? "" : " (" + comm + ")");
+  }
+  if (others.empty()) return refused + errno_text(e) + ", even with the agent moved into " + leaf + ")";
+  return refused + errno_text(e) + ": it still holds other processes, " + others +
+         "; start the agent alone in its cgroup, or in a leaf of it (systemd: DelegateSubgroup=))";
+}
+
+void leave_leaf(const std::string& parent, const std::string& leaf, pid_t self,
+                const std::vector<std::string>& controllers) {
+  for (const std::string& c : controllers) write_control(parent + "/cgroup.subtree_control", "-" + c);
+  write_control(parent + "/cgroup.procs", std::to_string(self));
+  ::rmdir(leaf.c_str());
+}
 
 std::vector<std::string> dead_agent_dirs(const std::string& base) {
   std::vector<std::string> stale;
@@ -271,8 +317,10 @@ int signal_every_cgroup(const TrialsView& view, int sig) {
 }  // namespace containment_files
 
 std::string Containment::try_cgroup_mode(uint64_t instance) {
-  auto base = own_cgroup_dir();
-  if (!base.ok()) return base.status().message();
+  auto own = own_cgroup_dir();
+  if (!own.ok()) return own.status().message();
+  // A second agent of a process that moved into its leaf (agent_base) sets up beside the first.
+  Result<std::string> base = containment_files::agent_base(*own, ::getpid());
   // One directory per containment: a second agent in this process (swept
   // run's local agents) must neither take the first's directory for a dead
   // agent's nor name its trial cgroups alike.
@@ -309,7 +357,7 @@ std::string Containment::try_cgroup_mode(uint64_t instance) {
   const char* reuse = std::getenv("SWEPT_AGENT_REUSE_CGROUPS");
   reuse_cgroups_ = !(reuse && std::string_view(reuse) == "0");
   subtree_control_fd_ = ::open((agent_dir + "/cgroup.subtree_control").c_str(), O_RDONLY | O_CLOEXEC);
-  clean_dead_agents(*base);
+  containment_files::clean_dead_agents(*base);
   description_ = "cgroup v2, one cgroup per trial under " + agent_dir +
                  (has_cgroup_kill_ ? " (killed with cgroup.kill" : " (killed by freezing, no cgroup.kill") +
                  (reuse_cgroups_ ? "; emptied cgroups reused)" : "; no reuse)");

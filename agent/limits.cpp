@@ -161,15 +161,16 @@ std::string TrialLimiter::setup_v2(const std::string& trials_dir, const std::str
   std::string available;
   if (!read_small_file(trials_dir + "/cgroup.controllers", available)) return "cgroup v2: cannot read " + trials_dir;
   if (!has_word(available, controller, ' ')) {
-    // The agent's own cgroup may offer it to its children only where it is
-    // the root: elsewhere it holds the agent, and cgroup v2's no-internal-
-    // process rule refuses (EBUSY). (Known gap, docs/deploy.md "Trial limits":
-    // the agent would have to move itself into a leaf first.)
+    // The agent's own cgroup must offer it to its children. Only the root
+    // may while it holds processes (cgroup v2's no-internal-process rule):
+    // elsewhere the agent first moves itself into a leaf beside the trials'
+    // directory (containment_modes.h, enable_for_children).
     std::string parent = trials_dir.substr(0, trials_dir.rfind('/'));
-    if (int e = write_control(parent + "/cgroup.subtree_control", "+" + controller); e != 0) {
-      return "cgroup v2: " + parent + " does not give its children the " + controller + " controller (" +
-             errno_text(e) + "; docs/deploy.md, \"Trial limits\")";
-    }
+    std::string moved_to;
+    std::string why = containment_files::enable_for_children(parent, controller, ::getpid(), &moved_to);
+    if (!moved_to.empty()) leaf_ = {parent, moved_to};
+    if (!why.empty()) return why;
+    given_.push_back(controller);
   }
   if (int e = write_control(trials_dir + "/cgroup.subtree_control", "+" + controller); e != 0) {
     return "cgroup v2: cannot enable " + controller + " in " + trials_dir + " (" + errno_text(e) + ")";

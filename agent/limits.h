@@ -8,8 +8,11 @@
 //    enabled the controller for the trials' parent directory
 //    (`+memory +pids +cpu` in its cgroup.subtree_control): memory.max
 //    (memory.swap.max 0, so swap does not stretch it), pids.max, cpu.max.
-//    Only where the agent's own cgroup can give its children the controller:
-//    the root, today (docs/deploy.md, "Trial limits", known gap);
+//    The agent's own cgroup must give its children the controller; where
+//    that cgroup is not the root, the agent first moves itself into a leaf
+//    of it, beside the trials' directory (containment_modes.h,
+//    enable_for_children; docs/deploy.md, "Trial limits"), and takes the
+//    controllers back and itself out of the leaf at a clean stop (leaf());
 //  - cgroup v1 (hosts that mount the controllers one hierarchy each, like CI's):
 //    `<hierarchy>/<agent's cgroup>/swept-agent-PID[-K]/trial-N`, one per trial
 //    in each hierarchy a limit needs, which the trial's process enters (its
@@ -66,6 +69,14 @@ class TrialLimiter {
   std::vector<std::string> v1_agent_dirs() const;
   // Whether the trials' v2 cgroups carry controllers (no cgroup is reused then).
   bool uses_v2() const { return v2_memory_ || v2_pids_ || v2_cpu_; }
+  // Where the agent moved itself to give controllers on (both "" when it
+  // did not), and the controllers it gave from `parent`: what
+  // containment_files::leave_leaf undoes once the trials' directory is gone.
+  struct Leaf {
+    std::string parent, leaf;
+  };
+  const Leaf& leaf() const { return leaf_; }
+  const std::vector<std::string>& given() const { return given_; }
 
   // Sets `limits` for a trial whose v2 cgroup is `v2_trial_dir` ("" when
   // none); pids 0 means kDefaultPids. `serial` names its v1 directories.
@@ -104,6 +115,8 @@ class TrialLimiter {
   std::string description_;
   std::vector<std::string> to_remove_;
   std::vector<std::string> idle_pids_;  // emptied v1 pids cgroups awaiting a trial
+  Leaf leaf_;                           // where the agent moved itself (setup_v2)
+  std::vector<std::string> given_;      // controllers enabled in leaf_.parent's subtree_control
 };
 
 // "8 GiB", "512 MiB", "1.5 GiB", "1000000 bytes": a limit as people read it.

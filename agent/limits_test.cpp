@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "agent/containment.h"
+#include "agent/containment_modes.h"
 #include "agent/supervisor.h"
 #include "agent/test_util.h"
 #include "common/testing/eventually.h"
@@ -320,4 +321,153 @@ TEST_CASE("limits: an emptied v1 pids cgroup is given to the next trial, with th
     CHECK(read_file(*pids_dir + "/" + names.back() + "/pids.max") == std::to_string(limit) + "\n");
   }
   CHECK(names[0] == names[1]);
+}
+
+// ---- an agent in a cgroup of its own: the leaf it moves into (cgroup v2) ----
+
+namespace {
+
+// Where this process's cgroup v2 hierarchy is mounted, whole (its root, not
+// a bind mount of a subtree); "" when it is not.
+std::string v2_mount() {
+  std::istringstream lines(read_file("/proc/self/mountinfo"));
+  for (std::string line; std::getline(lines, line);) {
+    const size_t dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos) continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, devno, root, mount_point;
+    fields >> id >> parent >> devno >> root >> mount_point;
+    if (root == "/") return mount_point;
+  }
+  return "";
+}
+
+// A process that only waits to be killed (killed and reaped when it goes),
+// to be moved between cgroups as an agent would move itself.
+struct Sleeper {
+  pid_t pid = -1;
+  Sleeper() {
+    pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      ::pause();
+      ::_exit(0);
+    }
+  }
+  ~Sleeper() {
+    ::kill(pid, SIGKILL);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+  }
+};
+
+// The cgroup v2 path of `pid` below the hierarchy's root ("/a/b").
+std::string cgroup_of(pid_t pid) {
+  std::istringstream lines(read_file("/proc/" + std::to_string(pid) + "/cgroup"));
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("0::", 0) == 0) return line.substr(3);
+  return "";
+}
+
+// A cgroup made for the test below the v2 root, and removed with what it holds.
+struct TestCgroup {
+  std::string root, dir;
+  explicit TestCgroup(const std::string& name) {
+    skip_unless(::geteuid() == 0, "moving processes between cgroups needs root");
+    root = v2_mount();
+    skip_unless(!root.empty(), "no cgroup v2 hierarchy is mounted here");
+    dir = root + "/" + name + "-" + std::to_string(::getpid());
+    REQUIRE(::mkdir(dir.c_str(), 0755) == 0);
+  }
+  ~TestCgroup() {
+    // Children first; every sleeper is moved back to the root by then or dead.
+    for (int round = 0; round < 3; ++round) {
+      std::istringstream ls(read_file(dir + "/cgroup.procs"));
+      for (long p; ls >> p;) containment_files::write_control(root + "/cgroup.procs", std::to_string(p));
+    }
+    [[maybe_unused]] int rc = std::system(("find '" + dir + "' -depth -type d -exec rmdir {} + 2>/dev/null").c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("limits: an agent in a cgroup of its own moves into a leaf, so that its cgroup gives the trials a controller") {
+  // cgroup v2 refuses a controller to the children of a cgroup holding a
+  // process (EBUSY), as systemd services and containers hold their agent.
+  // This machine binds memory, pids and cpu to cgroup v1; hugetlb, the one
+  // controller its cgroup v2 has, stands in for them.
+  TestCgroup own("swept-leaf-test");
+  skip_unless(read_file(own.root + "/cgroup.controllers").find("hugetlb") != std::string::npos,
+              "cgroup v2 has no controller here to give on (hugetlb)");
+  const bool had = read_file(own.root + "/cgroup.subtree_control").find("hugetlb") != std::string::npos;
+  if (!had) REQUIRE(containment_files::write_control(own.root + "/cgroup.subtree_control", "+hugetlb") == 0);
+  {
+    Sleeper agent;
+    REQUIRE(containment_files::write_control(own.dir + "/cgroup.procs", std::to_string(agent.pid)) == 0);
+    // The kernel's rule, for real.
+    CHECK(containment_files::write_control(own.dir + "/cgroup.subtree_control", "+hugetlb") == EBUSY);
+    std::string moved;
+    CHECK(containment_files::enable_for_children(own.dir, "hugetlb", agent.pid, &moved) == "");
+    const std::string leaf = own.dir + "/" + containment_files::leaf_name(agent.pid);
+    CHECK(moved == leaf);
+    CHECK(own.root + cgroup_of(agent.pid) == leaf);
+    // The trials' directory, a sibling of the leaf, gets the controller, and
+    // a second agent of that process sets up beside the first.
+    const std::string trials = own.dir + "/swept-agent-" + std::to_string(agent.pid);
+    REQUIRE(::mkdir(trials.c_str(), 0755) == 0);
+    CHECK(read_file(trials + "/cgroup.controllers").find("hugetlb") != std::string::npos);
+    CHECK(containment_files::agent_base(leaf, agent.pid) == own.dir);
+    CHECK(containment_files::agent_base(own.dir, agent.pid) == own.dir);
+    // A clean stop undoes it all: the cgroup is as the agent found it.
+    REQUIRE(::rmdir(trials.c_str()) == 0);
+    containment_files::leave_leaf(own.dir, leaf, agent.pid, {"hugetlb"});
+    CHECK(own.root + cgroup_of(agent.pid) == own.dir);
+    CHECK(::access(leaf.c_str(), F_OK) != 0);
+    CHECK(read_file(own.dir + "/cgroup.subtree_control").find("hugetlb") == std::string::npos);
+    // Another process in the agent's cgroup keeps it refused: named, with what to do.
+    Sleeper other;
+    REQUIRE(containment_files::write_control(own.dir + "/cgroup.procs", std::to_string(other.pid)) == 0);
+    moved.clear();
+    const std::string why = containment_files::enable_for_children(own.dir, "hugetlb", agent.pid, &moved);
+    CHECK(moved == leaf);
+    CHECK(why.find("still holds other processes, " + std::to_string(other.pid)) != std::string::npos);
+    CHECK(why.find("DelegateSubgroup=") != std::string::npos);
+    MESSAGE(why);
+  }
+  if (!had) containment_files::write_control(own.root + "/cgroup.subtree_control", "-hugetlb");
+}
+
+TEST_CASE("limits: a dead agent's leaf and trial cgroups are removed by the next agent, a live agent's kept") {
+  TestCgroup own("swept-leaf-clean");
+  // A pid that ran and is gone: the dead agent's.
+  pid_t dead = ::fork();
+  REQUIRE(dead >= 0);
+  if (dead == 0) ::_exit(0);
+  int st = 0;
+  REQUIRE(::waitpid(dead, &st, 0) == dead);
+  const std::string dead_leaf = own.dir + "/" + containment_files::leaf_name(dead);
+  const std::string dead_trials = own.dir + "/swept-agent-" + std::to_string(dead);
+  REQUIRE(::mkdir(dead_leaf.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(dead_trials.c_str(), 0755) == 0);
+  REQUIRE(::mkdir((dead_trials + "/trial-1").c_str(), 0755) == 0);
+  // What its trial left running, and a live agent in its own leaf beside it.
+  pid_t left = ::fork();
+  REQUIRE(left >= 0);
+  if (left == 0) {
+    ::pause();
+    ::_exit(0);
+  }
+  REQUIRE(containment_files::write_control(dead_trials + "/trial-1/cgroup.procs", std::to_string(left)) == 0);
+  Sleeper live;
+  const std::string live_leaf = own.dir + "/" + containment_files::leaf_name(live.pid);
+  REQUIRE(::mkdir(live_leaf.c_str(), 0755) == 0);
+  REQUIRE(containment_files::write_control(live_leaf + "/cgroup.procs", std::to_string(live.pid)) == 0);
+
+  containment_files::clean_dead_agents(own.dir);
+  REQUIRE(::waitpid(left, &st, 0) == left);
+  CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL));
+  CHECK(::access(dead_trials.c_str(), F_OK) != 0);
+  CHECK(::access(dead_leaf.c_str(), F_OK) != 0);
+  CHECK(::access(live_leaf.c_str(), F_OK) == 0);
+  CHECK(own.root + cgroup_of(live.pid) == live_leaf);
 }
