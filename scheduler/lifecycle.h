@@ -455,7 +455,7 @@ class TrialLifecycle {
   // true (history only) when it is one; that node is known dead now.
   bool gang_remains_exited(const std::string& agent, const protocol::TrialExited& e);
   // What became of `agent` for the held retries: silent until `bound_ms`,
-  // gone (0: its ranks went with it, as its one-node trials do), or back
+  // gone (its ranks went with it, as its one-node trials do), or back
   // reporting `running` (those it still runs are owed their exit).
   void gang_agent_silent(const std::string& agent, int64_t bound_ms);
   void gang_agent_gone(const std::string& agent);

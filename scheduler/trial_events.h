@@ -110,8 +110,7 @@ struct TrialAdopted {
   int64_t sweep_id = 0;
 };
 // A queued trial may not start before `not_before_ms` (the lifecycle's
-// clock; TrialLifecycle::kUntilConfirmed: until another TrialHeld says when;
-// 0: no longer held): a multi-node attempt ended while some of its ranks may
+// clock; INT64_MAX: until another TrialHeld says when; 0: no longer held): a multi-node attempt ended while some of its ranks may
 // still run (a silent node's, a stopped node's not yet confirmed), and its
 // next attempt must never run beside them (issue 26). Given again whenever
 // the time changes.
