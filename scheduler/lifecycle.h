@@ -388,6 +388,10 @@ class TrialLifecycle {
   void mail_stop(LiveTrial& lt, const std::string& reason);
   // Records a dispatched gang's ports and servers in `lt` (dispatch).
   static void note_gang_ports(LiveTrial& lt, const GangDispatch& gang, const std::string& node0);
+  // A dispatched gang's processes as the store keeps them (attempts.gang),
+  // and their adoption by a recovered trial whose nodes are set (issue 30).
+  static GangRecord gang_record(const GangDispatch& gang, const Placement& node0);
+  static void adopt_gang(LiveTrial& lt, const GangRecord& g);
   // A trial with parameter servers whose every workers' node has ended (exit
   // 0) or said its workers did: its servers are stopped (issue 30).
   void stop_servers_if_workers_ended(LiveTrial& lt);

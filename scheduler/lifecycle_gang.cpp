@@ -2,9 +2,12 @@
 // attempt runs as one START_TRIAL per node, and ends as one. Every node must
 // exit 0 for it to complete; the first node that fails, cannot start or
 // loses its agent ends the attempt for all (take() sends the others
-// STOP_TRIAL), as torchrun ends a job when one worker fails.
+// STOP_TRIAL), as torchrun ends a job when one worker fails. Its processes
+// (workers, parameter servers, ports, slots) are stored with the attempt,
+// so that a restarted scheduler adopts it whole (issue 30).
 #include "scheduler/lifecycle.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/log.h"
@@ -113,6 +116,40 @@ Status TrialLifecycle::settle_held_failures() {
     SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));
   }
   return Status::Ok();
+}
+
+// What the store keeps of a dispatched gang's processes (attempts.gang):
+// the TF_CONFIG tasks as protocol::Gang numbers them (worker r on node
+// r / procs_per_node, server j on ps_node[j]), their ports, each node's slots.
+GangRecord TrialLifecycle::gang_record(const GangDispatch& gang, const Placement& node0) {
+  GangRecord g;
+  g.worker_nodes = gang.worker_nodes > 0 ? gang.worker_nodes : static_cast<int>(gang.more_nodes.size()) + 1;
+  g.master_port = gang.master_port;
+  const int per_node = std::max(1, gang.procs_per_node);
+  for (size_t r = 0; r < gang.worker_ports.size(); ++r)
+    g.processes.push_back({"worker", static_cast<int>(r), static_cast<int>(r) / per_node, gang.worker_ports[r]});
+  for (size_t j = 0; j < gang.ps_node.size() && j < gang.ps_ports.size(); ++j)
+    g.processes.push_back({"ps", static_cast<int>(j), gang.ps_node[j], gang.ps_ports[j]});
+  g.slots.push_back(node0.cpus);
+  for (const auto& node : gang.more_nodes) g.slots.push_back(node.second.cpus);
+  return g;
+}
+
+// The inverse after a restart: which nodes run workers, whether there are
+// servers to stop once they end, the ports held, each node's CPU slots.
+void TrialLifecycle::adopt_gang(LiveTrial& lt, const GangRecord& g) {
+  const int all_nodes = static_cast<int>(lt.more_nodes.size()) + 1;
+  auto agent_of = [&](int node) -> const std::string* {
+    if (node == 0) return &lt.agent;
+    return node < all_nodes ? &lt.more_nodes[static_cast<size_t>(node) - 1].agent : nullptr;
+  };
+  lt.master_port = g.master_port;
+  for (const GangProcess& p : g.processes)
+    if (const std::string* name = agent_of(p.node); name && p.port > 0) lt.ports.push_back({*name, p.port});
+  lt.servers = g.has_servers();
+  lt.worker_nodes = std::clamp(g.worker_nodes, 1, all_nodes);
+  for (size_t n = 0; n < g.slots.size() && n < static_cast<size_t>(all_nodes); ++n)
+    (n == 0 ? lt.cpus : lt.more_nodes[n - 1].cpus) = g.slots[n];
 }
 
 }  // namespace swept::scheduler
