@@ -631,12 +631,7 @@ Result<std::optional<LiveTrial>> TrialLifecycle::take_for_rerun(int64_t trial_id
 LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {
   LiveTrial lt = std::move(it->second);
   live_.erase(it);
-  if (lt.gang()) {
-    if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
-    int running = lt.node0_ended ? 0 : 1;
-    for (const GangNode& n : lt.more_nodes) running += n.ended ? 0 : 1;
-    if (running > 0) gang_ended_[{lt.trial_id, lt.attempt}] = running;
-  }
+  if (lt.gang()) gang_taken(lt);  // lifecycle_gang.cpp
   // Its successor now holds the place; a successor that ends first frees it.
   if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
   if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;

@@ -34,6 +34,28 @@ void TrialLifecycle::stop_servers_if_workers_ended(LiveTrial& lt) {
     if (!n.ended) mail_.push_back({n.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
 }
 
+void TrialLifecycle::gang_taken(LiveTrial& lt) {
+  if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
+  int running = lt.node0_ended ? 0 : 1;
+  for (const GangNode& n : lt.more_nodes) running += n.ended ? 0 : 1;
+  if (running > 0) gang_ended_[{lt.trial_id, lt.attempt}] = running;
+  // The attempt's end is recorded in this turn: the nodes that ended before
+  // it may forget their exits now (the broker sends these after its commit).
+  if (lt.node0_ack_owed) mail_.push_back({lt.agent, ExitAck{lt.trial_id, lt.attempt}});
+  for (const GangNode& n : lt.more_nodes)
+    if (n.ack_owed) mail_.push_back({n.agent, ExitAck{lt.trial_id, lt.attempt}});
+}
+
+bool TrialLifecycle::hold_exit_ack(const std::string& agent, const TrialExited& e) {
+  auto it = live_.find(e.trial_id);
+  if (it == live_.end() || it->second.attempt != e.attempt || !it->second.gang()) return false;
+  LiveTrial& lt = it->second;
+  const int node = lt.node_of(agent);
+  if (node < 0 || !lt.node_ended(node)) return false;
+  (node == 0 ? lt.node0_ack_owed : lt.more_nodes[static_cast<size_t>(node) - 1].ack_owed) = true;
+  return true;
+}
+
 void TrialLifecycle::workers_ended(const std::string& agent, const WorkersEnded& w) {
   auto it = live_.find(w.trial_id);
   if (it == live_.end() || it->second.attempt != w.attempt || !it->second.servers) return;

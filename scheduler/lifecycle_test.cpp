@@ -948,6 +948,37 @@ TEST_CASE("lifecycle: a trial with servers started before schema 9 is recovered 
   CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='failed'") == 1);
 }
 
+TEST_CASE("lifecycle: a gang node's exit is acknowledged when its attempt ends, so that a restart meanwhile finds it ended") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  const TrialExited on_b = Unit::exit_record(nodes[1], ExitCause::kExited, 0);
+  REQUIRE(u.life->exited("b", on_b).ok());
+  CHECK(u.life->hold_exit_ack("b", on_b));  // a still runs: b keeps its exit until the attempt ends
+  CHECK(u.life->take_mail().empty());
+  // The scheduler dies; b, which never had its EXIT_ACK, reports the exit
+  // on registering again, so the attempt goes on rather than being lost.
+  u.restart(/*grace_ms=*/5000);
+  REQUIRE(u.life->reconcile("a", {{nodes[0].trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  REQUIRE(u.life->reconcile("b", {}, {on_b}, u.clock.now_ms() + 1000).ok());
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.life->size() == 1);
+  REQUIRE(u.life->exited("b", on_b).ok());  // re-sent after the REGISTER_ACK: held again
+  CHECK(u.life->hold_exit_ack("b", on_b));
+  u.clock.advance_ms(10'000);  // past the recovery grace: both nodes are accounted for
+  REQUIRE(u.life->check_deadlines(kNobody, 1000).ok());
+  CHECK(u.life->size() == 1);
+  // a exits 0: the attempt completes, a's ack goes now (the caller's) and b's with it.
+  const TrialExited on_a = Unit::exit_record(nodes[0], ExitCause::kExited, 0);
+  REQUIRE(u.life->exited("a", on_a).ok());
+  CHECK_FALSE(u.life->hold_exit_ack("a", on_a));
+  std::vector<AgentMail> mail = u.life->take_mail();
+  REQUIRE(mail.size() == 1);
+  CHECK(mail[0].agent == "b");
+  CHECK(std::holds_alternative<ExitAck>(mail[0].message));
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='completed' AND attempts=1") == 1);
+}
+
 TEST_CASE("lifecycle: a trial stopped just before a restart, whose end was never seen, is ended by the restart") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(0));
