@@ -920,7 +920,7 @@ TEST_CASE("lifecycle: a trial with parameter servers survives a restart whole: s
   CHECK(u.life->size() == 0);
 }
 
-TEST_CASE("lifecycle: a trial with servers started before schema 9 is recovered from its sweep's file; a server's failure ends it") {
+TEST_CASE("lifecycle: a trial with servers started before schema 9 is recovered from its sweep's file, and a server's failure ends it") {
   Unit u;
   // Workers on two nodes, one server on a node of its own, as dispatch_servers lays them out but for server 1.
   const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,

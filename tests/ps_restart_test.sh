@@ -14,8 +14,8 @@
 # workers_ended for a node whose server still runs). The scheduler starts
 # again on the same database and port; it must adopt each trial whole, stop
 # the servers once the workers have ended and complete own and shared in
-# their first attempt, end fail's attempt (failed) when its server dies, and
-# leave no process of any of them. Before schema 9 kept a gang's processes,
+# the attempt they ran before it, end fail's attempt (failed) when its
+# server dies, and leave no process of any of them. Before schema 9 kept a gang's processes,
 # the restarted scheduler forgot the servers and the trials never ended.
 #
 # Waits: deadline loops only (wait_for). usage: tests/ps_restart_test.sh SWEPT
@@ -50,14 +50,16 @@ done
 wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 6 ]' ||
   fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
 
-# Every process records its pid under its trial, role and index. A worker
+# Every process records its pid as procs/TRIAL-ATTEMPT-ROLE-INDEX (an
+# attempt whose node 0 found its rendezvous port taken by another program is
+# requeued at no cost, and its stopped processes' files stay). A worker
 # waits (bounded) for $tmp/release-LAYOUT, prints a metric line from worker 0
 # and exits 0; a server waits to be stopped.
 mkdir -p "$tmp/procs"
 cat >"$tmp/role.py" <<'PY'
 import json, os, sys, time
 task = json.loads(os.environ["TF_CONFIG"])["task"]
-name = "%s-%s-%d" % (os.environ["SWEPT_TRIAL_ID"], task["type"], task["index"])
+name = "%s-%s-%s-%d" % (os.environ["SWEPT_TRIAL_ID"], os.environ["SWEPT_ATTEMPT"], task["type"], task["index"])
 with open(os.path.join(sys.argv[1], "procs", name), "w") as f:
     f.write(str(os.getpid()))
 if task["type"] == "ps":
@@ -84,10 +86,17 @@ EOF
   "$swept" submit "$layout.json" --scheduler "$ep" >/dev/null || fail "could not submit $layout.json"
 done
 
-# Every process of the three trials runs: 2 workers and 1 server, 2 and 2, 2 and 1.
-wait_for 60 '[ "$(ls "$tmp/procs" | wc -l)" = 10 ]' || fail "the trials' processes did not all start: $(ls "$tmp/procs")"
-wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM trials WHERE state='"'running'"' AND started_at IS NOT NULL")" = 3 ]' ||
-  fail "the trials are not on record as started: $(sql "SELECT id, state, started_at FROM trials")"
+# The three trials run (node 0 started: no requeue for a port after that),
+# and every process of their attempts: 2 workers and 1 server, 2 and 2, 2 and 1.
+wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM trials WHERE state='"'running'"' AND started_at IS NOT NULL")" = 3 ]' ||
+  fail "the trials are not on record as started: $(sql "SELECT id, state, attempts, started_at FROM trials")"
+current=$(sql "SELECT id || '-' || attempts FROM trials ORDER BY id")
+running_now() {
+  local n=0 c
+  for c in $current; do n=$((n + $(ls "$tmp/procs" | grep -c "^$c-" || true))); done
+  echo "$n"
+}
+wait_for 60 '[ "$(running_now)" = 10 ]' || fail "the trials' processes did not all start: $(ls "$tmp/procs")"
 kill -9 "$scheduler_pid"
 wait "$scheduler_pid" 2>/dev/null || true
 
@@ -95,13 +104,18 @@ wait "$scheduler_pid" 2>/dev/null || true
 touch "$tmp/release-own" "$tmp/release-shared"
 fail_trial=$(sql "SELECT t.id FROM trials t JOIN sweeps s ON s.id = t.sweep_id WHERE s.spec LIKE '%\"fail\"%'")
 [ -n "$fail_trial" ] || fail "no trial of fail.json"
-for f in "$tmp"/procs/*-worker-*; do
-  [ "$(basename "$f" | cut -d- -f1)" = "$fail_trial" ] && continue
-  p=$(cat "$f")
-  wait_for 30 '! kill -0 "$p" 2>/dev/null' || fail "worker $(basename "$f") (pid $p) did not exit"
+fail_current=$(sql "SELECT id || '-' || attempts FROM trials WHERE id=$fail_trial")
+for c in $current; do
+  [ "$c" = "$fail_current" ] && continue
+  for f in "$tmp/procs/$c"-worker-*; do
+    p=$(cat "$f")
+    wait_for 30 '! kill -0 "$p" 2>/dev/null' || fail "worker $(basename "$f") (pid $p) did not exit"
+  done
 done
-for f in "$tmp"/procs/*-ps-*; do
-  kill -0 "$(cat "$f")" 2>/dev/null || fail "server $(basename "$f") ended by itself"
+for c in $current; do
+  for f in "$tmp/procs/$c"-ps-*; do
+    kill -0 "$(cat "$f")" 2>/dev/null || fail "server $(basename "$f") ended by itself"
+  done
 done
 
 : >"$tmp/ep"
@@ -111,11 +125,11 @@ wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM trials WHERE state='"'completed'"'")
   fail "the trials did not complete after the restart: $(sql "SELECT id, state, attempts, reason FROM trials")"
 # fail's server dies under the restarted scheduler: the attempt ends, failed (max_retries 0).
 wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 6 ]' || fail "the agents did not come back"
-kill -9 "$(cat "$tmp/procs/$fail_trial-ps-0")"
+kill -9 "$(cat "$tmp/procs/$fail_current-ps-0")"
 wait_for 60 '[ "$(sql "SELECT state FROM trials WHERE id=$fail_trial")" = failed ]' ||
   fail "trial $fail_trial did not fail when its server died: $(sql "SELECT id, state, attempts, reason FROM trials")"
-[ "$(sql "SELECT COUNT(*) FROM trials WHERE attempts = 1")" = 3 ] ||
-  fail "a trial was run again: $(sql "SELECT id, state, attempts, reason FROM trials")"
+[ "$(sql "SELECT id || '-' || attempts FROM trials ORDER BY id")" = "$current" ] ||
+  fail "a trial was run again (attempts before the restart: $current): $(sql "SELECT id, state, attempts, reason FROM trials")"
 [ "$(sql "SELECT COUNT(*) FROM sweeps WHERE state='completed'")" = 3 ] ||
   fail "the sweeps did not complete: $(sql "SELECT id, state FROM sweeps")"
 # Worker 0's metric line, once per trial.
