@@ -191,6 +191,35 @@ inline nlohmann::json nodes_json(const std::vector<TrialNode>& nodes) {
   return j;
 }
 
+// The processes of a multi-node trial's attempt (issue 30; attempts.gang,
+// schema 9), as START_TRIAL `gang` gave them out: each worker and parameter
+// server with its TF_CONFIG task (role "worker" | "ps", index), the node
+// that runs it (0 = node 0, as trials.nodes counts) and its port (0: not
+// known, a row recovered from the sweep's file). Nodes 0 .. worker_nodes-1
+// run workers; any later node runs servers only (resources.ps_nodes).
+// What a restarted scheduler needs to adopt the attempt whole: which nodes
+// end the trial (the workers') and which are stopped after them (servers),
+// and which ports the attempt holds.
+struct GangProcess {
+  std::string role;  // "worker" | "ps"
+  int index = 0;     // TF_CONFIG task index (a worker's RANK)
+  int node = 0;
+  int port = 0;
+  bool operator==(const GangProcess&) const = default;
+};
+struct GangRecord {
+  int worker_nodes = 1;
+  int master_port = 0;  // the rendezvous (MASTER_PORT) on node 0; 0: not known
+  std::vector<GangProcess> processes;
+  std::vector<int> slots;  // CPU slots each node holds, node 0 first (placement's; 0 on a GPU node)
+  bool has_servers() const {
+    for (const GangProcess& p : processes)
+      if (p.role == "ps") return true;
+    return false;
+  }
+  bool operator==(const GangRecord&) const = default;
+};
+
 // A row of `trials` (store/schema.sql), with its latest metric values.
 struct TrialRow {
   int64_t id = 0;

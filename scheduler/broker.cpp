@@ -436,7 +436,8 @@ Status Broker::on_trial_exited(AgentSession& s, const TrialExited& e) {
   auto outcome = lifecycle_.exited(s.name, e);
   if (!outcome.ok()) return outcome.status();
   SWEPT_RETURN_IF_ERROR(note_exit(s, e, *outcome));
-  send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
+  // A gang's node whose attempt goes on: acknowledged when the attempt ends.
+  if (!lifecycle_.hold_exit_ack(s.name, e)) send_later(s.routing_id, ExitAck{e.trial_id, e.attempt});
   return Status::Ok();
 }
 

@@ -785,6 +785,53 @@ TEST_CASE("broker: a 2-node trial goes to two agents that run gangs, with node 0
   CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
 }
 
+TEST_CASE("broker: a gang node's TRIAL_EXITED is acknowledged only when the attempt ends") {
+  Fixture f;
+  f.start();
+  auto gang_agent = [&](const std::string& name) -> Peer& {
+    f.peers.push_back(std::make_unique<Peer>(f.broker->endpoint(), name + "#1"));
+    Peer& peer = *f.peers.back();
+    Register reg = registration(name, 1);
+    reg.features = {"gang"};
+    reg.ports_lo = 40100;
+    reg.ports_hi = 40109;
+    peer.send(reg);
+    expect<RegisterAck>(*f.broker, peer);
+    peer.send(Heartbeat{});
+    return peer;
+  };
+  Peer& a = gang_agent("a");
+  Peer& b = gang_agent("b");
+  REQUIRE(f.broker->submit(R"({"method": "grid", "command": ["/bin/true"], "resources": {"nodes": 2},
+      "parameters": {"x": {"values": [1]}}})").ok());
+  auto on_a = starts(*f.broker, a, 1);
+  auto on_b = starts(*f.broker, b, 1);
+  REQUIRE(on_a.size() == 1);
+  REQUIRE(on_b.size() == 1);
+  REQUIRE(on_a[0].gang);
+  const bool a_first = on_a[0].gang->node_rank == 0;
+  Peer& p0 = a_first ? a : b;
+  Peer& p1 = a_first ? b : a;
+  const int64_t id = on_a[0].trial_id;
+  // Node 1 ends first: its exit is processed (the trial still runs), not acknowledged.
+  p0.send(TrialStarted{id, 1, 7, 1.0, "w", {}});
+  const int64_t before = f.broker->stats().messages_in;
+  run_for(p1, id, 1.0, 2.0);
+  turn_until(*f.broker, [&] { return f.broker->stats().messages_in >= before + 3; });
+  std::vector<Message> seen;
+  for (int i = 0; i < 20; ++i) {  // what the turns that read the exit sent has time to arrive
+    REQUIRE(f.broker->turn(2).ok());
+    while (auto m = p1.poll()) seen.push_back(*m);
+  }
+  for (const Message& m : seen) CHECK_FALSE(std::holds_alternative<ExitAck>(m));
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='running'") == 1);
+  // Node 0 ends: the attempt completes, and both exits are acknowledged.
+  p0.send(exited(id, 1, 0));
+  expect<ExitAck>(*f.broker, p0);
+  CHECK(expect<ExitAck>(*f.broker, p1).trial_id == id);
+  CHECK(query_int(f.db.path, "SELECT COUNT(*) FROM trials WHERE state='completed'") == 1);
+}
+
 TEST_CASE("broker: a 2-node trial that waits past the bound gets both agents, however one-node trials keep coming") {
   Fixture f;
   f.gang_reserve_after_ms = 2000;

@@ -140,6 +140,8 @@ Result<size_t> TrialLifecycle::recover(const std::vector<RecoveredTrial>& runnin
     for (size_t n = 1; n < t.nodes.size(); ++n) {
       lt.more_nodes.push_back(GangNode{t.nodes[n].agent, t.nodes[n].gpus, t.gpu_fraction, 0, true, false});
     }
+    // Its processes (issue 30): servers, worker nodes, ports and slots as dispatched.
+    if (t.gang) adopt_gang(lt, *t.gang);
     SWEPT_ASSIGN_OR_RETURN(seq, store_.metrics_seq(t.trial_id, t.attempt));
     lt.stored_seq = seq;
     lt.await_deadline_ms = deadline;
@@ -172,8 +174,9 @@ Status TrialLifecycle::dispatch(TrialToStart t, const std::string& agent, const 
     nodes.push_back({agent, placement.gpus});
     for (const auto& [name, p] : gang->more_nodes) nodes.push_back({name, p.gpus});
   }
+  const std::optional<GangRecord> record = gang ? std::optional(gang_record(*gang, placement)) : std::nullopt;
   SWEPT_RETURN_IF_ERROR(store_.start_attempt(t.trial_id, attempt, agent, placement.gpus, placement.gpu_fraction,
-                                             clock_.wall_seconds(), nodes));
+                                             clock_.wall_seconds(), nodes, record ? &*record : nullptr));
   auto terms = terms_.find(t.sweep_id);
   LiveTrial lt = make_live(t.trial_id, t.sweep_id, attempt, agent);
   lt.gpus = placement.gpus;
@@ -625,10 +628,7 @@ Result<std::optional<LiveTrial>> TrialLifecycle::take_for_rerun(int64_t trial_id
 LiveTrial TrialLifecycle::take(std::unordered_map<int64_t, LiveTrial>::iterator it) {
   LiveTrial lt = std::move(it->second);
   live_.erase(it);
-  if (lt.gang()) {
-    if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
-    remember_gang_remains(lt);
-  }
+  if (lt.gang()) gang_taken(lt);  // lifecycle_gang.cpp
   // Its successor now holds the place; a successor that ends first frees it.
   if (auto s = live_.find(lt.successor); lt.successor && s != live_.end()) s->second.after = 0;
   if (auto b = live_.find(lt.after); lt.after && b != live_.end()) b->second.successor = 0;

@@ -76,6 +76,7 @@ struct GangNode {
   int cpus = 0;
   bool started = false;  // its TRIAL_STARTED came
   bool ended = false;    // its TRIAL_EXITED came
+  bool ack_owed = false;  // that exit's EXIT_ACK waits for the attempt's end (hold_exit_ack)
 };
 
 // How a multi-node trial is sent (dispatch): its nodes past node 0 and the
@@ -153,6 +154,7 @@ struct LiveTrial {
   std::set<int> workers_ended = {};  // nodes whose agent said (HEARTBEAT) their workers exited 0
   bool servers_stop_sent = false;
   bool node0_ended = false;
+  bool node0_ack_owed = false;  // as GangNode::ack_owed, for node 0
   std::optional<protocol::TrialExited> node0_exit;  // held until the other nodes end
   // A node failed while others had not reported: its verdict waits (see
   // TrialLifecycle::set_gang_hold_ms) in case it failed only because another
@@ -311,6 +313,13 @@ class TrialLifecycle {
   // requeue as its cause says); an attempt given up while its agent was
   // away keeps a result it reports; a superseded one is history only.
   Result<ExitOutcome> exited(const std::string& agent, const protocol::TrialExited& e);
+  // Whether the EXIT_ACK of this TRIAL_EXITED (just passed to exited())
+  // waits: true for a node of a gang whose attempt goes on. Its ack is then
+  // mailed when the attempt ends, so that until then the agent keeps the
+  // exit and reports it in REGISTER `finished` to a scheduler restarted
+  // meanwhile, which would otherwise find that node gone and lose the
+  // attempt. False: the caller acknowledges it now.
+  bool hold_exit_ack(const std::string& agent, const protocol::TrialExited& e);
   // HEARTBEAT `workers_ended` from `agent` (issue 30): that node of the
   // current attempt has only parameter servers left. Once every workers'
   // node has, its servers are sent STOP_TRIAL (protocol::kWorkersEndedStop);
@@ -392,8 +401,15 @@ class TrialLifecycle {
   LiveTrial take(std::unordered_map<int64_t, LiveTrial>::iterator it);
   // Sends STOP_TRIAL to each node of `lt` that has not ended.
   void mail_stop(LiveTrial& lt, const std::string& reason);
+  // take() of a gang: its nodes still running are stopped and counted in
+  // gang_ended_; the EXIT_ACKs its ended nodes wait for are mailed.
+  void gang_taken(LiveTrial& lt);
   // Records a dispatched gang's ports and servers in `lt` (dispatch).
   static void note_gang_ports(LiveTrial& lt, const GangDispatch& gang, const std::string& node0);
+  // A dispatched gang's processes as the store keeps them (attempts.gang),
+  // and their adoption by a recovered trial whose nodes are set (issue 30).
+  static GangRecord gang_record(const GangDispatch& gang, const Placement& node0);
+  static void adopt_gang(LiveTrial& lt, const GangRecord& g);
   // A trial with parameter servers whose every workers' node has ended (exit
   // 0) or said its workers did: its servers are stopped (issue 30).
   void stop_servers_if_workers_ended(LiveTrial& lt);

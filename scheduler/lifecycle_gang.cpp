@@ -4,7 +4,9 @@
 // loses its agent ends the attempt for all (take() sends the others
 // STOP_TRIAL), as torchrun ends a job when one worker fails. Its next
 // attempt is held back until every rank of the ended one is known dead
-// (issue 26; the last part of this file).
+// (issue 26; the remains part of this file). Its processes (workers,
+// parameter servers, ports, slots) are stored with the attempt, so that a
+// restarted scheduler adopts it whole (issue 30).
 #include "scheduler/lifecycle.h"
 
 #include <algorithm>
@@ -32,6 +34,26 @@ void TrialLifecycle::stop_servers_if_workers_ended(LiveTrial& lt) {
   if (!lt.node0_ended) mail_.push_back({lt.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
   for (const GangNode& n : lt.more_nodes)
     if (!n.ended) mail_.push_back({n.agent, StopTrial{lt.trial_id, lt.attempt, reason}});
+}
+
+void TrialLifecycle::gang_taken(LiveTrial& lt) {
+  if (!lt.stops_sent) mail_stop(lt, "another node of its attempt ended");
+  remember_gang_remains(lt);
+  // The attempt's end is recorded in this turn: the nodes that ended before
+  // it may forget their exits now (the broker sends these after its commit).
+  if (lt.node0_ack_owed) mail_.push_back({lt.agent, ExitAck{lt.trial_id, lt.attempt}});
+  for (const GangNode& n : lt.more_nodes)
+    if (n.ack_owed) mail_.push_back({n.agent, ExitAck{lt.trial_id, lt.attempt}});
+}
+
+bool TrialLifecycle::hold_exit_ack(const std::string& agent, const TrialExited& e) {
+  auto it = live_.find(e.trial_id);
+  if (it == live_.end() || it->second.attempt != e.attempt || !it->second.gang()) return false;
+  LiveTrial& lt = it->second;
+  const int node = lt.node_of(agent);
+  if (node < 0 || !lt.node_ended(node)) return false;
+  (node == 0 ? lt.node0_ack_owed : lt.more_nodes[static_cast<size_t>(node) - 1].ack_owed) = true;
+  return true;
 }
 
 void TrialLifecycle::workers_ended(const std::string& agent, const WorkersEnded& w) {
@@ -207,6 +229,42 @@ std::optional<int64_t> TrialLifecycle::next_release_ms() const {
   for (const auto& [key, r] : gang_ended_)
     if (r.told > 0 && r.told != kUntilConfirmed && (!next || r.told < *next)) next = r.told;
   return next;
+}
+
+// ---- a gang's processes in the store, and their adoption after a restart (issue 30) ----
+
+// What the store keeps of a dispatched gang's processes (attempts.gang):
+// the TF_CONFIG tasks as protocol::Gang numbers them (worker r on node
+// r / procs_per_node, server j on ps_node[j]), their ports, each node's slots.
+GangRecord TrialLifecycle::gang_record(const GangDispatch& gang, const Placement& node0) {
+  GangRecord g;
+  g.worker_nodes = gang.worker_nodes > 0 ? gang.worker_nodes : static_cast<int>(gang.more_nodes.size()) + 1;
+  g.master_port = gang.master_port;
+  const int per_node = std::max(1, gang.procs_per_node);
+  for (size_t r = 0; r < gang.worker_ports.size(); ++r)
+    g.processes.push_back({"worker", static_cast<int>(r), static_cast<int>(r) / per_node, gang.worker_ports[r]});
+  for (size_t j = 0; j < gang.ps_node.size() && j < gang.ps_ports.size(); ++j)
+    g.processes.push_back({"ps", static_cast<int>(j), gang.ps_node[j], gang.ps_ports[j]});
+  g.slots.push_back(node0.cpus);
+  for (const auto& node : gang.more_nodes) g.slots.push_back(node.second.cpus);
+  return g;
+}
+
+// The inverse after a restart: which nodes run workers, whether there are
+// servers to stop once they end, the ports held, each node's CPU slots.
+void TrialLifecycle::adopt_gang(LiveTrial& lt, const GangRecord& g) {
+  const int all_nodes = static_cast<int>(lt.more_nodes.size()) + 1;
+  auto agent_of = [&](int node) -> const std::string* {
+    if (node == 0) return &lt.agent;
+    return node < all_nodes ? &lt.more_nodes[static_cast<size_t>(node) - 1].agent : nullptr;
+  };
+  lt.master_port = g.master_port;
+  for (const GangProcess& p : g.processes)
+    if (const std::string* name = agent_of(p.node); name && p.port > 0) lt.ports.push_back({*name, p.port});
+  lt.servers = g.has_servers();
+  lt.worker_nodes = std::clamp(g.worker_nodes, 1, all_nodes);
+  for (size_t n = 0; n < g.slots.size() && n < static_cast<size_t>(all_nodes); ++n)
+    (n == 0 ? lt.cpus : lt.more_nodes[n - 1].cpus) = g.slots[n];
 }
 
 }  // namespace swept::scheduler

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -990,6 +991,128 @@ TEST_CASE("lifecycle: a gang survives a scheduler restart: its nodes come back f
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
   CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='failed'") == 1);
+}
+
+namespace {
+// A trial with parameter servers (issue 30): workers on a and b, server 0 on
+// c (a node of its own), server 1 beside worker 0 on a; started on each.
+std::map<std::string, StartTrial> dispatch_servers(Unit& u, int64_t sweep) {
+  GangDispatch g;
+  g.master_addr = "10.0.0.1";
+  g.master_port = 29517;
+  g.worker_nodes = 2;
+  g.addrs = {"10.0.0.1", "10.0.0.2", "10.0.0.3"};
+  g.worker_ports = {29518, 29500};
+  g.ps_node = {2, 0};
+  g.ps_ports = {29500, 29519};
+  g.more_nodes = {{"b", Placement{1, {}, 0.0, 1}}, {"c", Placement{2, {}, 0.0, 1}}};
+  bool started = false;
+  REQUIRE(start_next_trial(*u.life, *u.runner, sweep, "a", Placement{0, {}, 0.0, 2}, 0, &started, &g).ok());
+  REQUIRE(started);
+  std::map<std::string, StartTrial> node;
+  for (auto& m : u.life->take_mail()) node[m.agent] = std::get<StartTrial>(m.message);
+  REQUIRE(node.size() == 3);
+  for (const auto& [agent, st] : node) REQUIRE(u.life->started(agent, TrialStarted{st.trial_id, st.attempt, 7, 1.0, "w", {}}));
+  return node;
+}
+// Every node's agent re-registers still running the trial.
+void all_come_back(Unit& u, const std::map<std::string, StartTrial>& node) {
+  for (const auto& [agent, st] : node)
+    REQUIRE(u.life->reconcile(agent, {{st.trial_id, st.attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK(u.life->take_mail().empty());
+}
+}  // namespace
+
+TEST_CASE("lifecycle: a trial with parameter servers survives a restart whole: servers stopped after its workers") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  auto node = dispatch_servers(u, sweep);
+  const StartTrial& st = node["a"];
+  u.restart(/*grace_ms=*/5000);
+  const LiveTrial* lt = u.life->find(st.trial_id);
+  REQUIRE(lt != nullptr);
+  // Its processes came back from the store: which nodes run workers, that
+  // it has servers, every port it holds, each node's CPU slots.
+  CHECK(lt->servers);
+  CHECK(lt->worker_nodes == 2);
+  CHECK(lt->master_port == 29517);
+  CHECK(lt->ports == std::vector<std::pair<std::string, int>>{{"a", 29518}, {"b", 29500}, {"c", 29500}, {"a", 29519}});
+  CHECK(lt->cpus == 2);
+  REQUIRE(lt->more_nodes.size() == 2);
+  CHECK(lt->more_nodes[0].cpus == 1);
+  CHECK(lt->more_nodes[1].cpus == 1);
+  all_come_back(u, node);
+  // b's worker exits 0, then a says its workers have ended: the servers (on
+  // a and c) are stopped, and once they have exited the trial completes.
+  CHECK(u.exit("b", node["b"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.life->take_mail().empty());
+  u.life->workers_ended("a", {st.trial_id, st.attempt});
+  std::vector<AgentMail> mail = u.life->take_mail();
+  CHECK(stopped_agents(mail) == std::vector<std::string>{"a", "c"});
+  for (const auto& m : mail) CHECK(std::get<StopTrial>(m.message).reason == std::string(kWorkersEndedStop));
+  CHECK(u.exit("c", node["c"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.exit("a", node["a"], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='completed' AND agent='a'") == 1);
+  CHECK(u.life->size() == 0);
+}
+
+TEST_CASE("lifecycle: a trial with servers started before schema 9 is recovered from its sweep's file, and a server's failure ends it") {
+  Unit u;
+  // Workers on two nodes, one server on a node of its own, as dispatch_servers lays them out but for server 1.
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 0,
+      "parameters": {"x": {"values": [1]}}, "resources": {"nodes": 2, "ps": 1, "ps_nodes": true}})");
+  auto node = dispatch_servers(u, sweep);
+  const StartTrial& st = node["a"];
+  // An attempt an older scheduler started: no processes on record.
+  u.commit();
+  REQUIRE(store::testing::exec_error(u.db.path, "UPDATE attempts SET gang = NULL") == "");
+  u.restart(/*grace_ms=*/5000);
+  const LiveTrial* lt = u.life->find(st.trial_id);
+  REQUIRE(lt != nullptr);
+  CHECK(lt->servers);
+  CHECK(lt->worker_nodes == 2);
+  CHECK(lt->ports.empty());  // not known: the file does not say
+  CHECK(lt->cpus == 1);
+  REQUIRE(lt->more_nodes.size() == 2);
+  CHECK(lt->more_nodes[1].cpus == 1);  // the server's own node
+  all_come_back(u, node);
+  // The server fails: the attempt ends, failed, the workers' nodes stopped.
+  CHECK(u.exit("c", node["c"], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.exit("a", node["a"], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.exit("b", node["b"], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(st.trial_id) + " AND state='failed'") == 1);
+}
+
+TEST_CASE("lifecycle: a gang node's exit is acknowledged when its attempt ends, so that a restart meanwhile finds it ended") {
+  Unit u;
+  const int64_t sweep = u.submit(one_trial(0));
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  const TrialExited on_b = Unit::exit_record(nodes[1], ExitCause::kExited, 0);
+  REQUIRE(u.life->exited("b", on_b).ok());
+  CHECK(u.life->hold_exit_ack("b", on_b));  // a still runs: b keeps its exit until the attempt ends
+  CHECK(u.life->take_mail().empty());
+  // The scheduler dies; b, which never had its EXIT_ACK, reports the exit
+  // on registering again, so the attempt goes on rather than being lost.
+  u.restart(/*grace_ms=*/5000);
+  REQUIRE(u.life->reconcile("a", {{nodes[0].trial_id, 1, 7, 1.0}}, {}, u.clock.now_ms() + 1000).ok());
+  REQUIRE(u.life->reconcile("b", {}, {on_b}, u.clock.now_ms() + 1000).ok());
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.life->size() == 1);
+  REQUIRE(u.life->exited("b", on_b).ok());  // re-sent after the REGISTER_ACK: held again
+  CHECK(u.life->hold_exit_ack("b", on_b));
+  u.clock.advance_ms(10'000);  // past the recovery grace: both nodes are accounted for
+  REQUIRE(u.life->check_deadlines(kNobody, 1000).ok());
+  CHECK(u.life->size() == 1);
+  // a exits 0: the attempt completes, a's ack goes now (the caller's) and b's with it.
+  const TrialExited on_a = Unit::exit_record(nodes[0], ExitCause::kExited, 0);
+  REQUIRE(u.life->exited("a", on_a).ok());
+  CHECK_FALSE(u.life->hold_exit_ack("a", on_a));
+  std::vector<AgentMail> mail = u.life->take_mail();
+  REQUIRE(mail.size() == 1);
+  CHECK(mail[0].agent == "b");
+  CHECK(std::holds_alternative<ExitAck>(mail[0].message));
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='completed' AND attempts=1") == 1);
 }
 
 TEST_CASE("lifecycle: a trial stopped just before a restart, whose end was never seen, is ended by the restart") {

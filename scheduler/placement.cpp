@@ -3,6 +3,7 @@
 #include "scheduler/placement.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace swept::scheduler {
 
@@ -125,31 +126,47 @@ std::vector<AgentCapacity> emptied(std::vector<AgentCapacity> agents) {
   return agents;
 }
 
-// Marks the agents a waiting multi-node trial is to have: those a node fits
-// on now, then those it would fit on once empty, the emptiest first. Returns
-// their names (empty when too few agents could ever take a node).
+// Marks the agents a waiting multi-node trial is to have, one per node, each
+// for that node's own demand (Demand::node: a server's own node needs CPU
+// slots and no GPU; round-robin servers make some workers' nodes larger than
+// others): an agent the node fits on now first, else one it would fit on
+// once empty, the emptiest first. The most demanding nodes choose first, so
+// that a node any agent could hold does not take the one agent that a GPU
+// node needs. Returns the agents' names, in node order (empty when some node
+// finds no agent: nothing is held then).
 std::vector<std::string> reserve_agents(std::vector<AgentCapacity>& agents, const Demand& trial) {
-  const Demand demand = trial.node(0);  // the largest node stands for all (placement.h)
   const std::vector<AgentCapacity> idle = emptied(agents);
-  std::vector<size_t> fit_now, fit_later;
-  for (size_t a = 0; a < agents.size(); ++a) {
-    if (agents[a].reserved) continue;
-    std::vector<AgentCapacity> one = {agents[a]}, one_idle = {idle[a]};
-    if (place_trial(one, demand))
-      fit_now.push_back(a);
-    else if (place_trial(one_idle, demand))
-      fit_later.push_back(a);
-  }
+  const int total = trial.total_nodes();
+  std::vector<int> order(static_cast<size_t>(total));
+  for (int n = 0; n < total; ++n) order[static_cast<size_t>(n)] = n;
+  auto weight = [&](int n) {
+    const Demand d = trial.node(n);
+    return std::make_tuple(d.needs_gpu(), d.gpus, d.gpu_fraction, d.needs_gpu() ? 0 : std::max(1, d.cpus));
+  };
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return weight(x) > weight(y); });
   auto used = [&](size_t a) {
     int busy_gpus = 0;
     for (const auto& g : agents[a].gpus) busy_gpus += g.free() ? 0 : 1;
     return std::make_pair(busy_gpus, agents[a].total_slots - agents[a].free_slots);
   };
-  std::stable_sort(fit_later.begin(), fit_later.end(), [&](size_t x, size_t y) { return used(x) < used(y); });
-  std::vector<size_t> pick = fit_now;
-  pick.insert(pick.end(), fit_later.begin(), fit_later.end());
-  if (pick.size() < static_cast<size_t>(trial.total_nodes())) return {};
-  pick.resize(static_cast<size_t>(trial.total_nodes()));
+  std::vector<bool> taken(agents.size(), false);
+  std::vector<size_t> pick(static_cast<size_t>(total), agents.size());
+  for (int n : order) {
+    const Demand demand = trial.node(n);
+    size_t now = agents.size(), later = agents.size();
+    for (size_t a = 0; a < agents.size() && now == agents.size(); ++a) {
+      if (agents[a].reserved || taken[a]) continue;
+      std::vector<AgentCapacity> one = {agents[a]}, one_idle = {idle[a]};
+      if (place_trial(one, demand))
+        now = a;
+      else if (place_trial(one_idle, demand) && (later == agents.size() || used(a) < used(later)))
+        later = a;
+    }
+    const size_t a = now < agents.size() ? now : later;
+    if (a == agents.size()) return {};
+    taken[a] = true;
+    pick[static_cast<size_t>(n)] = a;
+  }
   std::vector<std::string> names;
   for (size_t a : pick) {
     agents[a].reserved = true;

@@ -28,8 +28,8 @@
 //    slots (CPU slots count only where the workers need no GPU, as for any
 //    trial): on the workers' nodes round-robin (Demand::server_node), or,
 //    with `ps_nodes`, each on an agent of its own (K more nodes, no GPU).
-//    A reservation for a waiting trial picks total_nodes() agents that could
-//    each take node 0 (the largest).
+//    A reservation for a waiting trial holds one agent per node, each for
+//    that node's own demand (Demand::node), the most demanding nodes first.
 // Thread safety: pure functions on values.
 #pragma once
 

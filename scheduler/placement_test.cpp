@@ -354,3 +354,38 @@ TEST_CASE("parameter servers take CPU slots of their own, round-robin on the wor
   CHECK(single.gang());
   CHECK_FALSE(place_nodes({agent("old", 0, 8)}, single));
 }
+
+TEST_CASE("a waiting trial with parameter servers reserves an agent for each node's own demand") {
+  // GPU workers on two nodes, one server on an agent of its own (ps_nodes):
+  // the server's node needs a CPU slot and no GPU, so the CPU-only agent is
+  // the one to hold for it. Reserving as if every node needed node 0's GPU
+  // found only two agents for three nodes, and held none.
+  Demand own = nodes_of(2, 1);
+  own.ps = 1;
+  own.ps_nodes = true;
+  std::vector<AgentCapacity> agents = {gang_agent("g1", 1, 1), gang_agent("g2", 1, 1), gang_agent("cpu", 0, 2)};
+  reserve(agents, Placement{0, {0}, 0.0, 0});  // every agent busy: nothing places now
+  reserve(agents, Placement{1, {0}, 0.0, 0});
+  reserve(agents, Placement{2, {}, 0.0, 2});
+  std::vector<SweepQueue> sweeps = {{1, Demand{}, 1, 0, 10}, {2, own, 0, 0, 1, 60'000}};
+  Plan plan = plan_dispatch(agents, sweeps, 5000);
+  CHECK(plan.starts.empty());
+  CHECK(plan.reserved_for == 2);
+  CHECK(std::set<std::string>(plan.reserved.begin(), plan.reserved.end()) ==
+        std::set<std::string>{"g1", "g2", "cpu"});
+
+  // Servers round-robin on the workers' nodes: node 0 (workers and two
+  // servers) needs 3 slots, node 1 (workers and one server) 2. Only "big"
+  // can ever hold node 0; "two" is enough for node 1, and the smaller agent
+  // is left to others. Reserving node 0's 3 slots on each found one agent.
+  Demand shared = nodes_of(2);
+  shared.ps = 3;
+  REQUIRE(shared.node(0).cpus == 3);
+  REQUIRE(shared.node(1).cpus == 2);
+  std::vector<AgentCapacity> slots = {gang_agent("one", 0, 1), gang_agent("two", 0, 2), gang_agent("big", 0, 3)};
+  for (size_t a = 0; a < slots.size(); ++a) reserve(slots, Placement{a, {}, 0.0, 1});  // all busy
+  plan = plan_dispatch(slots, {{1, Demand{}, 3, 0, 10}, {2, shared, 0, 0, 1, 60'000}}, 5000);
+  CHECK(plan.starts.empty());
+  CHECK(plan.reserved_for == 2);
+  CHECK(std::set<std::string>(plan.reserved.begin(), plan.reserved.end()) == std::set<std::string>{"big", "two"});
+}

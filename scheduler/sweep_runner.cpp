@@ -118,6 +118,20 @@ Demand demand_of(const sweeps::SweepSpec& spec) {
   return d;
 }
 
+// A running gang's processes as its sweep's file lays them out (issue 30),
+// for an attempt started before schema 9, which kept none (attempts.gang):
+// the layout dispatch gives (Demand::server_node, Demand::node), its ports
+// not known. nullopt for a one-node trial.
+std::optional<GangRecord> gang_of_spec(const Demand& d) {
+  if (!d.gang()) return std::nullopt;
+  GangRecord g;
+  g.worker_nodes = std::max(1, d.nodes);
+  for (int r = 0; r < g.worker_nodes * d.procs_per_node; ++r) g.processes.push_back({"worker", r, r / d.procs_per_node, 0});
+  for (int j = 0; j < d.ps; ++j) g.processes.push_back({"ps", j, d.server_node(j), 0});
+  for (int n = 0; n < d.total_nodes(); ++n) g.slots.push_back(d.node(n).needs_gpu() ? 0 : std::max(1, d.node(n).cpus));
+  return g;
+}
+
 }  // namespace
 
 Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
@@ -178,6 +192,8 @@ Result<std::vector<RecoveredTrial>> SweepRunner::recover() {
       rt.started = t.started_at.has_value();
       rt.stop_decided = a.stopper && a.stopper->decided(t.id);
       rt.nodes = t.nodes;
+      SWEPT_ASSIGN_OR_RETURN(gang, store_.attempt_gang(t.id, t.attempts));
+      rt.gang = gang ? std::move(gang) : gang_of_spec(demand_of(a.spec));
       mine.push_back(std::move(rt));
     }
     if (a.population) SWEPT_RETURN_IF_ERROR(rebuild_population(a, mine));  // sweep_runner_pbt.cpp

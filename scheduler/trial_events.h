@@ -75,6 +75,10 @@ struct RecoveredTrial {
   bool pbt_interval_stop = false;
   bool pbt_done_stop = false;
   std::vector<TrialNode> nodes;  // a multi-node trial's nodes, node 0 first (trials.nodes)
+  // A multi-node trial's processes (attempts.gang, issue 30), or for an
+  // attempt stored before schema 9 as its sweep's file lays them out (no
+  // ports); nullopt for a one-node trial.
+  std::optional<GangRecord> gang;
 };
 
 // ---- the lifecycle's events (to the runner) ----

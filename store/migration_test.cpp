@@ -214,6 +214,7 @@ TEST_CASE("store: a schema v5 database reads without agents.containment, and is 
   REQUIRE(Writer::open(t.path).ok());
   REQUIRE(exec_error(t.path, "ALTER TABLE agents DROP COLUMN containment; "
                              "ALTER TABLE trials DROP COLUMN nodes; ALTER TABLE attempts DROP COLUMN nodes; "
+                             "ALTER TABLE attempts DROP COLUMN gang; "
                              "UPDATE meta SET value='5' WHERE key='schema_version'") == "");
   REQUIRE(query_int(t.path, "SELECT COUNT(*) FROM pragma_table_info('agents') WHERE name='containment'") == 0);
   {
@@ -256,6 +257,7 @@ TEST_CASE("store: a schema v6 database is upgraded to keep a multi-node trial's 
   std::filesystem::copy_file(kV3, t.path);
   REQUIRE(Writer::open(t.path).ok());
   REQUIRE(exec_error(t.path, "ALTER TABLE trials DROP COLUMN nodes; ALTER TABLE attempts DROP COLUMN nodes; "
+                             "ALTER TABLE attempts DROP COLUMN gang; "
                              "UPDATE meta SET value='6' WHERE key='schema_version'") == "");
   {
     auto reader = open_reader(t.path);
@@ -290,7 +292,8 @@ TEST_CASE("store: a schema v7 database is upgraded to keep pbt lineage") {
   TempDb t;
   std::filesystem::copy_file(kV3, t.path);
   REQUIRE(Writer::open(t.path).ok());
-  REQUIRE(exec_error(t.path, "DROP TABLE pbt_lineage; UPDATE meta SET value='7' WHERE key='schema_version'") == "");
+  REQUIRE(exec_error(t.path, "DROP TABLE pbt_lineage; ALTER TABLE attempts DROP COLUMN gang; "
+                             "UPDATE meta SET value='7' WHERE key='schema_version'") == "");
   REQUIRE(query_int(t.path, "SELECT COUNT(*) FROM sqlite_master WHERE name='pbt_lineage'") == 0);
   auto writer = Writer::open(t.path);
   REQUIRE(writer.ok());
@@ -309,4 +312,46 @@ TEST_CASE("store: a schema v7 database is upgraded to keep pbt lineage") {
   REQUIRE((*writer)->commit().ok());
   CHECK(query_int(t.path, "SELECT COUNT(*) FROM pbt_lineage") == 1);
   CHECK(query_int(t.path, "SELECT donor_trial_id FROM pbt_lineage WHERE trial_id=1 AND round=1") == 3);
+}
+
+// Schema 9 (issue 30): a v8 file (the v3 fixture upgraded, then the column
+// dropped and the version set back) gains attempts.gang, NULL for the
+// attempts it had (read as not known); a multi-node attempt started now
+// keeps its processes with their roles, nodes and ports, read back whole.
+TEST_CASE("store: a schema v8 database is upgraded to keep a multi-node attempt's processes") {
+  TempDb t;
+  std::filesystem::copy_file(kV3, t.path);
+  REQUIRE(Writer::open(t.path).ok());
+  REQUIRE(exec_error(t.path, "ALTER TABLE attempts DROP COLUMN gang; UPDATE meta SET value='8' WHERE key='schema_version'") ==
+          "");
+  auto writer = Writer::open(t.path);
+  REQUIRE(writer.ok());
+  CHECK(query_int(t.path, "SELECT value FROM meta WHERE key='schema_version'") == kSchemaVersion);
+  CHECK(query_int(t.path, "SELECT COUNT(*) FROM attempts WHERE gang IS NOT NULL") == 0);
+  auto old = (*writer)->attempt_gang(1, 1);
+  REQUIRE(old.ok());
+  CHECK_FALSE(old->has_value());  // an attempt of an older release: not known
+  swept::GangRecord gang;
+  gang.worker_nodes = 2;
+  gang.master_port = 29500;
+  gang.processes = {{"worker", 0, 0, 29501}, {"worker", 1, 1, 29502}, {"ps", 0, 2, 29503}};
+  gang.slots = {1, 1, 2};
+  REQUIRE((*writer)->begin().ok());
+  const std::vector<swept::TrialNode> nodes = {{"a", {}}, {"b", {}}, {"c", {}}};
+  REQUIRE((*writer)->start_attempt(1, 2, "a", {}, 0, 5.0, nodes, &gang).ok());
+  REQUIRE((*writer)->start_attempt(2, 2, "c", {}, 0, 5.0).ok());  // one node: NULL
+  REQUIRE((*writer)->commit().ok());
+  auto read = (*writer)->attempt_gang(1, 2);
+  REQUIRE(read.ok());
+  REQUIRE(read->has_value());
+  CHECK(**read == gang);
+  CHECK((*read)->has_servers());
+  auto none = (*writer)->attempt_gang(2, 2);
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->has_value());
+  // A damaged cell reads as not known, never as a wrong layout.
+  REQUIRE(exec_error(t.path, "UPDATE attempts SET gang='{\"processes\": 3}' WHERE trial_id=1 AND attempt=2") == "");
+  auto damaged = (*writer)->attempt_gang(1, 2);
+  REQUIRE(damaged.ok());
+  CHECK_FALSE(damaged->has_value());
 }

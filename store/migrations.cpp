@@ -78,6 +78,11 @@ Status Writer::migrate() {
       "  decided_at REAL NOT NULL,"
       "  PRIMARY KEY (trial_id, round)"
       ") WITHOUT ROWID;",
+      // v9 (issue 30): a multi-node trial's processes for each attempt, JSON
+      // {"worker_nodes", "master_port", "processes": [{"role", "index",
+      // "node", "port"}, ...]}, so that a restarted scheduler knows which
+      // nodes run workers, which run parameter servers, and the ports held.
+      "ALTER TABLE attempts ADD COLUMN gang TEXT;",
   };
   static_assert(std::size(kSteps) == kSchemaVersion, "one migration step per schema version");
   for (; version < kSchemaVersion; ++version) {

@@ -47,6 +47,48 @@ std::vector<TrialNode> decode_nodes(const std::optional<std::string>& text) {
   return out;
 }
 
+std::string encode_gang(const GangRecord& gang) {
+  // Written with every gang's dispatch: plain appends, no JSON tree (the
+  // roles are the two fixed names, the rest integers).
+  std::string out = "{\"worker_nodes\":" + std::to_string(gang.worker_nodes) +
+                    ",\"master_port\":" + std::to_string(gang.master_port) + ",\"processes\":[";
+  for (size_t i = 0; i < gang.processes.size(); ++i) {
+    const GangProcess& p = gang.processes[i];
+    if (i) out += ',';
+    out += p.role == "ps" ? "{\"role\":\"ps\",\"index\":" : "{\"role\":\"worker\",\"index\":";
+    out += std::to_string(p.index) + ",\"node\":" + std::to_string(p.node) + ",\"port\":" + std::to_string(p.port) + "}";
+  }
+  out += "],\"slots\":[";
+  for (size_t i = 0; i < gang.slots.size(); ++i) {
+    if (i) out += ',';
+    out += std::to_string(gang.slots[i]);
+  }
+  return out + "]}";
+}
+
+std::optional<GangRecord> decode_gang(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+  if (!j.is_object() || !j.contains("worker_nodes") || !j["worker_nodes"].is_number_integer()) return std::nullopt;
+  GangRecord g;
+  g.worker_nodes = j["worker_nodes"].get<int>();
+  if (j.contains("master_port") && j["master_port"].is_number_integer()) g.master_port = j["master_port"].get<int>();
+  if (j.contains("slots") && j["slots"].is_array())
+    for (const auto& n : j["slots"]) g.slots.push_back(n.is_number_integer() ? n.get<int>() : 0);
+  if (!j.contains("processes") || !j["processes"].is_array()) return g;
+  auto integer = [](const nlohmann::json& p, const char* key) {
+    return p.contains(key) && p[key].is_number_integer();
+  };
+  for (const auto& p : j["processes"]) {
+    if (!p.is_object() || !p.contains("role") || !p["role"].is_string() || !integer(p, "index") || !integer(p, "node"))
+      continue;
+    const std::string role = p["role"].get<std::string>();
+    if (role != "worker" && role != "ps") continue;
+    g.processes.push_back({role, p["index"].get<int>(), p["node"].get<int>(), integer(p, "port") ? p["port"].get<int>() : 0});
+  }
+  return g;
+}
+
 namespace {
 
 // What a bad row says: which trial, which column, what was expected, so

@@ -20,7 +20,7 @@ class Connection;
 
 // The schema version this code writes; older files are migrated on open
 // (Writer::open), newer ones refused.
-inline constexpr int kSchemaVersion = 8;
+inline constexpr int kSchemaVersion = 9;
 // The text of store/schema.sql (version 1), compiled in, its state CHECK
 // lists empty: what a new database gets is state_checks.h's schema_sql().
 extern const char* const kSchemaSql;
@@ -47,6 +47,16 @@ extern template std::vector<int64_t> decode_gpu_list<int64_t>(const std::optiona
 // is lenient as for the GPU lists: what is not such an element is skipped.
 std::string encode_nodes(const std::vector<TrialNode>& nodes);
 std::vector<TrialNode> decode_nodes(const std::optional<std::string>& text);
+
+// attempts.gang (schema 9): a multi-node trial's processes (GangRecord), a
+// JSON object {"worker_nodes": 2, "master_port": 29500, "processes":
+// [{"role": "worker", "index": 0, "node": 0, "port": 29501}, ...],
+// "slots": [3, 2]}.
+// Decoding is lenient: NULL or text that is not such an object is nullopt
+// (the scheduler then knows the attempt's processes as an older one did),
+// and a process that is not such an element is skipped.
+std::string encode_gang(const GangRecord& gang);
+std::optional<GangRecord> decode_gang(const std::optional<std::string>& text);
 
 // trials.params: a JSON object, nested as in the sweep file. Corruption,
 // naming the trial and the column, when the text is not one.

@@ -1,4 +1,4 @@
--- The swept store: schema version 7.
+-- The swept store: schema version 9.
 --
 -- This file is version 1, executed on a new database with its state CHECK
 -- lists filled in (see "State CHECKs" below); later versions
@@ -30,6 +30,21 @@
 --      (issue 25) as JSON [{"agent": "a", "gpus": [0, 1]}, ...], node 0 first
 --      (it is also trials.agent/gpus); NULL for a one-node trial. Readers
 --      select them only from version 7 on.
+--   8: pbt_lineage (issue 29), a pbt member's parameters by round (see
+--      store/migrations.cpp).
+--   9: attempts.gang TEXT (issue 30), a multi-node trial's processes for
+--      that attempt as JSON {"worker_nodes": 2, "master_port": 29500,
+--      "processes": [{"role": "worker"|"ps", "index": 0, "node": 0,
+--      "port": 29501}, ...], "slots": [1, 1, 2]}: each worker's and
+--      parameter server's TF_CONFIG task, the node (as trials.nodes counts,
+--      0 first) that runs it and its port; and the CPU slots each node
+--      holds. Nodes below worker_nodes run workers, the rest servers only. A
+--      restarted scheduler reads it to adopt a running attempt whole: the
+--      trial ends when its workers' nodes have, its servers are then
+--      stopped, and its ports stay taken. NULL for a one-node trial and for
+--      attempts started before version 9: for those the scheduler takes the
+--      roles from the sweep's file (resources.nodes, ps, ps_nodes), ports
+--      unknown.
 -- Readers (web/) must accept columns they do not know.
 --
 -- State CHECKs: trials.state, sweeps.state and agents.state hold the names of

@@ -378,7 +378,8 @@ Result<std::vector<int64_t>> Writer::trial_ids_in_state(int64_t sweep_id, TrialS
 }
 
 Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
-                            double gpu_fraction, double now, const std::vector<TrialNode>& nodes) {
+                            double gpu_fraction, double now, const std::vector<TrialNode>& nodes,
+                            const GangRecord* gang) {
   std::optional<std::string> nodes_json;
   if (!nodes.empty()) nodes_json = encode_nodes(nodes);
   // A share of one GPU, or NULL for whole GPUs and CPU trials.
@@ -398,8 +399,9 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   SWEPT_RETURN_IF_ERROR(st.run());
   SWEPT_CACHED(ins,
                 "INSERT OR REPLACE INTO attempts(trial_id, attempt, agent, gpus, gpu_fraction, state, started_at, "
-                "metrics_seq, nodes) VALUES(?1,?2,?3,?4,?5,?7,?6,0,?8)");
+                "metrics_seq, nodes, gang) VALUES(?1,?2,?3,?4,?5,?7,?6,0,?8,?9)");
   ins.bind(8, nodes_json);
+  ins.bind(9, gang ? std::optional<std::string>(encode_gang(*gang)) : std::nullopt);
   ins.bind(7, TrialState::kRunning);
   ins.bind(1, trial_id);
   ins.bind(2, attempt);
@@ -409,6 +411,16 @@ Status Writer::start_attempt(int64_t trial_id, int attempt, const std::string& a
   ins.bind(6, now);
   SWEPT_RETURN_IF_ERROR(ins.run());
   return Status::Ok();
+}
+
+Result<std::optional<GangRecord>> Writer::attempt_gang(int64_t trial_id, int attempt) {
+  SWEPT_CACHED(st, "SELECT gang FROM attempts WHERE trial_id=?1 AND attempt=?2");
+  st.bind(1, trial_id);
+  st.bind(2, attempt);
+  SWEPT_ASSIGN_OR_RETURN(row, st.step());
+  std::optional<GangRecord> gang = row ? decode_gang(st.optional_text(0)) : std::nullopt;
+  st.reset();
+  return gang;
 }
 
 Status Writer::reopen_attempt(int64_t trial_id, int attempt, const std::string& agent) {

@@ -95,9 +95,15 @@ class Writer {
   // (schema.h's codec), never a record with a guessed value.
   Result<std::vector<TrialRow>> trials_in_state(int64_t sweep_id, TrialState state);
   // A new attempt: trial -> running on `agent`, attempts = attempt, attempts row inserted.
-  // A multi-node trial's `nodes` (node 0 first) are stored beside it.
+  // A multi-node trial's `nodes` (node 0 first) are stored beside it, and
+  // its processes (`gang`, issue 30; nullptr: none) with the attempt.
   Status start_attempt(int64_t trial_id, int attempt, const std::string& agent, const std::vector<int>& gpus,
-                       double gpu_fraction, double now, const std::vector<TrialNode>& nodes = {});
+                       double gpu_fraction, double now, const std::vector<TrialNode>& nodes = {},
+                       const GangRecord* gang = nullptr);
+  // The processes of attempt `attempt` of a multi-node trial, as
+  // start_attempt stored them (attempts.gang, schema 9); nullopt for a
+  // one-node trial, an attempt started before schema 9, or a damaged cell.
+  Result<std::optional<GangRecord>> attempt_gang(int64_t trial_id, int attempt);
   // A trial given up (lost, requeued) whose agent came back still running
   // that same attempt: running again on `agent`, the attempt reopened.
   Status reopen_attempt(int64_t trial_id, int attempt, const std::string& agent);
