@@ -22,7 +22,14 @@
 #  (3) gang: scheduler CPU per trial (`swept run --stats`: loop_cpu_seconds /
 #      trials) for 1,000 two-node no-op trials (/bin/true) on 8 agents
 #      (`swept run --local-agents 8 --slots 8`) against 1,000 one-node trials
-#      on the same 8 agents. Target: two-node within 2x of one-node.
+#      on the same 8 agents. Target: two-node within 2x of one-node. Also
+#      the loop's turns and the messages it read per trial, and how many
+#      one-node trials went out as successors (START_TRIAL `after`): the
+#      turns, with their commits and wake-ups, are where two-node trials pay
+#      more than twice (docs/benchmarks.md, "Multi-node", 2026-11-28 01:00).
+#      PEER_SWEPT=path (another build's swept, say main's) runs it too, in
+#      the same rounds, alternated with this build's: its ratio, and this
+#      build's CPU per trial against it, paired round by round.
 # The machine is shared: every part runs its two sides alternately, ROUNDS
 # times, and reports medians (and every round), with the load average.
 #
@@ -34,6 +41,7 @@
 #        RANK_TIMEOUT (seconds a rank may run, default 900)
 # Needs: root (network namespaces), iproute2, iperf3, /usr/bin/python3 with
 # torch (gloo), MNIST, and the binaries swept-train, allreduce_bench, swept.
+# PARTS=gang alone needs only swept (no namespaces, no root).
 # Exit 2 when something it needs is missing (the message says what to do).
 # Prints a summary line per figure, then one JSON line per part.
 set -euo pipefail
@@ -56,8 +64,12 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || need "ROUNDS must be a whole number >= 1, not '$rounds'"
 
 # --- Everything checked before anything starts.
-[[ $(id -u) == 0 ]] || need "needs root to make network namespaces (run it as root, or under sudo)"
-command -v ip >/dev/null || need "needs iproute2's ip (apt-get install iproute2)"
+hosts=false  # whether a part runs on the two namespaced hosts
+if wants train || wants allreduce; then hosts=true; fi
+if $hosts; then
+  [[ $(id -u) == 0 ]] || need "needs root to make network namespaces (run it as root, or under sudo; PARTS=gang needs neither)"
+  command -v ip >/dev/null || need "needs iproute2's ip (apt-get install iproute2)"
+fi
 if wants train; then
   [[ -f $peer_models ]] || need "the PyTorch peer's models are missing at $peer_models"
   [[ -f $data/train-images-idx3-ubyte && -f $data/train-labels-idx1-ubyte ]] ||
@@ -72,6 +84,7 @@ if wants allreduce; then
 fi
 if wants gang; then
   [[ -x $build/bin/swept ]] || need "build swept first: cmake --build $build --target swept"
+  [[ -z ${PEER_SWEPT:-} || -x ${PEER_SWEPT:-} ]] || need "PEER_SWEPT=$PEER_SWEPT is not an executable: name another build's swept"
 fi
 
 tmp=$(mktemp -d)
@@ -91,10 +104,12 @@ trap cleanup EXIT
 # shellcheck source=tests/netns_lib.sh
 source "$root/tests/netns_lib.sh"
 A=swept-mn-a-$$ B=swept-mn-b-$$ net=10.250.$((RANDOM % 250)) ifa=mnpeer0
-ip netns add "$A" || need "cannot make a network namespace (ip netns add): root in a container may also need CAP_SYS_ADMIN"
-made+=("$A")
-ip -n "$A" link set lo up
-netns_join "$A" "$B" "$ifa" "$net"  # A: $ifa $net.1, B: eth0 $net.2
+if $hosts; then
+  ip netns add "$A" || need "cannot make a network namespace (ip netns add): root in a container may also need CAP_SYS_ADMIN"
+  made+=("$A")
+  ip -n "$A" link set lo up
+  netns_join "$A" "$B" "$ifa" "$net"  # A: $ifa $net.1, B: eth0 $net.2
+fi
 addr_a=$net.1
 port=29500
 next_port() { port=$((port + 1)); }
@@ -126,8 +141,10 @@ two_ranks() {
   fi
 }
 
+where="no namespaces (PARTS=gang)"
+$hosts && where="network namespaces $A ($addr_a) and $B ($net.2) on one veth pair"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores;" \
-  "hosts: network namespaces $A ($addr_a) and $B ($net.2) on one veth pair; $(date -u +%FT%TZ); load at start $(load)"
+  "hosts: $where; $(date -u +%FT%TZ); load at start $(load)"
 
 # --- (1) swept-train against PyTorch DDP, 2 nodes.
 ours_sps() {  # model global-batch steps log-every args...
@@ -241,7 +258,7 @@ EOF
 fi
 
 # --- (3) gang placement: scheduler CPU per trial, two-node against one-node trials.
-gang_round() {  # nodes; prints "cpu_us_per_trial wall_s"
+gang_round() {  # nodes [swept]; prints "cpu_us_per_trial wall_s turns_per_trial messages_per_trial successors"
   local db=$tmp/gang.db work
   work=$(mktemp -d -p "$tmp")
   rm -f "$db" "$db-wal" "$db-shm"
@@ -249,7 +266,7 @@ gang_round() {  # nodes; prints "cpu_us_per_trial wall_s"
  "resources": {"nodes": %d}}\n' "$1" >"$tmp/gang.json"
   local t0
   t0=$(date +%s.%N)
-  "$build/bin/swept" run "$tmp/gang.json" --db "$db" --local-agents 8 --slots 8 --workdir "$work/w" --progress off \
+  "${2:-$build/bin/swept}" run "$tmp/gang.json" --db "$db" --local-agents 8 --slots 8 --workdir "$work/w" --progress off \
     --dashboard off --stats "$tmp/stats.json" >/dev/null 2>"$tmp/run.log" || { tail -n 20 "$tmp/run.log" >&2; exit 1; }
   local wall
   wall=$(python3 -c "import sys; print(round($(date +%s.%N) - $t0, 2))")
@@ -259,13 +276,19 @@ import json, sys
 s = json.load(open(sys.argv[1]))
 if s["trials_finished"] != 1000:
     sys.exit("multinode: expected 1000 finished trials, got %d" % s["trials_finished"])
-print(round(s["loop_cpu_seconds"] / s["trials_finished"] * 1e6, 1), sys.argv[2])' "$tmp/stats.json" "$wall"
+n = s["trials_finished"]
+print(round(s["loop_cpu_seconds"] / n * 1e6, 1), sys.argv[2], round(s["turns"] / n, 2), round(s["messages_in"] / n, 2),
+      s["successors"])' "$tmp/stats.json" "$wall"
 }
 if wants gang; then
-  one=() two=() w1=() w2=() loads=()
+  one=() two=() w1=() w2=() t1=() t2=() m1=() m2=() s1=() p1=() p2=() loads=()
   for _ in $(seq "$rounds"); do
-    r=$(gang_round 1); read -r c w <<<"$r"; one+=("$c") w1+=("$w")
-    r=$(gang_round 2); read -r c w <<<"$r"; two+=("$c") w2+=("$w")
+    r=$(gang_round 1); read -r c w t m su <<<"$r"; one+=("$c") w1+=("$w") t1+=("$t") m1+=("$m") s1+=("$su")
+    r=$(gang_round 2); read -r c w t m su <<<"$r"; two+=("$c") w2+=("$w") t2+=("$t") m2+=("$m")
+    if [[ -n ${PEER_SWEPT:-} ]]; then
+      r=$(gang_round 1 "$PEER_SWEPT"); read -r c _ <<<"$r"; p1+=("$c")
+      r=$(gang_round 2 "$PEER_SWEPT"); read -r c _ <<<"$r"; p2+=("$c")
+    fi
     loads+=("$(cut -d' ' -f1 /proc/loadavg)")
   done
   om=$(median "${one[@]}") tm=$(median "${two[@]}")
@@ -274,9 +297,25 @@ if wants gang; then
   echo "(3) 1,000 no-op trials on 8 local agents: scheduler CPU per trial one-node $om us, two-node $tm us:" \
     "ratio ${ratio}x (target <= 2x: $met); rounds one-node ${one[*]} us (wall ${w1[*]} s), two-node ${two[*]} us" \
     "(wall ${w2[*]} s); 1-min load ${loads[*]}"
+  echo "(3) per trial, medians: the loop's turns one-node $(median "${t1[@]}"), two-node $(median "${t2[@]}");" \
+    "messages read one-node $(median "${m1[@]}"), two-node $(median "${m2[@]}"); one-node trials sent as successors" \
+    "$(median "${s1[@]}") of 1000"
+  if [[ -n ${PEER_SWEPT:-} ]]; then
+    python3 - "${one[*]}" "${two[*]}" "${p1[*]}" "${p2[*]}" "$PEER_SWEPT" <<'EOF'
+import sys
+one, two, p1, p2 = ([float(x) for x in a.split()] for a in sys.argv[1:5])
+def m(v):  # as median() above: the lower middle of an even count
+    return round(sorted(v)[(len(v) - 1) // 2], 3)
+print(f"(3) PEER_SWEPT {sys.argv[5]}: one-node {m(p1)} us, two-node {m(p2)} us: ratio {m(p2) / m(p1):.2f}x; "
+      f"this build / the peer, paired by round: one-node {m([a / b for a, b in zip(one, p1)]):.3f}, "
+      f"two-node {m([a / b for a, b in zip(two, p2)]):.3f}; rounds one-node {p1}, two-node {p2}")
+EOF
+  fi
   echo "{\"bench\": \"multinode_gang\", \"agents\": 8, \"trials\": 1000, \"rounds\": $rounds," \
     "\"one_node_cpu_us_per_trial\": $om, \"two_node_cpu_us_per_trial\": $tm, \"ratio\": $ratio," \
     "\"one_node_rounds\": [$(IFS=,; echo "${one[*]}")], \"two_node_rounds\": [$(IFS=,; echo "${two[*]}")]," \
+    "\"one_node_turns_per_trial\": [$(IFS=,; echo "${t1[*]}")], \"two_node_turns_per_trial\": [$(IFS=,; echo "${t2[*]}")]," \
+    "\"one_node_successors\": [$(IFS=,; echo "${s1[*]}")]," \
     "\"load1\": [$(IFS=,; echo "${loads[*]}")]}"
 fi
 echo "load at end $(load)"

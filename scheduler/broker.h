@@ -261,10 +261,12 @@ class Broker {
   // With parameter servers or several nodes (issue 30), every node's address
   // and a port of its agent's range for each process (TF_CONFIG).
   GangDispatch gang_of(const Dispatch& d, const std::vector<AgentCapacity>& caps, const Demand& demand);
-  // A port of `agent`'s rendezvous range that no live trial holds on its
-  // host (any agent with the same address) and that is not in `also_taken`
-  // (the ports this gang already took there).
-  int pick_port(const AgentSession& agent, const std::set<int>& also_taken = {});
+  // The ports live trials hold (MASTER_PORT and TF_CONFIG's), by host: the
+  // agent's address, which agents on one machine share.
+  std::map<std::string, std::set<int>> ports_in_use() const;
+  // A port of `agent`'s rendezvous range not in `taken` (every port in use
+  // on its host: ports_in_use()'s, and those this gang already took there).
+  int pick_port(const AgentSession& agent, const std::set<int>& taken);
   void note_gang_waits(const std::vector<SweepQueue>& queues, const Plan& plan);
   void send_heartbeats();
 

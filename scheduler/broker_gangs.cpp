@@ -26,25 +26,28 @@ namespace {
 std::string host_of(const AgentSession& s) { return s.addr.empty() ? s.host : s.addr; }
 }  // namespace
 
-int Broker::pick_port(const AgentSession& agent, const std::set<int>& also_taken) {
+std::map<std::string, std::set<int>> Broker::ports_in_use() const {
+  // One pass over the live trials for a whole gang: looking them all up again
+  // for each port a gang needs made a gang's start grow with live trials
+  // times its processes (issue 25's gang placement cost).
+  std::map<std::string, std::set<int>> used;
+  auto hold = [&](const std::string& agent, int port) {
+    if (const AgentSession* s = agents_.by_name(agent)) used[host_of(*s)].insert(port);
+  };
+  for (const auto& [id, lt] : lifecycle_.live()) {
+    if (lt.master_port > 0) hold(lt.agent, lt.master_port);
+    for (const auto& [name, port] : lt.ports) hold(name, port);
+  }
+  return used;
+}
+
+int Broker::pick_port(const AgentSession& agent, const std::set<int>& taken) {
   const int lo = agent.ports_lo > 0 ? agent.ports_lo : kDefaultPortsLo;
   const int hi = agent.ports_lo > 0 ? agent.ports_hi : kDefaultPortsHi;
-  const std::string host = host_of(agent);
-  auto here = [&](const std::string& name) {
-    if (name == agent.name) return true;
-    const AgentSession* other = agents_.by_name(name);
-    return other && host_of(*other) == host;
-  };
-  std::set<int> taken = also_taken;  // and the ports live trials hold on this host
-  for (const auto& [id, lt] : lifecycle_.live()) {
-    if (lt.master_port > 0 && here(lt.agent)) taken.insert(lt.master_port);
-    for (const auto& [name, port] : lt.ports)
-      if (here(name)) taken.insert(port);
-  }
   // Round robin over the range, so that a port another program held (the
   // agent then refused it: a host fault) is not the next trial's too.
   const int span = hi - lo + 1;
-  int& next = next_port_[host];
+  int& next = next_port_[host_of(agent)];
   for (int i = 0; i < span; ++i) {
     const int port = lo + (next + i) % span;
     if (taken.count(port)) continue;
@@ -63,12 +66,13 @@ GangDispatch Broker::gang_of(const Dispatch& d, const std::vector<AgentCapacity>
   auto addr_of = [](const AgentSession* s) { return s && !s->addr.empty() ? s->addr : s ? s->host : "127.0.0.1"; };
   const AgentSession* node0 = sessions.front();
   g.master_addr = addr_of(node0);
-  std::map<std::string, std::set<int>> given;  // ports this gang took, by host
+  // Ports live trials hold and those this gang took, by host.
+  std::map<std::string, std::set<int>> taken = ports_in_use();
   auto port_on = [&](size_t node) {
     if (!sessions[node]) return kDefaultPortsLo;  // never: placement saw every agent
-    std::set<int>& mine = given[host_of(*sessions[node])];
-    const int port = pick_port(*sessions[node], mine);
-    mine.insert(port);
+    std::set<int>& here = taken[host_of(*sessions[node])];
+    const int port = pick_port(*sessions[node], here);
+    here.insert(port);
     return port;
   };
   g.master_port = port_on(0);
