@@ -43,6 +43,7 @@ bool PbtPopulation::reached(int64_t trial_id, int attempt) {
   m.segment = attempt;
   m.stop_sent = false;
   m.next = protocol::CheckpointSegment{trial_id, attempt};
+  m.next_step = m.own_step;
   if (m.stopped_for < round_) {  // its round ran while it was lost: on to the next
     m.standing = Standing::kRunning;
     return false;
@@ -56,17 +57,25 @@ bool PbtPopulation::holding() const {
                      [](const auto& m) { return m.second.standing == Standing::kReached; });
 }
 
-bool PbtPopulation::gone(int64_t trial_id) {
+bool PbtPopulation::gone(int64_t trial_id, bool failed) {
   auto it = members_.find(trial_id);
   if (it == members_.end()) return false;
   Member& m = it->second;
   m.standing = Standing::kGone;
   m.stop_sent = false;
-  const bool dropped_donor = m.next.from_trial_id && *m.next.from_trial_id != trial_id;
-  // Rerun from its own newest complete checkpoint, with its own parameters.
+  const bool from_donor = m.next.from_trial_id && *m.next.from_trial_id != trial_id;
+  if (from_donor && !failed) {
+    // Lost with its host: the donor's checkpoint is still the newest complete
+    // one of its line (its own older one belongs to the branch the exploit
+    // left), so it starts from that again. A stop at the interval may have
+    // moved from_step on meanwhile; the checkpoint's own step holds.
+    m.from_step = m.next_step;
+    return false;
+  }
+  // Rerun from its own newest complete checkpoint, with the parameters it has.
   m.next = m.segment > 0 ? protocol::CheckpointSegment{trial_id, m.segment} : protocol::CheckpointSegment{};
-  m.from_step = m.segment > 0 ? m.own_step : 0;
-  return dropped_donor;
+  m.from_step = m.next_step = m.segment > 0 ? m.own_step : 0;
+  return from_donor;
 }
 
 nlohmann::json PbtPopulation::params(int64_t trial_id) const {
@@ -110,6 +119,7 @@ sweeps::pbt::RoundPlan PbtPopulation::run_round(std::vector<int64_t>* resumed) {
       m.next = protocol::CheckpointSegment{source, from.segment};
       m.params = p.params;
       if (p.donor) m.from_step = from.from_step;
+      m.next_step = m.from_step;
       resumed->push_back(p.member);
     }
     // Every member, the gone ones too (rerunning meanwhile), aims at the next interval.

@@ -52,19 +52,32 @@ class PbtPopulation {
 
   // Its segment `attempt` ended at the interval: its checkpoint is complete
   // there. True: it waits for the round; false: the round it stopped for
-  // has run without it (it had been lost meanwhile), so it goes on at once
-  // from its own checkpoint with its own parameters.
+  // (late_round) has run without it (it had been lost meanwhile), so it goes
+  // on at once from its own checkpoint with its own parameters.
   bool reached(int64_t trial_id, int attempt);
+  // The round a member was last stopped for: after reached() said false,
+  // the round that ran without it (its lineage row for that round says it
+  // went on from its own checkpoint, so that a restart finds the same).
+  int64_t late_round(int64_t trial_id) const {
+    auto it = members_.find(trial_id);
+    return it == members_.end() ? 0 : it->second.stopped_for;
+  }
   // Whether a member waits for the round (the sweep is not complete then).
   bool holding() const;
   // The members waiting for the round, taken out of the population: the
   // sweep stops its queued trials (cancelled, or its target reached).
   std::vector<int64_t> release_waiting();
   // Its segment was lost, or failed (lifecycle_pbt.cpp): the round goes on
-  // without it; it is rerun from its own newest complete segment, with the
-  // parameters it has. True when that segment was to start from a donor's
-  // checkpoint, which it now does not (its lineage must say so).
-  bool gone(int64_t trial_id);
+  // without it, and it reruns with the parameters it has. Lost (its host
+  // went away, its agent shut down: `failed` false), it reruns from where
+  // that segment started, a donor's checkpoint included: the round's
+  // exploit stands, its lineage with it. Failed (its program, or the copy
+  // or pull of its checkpoint), it reruns from its own newest complete
+  // segment, and this returns true when that segment was to start from a
+  // donor's checkpoint, which it now does not (its lineage must say so). A
+  // donor's checkpoint gone meanwhile (pruned, its host lost) fails the
+  // copy or the pull, so that case ends on its own checkpoint too.
+  bool gone(int64_t trial_id, bool failed);
   // Its parameters now (those of its next segment); null for no member.
   nlohmann::json params(int64_t trial_id) const;
   // It reached a final state (done, failed, lost for good): out of the population.
@@ -101,6 +114,7 @@ class PbtPopulation {
     bool stop_sent = false;        // told to stop in this segment (interval or done)
     int segment = 0;               // newest attempt whose checkpoint is complete
     protocol::CheckpointSegment next;  // where its next segment starts
+    int64_t next_step = 0;         // the step of `next`'s checkpoint (kept when from_step moves on)
     int64_t from_step = 0;         // the step its next segment starts from
     int64_t own_step = 0;          // the step of its own newest complete segment
     int64_t stopped_for = 0;       // the round it was last stopped for

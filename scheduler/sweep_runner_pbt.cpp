@@ -52,9 +52,22 @@ Status SweepRunner::rebuild_population(Active& s, std::vector<RecoveredTrial>& l
     m.slot = static_cast<int>(r.index);
     m.params = nlohmann::json::parse(r.params_json, nullptr, false);
     m.segment = r.interval_segment;
-    m.own_step = m.from_step = r.lineage_round > 0 && !r.donor_trial_id ? r.lineage_from_step : 0;
     m.stopped_for = round - 1;
-    m.next = m.segment > 0 ? protocol::CheckpointSegment{r.trial_id, m.segment} : protocol::CheckpointSegment{};
+    // Its newest lineage row names where its segments since start from (a
+    // round's decision, a correction after a failed segment, or its own
+    // after a round that ran without it): a member lost after the restart
+    // reruns from there, as it would have before (PbtPopulation::gone).
+    if (r.donor_trial_id) {
+      m.next = protocol::CheckpointSegment{*r.donor_trial_id, r.donor_segment};
+      m.next_step = m.from_step = r.lineage_from_step;
+      // Its own newest complete checkpoint, should the donor's fail: the one
+      // at that round's interval.
+      SWEPT_ASSIGN_OR_RETURN(own, store_.first_metric_from(r.trial_id, metric, r.lineage_round * pbt.interval));
+      m.own_step = own ? own->first : 0;
+    } else {
+      m.own_step = m.from_step = m.next_step = r.lineage_round > 0 ? r.lineage_from_step : 0;
+      m.next = m.segment > 0 ? protocol::CheckpointSegment{r.trial_id, m.segment} : protocol::CheckpointSegment{};
+    }
     // Its first value at or past the interval (or max_steps) being gathered.
     std::optional<std::pair<int64_t, double>> at_max;
     if (pbt.max_steps) {
@@ -79,9 +92,8 @@ Status SweepRunner::rebuild_population(Active& s, std::vector<RecoveredTrial>& l
       m.stopped_for = round;
       std::erase(s.queued, r.trial_id);
     } else if (r.attempts > 0 && r.interval_segment == r.attempts) {
-      // Resumed by the round before, waiting for a place: from where that round said.
-      if (r.donor_trial_id) m.next = protocol::CheckpointSegment{*r.donor_trial_id, r.donor_segment};
-      m.from_step = r.lineage_from_step;
+      // Resumed by the round before (or gone on after it), waiting for a
+      // place: from where its lineage says, as set above.
     } else if (r.attempts > 0) {
       m.standing = sweeps::pbt::Standing::kGone;  // lost or failed: reruns from its own checkpoint
     }
@@ -136,7 +148,7 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
     // Lost (or its agent shut down) in mid-segment, or failed with a retry
     // left: the round does not wait; it reruns from its own newest complete
     // checkpoint, queued as any rerun.
-    if (s.population->gone(e.trial_id)) {
+    if (s.population->gone(e.trial_id, e.failed)) {
       // It was to start from a donor's checkpoint (which could not be had,
       // or its run failed): the round's lineage says it resumes from its own.
       store::Writer::LineageRow row;
@@ -149,12 +161,29 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
       row.decided_at = clock_.wall_seconds();
       SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
     }
-    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment was lost or failed; the population goes on without "
-              "it, and it reruns from its last complete checkpoint");
+    const protocol::CheckpointSegment from = s.population->next_checkpoint(e.trial_id);
+    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment " + (e.failed ? "failed" : "was lost") +
+              "; the population goes on without it, and it reruns from " +
+              (from.from_trial_id ? "trial " + std::to_string(*from.from_trial_id) + "'s segment " +
+                                        std::to_string(from.from_attempt)
+                                  : std::string("the start")));
     return false;
   }
   s.running = std::max(0, s.running - 1);
-  if (!s.population->reached(e.trial_id, e.attempt)) s.queued.push_front(e.trial_id);
+  if (s.population->reached(e.trial_id, e.attempt)) return true;
+  // The round it stopped for ran while it was away: it goes on from this
+  // segment. Its lineage says so for that round, so that the newest row
+  // always names where its next segment starts (rebuild_population reads it).
+  store::Writer::LineageRow row;
+  row.trial_id = e.trial_id;
+  row.round = s.population->late_round(e.trial_id);
+  row.from_step = s.population->from_step(e.trial_id);
+  row.params_json = s.population->params(e.trial_id).dump();
+  row.changes_json = nlohmann::json::array({"it reached this round's interval after the round had run: it went on "
+                                            "from its own checkpoint"}).dump();
+  row.decided_at = clock_.wall_seconds();
+  SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
+  s.queued.push_front(e.trial_id);
   return true;
 }
 
