@@ -26,14 +26,23 @@ PbtPopulation::Stop PbtPopulation::observe(int64_t trial_id, int64_t step, doubl
     m.stop_sent = true;
     return Stop::kDone;
   }
-  if (step < stop_step()) return Stop::kNone;
+  // A segment given an earlier round's interval (a rerun the round did not
+  // wait for) stops there too; its round has run, so reached() sends it on.
+  const int64_t stop_at = m.segment_stop > 0 ? std::min(m.segment_stop, stop_step()) : stop_step();
+  if (step < stop_at) return Stop::kNone;
   // The first value at or past the interval is the member's value for the
   // round (a program that logs every k steps may not log the interval's own).
   m.stop_sent = true;
   m.value = value;
   m.from_step = m.own_step = step;
-  m.stopped_for = round_;
+  m.stopped_for = stop_at / spec_.pbt->interval;
   return Stop::kInterval;
+}
+
+int64_t PbtPopulation::segment_starts(int64_t trial_id) {
+  auto it = members_.find(trial_id);
+  if (it == members_.end()) return next_stop_step();
+  return it->second.segment_stop = next_stop_step();
 }
 
 bool PbtPopulation::reached(int64_t trial_id, int attempt) {

@@ -47,8 +47,14 @@ class PbtPopulation {
   // A value of the sweep's metric at `step`: kInterval the first time a
   // member reaches its stop step (the value is kept for the ranking), kDone
   // when it reaches pbt.max_steps. kNone otherwise, and for a member already
-  // told to stop.
+  // told to stop. The stop step is the one its running segment was given
+  // (segment_starts): a rerun of a lost member may have been given a round's
+  // interval that the round, not waiting for it, has passed since, and its
+  // program waits there for its stop.
   Stop observe(int64_t trial_id, int64_t step, double value);
+  // Its next segment starts now: the stop step it is given (next_stop_step(),
+  // its SWEPT_PBT_STOP_STEP), kept for observe().
+  int64_t segment_starts(int64_t trial_id);
 
   // Its segment `attempt` ended at the interval: its checkpoint is complete
   // there. True: it waits for the round; false: the round it stopped for
@@ -118,6 +124,7 @@ class PbtPopulation {
     int64_t from_step = 0;         // the step its next segment starts from
     int64_t own_step = 0;          // the step of its own newest complete segment
     int64_t stopped_for = 0;       // the round it was last stopped for
+    int64_t segment_stop = 0;      // the stop step its running segment was given (0: unknown, after a restart)
   };
   // After a scheduler restart (SweepRunner::rebuild_population): the round
   // being gathered, then each live member as the store shows it.

@@ -504,3 +504,43 @@ TEST_CASE("pbt: a member whose round ran while it was away goes on from its own 
   CHECK(next.checkpoint->from_attempt == 3);
   CHECK(next.params == rerun->params);
 }
+
+TEST_CASE("pbt: a rerun whose round runs without it is still stopped at the step it was given, and goes on at once") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  // Member 0's host goes away; its rerun starts at once, told to stop at round 2's step 20.
+  const int64_t lost = members[0].trial_id;
+  REQUIRE(p.life->lose(lost, "its agent went away").ok());
+  p.pass();
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  CHECK(rerun->env.at("SWEPT_PBT_STOP_STEP") == "20");
+  // The others reach 20 first: round 2 runs without the rerun (a lost member never stalls a round).
+  for (const auto& [id, st] : second) {
+    if (id == lost) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  REQUIRE(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+  // The rerun saves at step 20 and waits there for its stop: it must get it,
+  // though the population now aims at 30 (else it would wait for ever).
+  CHECK(p.report(*rerun, 20, 0.2));
+  p.stopped(*rerun);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NULL AND from_step=20 AND trial_id=" +
+            std::to_string(lost)) == 1);
+  // It goes on at once from the segment it just completed, toward round 3's step 30.
+  auto next = p.start();
+  REQUIRE(next);
+  CHECK(next->trial_id == lost);
+  REQUIRE(next->checkpoint);
+  CHECK(*next->checkpoint->from_trial_id == lost);
+  CHECK(next->checkpoint->from_attempt == rerun->attempt);
+  CHECK(next->env.at("SWEPT_PBT_STOP_STEP") == "30");
+}

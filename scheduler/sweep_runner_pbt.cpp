@@ -108,7 +108,7 @@ Status SweepRunner::rebuild_population(Active& s, std::vector<RecoveredTrial>& l
 Status SweepRunner::pbt_created(Active& s, TrialToStart& t) {
   s.population->add(t.trial_id, static_cast<int>(t.index), t.params);
   t.checkpoint = protocol::CheckpointSegment{};  // its first segment: an empty directory of its own
-  t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->next_stop_step());
+  t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->segment_starts(t.trial_id));
   store::Writer::LineageRow row;
   row.trial_id = t.trial_id;
   row.params_json = t.params.dump();
