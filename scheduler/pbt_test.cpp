@@ -68,7 +68,10 @@ struct Pbt {
     REQUIRE(mail.size() == 1);
     auto* st = std::get_if<StartTrial>(&mail[0].message);
     REQUIRE(st != nullptr);
-    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    // The environment the agent reports: the START_TRIAL's, and the attempt.
+    std::map<std::string, std::string> env = st->env;
+    env["SWEPT_ATTEMPT"] = std::to_string(st->attempt);
+    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", env}));
     agent_of[st->trial_id] = agent;
     return *st;
   }
@@ -543,4 +546,43 @@ TEST_CASE("pbt: a rerun whose round runs without it is still stopped at the step
   CHECK(*next->checkpoint->from_trial_id == lost);
   CHECK(next->checkpoint->from_attempt == rerun->attempt);
   CHECK(next->env.at("SWEPT_PBT_STOP_STEP") == "30");
+}
+
+TEST_CASE("pbt: after a restart, a running rerun whose round ran without it is still stopped at the step it was given") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  const int64_t lost = members[0].trial_id;
+  REQUIRE(p.life->lose(lost, "its agent went away").ok());
+  p.pass();
+  auto rerun = p.start();  // told to stop at 20
+  REQUIRE(rerun);
+  for (const auto& [id, st] : second) {
+    if (id == lost) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  REQUIRE(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+  // The scheduler dies once the rerun's start is written; the rebuilt
+  // population gathers round 3 (step 30), but the rerun waits at 20.
+  REQUIRE(p.life->write_starts(true).ok());
+  p.restart();
+  std::vector<RunningTrial> running = {{rerun->trial_id, rerun->attempt, 7, 1.0}};
+  REQUIRE(p.life->reconcile("a", running, {}, 0).ok());
+  p.pass();
+  CHECK(p.report(*rerun, 20, 0.2));
+  p.stopped(*rerun);
+  // It goes on at once from that segment; the others wait in the queue as before.
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.count(lost) == 1);
+  REQUIRE(third[lost].checkpoint);
+  CHECK(third[lost].checkpoint->from_attempt == rerun->attempt);
+  CHECK(third[lost].env.at("SWEPT_PBT_STOP_STEP") == "30");
 }

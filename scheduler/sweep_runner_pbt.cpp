@@ -4,6 +4,7 @@
 // next; this file records those decisions (parameters, command, lineage)
 // and keeps the queue and the running count as the rest of the runner does.
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 
 #include "common/log.h"
@@ -29,6 +30,24 @@ const sweeps::CommandContext& pbt_command_context() {
 
 std::string sweep_and_trial(int64_t sweep_id, int64_t trial_id) {
   return "sweep " + std::to_string(sweep_id) + " trial " + std::to_string(trial_id);
+}
+
+// The SWEPT_PBT_STOP_STEP a running member's segment was given, from the
+// environment its start recorded (trials.env), when that start is of
+// attempt `attempt` (a start not yet written leaves an earlier attempt's);
+// 0 when it cannot be told.
+int64_t given_stop_step(const std::string& env_json, int attempt) {
+  const nlohmann::json env = nlohmann::json::parse(env_json, nullptr, /*allow_exceptions=*/false);
+  if (!env.is_object()) return 0;
+  auto text = [&](const char* name) {
+    auto it = env.find(name);
+    return it != env.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  if (text("SWEPT_ATTEMPT") != std::to_string(attempt)) return 0;
+  const std::string stop = text("SWEPT_PBT_STOP_STEP");
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(stop.data(), stop.data() + stop.size(), v);
+  return ec == std::errc() && end == stop.data() + stop.size() && v > 0 ? v : 0;
 }
 
 }  // namespace
@@ -74,13 +93,21 @@ Status SweepRunner::rebuild_population(Active& s, std::vector<RecoveredTrial>& l
       SWEPT_ASSIGN_OR_RETURN(done, store_.first_metric_from(r.trial_id, metric, *pbt.max_steps));
       at_max = done;
     }
-    SWEPT_ASSIGN_OR_RETURN(at_stop, store_.first_metric_from(r.trial_id, metric, pop.stop_step()));
+    // A running rerun may have been given an earlier round's interval, which
+    // that round, not waiting for it, has passed (PbtPopulation::observe): it stops there.
+    int64_t stop_at = pop.stop_step();
+    if (r.state == TrialState::kRunning) {
+      m.segment_stop = given_stop_step(r.env_json, r.attempts);
+      if (m.segment_stop > 0) stop_at = std::min(stop_at, m.segment_stop);
+    }
+    SWEPT_ASSIGN_OR_RETURN(at_stop, store_.first_metric_from(r.trial_id, metric, stop_at));
     if (r.state == TrialState::kRunning) {
       // Running toward the interval; one already past it was sent its stop
       // by the scheduler before (or will be now): owed again on re-registration.
       if (at_max || at_stop) {
         m.stop_sent = true;
-        if (!at_max) m.value = at_stop->second, m.from_step = m.own_step = at_stop->first, m.stopped_for = round;
+        if (!at_max)
+          m.value = at_stop->second, m.from_step = m.own_step = at_stop->first, m.stopped_for = stop_at / pbt.interval;
         for (RecoveredTrial& t : live)
           if (t.trial_id == r.trial_id) (at_max ? t.pbt_done_stop : t.pbt_interval_stop) = true;
       }
