@@ -90,7 +90,7 @@ void Agent::send_register(int64_t now) {
   for (const Gpu& g : gpus_) {
     reg.gpus.push_back(pr::GpuInfo{g.index, g.uuid, g.name, static_cast<int64_t>(g.total_memory_bytes)});
   }
-  reg.features = {"start_after", pr::kFeatureGang, pr::kFeatureCheckpointSegments};
+  reg.features = {"start_after", pr::kFeatureGang, pr::kFeatureCheckpointSegments, pr::kFeatureCheckpointFrames};
   resolve_advertised_address();  // at once when known already
   reg.addr = advertise_addr_;
   reg.ports_lo = options_.rendezvous_port_lo;

@@ -673,7 +673,7 @@ TEST_CASE("agent: a START_TRIAL with `after` waits for that trial's end and then
   TempDir dir;
   AgentThread agent(test_options(s, dir));
   pr::Register reg = connect(s);
-  CHECK(reg.features == std::vector<std::string>{"start_after", "gang", "checkpoint_segments"});
+  CHECK(reg.features == std::vector<std::string>{"start_after", "gang", "checkpoint_segments", "checkpoint_frames"});
   auto is = [](int64_t id) { return [id](const auto& m) { return m.trial_id == id; }; };
   auto touch = [&](int64_t trial) { std::ofstream(dir.path() + "/sweep-3/trial-" + std::to_string(trial) + "/go"); };
   const std::string until_go = "while [ ! -e go ]; do sleep 0.02; done";

@@ -71,6 +71,9 @@ Frames encode(const Message& message, std::string_view protocol_id) {
   // Replace invalid UTF-8 (a trial's log may hold any bytes) instead of throwing.
   frames.push_back(std::visit([](const auto& m) { return codec::body(m); }, message)
                        .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  // A checkpoint part's bytes: a frame of their own, never JSON (protocol_checkpoint.cpp).
+  if (const auto* part = std::get_if<CheckpointPart>(&message); part && !part->data.empty() && !part->data_in_body)
+    frames.push_back(part->data);
   return frames;
 }
 
@@ -95,7 +98,8 @@ Decoded decode(const Frames& frames) {
     }
     return d;
   }
-  if (frames.size() != 3) {
+  const bool data_frame = frames.size() == 4 && frames[1] == "CHECKPOINT_PART";  // its bytes, a frame of their own
+  if (frames.size() != 3 && !data_frame) {
     d.failure = DecodeFailure::kMalformed;
     d.error = "expected 3 frames (protocol, kind, body), got " + std::to_string(frames.size());
     if (frames.size() > 1) d.kind = printable(frames[1]);
@@ -119,6 +123,7 @@ Decoded decode(const Frames& frames) {
   }
   try {
     d.message = reader->read(codec::Reader(j, frames[1]));
+    if (data_frame) codec::take_data_frame(frames[3], std::get<CheckpointPart>(*d.message));
   } catch (const std::exception& e) {
     d.failure = DecodeFailure::kMalformed;
     d.error = e.what();

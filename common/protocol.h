@@ -256,6 +256,10 @@ struct CheckpointSegment {
 };
 // The REGISTER feature an agent lists when it runs START_TRIAL `checkpoint`.
 inline constexpr const char* kFeatureCheckpointSegments = "checkpoint_segments";
+// The REGISTER feature an agent lists when it reads a CHECKPOINT_PART's
+// bytes from a fourth frame; one that does not is sent them as base64 in
+// the body (CheckpointPart::data_in_body).
+inline constexpr const char* kFeatureCheckpointFrames = "checkpoint_frames";
 
 struct StartTrial {
   int64_t trial_id = 0;
@@ -321,13 +325,17 @@ struct CheckpointPart {
   int from_attempt = 0;
   std::string path;                   // as pulled
   int64_t offset = 0;
-  std::string data;                   // raw bytes (base64 on the wire)
+  std::string data;                   // raw bytes: a fourth frame on the wire
   std::vector<CheckpointFile> files;  // the manifest (path "")
   std::string error;                  // "" : none
+  // Encode `data` as base64 in the body instead of a fourth frame: for an
+  // agent without kFeatureCheckpointFrames (the scheduler sets it when it
+  // relays). decode() accepts either form and leaves this false.
+  bool data_in_body = false;
   bool operator==(const CheckpointPart&) const = default;
 };
-// At most this many bytes of a file in one CHECKPOINT_PART (a third more in
-// base64, well under kMaxMessageBytes).
+// At most this many bytes of a file in one CHECKPOINT_PART (its own frame;
+// a third more as base64, still well under kMaxMessageBytes).
 inline constexpr int64_t kCheckpointPartBytes = int64_t{4} << 20;
 
 struct ExitAck {
@@ -515,7 +523,8 @@ const char* kind_name(const Message& message);
 using Frames = std::vector<std::string>;
 
 // Three frames: `protocol_id` (kProtocolId; kPreviousProtocolId only to
-// refuse such a peer), kind_name(message), the JSON body. Never fails.
+// refuse such a peer), kind_name(message), the JSON body; a CHECKPOINT_PART
+// with data has a fourth, its raw bytes (docs/protocol.md, "Frames"). Never fails.
 Frames encode(const Message& message, std::string_view protocol_id = kProtocolId);
 
 enum class DecodeFailure {

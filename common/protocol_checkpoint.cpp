@@ -1,9 +1,12 @@
 // Codec of the two messages that move a pbt segment's checkpoint between
 // agents (protocol.h, CheckpointPull and CheckpointPart; docs/protocol.md).
-// A part's bytes travel as base64 in the JSON body: the protocol's bodies
-// are JSON text, and the 4 MiB a part carries at most stay well under the
-// message cap once encoded. Every path is checked here, once, so that no
-// agent ever opens a file outside the segment's folder because a peer said so.
+// A part's bytes travel as a fourth frame of their own (protocol.cpp adds
+// and takes it), so that nobody encodes, parses or decodes them on the way:
+// the scheduler only moves the frame. Base64 in the body stays for agents
+// that do not list kFeatureCheckpointFrames (both ways: such a holder sends
+// it, such a puller is sent it). Every path is checked here, once, so that
+// no agent ever opens a file outside the segment's folder because a peer
+// said so.
 #include <array>
 #include <string>
 #include <vector>
@@ -125,7 +128,7 @@ json body(const CheckpointPart& m) {
             {"path", m.path},
             {"offset", m.offset}};
   if (!m.error.empty()) j["error"] = m.error;
-  if (!m.data.empty()) j["data"] = base64_encode(m.data);
+  if (!m.data.empty() && m.data_in_body) j["data"] = base64_encode(m.data);
   if (m.path.empty() && m.error.empty()) {
     json files = json::array();
     for (const CheckpointFile& f : m.files) files.push_back(json::array({f.path, f.size, f.crc}));
@@ -156,6 +159,17 @@ void read(const Reader& r, CheckpointPart& m) {
       m.files.push_back(std::move(file));
     }
   }
+}
+
+void take_data_frame(std::string frame, CheckpointPart& m) {
+  if (m.path.empty() || !m.error.empty())
+    throw FieldError("CHECKPOINT_PART: a data frame belongs to a part of a file, not to a manifest or an error");
+  if (!m.data.empty()) throw FieldError("CHECKPOINT_PART: data both in the body and in a frame");
+  if (frame.empty()) throw FieldError("CHECKPOINT_PART: an empty data frame (a part without bytes has none)");
+  if (static_cast<int64_t>(frame.size()) > kCheckpointPartBytes)
+    throw FieldError("CHECKPOINT_PART: the data frame holds more than " + std::to_string(kCheckpointPartBytes) +
+                     " bytes");
+  m.data = std::move(frame);
 }
 
 }  // namespace codec

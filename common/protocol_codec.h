@@ -197,6 +197,11 @@ auto read_state(const Reader& r, Named named, const char* what) {
 SWEPT_PROTOCOL_KINDS(SWEPT_DECLARE_BODY)
 #undef SWEPT_DECLARE_BODY
 
+// A CHECKPOINT_PART's fourth frame, its raw bytes, into `m` (read from the
+// body first); throws FieldError for a frame the part cannot have
+// (protocol_checkpoint.cpp).
+void take_data_frame(std::string frame, CheckpointPart& m);
+
 // Pieces more than one part writes or reads (protocol_rows.cpp).
 json gpu_json(const GpuInfo& g);
 GpuInfo read_gpu(const Reader& r);

@@ -244,7 +244,8 @@ TEST_CASE("every message kind survives encode then decode") {
   std::set<std::string> kinds;
   for (const Message& original : every_message()) {
     Frames frames = encode(original);
-    REQUIRE(frames.size() == 3);
+    const auto* part = std::get_if<CheckpointPart>(&original);
+    REQUIRE(frames.size() == (part && !part->data.empty() ? 4u : 3u));  // a part's bytes: a 4th frame
     CHECK(frames[0] == "swept/2");
     CHECK(frames[1] == kind_name(original));
     Decoded d = decode(frames);
@@ -255,6 +256,48 @@ TEST_CASE("every message kind survives encode then decode") {
   }
   // One of each of the kinds docs/protocol.md defines.
   CHECK(kinds.size() == std::variant_size_v<Message>);
+}
+
+TEST_CASE("a checkpoint part's bytes travel as a frame of their own; as base64 in the body for older agents") {
+  const std::string bytes("\xff\x00\x80{\"x\"}\n", 9);
+  CheckpointPart part{17, 3, 12, 2, "ckpt.bin", 4194304, bytes, {}, ""};
+  Frames frames = encode(part);
+  REQUIRE(frames.size() == 4);
+  CHECK(frames[3] == bytes);  // as they are: nothing to encode or decode on the way
+  CHECK(frames[2].find("data") == std::string::npos);
+  Decoded d = decode(frames);
+  REQUIRE(d.ok());
+  CHECK(std::get<CheckpointPart>(*d.message) == part);
+  // For an agent without the checkpoint_frames feature: base64 in the body,
+  // three frames; read back the same (and sent on as a frame, the default).
+  part.data_in_body = true;
+  Frames old = encode(part);
+  REQUIRE(old.size() == 3);
+  CHECK(old[2].find("\"data\":\"/wCAeyJ4In0K\"") != std::string::npos);
+  d = decode(old);
+  REQUIRE(d.ok());
+  CHECK(std::get<CheckpointPart>(*d.message).data == bytes);
+  CHECK(!std::get<CheckpointPart>(*d.message).data_in_body);
+  // A fourth frame anywhere else, or one the part cannot have, is malformed.
+  auto refused = [](Frames f) {
+    Decoded r = decode(f);
+    CHECK(r.failure == DecodeFailure::kMalformed);
+    return r.error;
+  };
+  Frames manifest = encode(CheckpointPart{17, 3, 12, 2, "", 0, "", {{"a", 1, 2}}, ""});
+  manifest.push_back("x");
+  CHECK(refused(manifest) ==
+        "CHECKPOINT_PART: a data frame belongs to a part of a file, not to a manifest or an error");
+  Frames both = old;
+  both.push_back(bytes);
+  CHECK(refused(both) == "CHECKPOINT_PART: data both in the body and in a frame");
+  Frames empty = frames;
+  empty[3].clear();
+  CHECK(refused(empty) == "CHECKPOINT_PART: an empty data frame (a part without bytes has none)");
+  Frames big = frames;
+  big[3].assign(static_cast<size_t>(kCheckpointPartBytes) + 1, 'x');
+  CHECK(refused(big) == "CHECKPOINT_PART: the data frame holds more than 4194304 bytes");
+  CHECK(refused({"swept/2", "HEARTBEAT", "{}", "x"}) == "expected 3 frames (protocol, kind, body), got 4");
 }
 
 TEST_CASE("request ids are readable even when the body is refused") {

@@ -172,6 +172,8 @@ Result<AgentRegistry::Admission> AgentRegistry::admit(const std::string& routing
   s.start_after = std::find(r.features.begin(), r.features.end(), "start_after") != r.features.end();
   s.gangs = std::find(r.features.begin(), r.features.end(), protocol::kFeatureGang) != r.features.end();
   s.segments = std::find(r.features.begin(), r.features.end(), protocol::kFeatureCheckpointSegments) != r.features.end();
+  s.checkpoint_frames =
+      std::find(r.features.begin(), r.features.end(), protocol::kFeatureCheckpointFrames) != r.features.end();
   s.addr = r.addr;
   s.ports_lo = r.ports_lo;
   s.ports_hi = r.ports_hi;

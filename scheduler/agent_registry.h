@@ -63,6 +63,7 @@ struct AgentSession {
   bool start_after = false;     // it implements START_TRIAL `after` (REGISTER features)
   bool gangs = false;           // it implements START_TRIAL `gang` (REGISTER feature "gang")
   bool segments = false;        // it implements START_TRIAL `checkpoint` (REGISTER feature "checkpoint_segments")
+  bool checkpoint_frames = false;  // it reads a CHECKPOINT_PART's bytes from a 4th frame ("checkpoint_frames")
   std::string addr;             // where other hosts reach it (REGISTER `addr`; "" : its host name)
   int ports_lo = 0, ports_hi = 0;  // its rendezvous ports (REGISTER `rendezvous_ports`)
   std::string key;              // the Z85 public key it connected with; empty without CURVE

@@ -5,8 +5,10 @@
 // else: only between the agents its own records name (the attempt running
 // on the puller, the segment ended on the holder, both of one sweep), so a
 // registered agent can read no checkpoint but those of the sweep it runs a
-// member of, and every hop is an authenticated session. It keeps no state
-// of a transfer. A pull whose holder is not connected is not answered: the
+// member of, and every hop is an authenticated session. A part's bytes come
+// as a frame of their own and leave as one: the broker reads the part's
+// small JSON header to check it, and copies the bytes, never parses them.
+// It keeps no state of a transfer. A pull whose holder is not connected is not answered: the
 // puller sends it again every 2 s (agent/agent_pull.cpp), so a holder that
 // comes back (a restarted agent, a healed link) serves it, and one that does
 // not within the puller's 60 s ends the start (launch_failed), after which
@@ -71,7 +73,13 @@ Status Broker::on_checkpoint_part(AgentSession& s, const CheckpointPart& part) {
                std::to_string(part.attempt) + " is for no pull: dropped");
     return Status::Ok();
   }
-  if (const AgentSession* puller = agents_.by_name(lt->agent)) send_later(puller->routing_id, part);
+  const AgentSession* puller = agents_.by_name(lt->agent);
+  if (!puller) return Status::Ok();
+  // The bytes go on as they came, a frame of their own; an agent from before
+  // that frame gets them as base64 in the body (docs/protocol.md).
+  CheckpointPart relayed = part;
+  relayed.data_in_body = !puller->checkpoint_frames;
+  send_later(puller->routing_id, std::move(relayed));
   return Status::Ok();
 }
 

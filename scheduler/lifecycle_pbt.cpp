@@ -35,7 +35,7 @@ Result<bool> TrialLifecycle::retry_member(int64_t trial_id, const protocol::Tria
   end.trial_reason = "requeued after a failed segment (retry " + std::to_string(spent) + " of max_retries " +
                      std::to_string(lt.max_retries) + "): " + reason;
   SWEPT_RETURN_IF_ERROR(store_.end_trial(end));
-  events_.push_back(TrialRequeued{trial_id, lt.sweep_id, false, lt.attempt});
+  events_.push_back(TrialRequeued{trial_id, lt.sweep_id, false, lt.attempt, /*failed=*/true});
   changed_ = true;
   log::info("pbt member trial " + std::to_string(trial_id) + " attempt " + std::to_string(lt.attempt) + " failed (" +
             reason + "): it reruns from its last complete checkpoint, retry " + std::to_string(spent) + " of " +

@@ -26,14 +26,23 @@ PbtPopulation::Stop PbtPopulation::observe(int64_t trial_id, int64_t step, doubl
     m.stop_sent = true;
     return Stop::kDone;
   }
-  if (step < stop_step()) return Stop::kNone;
+  // A segment given an earlier round's interval (a rerun the round did not
+  // wait for) stops there too; its round has run, so reached() sends it on.
+  const int64_t stop_at = m.segment_stop > 0 ? std::min(m.segment_stop, stop_step()) : stop_step();
+  if (step < stop_at) return Stop::kNone;
   // The first value at or past the interval is the member's value for the
   // round (a program that logs every k steps may not log the interval's own).
   m.stop_sent = true;
   m.value = value;
   m.from_step = m.own_step = step;
-  m.stopped_for = round_;
+  m.stopped_for = stop_at / spec_.pbt->interval;
   return Stop::kInterval;
+}
+
+int64_t PbtPopulation::segment_starts(int64_t trial_id) {
+  auto it = members_.find(trial_id);
+  if (it == members_.end()) return next_stop_step();
+  return it->second.segment_stop = next_stop_step();
 }
 
 bool PbtPopulation::reached(int64_t trial_id, int attempt) {
@@ -43,6 +52,7 @@ bool PbtPopulation::reached(int64_t trial_id, int attempt) {
   m.segment = attempt;
   m.stop_sent = false;
   m.next = protocol::CheckpointSegment{trial_id, attempt};
+  m.next_step = m.own_step;
   if (m.stopped_for < round_) {  // its round ran while it was lost: on to the next
     m.standing = Standing::kRunning;
     return false;
@@ -56,17 +66,25 @@ bool PbtPopulation::holding() const {
                      [](const auto& m) { return m.second.standing == Standing::kReached; });
 }
 
-bool PbtPopulation::gone(int64_t trial_id) {
+bool PbtPopulation::gone(int64_t trial_id, bool failed) {
   auto it = members_.find(trial_id);
   if (it == members_.end()) return false;
   Member& m = it->second;
   m.standing = Standing::kGone;
   m.stop_sent = false;
-  const bool dropped_donor = m.next.from_trial_id && *m.next.from_trial_id != trial_id;
-  // Rerun from its own newest complete checkpoint, with its own parameters.
+  const bool from_donor = m.next.from_trial_id && *m.next.from_trial_id != trial_id;
+  if (from_donor && !failed) {
+    // Lost with its host: the donor's checkpoint is still the newest complete
+    // one of its line (its own older one belongs to the branch the exploit
+    // left), so it starts from that again. A stop at the interval may have
+    // moved from_step on meanwhile; the checkpoint's own step holds.
+    m.from_step = m.next_step;
+    return false;
+  }
+  // Rerun from its own newest complete checkpoint, with the parameters it has.
   m.next = m.segment > 0 ? protocol::CheckpointSegment{trial_id, m.segment} : protocol::CheckpointSegment{};
-  m.from_step = m.segment > 0 ? m.own_step : 0;
-  return dropped_donor;
+  m.from_step = m.next_step = m.segment > 0 ? m.own_step : 0;
+  return from_donor;
 }
 
 nlohmann::json PbtPopulation::params(int64_t trial_id) const {
@@ -110,6 +128,7 @@ sweeps::pbt::RoundPlan PbtPopulation::run_round(std::vector<int64_t>* resumed) {
       m.next = protocol::CheckpointSegment{source, from.segment};
       m.params = p.params;
       if (p.donor) m.from_step = from.from_step;
+      m.next_step = m.from_step;
       resumed->push_back(p.member);
     }
     // Every member, the gone ones too (rerunning meanwhile), aims at the next interval.

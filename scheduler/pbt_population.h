@@ -47,24 +47,43 @@ class PbtPopulation {
   // A value of the sweep's metric at `step`: kInterval the first time a
   // member reaches its stop step (the value is kept for the ranking), kDone
   // when it reaches pbt.max_steps. kNone otherwise, and for a member already
-  // told to stop.
+  // told to stop. The stop step is the one its running segment was given
+  // (segment_starts): a rerun of a lost member may have been given a round's
+  // interval that the round, not waiting for it, has passed since, and its
+  // program waits there for its stop.
   Stop observe(int64_t trial_id, int64_t step, double value);
+  // Its next segment starts now: the stop step it is given (next_stop_step(),
+  // its SWEPT_PBT_STOP_STEP), kept for observe().
+  int64_t segment_starts(int64_t trial_id);
 
   // Its segment `attempt` ended at the interval: its checkpoint is complete
   // there. True: it waits for the round; false: the round it stopped for
-  // has run without it (it had been lost meanwhile), so it goes on at once
-  // from its own checkpoint with its own parameters.
+  // (late_round) has run without it (it had been lost meanwhile), so it goes
+  // on at once from its own checkpoint with its own parameters.
   bool reached(int64_t trial_id, int attempt);
+  // The round a member was last stopped for: after reached() said false,
+  // the round that ran without it (its lineage row for that round says it
+  // went on from its own checkpoint, so that a restart finds the same).
+  int64_t late_round(int64_t trial_id) const {
+    auto it = members_.find(trial_id);
+    return it == members_.end() ? 0 : it->second.stopped_for;
+  }
   // Whether a member waits for the round (the sweep is not complete then).
   bool holding() const;
   // The members waiting for the round, taken out of the population: the
   // sweep stops its queued trials (cancelled, or its target reached).
   std::vector<int64_t> release_waiting();
   // Its segment was lost, or failed (lifecycle_pbt.cpp): the round goes on
-  // without it; it is rerun from its own newest complete segment, with the
-  // parameters it has. True when that segment was to start from a donor's
-  // checkpoint, which it now does not (its lineage must say so).
-  bool gone(int64_t trial_id);
+  // without it, and it reruns with the parameters it has. Lost (its host
+  // went away, its agent shut down: `failed` false), it reruns from where
+  // that segment started, a donor's checkpoint included: the round's
+  // exploit stands, its lineage with it. Failed (its program, or the copy
+  // or pull of its checkpoint), it reruns from its own newest complete
+  // segment, and this returns true when that segment was to start from a
+  // donor's checkpoint, which it now does not (its lineage must say so). A
+  // donor's checkpoint gone meanwhile (pruned, its host lost) fails the
+  // copy or the pull, so that case ends on its own checkpoint too.
+  bool gone(int64_t trial_id, bool failed);
   // Its parameters now (those of its next segment); null for no member.
   nlohmann::json params(int64_t trial_id) const;
   // It reached a final state (done, failed, lost for good): out of the population.
@@ -101,9 +120,11 @@ class PbtPopulation {
     bool stop_sent = false;        // told to stop in this segment (interval or done)
     int segment = 0;               // newest attempt whose checkpoint is complete
     protocol::CheckpointSegment next;  // where its next segment starts
+    int64_t next_step = 0;         // the step of `next`'s checkpoint (kept when from_step moves on)
     int64_t from_step = 0;         // the step its next segment starts from
     int64_t own_step = 0;          // the step of its own newest complete segment
     int64_t stopped_for = 0;       // the round it was last stopped for
+    int64_t segment_stop = 0;      // the stop step its running segment was given (0: unknown, after a restart)
   };
   // After a scheduler restart (SweepRunner::rebuild_population): the round
   // being gathered, then each live member as the store shows it.

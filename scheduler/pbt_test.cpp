@@ -41,14 +41,18 @@ struct Pbt {
   int64_t seq = 0;
   std::map<int64_t, std::string> agent_of;  // where each member's current segment runs
 
-  Pbt() {
+  // `max_retries` replaces the sweep's 1.
+  explicit Pbt(int max_retries = 1) {
     auto w = store::Writer::open(db.path);
     REQUIRE(w.ok());
     store = std::move(*w);
     runner = std::make_unique<SweepRunner>(*store, clock);
     life = std::make_unique<TrialLifecycle>(*store, clock);
     REQUIRE(store->begin().ok());
-    auto r = runner->submit(kSweep);
+    std::string text = kSweep;
+    const std::string one = "\"max_retries\": 1";
+    text.replace(text.find(one), one.size(), "\"max_retries\": " + std::to_string(max_retries));
+    auto r = runner->submit(text);
     REQUIRE(r.ok());
     sweep = r->sweep_id;
     pass();
@@ -64,7 +68,10 @@ struct Pbt {
     REQUIRE(mail.size() == 1);
     auto* st = std::get_if<StartTrial>(&mail[0].message);
     REQUIRE(st != nullptr);
-    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", {}}));
+    // The environment the agent reports: the START_TRIAL's, and the attempt.
+    std::map<std::string, std::string> env = st->env;
+    env["SWEPT_ATTEMPT"] = std::to_string(st->attempt);
+    REQUIRE(life->started(agent, TrialStarted{st->trial_id, st->attempt, 7, 1.0, "w", env}));
     agent_of[st->trial_id] = agent;
     return *st;
   }
@@ -385,7 +392,7 @@ TEST_CASE("pbt: a restarted scheduler rebuilds the population: waiting members w
   }
 }
 
-TEST_CASE("pbt: a member lost while copying its donor's checkpoint reruns from its own, its lineage corrected") {
+TEST_CASE("pbt: a member lost just after an exploit reruns from its donor's checkpoint with its new parameters") {
   Pbt p;
   std::vector<StartTrial> members;
   while (auto st = p.start()) members.push_back(*st);
@@ -396,21 +403,186 @@ TEST_CASE("pbt: a member lost while copying its donor's checkpoint reruns from i
   }
   std::map<int64_t, StartTrial> second;
   while (auto st = p.start()) second[st->trial_id] = *st;
-  // Its agent vanishes while the copy is under way (the segment never reported).
+  const StartTrial exploited = second.at(members[0].trial_id);
+  REQUIRE(*exploited.checkpoint->from_trial_id == members[1].trial_id);
+  // Its host vanishes while the copy is under way (the segment never reported):
+  // a host fault, not the checkpoint's, so the round's decision stands.
   REQUIRE(p.life->lose(members[0].trial_id, "its agent went away").ok());
   p.pass();
   const std::string worst = std::to_string(members[0].trial_id);
-  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  CHECK(p.q("SELECT donor_trial_id FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == members[1].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE trial_id=" + worst + " AND changes LIKE '%its own checkpoint%'") ==
+        0);
   auto rerun = p.start();
   REQUIRE(rerun);
+  CHECK(rerun->trial_id == members[0].trial_id);
+  CHECK(rerun->attempt == 3);
   REQUIRE(rerun->checkpoint);
-  CHECK(*rerun->checkpoint->from_trial_id == members[0].trial_id);
+  CHECK(*rerun->checkpoint->from_trial_id == members[1].trial_id);  // the donor's segment 1, again
   CHECK(rerun->checkpoint->from_attempt == 1);
-  // The others do not wait for it: round 2 runs once they reach it, and it joins when it gets there first.
+  CHECK(rerun->params == exploited.params);  // the explored parameters, not its old ones
+  CHECK(rerun->argv == exploited.argv);
+  // The others do not wait for it: round 2 runs once they reach it.
   for (const auto& [id, st] : second) {
     if (id == members[0].trial_id) continue;
     REQUIRE(p.report(st, 20, 0.5));
     p.stopped(st);
   }
   CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+}
+
+TEST_CASE("pbt: a restarted scheduler keeps a member's exploit: lost after the restart, it reruns from the donor") {
+  Pbt p(3);
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  const StartTrial exploited = second.at(members[0].trial_id);
+  // The scheduler dies while member 0 copies its donor's checkpoint, and its
+  // host does not come back: the restarted scheduler loses the segment.
+  p.restart();
+  REQUIRE(p.life->lose(members[0].trial_id, "its agent did not come back").ok());
+  p.pass();
+  const std::string worst = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT donor_trial_id FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == members[1].trial_id);
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  CHECK(rerun->trial_id == members[0].trial_id);
+  REQUIRE(rerun->checkpoint);
+  CHECK(*rerun->checkpoint->from_trial_id == members[1].trial_id);
+  CHECK(rerun->checkpoint->from_attempt == 1);
+  CHECK(rerun->params == exploited.params);
+  // Its donor's checkpoint cannot be had now: it falls back to its own, and the lineage says so.
+  p.failed(*rerun, /*launch=*/true);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=1 AND donor_trial_id IS NULL AND trial_id=" + worst) == 1);
+  CHECK(p.q("SELECT from_step FROM pbt_lineage WHERE round=1 AND trial_id=" + worst) == 10);
+  auto own = p.start();
+  REQUIRE(own);
+  REQUIRE(own->checkpoint);
+  CHECK(*own->checkpoint->from_trial_id == members[0].trial_id);
+  CHECK(own->checkpoint->from_attempt == 1);
+}
+
+TEST_CASE("pbt: a member whose round ran while it was away goes on from its own new segment, after a restart too") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  const std::vector<double> q = {0.1, 0.9, 0.5, 0.4};  // member 0 takes member 1's checkpoint
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, q[i]));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  REQUIRE(p.life->lose(members[0].trial_id, "its agent went away").ok());
+  p.pass();
+  auto rerun = p.start();  // attempt 3, from the donor's segment 1
+  REQUIRE(rerun);
+  // It reaches round 2's interval and is told to stop; before it has saved,
+  // the others reach it too and round 2 runs without it.
+  REQUIRE(p.report(*rerun, 20, 0.3));
+  for (const auto& [id, st] : second) {
+    if (id == members[0].trial_id) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND trial_id<>" + std::to_string(rerun->trial_id)) == 3);
+  p.stopped(*rerun);  // its segment 3 is complete: it goes on from there, its lineage says so
+  const std::string worst = std::to_string(members[0].trial_id);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NULL AND from_step=20 AND trial_id=" +
+            worst) == 1);
+  // A restart before it starts again keeps that: its own segment 3, not the donor's segment 1.
+  p.restart();
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.count(members[0].trial_id) == 1);
+  const StartTrial& next = third[members[0].trial_id];
+  REQUIRE(next.checkpoint);
+  CHECK(*next.checkpoint->from_trial_id == members[0].trial_id);
+  CHECK(next.checkpoint->from_attempt == 3);
+  CHECK(next.params == rerun->params);
+}
+
+TEST_CASE("pbt: a rerun whose round runs without it is still stopped at the step it was given, and goes on at once") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  // Member 0's host goes away; its rerun starts at once, told to stop at round 2's step 20.
+  const int64_t lost = members[0].trial_id;
+  REQUIRE(p.life->lose(lost, "its agent went away").ok());
+  p.pass();
+  auto rerun = p.start();
+  REQUIRE(rerun);
+  CHECK(rerun->env.at("SWEPT_PBT_STOP_STEP") == "20");
+  // The others reach 20 first: round 2 runs without the rerun (a lost member never stalls a round).
+  for (const auto& [id, st] : second) {
+    if (id == lost) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  REQUIRE(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+  // The rerun saves at step 20 and waits there for its stop: it must get it,
+  // though the population now aims at 30 (else it would wait for ever).
+  CHECK(p.report(*rerun, 20, 0.2));
+  p.stopped(*rerun);
+  CHECK(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2 AND donor_trial_id IS NULL AND from_step=20 AND trial_id=" +
+            std::to_string(lost)) == 1);
+  // It goes on at once from the segment it just completed, toward round 3's step 30.
+  auto next = p.start();
+  REQUIRE(next);
+  CHECK(next->trial_id == lost);
+  REQUIRE(next->checkpoint);
+  CHECK(*next->checkpoint->from_trial_id == lost);
+  CHECK(next->checkpoint->from_attempt == rerun->attempt);
+  CHECK(next->env.at("SWEPT_PBT_STOP_STEP") == "30");
+}
+
+TEST_CASE("pbt: after a restart, a running rerun whose round ran without it is still stopped at the step it was given") {
+  Pbt p;
+  std::vector<StartTrial> members;
+  while (auto st = p.start()) members.push_back(*st);
+  for (size_t i = 0; i < members.size(); ++i) {
+    REQUIRE(p.report(members[i], 10, 0.1 * static_cast<double>(i + 1)));
+    p.stopped(members[i]);
+  }
+  std::map<int64_t, StartTrial> second;
+  while (auto st = p.start()) second[st->trial_id] = *st;
+  const int64_t lost = members[0].trial_id;
+  REQUIRE(p.life->lose(lost, "its agent went away").ok());
+  p.pass();
+  auto rerun = p.start();  // told to stop at 20
+  REQUIRE(rerun);
+  for (const auto& [id, st] : second) {
+    if (id == lost) continue;
+    REQUIRE(p.report(st, 20, 0.5));
+    p.stopped(st);
+  }
+  REQUIRE(p.q("SELECT COUNT(*) FROM pbt_lineage WHERE round=2") == 3);
+  // The scheduler dies once the rerun's start is written; the rebuilt
+  // population gathers round 3 (step 30), but the rerun waits at 20.
+  REQUIRE(p.life->write_starts(true).ok());
+  p.restart();
+  std::vector<RunningTrial> running = {{rerun->trial_id, rerun->attempt, 7, 1.0}};
+  REQUIRE(p.life->reconcile("a", running, {}, 0).ok());
+  p.pass();
+  CHECK(p.report(*rerun, 20, 0.2));
+  p.stopped(*rerun);
+  // It goes on at once from that segment; the others wait in the queue as before.
+  std::map<int64_t, StartTrial> third;
+  while (auto st = p.start()) third[st->trial_id] = *st;
+  REQUIRE(third.count(lost) == 1);
+  REQUIRE(third[lost].checkpoint);
+  CHECK(third[lost].checkpoint->from_attempt == rerun->attempt);
+  CHECK(third[lost].env.at("SWEPT_PBT_STOP_STEP") == "30");
 }

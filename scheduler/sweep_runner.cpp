@@ -316,7 +316,7 @@ Result<std::optional<TrialToStart>> SweepRunner::load_queued(Active& s, int64_t 
   t.argv = std::move(rec->command);
   if (s.population && s.population->has(t.trial_id)) {
     t.checkpoint = s.population->next_checkpoint(t.trial_id);
-    t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->next_stop_step());
+    t.env["SWEPT_PBT_STOP_STEP"] = std::to_string(s.population->segment_starts(t.trial_id));
   }
   return std::optional<TrialToStart>(std::move(t));
 }

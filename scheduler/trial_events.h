@@ -106,6 +106,10 @@ struct TrialRequeued {
   int64_t sweep_id = 0;
   bool at_interval = false;
   int attempt = 0;
+  // A pbt member's segment failed (its program, or its checkpoint's copy or
+  // pull), rather than being lost with its host: it reruns from its own
+  // checkpoint, not from the donor's it was given (sweep_runner_pbt.cpp).
+  bool failed = false;
 };
 // A queued trial is running again: its agent came back still running the
 // attempt that had been given up.

@@ -204,6 +204,7 @@ class Writer {
     int64_t lineage_from_step = 0;
     std::optional<int64_t> donor_trial_id;
     int donor_segment = 0;
+    std::string env_json;  // trials.env: its newest confirmed start's (SWEPT_ATTEMPT says which attempt's)
   };
   Result<std::vector<PbtMemberRecord>> pbt_members(int64_t sweep_id, const std::string& interval_reason);
   // The first value of `metric` the trial reported at or after `step`, as

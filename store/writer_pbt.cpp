@@ -51,7 +51,7 @@ Result<std::vector<Writer::PbtMemberRecord>> Writer::pbt_members(int64_t sweep_i
                "SELECT t.id, t.idx, t.state, t.params, t.attempts, "
                "  (SELECT MAX(a.attempt) FROM attempts a WHERE a.trial_id = t.id AND a.state = ?3 "
                "     AND instr(a.reason, ?2) > 0), "
-               "  l.round, l.from_step, l.donor_trial_id, l.donor_segment "
+               "  l.round, l.from_step, l.donor_trial_id, l.donor_segment, t.env "
                "FROM trials t LEFT JOIN pbt_lineage l ON l.trial_id = t.id "
                "  AND l.round = (SELECT MAX(round) FROM pbt_lineage WHERE trial_id = t.id) "
                "WHERE t.sweep_id = ?1 ORDER BY t.id");
@@ -73,6 +73,7 @@ Result<std::vector<Writer::PbtMemberRecord>> Writer::pbt_members(int64_t sweep_i
     m.lineage_from_step = st.optional_int64(7).value_or(0);
     m.donor_trial_id = st.optional_int64(8);
     m.donor_segment = static_cast<int>(st.optional_int64(9).value_or(0));
+    m.env_json = st.optional_text(10).value_or("");
     out.push_back(std::move(m));
   }
   st.reset();

@@ -21,7 +21,8 @@
 // staleness_max, gradients_dropped) are curve metrics and sortable columns.
 // A real population-based-training sweep (`swept run` of tests/pbt_trial.sh,
 // its own database and `swept web`) shows its population's curves with
-// every exploit of its lineage marked, and the best member's schedule.
+// every exploit of its lineage marked, and the best member's schedule; a
+// population of 64 (written into that database) shows all 64 curves.
 // Then the same over HTTPS: `swept web --tls-cert/--tls-key` with a throwaway
 // self-signed certificate (openssl CLI), chromium told to accept it, the page
 // loaded by its https:// address with the token, its cookie Secure.
@@ -201,6 +202,53 @@ function runPbtSweep() {
   execFileSync(swept, ['run', file, '--db', pbtDb, '--workdir', path.join(scratch, 'pbt-work'), '--slots', '4',
     '--dashboard', 'off', '--progress', 'off'], { stdio: ['ignore', 'ignore', 'inherit'], timeout: 120000,
     env: { ...process.env, PBT_LEDGER: path.join(scratch, 'pbt-ledger') } });
+}
+
+// A second pbt sweep in the same database, written with the sqlite3 command:
+// a population of BIG_POPULATION members (more than the 50 trials one
+// /api/series request takes), each with 30 steps of q, and an exploit at
+// step 10 for each of the last 8 members (member i copied member i - 8), so
+// that marks fall on members past the first 50.
+const BIG_POPULATION = 64;
+const BIG_SWEEP = 2;
+function addBigPopulation() {
+  let s = 'PRAGMA ignore_check_constraints = ON;\nBEGIN;\n';
+  s += `INSERT INTO sweeps (id, name, method, metric_name, metric_goal, spec, state, total_trials, next_index, created_at)
+        SELECT ${BIG_SWEEP}, 'pbt ${BIG_POPULATION}', method, metric_name, metric_goal, spec, 'completed',
+               ${BIG_POPULATION}, ${BIG_POPULATION}, created_at FROM sweeps WHERE id = 1;\n`;
+  for (let i = 0; i < BIG_POPULATION; i++) {
+    const id = 1000 + i, lr = 0.01 * (i + 1), final = 30 * lr;
+    s += `INSERT INTO trials (id, sweep_id, idx, params, command, state, attempts, metric_value, created_at, ended_at)
+          VALUES (${id}, ${BIG_SWEEP}, ${i}, '{"lr": ${lr}}', '[]', 'completed', 3, ${final}, 1700000000, 1700000050);\n`;
+    for (let step = 1; step <= 30; step++) s += `INSERT INTO metrics VALUES (${id}, 'q', ${step}, ${step * lr});\n`;
+    s += `INSERT INTO trial_latest VALUES (${id}, 'q', 30, ${final});\n`;
+    s += `INSERT INTO pbt_lineage (trial_id, round, from_step, params, decided_at) VALUES (${id}, 0, 0, '{"lr": ${lr}}', 1700000000);\n`;
+    if (i >= BIG_POPULATION - 8) {
+      s += `INSERT INTO pbt_lineage (trial_id, round, from_step, donor_trial_id, donor_segment, params, changes, decided_at)
+            VALUES (${id}, 1, 10, ${id - 8}, 1, '{"lr": ${2 * lr}}', '["lr: doubled"]', 1700000010);\n`;
+    }
+  }
+  execFileSync('sqlite3', ['-bail', pbtDb], { input: s + 'COMMIT;\n' });
+}
+
+// A population larger than one /api/series request: every member's curve is
+// drawn (the series come in pages), and the exploits of members past the
+// first 50 are marked.
+async function checkBigPopulation(page) {
+  addBigPopulation();
+  await page.goto(`${pbtServer.url}#/sweeps/${BIG_SWEEP}`);
+  await until('the big population panel', () => page.locator('#population-panel').isVisible());
+  await until(`${BIG_POPULATION} members' curves`, async () =>
+    (await page.locator('#population svg path.line').count()) === BIG_POPULATION);
+  await until('the 8 exploit marks', async () => (await page.locator('#population svg path.exploit-mark').count()) === 8);
+  const marked = (await page.locator('#population svg path.exploit-mark').evaluateAll((ns) =>
+    ns.map((n) => Number(n.dataset.trial)))).sort((a, b) => a - b);
+  const expected = Array.from({ length: 8 }, (_, k) => 1000 + BIG_POPULATION - 8 + k);
+  if (JSON.stringify(marked) !== JSON.stringify(expected)) throw new Error(`exploit marks on ${marked}, not ${expected}`);
+  const note = await page.locator('#population-panel .note').textContent();
+  if (!note.startsWith(`${BIG_POPULATION} members, 8 exploits`)) throw new Error(`the population's note: ${note}`);
+  await page.screenshot({ path: path.join(shots, 'pbt-64-1280.png'), fullPage: true });
+  console.log(`browser test: a population of ${BIG_POPULATION} shows every member's curve`);
 }
 
 // Every state of every table (GET /api/info) is shown in its tone's colour:
@@ -480,6 +528,7 @@ try {
   await checkConstrainedSweep(page);
   await checkStaleness(page);
   await checkPbtSweep(page);
+  await checkBigPopulation(page);
 
   await page.goto(`${server.url}#/trials/1000`);
   await until('the log tail', () => page.locator('#log').count());

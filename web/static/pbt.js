@@ -12,7 +12,24 @@
 
   var el = swept.el, fmt = swept.fmt, api = swept.api, showError = swept.showError;
   var emptyChart = swept.emptyChart, drawLines = swept.drawLines, trialLink = swept.trialLink;
-  var MAX_MEMBERS = 50;  // /api/series takes at most 50 trials
+  // /api/series takes at most 50 trials a request, so the population's
+  // curves come in pages of 50, asked at once; the points per member shrink
+  // as the population grows, so that a page of 1000 members (the trials
+  // page's limit) stays near 40,000 points to draw.
+  var SERIES_PAGE = 50, MAX_MEMBERS = 1000, TOTAL_POINTS = 40000;
+
+  // The series of `ids` (/api/series' `series`, in one list), fetched 50 at a time.
+  function memberSeries(ids, metric) {
+    var points = Math.max(20, Math.min(400, Math.floor(TOTAL_POINTS / ids.length)));
+    var pages = [];
+    for (var i = 0; i < ids.length; i += SERIES_PAGE) {
+      pages.push(api('/api/series?points=' + points + '&metric=' + encodeURIComponent(metric) + '&trials=' +
+        ids.slice(i, i + SERIES_PAGE).join(',')));
+    }
+    return Promise.all(pages).then(function (answers) {
+      return answers.reduce(function (all, r) { return all.concat(r.series); }, []);
+    });
+  }
 
   // The [step, value] of `series` at the last point at or before `step`
   // (`after`: the first point after it), or null.
@@ -115,11 +132,11 @@
         else table.replaceChildren(el('tbody', null, el('tr', null, el('td', { className: 'muted', text: 'no schedule yet' }))));
         if (!members.length) return emptyChart(chart, 'no members yet');
         var ids = members.map(function (m) { return m.id; });
-        return api('/api/series?points=400&metric=' + encodeURIComponent(metric) + '&trials=' + ids.join(','))
-          .then(function (r) {
+        return memberSeries(ids, metric)
+          .then(function (series) {
             var byId = {};
-            r.series.forEach(function (s) { byId[s.trial_id] = s; });
-            var drawn = drawLines(chart, r.series.map(function (s) {
+            series.forEach(function (s) { byId[s.trial_id] = s; });
+            var drawn = drawLines(chart, series.map(function (s) {
               return { label: '#' + s.trial_id, steps: s.steps, values: s.values };
             }), metric + ' of each member');
             var marks = drawn ? drawExploits(drawn, members, byId) : 0;
