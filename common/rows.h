@@ -200,20 +200,20 @@ inline nlohmann::json nodes_json(const std::vector<TrialNode>& nodes) {
 // What a restarted scheduler needs to adopt the attempt whole: which nodes
 // end the trial (the workers') and which are stopped after them (servers),
 // and which ports the attempt holds.
-struct GangProcess {
+struct StoredGangProcess {
   std::string role;  // "worker" | "ps"
   int index = 0;     // TF_CONFIG task index (a worker's RANK)
   int node = 0;
   int port = 0;
-  bool operator==(const GangProcess&) const = default;
+  bool operator==(const StoredGangProcess&) const = default;
 };
 struct GangRecord {
   int worker_nodes = 1;
   int master_port = 0;  // the rendezvous (MASTER_PORT) on node 0; 0: not known
-  std::vector<GangProcess> processes;
+  std::vector<StoredGangProcess> processes;
   std::vector<int> slots;  // CPU slots each node holds, node 0 first (placement's; 0 on a GPU node)
   bool has_servers() const {
-    for (const GangProcess& p : processes)
+    for (const StoredGangProcess& p : processes)
       if (p.role == "ps") return true;
     return false;
   }

@@ -259,7 +259,7 @@ void TrialLifecycle::adopt_gang(LiveTrial& lt, const GangRecord& g) {
     return node < all_nodes ? &lt.more_nodes[static_cast<size_t>(node) - 1].agent : nullptr;
   };
   lt.master_port = g.master_port;
-  for (const GangProcess& p : g.processes)
+  for (const StoredGangProcess& p : g.processes)
     if (const std::string* name = agent_of(p.node); name && p.port > 0) lt.ports.push_back({*name, p.port});
   lt.servers = g.has_servers();
   lt.worker_nodes = std::clamp(g.worker_nodes, 1, all_nodes);

@@ -53,7 +53,7 @@ std::string encode_gang(const GangRecord& gang) {
   std::string out = "{\"worker_nodes\":" + std::to_string(gang.worker_nodes) +
                     ",\"master_port\":" + std::to_string(gang.master_port) + ",\"processes\":[";
   for (size_t i = 0; i < gang.processes.size(); ++i) {
-    const GangProcess& p = gang.processes[i];
+    const StoredGangProcess& p = gang.processes[i];
     if (i) out += ',';
     out += p.role == "ps" ? "{\"role\":\"ps\",\"index\":" : "{\"role\":\"worker\",\"index\":";
     out += std::to_string(p.index) + ",\"node\":" + std::to_string(p.node) + ",\"port\":" + std::to_string(p.port) + "}";
