@@ -258,7 +258,7 @@ TEST_CASE("every message kind survives encode then decode") {
   CHECK(kinds.size() == std::variant_size_v<Message>);
 }
 
-TEST_CASE("a checkpoint part's bytes travel as a frame of their own; as base64 in the body for older agents") {
+TEST_CASE("a checkpoint part's bytes travel as a frame of their own, or as base64 in the body for older agents") {
   const std::string bytes("\xff\x00\x80{\"x\"}\n", 9);
   CheckpointPart part{17, 3, 12, 2, "ckpt.bin", 4194304, bytes, {}, ""};
   Frames frames = encode(part);

@@ -189,7 +189,7 @@ Result<bool> SweepRunner::pbt_requeued(const TrialRequeued& e) {
       SWEPT_RETURN_IF_ERROR(store_.record_lineage(row));
     }
     const protocol::CheckpointSegment from = s.population->next_checkpoint(e.trial_id);
-    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment " + (e.failed ? "failed" : "was lost") +
+    log::info(sweep_and_trial(s.id, e.trial_id) + ": its segment " + (e.failed ? "ended with an error" : "was lost") +
               "; the population goes on without it, and it reruns from " +
               (from.from_trial_id ? "trial " + std::to_string(*from.from_trial_id) + "'s segment " +
                                         std::to_string(from.from_attempt)
