@@ -2,7 +2,9 @@
 // attempt runs as one START_TRIAL per node, and ends as one. Every node must
 // exit 0 for it to complete; the first node that fails, cannot start or
 // loses its agent ends the attempt for all (take() sends the others
-// STOP_TRIAL), as torchrun ends a job when one worker fails. Its next
+// STOP_TRIAL), as torchrun ends a job when one worker fails. A node whose
+// agent is only silent is waited for until its lease is over, as a one-node
+// trial is (check_silent_gangs; issue 26): a frozen agent's ranks run on. Its next
 // attempt is held back until every rank of the ended one is known dead
 // (issue 26; the remains part of this file). Its processes (workers,
 // parameter servers, ports, slots) are stored with the attempt, so that a
@@ -75,7 +77,12 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
                                                                      const TrialExited& e) {
   if (lt.node_ended(node)) return ExitOutcome::kNotCurrent;  // a repeated report
   std::string reason;
-  const TrialEvent event = event_for_exit(e, &reason);
+  TrialEvent event = event_for_exit(e, &reason);
+  // Its agent was silent and stopped it when its lease ran out: a loss, as
+  // for a one-node trial (a retry spent), not a requeue at no cost.
+  const bool was_silent = lt.silent_nodes.erase(agent) > 0;
+  if (was_silent && event.kind == TrialEventKind::kRequeue && e.cause != ExitCause::kLaunchFailed)
+    event.kind = TrialEventKind::kLose;
   if (node == 0) {
     lt.node0_ended = true;
     lt.node0_exit = e;
@@ -99,6 +106,14 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
   }
   bool all = lt.node0_ended;
   for (const GangNode& n : lt.more_nodes) all = all && n.ended;
+  if (event.outcome == TrialState::kFailed && !lt.silent_nodes.empty() && !lt.held_failure) {
+    // A rank failed while another node's agent is silent: that host may be
+    // down under it. The attempt ends now, lost (the others are stopped; the
+    // retry waits for the silent node's lease, refresh_holds).
+    SWEPT_RETURN_IF_ERROR(lose(id, who + ": " + reason + ", while agent " + lt.silent_nodes.begin()->first +
+                                       " of another node was silent"));
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
   if (event.outcome == TrialState::kFailed && !all && !lt.held_failure) {
     // A rank failed, maybe because another host died under it: the others
     // are stopped now, the verdict waits for their exits or their agents'
@@ -137,6 +152,33 @@ Status TrialLifecycle::settle_held_failures() {
     LiveTrial::HeldFailure held = *live_.at(id).held_failure;
     SWEPT_RETURN_IF_ERROR(finish(id, held.state, &held.exit, held.reason));
   }
+  return Status::Ok();
+}
+
+Status TrialLifecycle::check_silent_gangs() {
+  const int64_t now = clock_.now_ms();
+  std::vector<std::pair<int64_t, std::string>> lost;
+  for (const auto& [id, lt] : live_) {
+    const int nodes = static_cast<int>(lt.more_nodes.size()) + 1;
+    for (const auto& [agent, s] : lt.silent_nodes) {
+      if (now <= s.lease_over_ms) continue;  // its ranks may run yet, the collective with them
+      bool others_run = false;
+      for (int n = 0; n < nodes; ++n)
+        others_run = others_run || (!lt.node_ended(n) && !lt.silent_nodes.count(n == 0 ? lt.agent : lt.more_nodes[static_cast<size_t>(n) - 1].agent));
+      if (others_run) {
+        // Its ranks are dead by now (its agent or keeper SIGKILLed them), so
+        // the others wait in broken collectives: stopped, the attempt lost.
+        lost.push_back({id, "agent " + agent + " went silent and its lease is over: its ranks are stopped, " +
+                                "so the other nodes' collectives are broken"});
+        break;
+      }
+      if (now > s.until_ms) {  // every other node has ended: only its report was awaited
+        lost.push_back({id, "agent " + agent + " lost and its lease is over: it did not come back to report its ranks"});
+        break;
+      }
+    }
+  }
+  for (const auto& [id, why] : lost) SWEPT_RETURN_IF_ERROR(lose(id, why));
   return Status::Ok();
 }
 
