@@ -275,6 +275,15 @@ class TrialLifecycle {
   // sweeps already notified) as live: each waits `grace_ms` for its agent to
   // re-register (reconcile) before it is lost. Returns how many.
   Result<size_t> recover(const std::vector<RecoveredTrial>& running, int64_t grace_ms);
+  // After recover (issue 26): the "not before" hold of a gang's retry lived
+  // in the previous scheduler's memory. Every queued multi-node trial of a
+  // running sweep that has run before may still have ranks of its last
+  // attempt alive (the store does not say whether every node reported its
+  // end), so each is held until `until_ms` (the broker: now + lease +
+  // margin, when any rank a silent agent still ran is dead), or sooner once
+  // every node's agent has re-registered without that attempt (or reported
+  // its end). Returns how many are held; their TrialHeld events are in the outbox.
+  Result<size_t> hold_recovered_gangs(int64_t until_ms);
 
   // ---- dispatch ----
   // Sends `trial` (the runner's next, counted as running there) to `agent`

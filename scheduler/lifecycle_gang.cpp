@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "store/rows.h"
 
 namespace swept::scheduler {
 
@@ -200,6 +201,35 @@ void TrialLifecycle::remember_gang_remains(const LiveTrial& lt) {
   // Told before the event that queues it (lose, requeue): the runner never
   // sees it free.
   refresh_holds();
+}
+
+Result<size_t> TrialLifecycle::hold_recovered_gangs(int64_t until_ms) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_ASSIGN_OR_RETURN(sweeps, store_.sweeps_in_state(SweepState::kRunning));
+  size_t held = 0;
+  for (const SweepRow& sweep : sweeps) {
+    SWEPT_ASSIGN_OR_RETURN(queued, store_.trials_in_state(sweep.id, TrialState::kQueued));
+    // Only those that ran before (most queued trials never did) have nodes to read.
+    std::vector<TrialRow> ran;
+    for (TrialRow& t : queued)
+      if (t.attempts >= 1) ran.push_back(std::move(t));
+    SWEPT_RETURN_IF_ERROR(store::fill_nodes(store_.connection(), ran));
+    for (const TrialRow& t : ran) {
+      // trials.nodes are its last attempt's (set at each dispatch): those
+      // agents may run its ranks until their leases are over.
+      if (t.nodes.empty()) continue;
+      GangRemains r;
+      r.sweep_id = sweep.id;
+      for (const TrialNode& n : t.nodes) r.pending[n.agent] = until_ms;
+      gang_ended_[{t.id, t.attempts}] = std::move(r);
+      ++held;
+    }
+  }
+  if (held > 0)
+    log::info(std::to_string(held) + " queued multi-node trials wait until every node of their last attempt is known "
+              "stopped (its agent back without it) or its lease is over");
+  refresh_holds();
+  return held;
 }
 
 bool TrialLifecycle::gang_remains_exited(const std::string& agent, const TrialExited& e) {

@@ -901,6 +901,65 @@ TEST_CASE("lifecycle: a gang whose node's agent is silent past its lease and mar
   CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == 3);
 }
 
+TEST_CASE("lifecycle: a held gang retry is held again after a scheduler restart, until the lease or every node's word (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 3,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  // Trial 1 runs once and completes; trial 2's first attempt is lost to a's
+  // silence, b stopped but not yet confirmed: held when the scheduler dies.
+  auto done = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(u.exit("a", done[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.exit("b", done[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  u.clock.advance_ms(12101);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK_FALSE(gang_offered(u, sweep));
+  u.restart(5000);
+  // The new scheduler does not know what the old one waited for: it holds
+  // the queued gang (not the completed one) until its lease and margin are over.
+  const int64_t bound = u.clock.now_ms() + 12100;
+  auto held = u.life->hold_recovered_gangs(bound);
+  REQUIRE(held.ok());
+  CHECK(*held == 1);
+  REQUIRE(pass_events(*u.life, *u.runner).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK_FALSE(gang_starts(u, sweep));
+  REQUIRE(u.life->next_release_ms().has_value());
+  CHECK(*u.life->next_release_ms() == bound);
+  // b re-registers still running its old rank: told to stop it, the hold stays.
+  auto b_back = u.life->reconcile("b", {{nodes[1].trial_id, nodes[1].attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000);
+  REQUIRE(b_back.ok());
+  REQUIRE(b_back->stops.size() == 1);
+  CHECK(b_back->stops[0].trial_id == nodes[1].trial_id);
+  u.clock.advance_ms(bound - 1 - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  // Past the bound a's ranks are surely dead, but b's has not said it stopped.
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(gang_offered(u, sweep));
+
+  // Restarted again with the retry lost the same way: every node's agent
+  // back without it releases it before the bound.
+  auto retry = dispatch_gang(u, sweep, {"a", "b"});
+  REQUIRE(retry[0].attempt == 2);
+  REQUIRE(u.life->agent_gone("b", "it disconnected").ok());
+  u.life->take_mail();
+  u.restart(5000);
+  REQUIRE(u.life->hold_recovered_gangs(u.clock.now_ms() + 12100).ok());
+  REQUIRE(pass_events(*u.life, *u.runner).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  REQUIRE(u.life->reconcile("a", {}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));  // b may still run its rank
+  REQUIRE(u.life->reconcile("b", {}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK(gang_offered(u, sweep));
+  CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == 3);
+}
+
 TEST_CASE("lifecycle: a held gang retry waits for every stopped node's word, or for its own lease (issue 26)") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(3));
