@@ -380,7 +380,9 @@ TEST_CASE("gang supervisor: parameter servers run beside the workers, each role'
   CHECK(n.metrics == std::vector<MetricPoint>{{1, "worker", 0}});  // worker 0's lines only
   CHECK(n.file("rank-1.stdout.log") == "{\"step\": 1, \"worker\": 1}\n");
   REQUIRE(n.run_until([&] { return n.log.find("server 2 ready") != std::string::npos; }));
-  CHECK(n.file("ps-0.stdout.log") == "server 0 ready\n");
+  // Each server writes its own file, in its own time: server 2's line says
+  // nothing of server 0's, so its file is waited for too (with the deadline).
+  CHECK(n.run_until([&] { return n.file("ps-0.stdout.log") == "server 0 ready\n"; }));
   // The scheduler's stop once every worker has ended: the node completed.
   n.sup->request_stop(std::string(protocol::kWorkersEndedStop));
   CHECK_FALSE(n.sup->workers_ended());

@@ -154,6 +154,11 @@ Status Broker::recover() {
   SWEPT_RETURN_IF_ERROR(agents_.recover());
   auto running = scheduler::recover(lifecycle_, runner_, options_.recovery_grace_ms);
   if (!running.ok()) return running.status();
+  // Issue 26: a gang retry's "not before" hold was the old scheduler's
+  // memory; held again until any rank of its last attempt is surely dead.
+  SWEPT_ASSIGN_OR_RETURN(held_gangs, lifecycle_.hold_recovered_gangs(clock_.now_ms() + lease_ms() + lease_margin_ms()));
+  (void)held_gangs;  // logged by the lifecycle
+  SWEPT_RETURN_IF_ERROR(pass_events(lifecycle_, runner_));
   live_count_ = lifecycle_.size();
   SWEPT_ASSIGN_OR_RETURN(stopping, store_.end_stopping_trials(clock_.wall_seconds()));
   if (stopping > 0)

@@ -137,7 +137,8 @@ struct LiveTrial {
   // A multi-node trial: `agent`, `gpus` above are node 0's, where the
   // metrics come from; the other nodes are in more_nodes. The attempt ends
   // as one when every node has ended, or when one fails or its agent is
-  // lost (the others are then sent STOP_TRIAL). Several processes on one
+  // gone, or silent past its lease (silent_nodes; the others are then sent
+  // STOP_TRIAL). Several processes on one
   // node are the agent's business: to the lifecycle that is one trial.
   bool gang() const { return !more_nodes.empty(); }
   bool stops_sent = false;  // every node that had not ended was sent STOP_TRIAL (mail_stop)
@@ -166,6 +167,17 @@ struct LiveTrial {
     int64_t until_ms = 0;
   };
   std::optional<HeldFailure> held_failure;
+  // Nodes whose agent went silent (issue 26), by agent: the attempt goes on
+  // (its ranks there may well run on: a frozen agent, a short link blip)
+  // until `lease_over_ms`, when they are surely dead; then it ends lost if
+  // another node still runs (its collectives are broken), else it waits for
+  // that node's report until `until_ms` (the report window). An agent back
+  // meanwhile keeps its rank or reports its end (reconcile).
+  struct SilentNode {
+    int64_t lease_over_ms = 0;
+    int64_t until_ms = 0;
+  };
+  std::map<std::string, SilentNode> silent_nodes = {};
   // Which node `agent` runs: 0 for node 0, k for more_nodes[k-1], -1 for none.
   int node_of(const std::string& name) const {
     if (name == agent) return 0;
@@ -263,6 +275,15 @@ class TrialLifecycle {
   // sweeps already notified) as live: each waits `grace_ms` for its agent to
   // re-register (reconcile) before it is lost. Returns how many.
   Result<size_t> recover(const std::vector<RecoveredTrial>& running, int64_t grace_ms);
+  // After recover (issue 26): the "not before" hold of a gang's retry lived
+  // in the previous scheduler's memory. Every queued multi-node trial of a
+  // running sweep that has run before may still have ranks of its last
+  // attempt alive (the store does not say whether every node reported its
+  // end), so each is held until `until_ms` (the broker: now + lease +
+  // margin, when any rank a silent agent still ran is dead), or sooner once
+  // every node's agent has re-registered without that attempt (or reported
+  // its end). Returns how many are held; their TrialHeld events are in the outbox.
+  Result<size_t> hold_recovered_gangs(int64_t until_ms);
 
   // ---- dispatch ----
   // Sends `trial` (the runner's next, counted as running there) to `agent`
@@ -341,7 +362,9 @@ class TrialLifecycle {
   // they keep their places until `until_ms` (its lease, a margin and the
   // report window), then are lost (check_deadlines). Back before that, it
   // keeps them or reports how they ended. `lease_over_ms` (0: none): when its
-  // lease and margin end, which check_deadlines logs once per trial.
+  // lease and margin end, which check_deadlines logs once per trial. A gang
+  // it runs a node of goes on too, until then; at `lease_over_ms` it is lost
+  // if another node still runs (LiveTrial::silent_nodes).
   void agent_silent(const std::string& agent, int64_t until_ms, int64_t lease_over_ms = 0);
   // `agent` is gone (disconnected, key revoked): its trials are lost now.
   Status agent_gone(const std::string& agent, const std::string& reason);
@@ -479,9 +502,12 @@ class TrialLifecycle {
   // Gives the runner each held retry's not-before time where it changed;
   // a place may be free when one is released.
   void refresh_holds();
-  // Gangs one of whose agents went silent: lost at the next check_deadlines
-  // (a gang cannot wait out one node's lease: its collectives are broken).
+  // Gangs one of whose agents went silent while another node's failure was
+  // held (that host is likely down): lost at the next check_deadlines.
   std::vector<std::pair<int64_t, std::string>> gang_losses_;
+  // Gangs with a silent node past its lease and margin: lost when another
+  // node still runs, or when the node's report window is over too (LiveTrial::silent_nodes).
+  Status check_silent_gangs();
   int64_t gang_hold_ms_ = 7500;
   // Gang attempts whose held failure is due (check_deadlines).
   Status settle_held_failures();

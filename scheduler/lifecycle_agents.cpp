@@ -135,6 +135,8 @@ Result<TrialLifecycle::Reconciled> TrialLifecycle::reconcile(const std::string& 
     else
       SWEPT_RETURN_IF_ERROR(lose(id, "agent " + agent + " came back without it"));
   }
+  // Back: whatever it still runs goes on, and it has reported the rest.
+  for (auto& [id, lt] : live_) lt.silent_nodes.erase(agent);
   gang_agent_back(agent, running);  // after `finished`: those nodes reported their end
   changed_ = true;
   return out;
@@ -147,10 +149,17 @@ void TrialLifecycle::agent_silent(const std::string& agent, int64_t until_ms, in
   gang_agent_silent(agent, lease_over_ms > 0 ? lease_over_ms : until_ms);
   for (auto& [id, lt] : live_) {
     if (lt.gang() && lt.node_of(agent) >= 0 && !lt.node_ended(lt.node_of(agent))) {
-      // A gang cannot wait out one node's lease: its other ranks are stuck in
-      // their collectives. Lost at the next check; the others are stopped,
-      // and the next attempt waits for this node's lease (refresh_holds).
-      gang_losses_.push_back({id, "agent " + agent + " went silent"});
+      if (lt.held_failure) {
+        // Another node failed just before: most likely because this host
+        // died under it. Lost at the next check (the others are stopped,
+        // the next attempt waits for this node's lease: refresh_holds).
+        gang_losses_.push_back({id, "agent " + agent + " went silent after another node failed"});
+        continue;
+      }
+      // Silent is often only frozen (SIGSTOP, a pause, a blip) while its
+      // ranks and the collective run on: the attempt goes on, every node's
+      // place held, until this node's lease is over (check_silent_gangs).
+      lt.silent_nodes[agent] = {lease_over_ms > 0 ? lease_over_ms : until_ms, until_ms};
       continue;
     }
     if (lt.agent != agent) continue;
@@ -174,6 +183,7 @@ Status TrialLifecycle::agent_gone(const std::string& agent, const std::string& r
 Status TrialLifecycle::check_deadlines(const std::function<bool(const std::string&)>& connected, int64_t lease_ms) {
   for (const auto& [id, why] : std::exchange(gang_losses_, {})) SWEPT_RETURN_IF_ERROR(lose(id, why));
   SWEPT_RETURN_IF_ERROR(settle_held_failures());
+  SWEPT_RETURN_IF_ERROR(check_silent_gangs());
   refresh_holds();  // gang retries whose silent nodes' leases are over
   const int64_t now = clock_.now_ms();
   std::vector<int64_t> orphans, unconfirmed, leased;
@@ -208,6 +218,10 @@ void TrialLifecycle::postpone_deadlines(int64_t stall_ms) {
   for (auto& [id, lt] : live_) {
     if (lt.await_deadline_ms > 0) lt.await_deadline_ms += stall_ms;
     if (lt.lease_over_ms > 0) lt.lease_over_ms += stall_ms;
+    for (auto& [agent, s] : lt.silent_nodes) {
+      s.lease_over_ms += stall_ms;
+      s.until_ms += stall_ms;
+    }
   }
   // A held gang retry's silent nodes: their leases are counted the same way.
   for (auto& [agent, until] : silent_until_) until += stall_ms;

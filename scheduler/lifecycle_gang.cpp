@@ -2,7 +2,9 @@
 // attempt runs as one START_TRIAL per node, and ends as one. Every node must
 // exit 0 for it to complete; the first node that fails, cannot start or
 // loses its agent ends the attempt for all (take() sends the others
-// STOP_TRIAL), as torchrun ends a job when one worker fails. Its next
+// STOP_TRIAL), as torchrun ends a job when one worker fails. A node whose
+// agent is only silent is waited for until its lease is over, as a one-node
+// trial is (check_silent_gangs; issue 26): a frozen agent's ranks run on. Its next
 // attempt is held back until every rank of the ended one is known dead
 // (issue 26; the remains part of this file). Its processes (workers,
 // parameter servers, ports, slots) are stored with the attempt, so that a
@@ -13,6 +15,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "store/rows.h"
 
 namespace swept::scheduler {
 
@@ -75,7 +78,12 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
                                                                      const TrialExited& e) {
   if (lt.node_ended(node)) return ExitOutcome::kNotCurrent;  // a repeated report
   std::string reason;
-  const TrialEvent event = event_for_exit(e, &reason);
+  TrialEvent event = event_for_exit(e, &reason);
+  // Its agent was silent and stopped it when its lease ran out: a loss, as
+  // for a one-node trial (a retry spent), not a requeue at no cost.
+  const bool was_silent = lt.silent_nodes.erase(agent) > 0;
+  if (was_silent && event.kind == TrialEventKind::kRequeue && e.cause != ExitCause::kLaunchFailed)
+    event.kind = TrialEventKind::kLose;
   if (node == 0) {
     lt.node0_ended = true;
     lt.node0_exit = e;
@@ -99,6 +107,14 @@ Result<TrialLifecycle::ExitOutcome> TrialLifecycle::gang_node_exited(LiveTrial& 
   }
   bool all = lt.node0_ended;
   for (const GangNode& n : lt.more_nodes) all = all && n.ended;
+  if (event.outcome == TrialState::kFailed && !lt.silent_nodes.empty() && !lt.held_failure) {
+    // A rank failed while another node's agent is silent: that host may be
+    // down under it. The attempt ends now, lost (the others are stopped; the
+    // retry waits for the silent node's lease, refresh_holds).
+    SWEPT_RETURN_IF_ERROR(lose(id, who + ": " + reason + ", while agent " + lt.silent_nodes.begin()->first +
+                                       " of another node was silent"));
+    return launch_failed ? ExitOutcome::kLaunchFailed : ExitOutcome::kRan;
+  }
   if (event.outcome == TrialState::kFailed && !all && !lt.held_failure) {
     // A rank failed, maybe because another host died under it: the others
     // are stopped now, the verdict waits for their exits or their agents'
@@ -140,6 +156,33 @@ Status TrialLifecycle::settle_held_failures() {
   return Status::Ok();
 }
 
+Status TrialLifecycle::check_silent_gangs() {
+  const int64_t now = clock_.now_ms();
+  std::vector<std::pair<int64_t, std::string>> lost;
+  for (const auto& [id, lt] : live_) {
+    const int nodes = static_cast<int>(lt.more_nodes.size()) + 1;
+    for (const auto& [agent, s] : lt.silent_nodes) {
+      if (now <= s.lease_over_ms) continue;  // its ranks may run yet, the collective with them
+      bool others_run = false;
+      for (int n = 0; n < nodes; ++n)
+        others_run = others_run || (!lt.node_ended(n) && !lt.silent_nodes.count(n == 0 ? lt.agent : lt.more_nodes[static_cast<size_t>(n) - 1].agent));
+      if (others_run) {
+        // Its ranks are dead by now (its agent or keeper SIGKILLed them), so
+        // the others wait in broken collectives: stopped, the attempt lost.
+        lost.push_back({id, "agent " + agent + " went silent and its lease is over: its ranks are stopped, " +
+                                "so the other nodes' collectives are broken"});
+        break;
+      }
+      if (now > s.until_ms) {  // every other node has ended: only its report was awaited
+        lost.push_back({id, "agent " + agent + " lost and its lease is over: it did not come back to report its ranks"});
+        break;
+      }
+    }
+  }
+  for (const auto& [id, why] : lost) SWEPT_RETURN_IF_ERROR(lose(id, why));
+  return Status::Ok();
+}
+
 // ---- an ended attempt's ranks, and the next attempt held back (issue 26) ----
 
 void TrialLifecycle::remember_gang_remains(const LiveTrial& lt) {
@@ -158,6 +201,35 @@ void TrialLifecycle::remember_gang_remains(const LiveTrial& lt) {
   // Told before the event that queues it (lose, requeue): the runner never
   // sees it free.
   refresh_holds();
+}
+
+Result<size_t> TrialLifecycle::hold_recovered_gangs(int64_t until_ms) {
+  SWEPT_RETURN_IF_ERROR(ensure_tx());
+  SWEPT_ASSIGN_OR_RETURN(sweeps, store_.sweeps_in_state(SweepState::kRunning));
+  size_t held = 0;
+  for (const SweepRow& sweep : sweeps) {
+    SWEPT_ASSIGN_OR_RETURN(queued, store_.trials_in_state(sweep.id, TrialState::kQueued));
+    // Only those that ran before (most queued trials never did) have nodes to read.
+    std::vector<TrialRow> ran;
+    for (TrialRow& t : queued)
+      if (t.attempts >= 1) ran.push_back(std::move(t));
+    SWEPT_RETURN_IF_ERROR(store::fill_nodes(store_.connection(), ran));
+    for (const TrialRow& t : ran) {
+      // trials.nodes are its last attempt's (set at each dispatch): those
+      // agents may run its ranks until their leases are over.
+      if (t.nodes.empty()) continue;
+      GangRemains r;
+      r.sweep_id = sweep.id;
+      for (const TrialNode& n : t.nodes) r.pending[n.agent] = until_ms;
+      gang_ended_[{t.id, t.attempts}] = std::move(r);
+      ++held;
+    }
+  }
+  if (held > 0)
+    log::info(std::to_string(held) + " queued multi-node trials wait until every node of their last attempt is known "
+              "stopped (its agent back without it) or its lease is over");
+  refresh_holds();
+  return held;
 }
 
 bool TrialLifecycle::gang_remains_exited(const std::string& agent, const TrialExited& e) {

@@ -794,15 +794,17 @@ TEST_CASE("lifecycle: a gang whose node's agent is lost or silent is lost as one
   // It runs again once the stopped nodes say so (c's agent is gone, and its ranks with it).
   CHECK(u.exit("a", nodes[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
   CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
-  // A silent agent: the gang does not wait out its lease (its next attempt does).
+  // A silent agent: the gang waits out its lease (its ranks may run on), and
+  // is lost only then, the others stopped (issue 26).
   auto again = dispatch_gang(u, sweep, {"a", "b"});
   u.life->agent_silent("b", u.clock.now_ms() + 60000);
+  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
+  CHECK(u.life->take_mail().empty());
+  u.clock.advance_ms(60001);
   REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(again[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
   CHECK(u.exit("a", again[0], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
-  u.clock.advance_ms(60000);
-  REQUIRE(u.life->check_deadlines(kNobody, 30000).ok());
   // A node's agent that comes back without it breaks the attempt too.
   auto third = dispatch_gang(u, sweep, {"a", "b"});
   auto rec = u.life->reconcile("b", {}, {}, u.clock.now_ms() + 1000);
@@ -843,7 +845,7 @@ bool gang_starts(Unit& u, int64_t sweep) {
 }
 }  // namespace
 
-TEST_CASE("lifecycle: a gang lost to a silent agent runs again only once every rank of it is known dead (issue 26)") {
+TEST_CASE("lifecycle: a gang whose node's agent is silent past its lease and margin is lost then, its retry held (issue 26)") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(3));
   auto nodes = dispatch_gang(u, sweep, {"a", "b"});
@@ -852,29 +854,110 @@ TEST_CASE("lifecycle: a gang lost to a silent agent runs again only once every r
   const int64_t lease_over = u.clock.now_ms() + 12100;
   u.life->agent_silent("a", lease_over + 10000, lease_over);
   REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
-  // The attempt is lost at once and b is stopped (its collectives are broken) ...
+  // The attempt goes on meanwhile (a frozen agent's ranks run on): nothing is stopped.
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.life->size() == 1);
+  u.clock.advance_ms(lease_over - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  // Past it, a's ranks are dead and b's collectives broken: b is stopped, the attempt lost.
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
   CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
   CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
-  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
-  // ... but the trial is not placed again while a's ranks may run.
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost' AND reason LIKE '%agent a went silent%'") == 1);
+  // The retry waits for b's word that its ranks stopped (a's bound is past).
   CHECK_FALSE(gang_offered(u, sweep));
   CHECK_FALSE(gang_starts(u, sweep));
-  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);  // b's are over
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(gang_offered(u, sweep));
+  auto retry = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(retry[0].attempt == 2);
+
+  // Another node fails while a is silent: the attempt ends at once (lost:
+  // a's host may be down under it), and its retry waits for a's lease.
+  const int64_t second_over = u.clock.now_ms() + 12100;
+  u.life->agent_silent("a", second_over + 10000, second_over);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  u.clock.advance_ms(2000);
+  CHECK(u.exit("b", retry[1], ExitCause::kExited, 1) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a"});
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 2);
   CHECK_FALSE(gang_offered(u, sweep));
   REQUIRE(u.life->next_release_ms().has_value());
-  CHECK(*u.life->next_release_ms() == lease_over);  // the broker's loop wakes then
-  u.clock.advance_ms(lease_over - 1 - u.clock.now_ms());
+  CHECK(*u.life->next_release_ms() == second_over);  // the broker's loop wakes then
+  u.clock.advance_ms(second_over - 1 - u.clock.now_ms());
   REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
   CHECK_FALSE(gang_offered(u, sweep));
   CHECK_FALSE(gang_starts(u, sweep));
   u.life->take_changed();
-  u.clock.advance_ms(lease_over - u.clock.now_ms());
+  u.clock.advance_ms(1);
   REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
   CHECK(u.life->take_changed());  // the broker looks for a place again
   CHECK_FALSE(u.life->next_release_ms().has_value());
   CHECK(gang_offered(u, sweep));
+  CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == 3);
+}
+
+TEST_CASE("lifecycle: a held gang retry is held again after a scheduler restart, until the lease or every node's word (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 3,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  // Trial 1 runs once and completes; trial 2's first attempt is lost to a's
+  // silence, b stopped but not yet confirmed: held when the scheduler dies.
+  auto done = dispatch_gang(u, sweep, {"a", "b"});
+  CHECK(u.exit("a", done[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.exit("b", done[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  u.clock.advance_ms(12101);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK_FALSE(gang_offered(u, sweep));
+  u.restart(5000);
+  // The new scheduler does not know what the old one waited for: it holds
+  // the queued gang (not the completed one) until its lease and margin are over.
+  const int64_t bound = u.clock.now_ms() + 12100;
+  auto held = u.life->hold_recovered_gangs(bound);
+  REQUIRE(held.ok());
+  CHECK(*held == 1);
+  REQUIRE(pass_events(*u.life, *u.runner).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK_FALSE(gang_starts(u, sweep));
+  REQUIRE(u.life->next_release_ms().has_value());
+  CHECK(*u.life->next_release_ms() == bound);
+  // b re-registers still running its old rank: told to stop it, the hold stays.
+  auto b_back = u.life->reconcile("b", {{nodes[1].trial_id, nodes[1].attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000);
+  REQUIRE(b_back.ok());
+  REQUIRE(b_back->stops.size() == 1);
+  CHECK(b_back->stops[0].trial_id == nodes[1].trial_id);
+  u.clock.advance_ms(bound - 1 - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  // Past the bound a's ranks are surely dead, but b's has not said it stopped.
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  CHECK(gang_offered(u, sweep));
+
+  // Restarted again with the retry lost the same way: every node's agent
+  // back without it releases it before the bound.
   auto retry = dispatch_gang(u, sweep, {"a", "b"});
-  CHECK(retry[0].attempt == 2);
+  REQUIRE(retry[0].attempt == 2);
+  REQUIRE(u.life->agent_gone("b", "it disconnected").ok());
+  u.life->take_mail();
+  u.restart(5000);
+  REQUIRE(u.life->hold_recovered_gangs(u.clock.now_ms() + 12100).ok());
+  REQUIRE(pass_events(*u.life, *u.runner).ok());
+  CHECK_FALSE(gang_offered(u, sweep));
+  REQUIRE(u.life->reconcile("a", {}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK_FALSE(gang_offered(u, sweep));  // b may still run its rank
+  REQUIRE(u.life->reconcile("b", {}, {}, u.clock.now_ms() + 1000).ok());
+  CHECK(gang_offered(u, sweep));
+  CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == 3);
 }
 
 TEST_CASE("lifecycle: a held gang retry waits for every stopped node's word, or for its own lease (issue 26)") {
@@ -907,47 +990,112 @@ TEST_CASE("lifecycle: a held gang retry waits for every stopped node's word, or 
   CHECK(dispatch_gang(u, sweep, {"a", "b"})[0].attempt == second[0].attempt + 1);
 }
 
-TEST_CASE("lifecycle: a silent gang node back within the window changes nothing: its attempt stays lost (issue 26)") {
+TEST_CASE("lifecycle: a gang node's agent frozen and back within its lease keeps its rank: one attempt (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 3,
+      "parameters": {"x": {"values": [1, 2]}}})");
+  for (const char* name : {"b", "a"}) {  // node 1, then node 0 (which keeps the trial's record)
+    const std::string frozen = name;
+    INFO("frozen: " << frozen);
+    auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+    const StartTrial& mine = frozen == "a" ? nodes[0] : nodes[1];
+    const int64_t lease_over = u.clock.now_ms() + 12100;
+    u.life->agent_silent(frozen, lease_over + 10000, lease_over);
+    REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+    u.clock.advance_ms(6000);
+    REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+    CHECK(u.life->take_mail().empty());  // nothing stopped
+    // SIGCONT: it re-registers still running its rank, and keeps it.
+    auto back = u.life->reconcile(frozen, {{mine.trial_id, mine.attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000);
+    REQUIRE(back.ok());
+    CHECK(back->stops.empty());
+    CHECK(u.life->take_mail().empty());
+    // Its old lease and window pass: nothing happens, it is back.
+    u.clock.advance_ms(30000);
+    REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+    CHECK(u.life->take_mail().empty());
+    CHECK(u.exit("a", nodes[0], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+    CHECK(u.exit("b", nodes[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+    CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='completed' AND attempts=1") == 1);
+  }
+  CHECK(u.q("SELECT COUNT(*) FROM attempts") == 2);  // one per trial: none lost, none rerun
+}
+
+TEST_CASE("lifecycle: a silent gang node back within the report window with its rank ended counts like any node (issue 26)") {
+  Unit u;
+  const int64_t sweep = u.submit(R"({"method": "grid", "command": ["/bin/true"], "max_retries": 3,
+      "parameters": {"x": {"values": [1, 2, 3]}}})");
+  // a froze; the gang ran to its end meanwhile: b exited 0, and so did a's
+  // rank. a comes back after its lease, within the window, and reports it.
+  auto nodes = dispatch_gang(u, sweep, {"a", "b"});
+  const int64_t lease_over = u.clock.now_ms() + 12100;
+  u.life->agent_silent("a", lease_over + 10000, lease_over);
+  CHECK(u.exit("b", nodes[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  u.clock.advance_ms(15000);  // past its lease: only its report is awaited now
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.life->take_mail().empty());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='running'") == 1);
+  auto back = u.life->reconcile("a", {}, {Unit::exit_record(nodes[0], ExitCause::kExited, 0)}, u.clock.now_ms());
+  REQUIRE(back.ok());
+  REQUIRE(back->finished.size() == 1);
+  CHECK(back->finished[0] == TrialLifecycle::ExitOutcome::kRan);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='completed' AND attempts=1") == 1);
+
+  // Its rank failed instead: the attempt fails as one.
+  auto failing = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  CHECK(u.exit("b", failing[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  u.clock.advance_ms(15000);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  REQUIRE(u.life->reconcile("a", {}, {Unit::exit_record(failing[0], ExitCause::kExited, 3)}, u.clock.now_ms()).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(failing[0].trial_id) + " AND state='failed' AND attempts=1") == 1);
+
+  // Not back by the window's end: lost then (a retry spent), and run again.
+  auto silent = dispatch_gang(u, sweep, {"a", "b"});
+  const int64_t until = u.clock.now_ms() + 22100;
+  u.life->agent_silent("a", until, u.clock.now_ms() + 12100);
+  CHECK(u.exit("b", silent[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  u.clock.advance_ms(until - u.clock.now_ms());
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(silent[0].trial_id) + " AND state='running'") == 1);
+  u.clock.advance_ms(1);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(silent[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost' AND reason LIKE '%did not come back%'") == 1);
+  CHECK(gang_offered(u, sweep));  // a's ranks are past their lease
+}
+
+TEST_CASE("lifecycle: a silent gang node back after its attempt ended changes nothing: it stays lost (issue 26)") {
   Unit u;
   const int64_t sweep = u.submit(one_trial(3));
   auto nodes = dispatch_gang(u, sweep, {"a", "b"});
   const int64_t lease_over = u.clock.now_ms() + 12100;
   u.life->agent_silent("a", lease_over + 10000, lease_over);
-  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
-  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
-  // a is back before its lease is over, still running its rank: it is told
-  // to stop it (never adopted: the attempt ended as one), and the trial
-  // waits for its word.
-  u.clock.advance_ms(5000);
-  auto back = u.life->reconcile("a", {{nodes[0].trial_id, nodes[0].attempt, 7, 1.0}}, {}, u.clock.now_ms() + 1000);
-  REQUIRE(back.ok());
-  REQUIRE(back->stops.size() == 1);
-  CHECK(back->stops[0].trial_id == nodes[0].trial_id);
-  CHECK(u.life->size() == 0);
+  // b still runs at a's lease's end: the attempt is lost, b stopped.
   u.clock.advance_ms(lease_over + 1 - u.clock.now_ms());
   REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
-  CHECK_FALSE(gang_offered(u, sweep));  // connected: known dead when it says so
-  // It reports the rank ended (exit 0, even): nothing changes, the attempt
-  // stays lost and its retry spent; the trial may run again now.
-  auto done = u.life->exited("a", Unit::exit_record(nodes[0], ExitCause::kExited, 0));
-  REQUIRE(done.ok());
-  CHECK(*done == TrialLifecycle::ExitOutcome::kNotCurrent);
-  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
-  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
-  CHECK(gang_offered(u, sweep));
-  // The same when it comes back (a new session) reporting the rank in `finished`.
-  u.life->take_mail();
-  auto second = dispatch_gang(u, sweep, {"a", "b"});
-  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
-  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
-  CHECK(u.exit("b", second[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
-  CHECK_FALSE(gang_offered(u, sweep));
-  auto again = u.life->reconcile("a", {}, {Unit::exit_record(second[0], ExitCause::kExited, 0)}, u.clock.now_ms());
+  CHECK(stopped_agents(u.life->take_mail()) == std::vector<std::string>{"a", "b"});
+  CHECK(u.exit("b", nodes[1], ExitCause::kStopped) == TrialLifecycle::ExitOutcome::kNotCurrent);
+  // a comes back within the window reporting its rank ended (exit 0, even):
+  // history only, the attempt stays lost and its retry spent.
+  auto again = u.life->reconcile("a", {}, {Unit::exit_record(nodes[0], ExitCause::kExited, 0)}, u.clock.now_ms());
   REQUIRE(again.ok());
   REQUIRE(again->finished.size() == 1);
   CHECK(again->finished[0] == TrialLifecycle::ExitOutcome::kNotCurrent);
-  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=1") == 1);
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 1);
   CHECK(gang_offered(u, sweep));
+  // Back after its lease still reporting the rank, stopped by the lease: a loss (a retry spent), not a free requeue.
+  auto second = dispatch_gang(u, sweep, {"a", "b"});
+  u.life->agent_silent("a", u.clock.now_ms() + 22100, u.clock.now_ms() + 12100);
+  CHECK(u.exit("b", second[1], ExitCause::kExited, 0) == TrialLifecycle::ExitOutcome::kRan);
+  u.clock.advance_ms(13000);
+  REQUIRE(u.life->check_deadlines(kNobody, 10000).ok());
+  TrialExited leased = Unit::exit_record(second[0], ExitCause::kAgentShutdown);
+  leased.reason = "lease expired: stopped";
+  REQUIRE(u.life->reconcile("a", {}, {leased}, u.clock.now_ms()).ok());
+  CHECK(u.q("SELECT COUNT(*) FROM attempts WHERE state='lost'") == 2);
+  CHECK(u.q("SELECT COUNT(*)" + u.trial(nodes[0].trial_id) + " AND state='queued' AND attempts=2") == 1);
 }
 
 TEST_CASE("lifecycle: cancel and early stop reach every node of a gang, and a host fault requeues it at no cost") {

@@ -91,10 +91,11 @@ overlaps=$(sort -k3,3 -k5,5n "$tmp/ledger" | awk '$3 == agent && $5 < end { prin
 
 # Issue 26: a gang never runs beside its own previous attempt. A third
 # agent joins; a 2-node trial's first attempt sleeps until stopped, and
-# node 1's agent is frozen (SIGSTOP, its lease keeper not). The scheduler
-# finds it silent, loses the attempt and stops node 0 at once, but places
-# the retry (on the two other agents) only once the frozen agent's lease and
-# margin are over, when its keeper has SIGKILLed the rank. Each rank holds a
+# node 1's agent is frozen (SIGSTOP, its lease keeper not) for good. The
+# scheduler finds it silent and lets the attempt run on until the frozen
+# agent's lease and margin are over (its keeper has SIGKILLed the rank by
+# then); then it loses the attempt, stops node 0, and places the retry (on
+# the two other agents) once node 0 has reported its rank stopped. Each rank holds a
 # shared lock on its attempt's file while it runs; a rank of a later attempt
 # that cannot take an earlier attempt's lock exclusively notes an overlap
 # (the probes take turns on one more lock, so that two never collide).
@@ -143,6 +144,65 @@ t=$(sql "SELECT id FROM trials WHERE sweep_id=$frozen")
 ! grep -q "^start $t 2 $victim " "$tmp/frozen-ledger" || fail "the retry ran on the frozen agent $victim"
 grep -q "every rank is known stopped" "$tmp/scheduler.log" || fail "the scheduler did not say why the retry waited"
 
+# Issue 26, a freeze shorter than the lease: a 2-node trial whose node's
+# agent is SIGSTOPped until the scheduler has declared it lost, then
+# SIGCONTed (before its lease is over), keeps running: the agent comes back
+# with its rank, and the trial completes in its first attempt, each rank run
+# once. Its own scheduler and agents, with a heartbeat long enough that the
+# time between "declared lost" (2 s of silence) and the agent's lease stop
+# (3.5 s) is well above this test's polling.
+"$swept" scheduler --bind 'tcp://127.0.0.1:*' --db "$tmp/held.db" --heartbeat-ms 500 --liveness 4 \
+  --endpoint-file "$tmp/ep-held" >"$tmp/scheduler-held.log" 2>&1 &
+pids+=($!)
+wait_for 20 '[ -s "$tmp/ep-held" ]' || fail "the second scheduler did not start"
+ep_held=$(cat "$tmp/ep-held")
+held_sql() { sqlite3 -cmd ".timeout 5000" "$tmp/held.db" "$1"; }
+declare -A held_pid
+for n in h1 h2; do
+  p=$(free_port)
+  "$swept" agent --scheduler "$ep_held" --name "$n" --gpus none --slots 1 --workdir "$tmp/work-$n" \
+    --rendezvous-ports "$p-$p" --heartbeat-ms 500 --liveness 4 --stop-grace-ms 500 >"$tmp/agent-$n.log" 2>&1 &
+  pids+=($!)
+  held_pid[$n]=$!
+done
+wait_for 20 '[ "$(held_sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 2 ]' ||
+  fail "the agents h1, h2 did not register: $(held_sql "SELECT name, state FROM agents" 2>&1)"
+# Each rank notes its start and end, and runs until the test lets it end (60 s at most).
+cat >"$tmp/held-trial.sh" <<EOF
+#!/bin/sh
+agent=\$(pwd | sed 's|.*/work-\([^/]*\)/.*|\1|')
+echo "start \$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \$RANK" >>"$tmp/held-ledger"
+i=0
+while [ ! -e "$tmp/held-go" ] && [ "\$i" -lt 1200 ]; do sleep 0.05; i=\$((i + 1)); done
+[ "\$RANK" = 0 ] && echo '{"loss": 1.5}'
+echo "end \$SWEPT_TRIAL_ID \$SWEPT_ATTEMPT \$agent \$RANK" >>"$tmp/held-ledger"
+EOF
+chmod +x "$tmp/held-trial.sh"
+cat >"$tmp/held.json" <<EOF
+{"method": "grid", "metric": {"name": "loss", "goal": "minimize"}, "resources": {"nodes": 2}, "max_retries": 2,
+ "command": ["$tmp/held-trial.sh"], "parameters": {"i": {"values": [1]}}}
+EOF
+held=$("$swept" submit held.json --scheduler "$ep_held") || fail "could not submit held.json"
+wait_for 30 '[ "$(grep -c "^start " "$tmp/held-ledger" 2>/dev/null)" = 2 ]' || fail "the held trial did not start both ranks"
+victim=$(awk '$1 == "start" && $5 == 1 { print $4 }' "$tmp/held-ledger")
+kill -STOP "${held_pid[$victim]}"
+wait_for 20 'grep -q "agent $victim missed" "$tmp/scheduler-held.log"' ||
+  { kill -CONT "${held_pid[$victim]}"; fail "the scheduler did not find agent $victim silent"; }
+kill -CONT "${held_pid[$victim]}"
+wait_for 20 '[ "$(grep -c "agent $victim registered" "$tmp/scheduler-held.log")" -ge 2 ]' ||
+  fail "agent $victim did not register again after SIGCONT"
+touch "$tmp/held-go"
+timeout 60 "$swept" wait "$held" --scheduler "$ep_held" --poll-ms 100 >"$tmp/wait-held.log" 2>&1 ||
+  fail "the sweep whose agent was frozen for a moment did not end within the bound"
+t=$(held_sql "SELECT id FROM trials WHERE sweep_id=$held")
+[ "$(held_sql "SELECT state || ' ' || attempts FROM trials WHERE id=$t")" = "completed 1" ] ||
+  fail "trial $t, its node's agent frozen within its lease: $(held_sql "SELECT state, attempts, reason FROM trials WHERE id=$t");" \
+    "attempts: $(held_sql "SELECT attempt || ' ' || state || ' ' || COALESCE(reason, '') FROM attempts" | paste -sd,)"
+# The ledger: one start and one end per rank, all of attempt 1.
+ran=$(awk '{ print $1 " " $2 " " $3 " " $5 }' "$tmp/held-ledger" | sort | paste -sd,)
+[ "$ran" = "end $t 1 0,end $t 1 1,start $t 1 0,start $t 1 1" ] ||
+  fail "trial $t: each rank should have run once, in attempt 1: $(cat "$tmp/held-ledger")"
+
 # The same 2-node sweep under `swept run --local-agents 2 --slots 2`: two
 # agents in the one process, one slot each, the ranks meeting on loopback.
 timeout 90 "$swept" run gang.json --local-agents 2 --slots 2 --gpus none --db "$tmp/run.db" \
@@ -163,4 +223,5 @@ for t in $(run_sql "SELECT id FROM trials"); do
 done
 echo "PASS: 3 two-node and 12 one-node trials on two one-slot agents all completed, never two at once on an agent;" \
   "a 2-node trial whose node's agent was frozen ran again only after its lease, never beside its old rank;" \
+  "one whose node's agent was frozen for less than its lease completed in its first attempt, each rank run once;" \
   "swept run --local-agents 2 ran the 2-node sweep"
