@@ -344,12 +344,15 @@ Result<std::vector<TrialRow>> Writer::trials_in_state(int64_t sweep_id, TrialSta
 }
 
 Result<TrialRow> Writer::trial_record(int64_t trial_id) {
-  static const std::string sql = std::string("SELECT ") + kTrialColumns + " FROM trials t WHERE t.id=?";
+  // The row and, for a multi-node trial, the nodes of its current attempt
+  // (the lifecycle never adopts one node of a gang as a trial of its own).
+  static const std::string sql = std::string("SELECT ") + kTrialColumns + ", t.nodes FROM trials t WHERE t.id=?";
   SWEPT_CACHED(st, sql.c_str());
   st.bind(1, trial_id);
   SWEPT_ASSIGN_OR_RETURN(row, st.step());
   if (!row) return Status::NotFound("no trial " + std::to_string(trial_id));
   Result<TrialRow> t = sound_trial_row(st);
+  if (t.ok()) t->nodes = decode_nodes(st.optional_text(kTrialColumnCount));
   st.reset();
   return t;
 }

@@ -358,6 +358,14 @@ TEST_CASE("writer: trial records come decoded, and a row that does not decode is
   REQUIRE(rec.ok());
   CHECK(rec->params == nlohmann::json{{"opt", {{"lr", 0.1}}}});
   CHECK(rec->command == std::vector<std::string>{"train", "--lr=0.1"});
+  CHECK(rec->nodes.empty());
+  // A multi-node attempt's nodes come with the record (the lifecycle's
+  // reconciliation reads them to never adopt one node of a gang alone).
+  const std::vector<swept::TrialNode> nodes = {{"a", {0}}, {"b", {1}}};
+  REQUIRE(w.start_attempt(good, 1, "a", {0}, 0, 1.0, nodes, nullptr).ok());
+  auto gang = w.trial_record(good);
+  REQUIRE(gang.ok());
+  CHECK(gang->nodes == nodes);
 
   // Rows swept never writes, put there by raw SQL: each read is refused
   // with the trial and the column named, never given a guessed value.
