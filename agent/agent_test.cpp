@@ -1137,6 +1137,14 @@ TEST_CASE("agent: a gang node's failing process stops the others, STOP_TRIAL sto
     return true;
   };
   REQUIRE(swept::testing::eventually(all_running, 15, kNoPause));
+  // Node 0's TRIAL_STARTED is the trial's record; node 1's says it runs, without the environment.
+  auto started41 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& t) { return t.trial_id == 41; });
+  REQUIRE(started41);
+  CHECK(started41->env.at("RANK") == "0");
+  auto started42 = s.wait_for<pr::TrialStarted>([](const pr::TrialStarted& t) { return t.trial_id == 42; });
+  REQUIRE(started42);
+  CHECK(started42->pid > 0);
+  CHECK(started42->env.empty());
   s.send(pr::StopTrial{42, 1, "cancelled"});
   auto ended = s.wait_for<pr::TrialExited>([](const pr::TrialExited& e) { return e.trial_id == 42; });
   REQUIRE(ended);

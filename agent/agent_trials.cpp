@@ -157,7 +157,8 @@ void Agent::send_trial_started(const TrialKey& key, HostedTrial& t) {
   started.pid = t.pid;
   started.started_at = t.started_at;
   started.workdir = t.supervisor->working_dir();
-  for (const auto& [k, v] : t.supervisor->environment()) started.env[k] = v;
+  if (t.supervisor->reports_environment())
+    for (const auto& [k, v] : t.supervisor->environment()) started.env[k] = v;
   t.started_reported = send(started);
 }
 

@@ -34,7 +34,8 @@
 // agent tells the scheduler); the scheduler's stop with the reason
 // protocol::kWorkersEndedStop then stops the servers and the node ends with
 // exit 0. Any other stop is a stop.
-// pid() and environment() are the first process's (what TRIAL_STARTED reports).
+// pid() and environment() are the first process's (what TRIAL_STARTED reports;
+// node 0 alone reports the environment).
 //
 // Thread safety: none; one supervisor belongs to one event loop.
 #pragma once
@@ -70,6 +71,7 @@ class GangSupervisor final : public Supervision {
   double started_at() const override { return started_wall_; }
   const std::string& working_dir() const override { return working_dir_; }
   const std::vector<std::pair<std::string, std::string>>& environment() const override;
+  bool reports_environment() const override { return gang_.node_rank == 0; }
   std::vector<pid_t> live_pids() const override;
   std::vector<int> poll_fds() const override;
   int64_t next_deadline_ms() const override;

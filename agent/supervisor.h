@@ -133,6 +133,10 @@ class Supervision {
   virtual double started_at() const = 0;
   virtual const std::string& working_dir() const = 0;
   virtual const std::vector<std::pair<std::string, std::string>>& environment() const = 0;
+  // Whether TRIAL_STARTED carries environment(): the scheduler records node
+  // 0's only, so a gang's other nodes leave it out (docs/protocol.md) rather
+  // than make the scheduler parse ~20 variables it drops (issue 25's cost).
+  virtual bool reports_environment() const { return true; }
   // The trial's processes its supervisors have not reaped yet (the
   // containment must not reap them: Containment::collect).
   virtual std::vector<pid_t> live_pids() const = 0;

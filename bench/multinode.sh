@@ -26,7 +26,8 @@
 #      the loop's turns and the messages it read per trial, and how many
 #      one-node trials went out as successors (START_TRIAL `after`): the
 #      turns, with their commits and wake-ups, are where two-node trials pay
-#      more than twice (docs/benchmarks.md, "Multi-node", 2026-11-28 01:00).
+#      more than twice (docs/benchmarks.md, "Multi-node", 2026-11-28 01:00
+#      and 01:59). Also each round's own two-node / one-node ratio.
 #      PEER_SWEPT=path (another build's swept, say main's) runs it too, in
 #      the same rounds, alternated with this build's: its ratio, and this
 #      build's CPU per trial against it, paired round by round.
@@ -297,6 +298,12 @@ if wants gang; then
   echo "(3) 1,000 no-op trials on 8 local agents: scheduler CPU per trial one-node $om us, two-node $tm us:" \
     "ratio ${ratio}x (target <= 2x: $met); rounds one-node ${one[*]} us (wall ${w1[*]} s), two-node ${two[*]} us" \
     "(wall ${w2[*]} s); 1-min load ${loads[*]}"
+  # Under load the one-node side inflates more: the rounds' own ratios
+  # (each round's two sides ran back to back) say more than the medians'.
+  echo "(3) two-node / one-node by round: $(python3 -c '
+import sys
+r = sorted(b / a for a, b in zip(map(float, sys.argv[1].split()), map(float, sys.argv[2].split())))
+print(" ".join(f"{x:.2f}" for x in r), "(median %.2fx)" % r[(len(r) - 1) // 2])' "${one[*]}" "${two[*]}")"
   echo "(3) per trial, medians: the loop's turns one-node $(median "${t1[@]}"), two-node $(median "${t2[@]}");" \
     "messages read one-node $(median "${m1[@]}"), two-node $(median "${m2[@]}"); one-node trials sent as successors" \
     "$(median "${s1[@]}") of 1000"
@@ -306,7 +313,8 @@ import sys
 one, two, p1, p2 = ([float(x) for x in a.split()] for a in sys.argv[1:5])
 def m(v):  # as median() above: the lower middle of an even count
     return round(sorted(v)[(len(v) - 1) // 2], 3)
-print(f"(3) PEER_SWEPT {sys.argv[5]}: one-node {m(p1)} us, two-node {m(p2)} us: ratio {m(p2) / m(p1):.2f}x; "
+print(f"(3) PEER_SWEPT {sys.argv[5]}: one-node {m(p1)} us, two-node {m(p2)} us: ratio {m(p2) / m(p1):.2f}x "
+      f"(by round, median {m([b / a for a, b in zip(p1, p2)]):.2f}x); "
       f"this build / the peer, paired by round: one-node {m([a / b for a, b in zip(one, p1)]):.3f}, "
       f"two-node {m([a / b for a, b in zip(two, p2)]):.3f}; rounds one-node {p1}, two-node {p2}")
 EOF

@@ -171,8 +171,10 @@ json body(const StartTrial& m) {
 }
 json body(const StopTrial& m) { return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"reason", m.reason}}; }
 json body(const TrialStarted& m) {
-  return {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"pid", m.pid},
-          {"started_at", m.started_at}, {"workdir", m.workdir}, {"env", m.env}};
+  json j = {{"trial_id", m.trial_id}, {"attempt", m.attempt}, {"pid", m.pid},
+            {"started_at", m.started_at}, {"workdir", m.workdir}};
+  if (!m.env.empty()) j["env"] = m.env;  // a gang's nodes other than 0 send none
+  return j;
 }
 json body(const Metrics& m) {
   json records = json::array();

@@ -117,6 +117,7 @@ std::vector<Message> every_message() {
     all.push_back(CheckpointPart{17, 3, 12, 2, "ckpt.bin", 7, data, {}, ""});
   all.push_back(CheckpointPart{17, 3, 12, 2, "ckpt.bin", 0, "", {}, "agent a2 that holds it is not connected"});
   all.push_back(TrialStarted{17, 2, 5120, 1763762000.5, "/var/swept/sweep-3/trial-17", {{"CUDA_VISIBLE_DEVICES", "2,3"}}});
+  all.push_back(TrialStarted{17, 2, 5121, 1763762000.5, "/var/swept/sweep-3/trial-17", {}});  // a gang's node 1
   Metrics m;
   m.trial_id = 17;
   m.attempt = 2;
@@ -256,6 +257,15 @@ TEST_CASE("every message kind survives encode then decode") {
   }
   // One of each of the kinds docs/protocol.md defines.
   CHECK(kinds.size() == std::variant_size_v<Message>);
+}
+
+TEST_CASE("TRIAL_STARTED without an environment (a gang's node other than 0) leaves `env` out") {
+  Frames frames = encode(TrialStarted{17, 2, 5121, 1.5, "w", {}});
+  REQUIRE(frames.size() == 3);
+  CHECK(frames[2].find("env") == std::string::npos);
+  Decoded d = decode(frames);
+  REQUIRE(d.ok());
+  CHECK(std::get<TrialStarted>(*d.message).env.empty());
 }
 
 TEST_CASE("a checkpoint part's bytes travel as a frame of their own, or as base64 in the body for older agents") {
