@@ -36,6 +36,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <set>
 #include <optional>
@@ -296,7 +297,7 @@ class Broker {
   std::string all_quarantined_ SWEPT_GUARDED_BY(unplaceable_mutex_);  // see all_quarantined()
   std::atomic<size_t> live_count_{0};
   std::map<int64_t, int64_t> gang_waiting_since_ms_;  // by sweep: when its next multi-node trial began to wait
-  std::map<std::string, int> next_port_;              // by host: where the next rendezvous port search starts
+  std::map<std::tuple<std::string, int, int>, int> next_port_;  // by host and range: where the next rendezvous port search starts
   std::string reserved_logged_;                       // the reservation last logged ("": none)
   Wakeup wake_;
   int64_t sweeps_ended_seen_ = 0;

@@ -45,9 +45,12 @@ int Broker::pick_port(const AgentSession& agent, const std::set<int>& taken) {
   const int lo = agent.ports_lo > 0 ? agent.ports_lo : kDefaultPortsLo;
   const int hi = agent.ports_lo > 0 ? agent.ports_hi : kDefaultPortsHi;
   // Round robin over the range, so that a port another program held (the
-  // agent then refused it: a host fault) is not the next trial's too.
+  // agent then refused it: a host fault) is not the next trial's too. One
+  // rotation per host and range: agents of one host with different ranges
+  // sharing a counter would each jump about in their own range, and a
+  // refused port could come back every other attempt.
   const int span = hi - lo + 1;
-  int& next = next_port_[host_of(agent)];
+  int& next = next_port_[{host_of(agent), lo, hi}];
   for (int i = 0; i < span; ++i) {
     const int port = lo + (next + i) % span;
     if (taken.count(port)) continue;
