@@ -264,8 +264,15 @@ TEST_CASE("REGISTER spam: one agent per connection, unkeyed REGISTERs throttled 
   const std::string worker = "many-" + std::to_string(admitted.front());
   // Silent past liveness: the idle ones leave no row; the one that reported
   // is lost, still listed by --all.
-  REQUIRE_MESSAGE(eventually([&] { return db_int(db, "SELECT COUNT(*) FROM agents") == 2; }, 30), sched.log());
-  CHECK(db_text(db, "SELECT state FROM agents WHERE name='" + worker + "'") == "lost");
+  // (The worker spoke last, so the idle ones may be gone before it is
+  // declared lost: wait for both.)
+  REQUIRE_MESSAGE(eventually(
+                      [&] {
+                        return db_int(db, "SELECT COUNT(*) FROM agents") == 2 &&
+                               db_text(db, "SELECT state FROM agents WHERE name='" + worker + "'") == "lost";
+                      },
+                      30),
+                  sched.log());
   std::string out;
   REQUIRE(run_command({kSwept, "agents", "--all", "--scheduler", endpoint}, dir / "agents.log", &out) == 0);
   CHECK_MESSAGE(out.find(worker + " (nowhere): lost") != std::string::npos, out);
