@@ -40,6 +40,10 @@
 #   TARGET: the test accuracy to reach (default 0.99; a tiny run on a stand-in
 #     data set sets it lower, tests/pbt_mnist_count_test.sh).
 #   KEEP=DIR: keep each search's database, log and (asha4) time ledger in DIR.
+#   PBT_INTERVAL: PBT's interval in steps (default 100, the measured setting;
+#     MAX_STEPS must be a multiple of it). A longer one makes the exploit less
+#     greedy: on a 100-step horizon a lower lr often wins the round and loses
+#     the race to 99 % (docs/benchmarks.md).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -54,7 +58,9 @@ for b in "$swept" "$train"; do
 done
 data=${SWEPT_DATA_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/swept/mnist}
 [[ -s $data/train-images-idx3-ubyte ]] || { echo "no MNIST in $data: run scripts/fetch-mnist.sh" >&2; exit 2; }
-(( max_steps % 100 == 0 )) || { echo "MAX_STEPS must be a multiple of the interval, 100" >&2; exit 2; }
+pbt_interval=${PBT_INTERVAL:-100}
+[[ $pbt_interval =~ ^[1-9][0-9]*$ ]] || { echo "PBT_INTERVAL must be a positive integer, not $pbt_interval" >&2; exit 2; }
+(( max_steps % pbt_interval == 0 )) || { echo "MAX_STEPS must be a multiple of the interval, $pbt_interval" >&2; exit 2; }
 searches=${SEARCHES:-pbt asha asha4}
 target=${TARGET:-0.99}
 for s in $searches; do
@@ -217,7 +223,7 @@ for seed in $(seq 1 "$seeds"); do
     asha_keys='{"method": "random", "run_cap": '"$asha_trials"',
         "early_terminate": {"type": "asha", "min_resource": 100, "reduction_factor": 3}}'
     if [[ $name == pbt ]]; then
-      run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": 100, "max_steps": '"$max_steps"'}}' \
+      run_search pbt "$seed" '{"method": "pbt", "pbt": {"population": 4, "interval": '"$pbt_interval"', "max_steps": '"$max_steps"'}}' \
         4 "$pbt_threads" >>"$tmp/results" 2>>"$tmp/details" &
     elif [[ $name == asha ]]; then
       run_search asha "$seed" "$asha_keys" 1 "$asha_threads" >>"$tmp/results" 2>>"$tmp/details" &
