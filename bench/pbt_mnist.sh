@@ -40,6 +40,8 @@
 #   TARGET: the test accuracy to reach (default 0.99; a tiny run on a stand-in
 #     data set sets it lower, tests/pbt_mnist_count_test.sh).
 #   KEEP=DIR: keep each search's database, log and (asha4) time ledger in DIR.
+#   FIRST_SEED: the first seed run (default 1; seeds FIRST_SEED..SEEDS, so a
+#     run can add seeds to an earlier one).
 #   PBT_INTERVAL: PBT's interval in steps (default 100, the measured setting;
 #     MAX_STEPS must be a multiple of it). A longer one makes the exploit less
 #     greedy: on a 100-step horizon a lower lr often wins the round and loses
@@ -217,7 +219,7 @@ t0=$(date +%s)
 asha_trials=$(( budget / 300 ))
 # Each search appends its line to $tmp/results; up to $parallel run at once.
 jobs_running() { jobs -rp | wc -l; }
-for seed in $(seq 1 "$seeds"); do
+for seed in $(seq "${FIRST_SEED:-1}" "$seeds"); do
   for name in $searches; do
     while (( $(jobs_running) >= parallel )); do wait -n || { cat "$tmp/details" >&2; exit 1; }; done
     asha_keys='{"method": "random", "run_cap": '"$asha_trials"',
