@@ -21,26 +21,8 @@ source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql, process_test_setup, fail
 process_test_setup
 
 cd "$tmp"
-scheduler() {
-  "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms 100 --liveness 5 \
-    --endpoint-file "$tmp/ep" >>"$tmp/scheduler.log" 2>&1 &
-  scheduler_pid=$!
-  pids+=($!)
-}
-scheduler 'tcp://127.0.0.1:*'
-wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
-ep=$(cat "$tmp/ep")
-base=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(min(s.getsockname()[1], 65000))')
-for n in 1 2; do
-  lo=$((base + 10 * (n - 1)))
-  lo=$((lo > 65525 ? 1024 + n * 10 : lo))
-  "$swept" agent --scheduler "$ep" --name "b$n" --gpus none --slots 2 --workdir "$tmp/work-b$n" \
-    --rendezvous-ports "$lo-$((lo + 9))" --heartbeat-ms 100 --liveness 5 --reconnect-min-ms 100 \
-    --reconnect-max-ms 400 --stop-grace-ms 500 >"$tmp/agent-b$n.log" 2>&1 &
-  pids+=($!)
-done
-wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 2 ]' ||
-  fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+start_scheduler 'tcp://127.0.0.1:*'
+start_gang_agents b 2
 
 # Every process records its pid as procs/NAME (gang-ATTEMPT-RANK, or
 # marker-AGENT), then waits (bounded) for release-NAME and exits 0. (An
@@ -92,7 +74,7 @@ wait_for 30 '[ "$(sql "SELECT state FROM trials WHERE id=$marker")" = completed 
 kill -9 "$scheduler_pid"
 wait "$scheduler_pid" 2>/dev/null || true
 : >"$tmp/ep"
-scheduler "$ep"
+start_scheduler "$ep"
 wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start again on $ep"
 
 # Both agents back: node 0's rank ends, and the attempt completes.

@@ -21,15 +21,7 @@ cd "$tmp"
 export PBT_LEDGER=$tmp/ledger
 echo 0.05 >"$tmp/delay"  # 0.5 s a segment: the crash lands in mid-segment
 export PBT_DELAY_FILE=$tmp/delay
-scheduler() {
-  "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms 100 --liveness 5 \
-    --endpoint-file "$tmp/ep" >>"$tmp/scheduler.log" 2>&1 &
-  scheduler_pid=$!
-  pids+=($!)
-}
-scheduler 'tcp://127.0.0.1:*'
-wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
-ep=$(cat "$tmp/ep")
+start_scheduler 'tcp://127.0.0.1:*'
 "$swept" agent --scheduler "$ep" --name a1 --gpus none --slots 4 --workdir "$tmp/work" \
   --heartbeat-ms 100 --liveness 5 --reconnect-min-ms 100 --reconnect-max-ms 400 --stop-grace-ms 2000 \
   >"$tmp/agent.log" 2>&1 &
@@ -47,7 +39,7 @@ wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM pbt_lineage WHERE round=1")" = 4 ]' 
 kill -9 "$scheduler_pid"
 wait "$scheduler_pid" 2>/dev/null || true
 : >"$tmp/ep"
-scheduler "$ep"
+start_scheduler "$ep"
 wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start again on $ep"
 grep -q "pbt population rebuilt after the restart: 4 members, gathering round 2" "$tmp/scheduler.log" ||
   fail "the restarted scheduler did not rebuild the population"

@@ -26,29 +26,11 @@ source "$(dirname "$0")/shell_lib.sh"  # wait_for, sql, process_test_setup, fail
 process_test_setup
 
 cd "$tmp"
-scheduler() {
-  "$swept" scheduler --bind "$1" --db "$tmp/swept.db" --heartbeat-ms 100 --liveness 5 \
-    --endpoint-file "$tmp/ep" >>"$tmp/scheduler.log" 2>&1 &
-  scheduler_pid=$!
-  pids+=($!)
-}
-scheduler 'tcp://127.0.0.1:*'
-wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start"
-ep=$(cat "$tmp/ep")
+start_scheduler 'tcp://127.0.0.1:*'
 
 # Each agent a range of 10 ports from one the kernel found free (the fake
 # servers bind none; node 0's agent checks its rendezvous port).
-base=$(python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(min(s.getsockname()[1], 65000))')
-for n in 1 2 3 4 5 6; do
-  lo=$((base + 10 * (n - 1)))
-  lo=$((lo > 65525 ? 1024 + n * 10 : lo))
-  "$swept" agent --scheduler "$ep" --name "a$n" --gpus none --slots 2 --workdir "$tmp/work-a$n" \
-    --rendezvous-ports "$lo-$((lo + 9))" --heartbeat-ms 100 --liveness 5 --reconnect-min-ms 100 \
-    --reconnect-max-ms 400 --stop-grace-ms 500 >"$tmp/agent-a$n.log" 2>&1 &
-  pids+=($!)
-done
-wait_for 20 '[ "$(sql "SELECT COUNT(*) FROM agents WHERE state='"'alive'"'")" = 6 ]' ||
-  fail "the agents did not register: $(sql "SELECT name, state FROM agents" 2>&1)"
+start_gang_agents a 6
 
 # Every process records its pid as procs/TRIAL-ATTEMPT-ROLE-INDEX (an
 # attempt whose node 0 found its rendezvous port taken by another program is
@@ -119,7 +101,7 @@ for c in $current; do
 done
 
 : >"$tmp/ep"
-scheduler "$ep"
+start_scheduler "$ep"
 wait_for 20 '[ -s "$tmp/ep" ]' || fail "the scheduler did not start again on $ep"
 wait_for 60 '[ "$(sql "SELECT COUNT(*) FROM trials WHERE state='"'completed'"'")" = 2 ]' ||
   fail "the trials did not complete after the restart: $(sql "SELECT id, state, attempts, reason FROM trials")"
